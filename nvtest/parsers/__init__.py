@@ -1,0 +1,132 @@
+"""Pure parsers: tool output text -> typed, frozen records.
+
+Each tool has one module with ``parse(text)``, ``detect(text)``, ``TOOL`` and ``DESCRIPTION``;
+this package gathers them in :data:`PARSERS`. Parsers do no I/O and raise only
+:class:`~nvtest.errors.ParseError` (tool, line, what was expected).
+
+    >>> from nvtest.parsers import parse, detect, to_jsonable
+    >>> tool = detect(text)                 # e.g. "nccl-tests", or None
+    >>> record = parse(tool, text)          # frozen dataclasses
+    >>> to_jsonable(record)                 # plain dicts / lists / str / numbers
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from nvtest.errors import ParseError
+from nvtest.parsers import (
+    dcgmi,
+    dmesg,
+    gpu_burn,
+    ibstat,
+    ibv_devinfo,
+    lspci,
+    nccl_tests,
+    nvbandwidth,
+    nvidia_smi,
+    nvidia_smi_csv,
+    nvidia_smi_nvlink,
+    nvidia_smi_q,
+    nvidia_smi_topo,
+    nvidia_smi_xml,
+    perftest,
+    stream,
+)
+from nvtest.parsers._common import ValueState
+
+__all__ = [
+    "PARSERS",
+    "ParseError",
+    "ParserInfo",
+    "ValueState",
+    "detect",
+    "parse",
+    "to_jsonable",
+    "tool_names",
+]
+
+
+@dataclass(frozen=True)
+class ParserInfo:
+    """One registered parser: its tool name, a one-line description and its two functions."""
+
+    name: str
+    description: str
+    parse: Callable[[str], Any]
+    detect: Callable[[str], bool]
+
+
+# Order matters for detect(): the most specific formats first.
+_MODULES: tuple[ModuleType, ...] = (
+    nvidia_smi_xml,
+    dcgmi,
+    nvidia_smi_q,
+    nvidia_smi_topo,
+    nvidia_smi_nvlink,
+    nvidia_smi_csv,
+    nvidia_smi,
+    nccl_tests,
+    nvbandwidth,
+    perftest,
+    stream,
+    gpu_burn,
+    ibv_devinfo,
+    ibstat,
+    dmesg,
+    lspci,
+)
+
+#: Tool name -> :class:`ParserInfo`, in detection order.
+PARSERS: dict[str, ParserInfo] = {
+    m.TOOL: ParserInfo(m.TOOL, m.DESCRIPTION, m.parse, m.detect) for m in _MODULES
+}
+
+
+def tool_names() -> tuple[str, ...]:
+    """All tool names, sorted."""
+    return tuple(sorted(PARSERS))
+
+
+def parse(tool: str, text: str) -> Any:
+    """Parse ``text`` as the output of ``tool`` (a key of :data:`PARSERS`).
+
+    Raises:
+        ParseError: unknown tool, or the parser could not read the text.
+    """
+    info = PARSERS.get(tool)
+    if info is None:
+        raise ParseError(tool, f"unknown tool; known: {', '.join(tool_names())}")
+    return info.parse(text)
+
+
+def detect(text: str) -> str | None:
+    """The name of the first parser whose ``detect`` recognises ``text``, or None."""
+    for name, info in PARSERS.items():
+        try:
+            if info.detect(text):
+                return name
+        except Exception:  # noqa: BLE001 - a detector never decides by crashing
+            continue
+    return None
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Turn records into plain JSON-able values: dataclasses -> dicts, enums -> their string value,
+    tuples -> lists, non-finite floats -> strings. Properties are not included."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
+        return str(obj)
+    return obj

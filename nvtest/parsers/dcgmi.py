@@ -1,0 +1,315 @@
+"""Parser for ``dcgmi diag`` (DCGM 2.x-4.x): the ``-j`` JSON and the text table.
+
+JSON: DCGM 3.x puts results under ``"DCGM GPU Diagnostic"`` with per-result ``status`` and
+``gpu_ids`` (a ``"0,1,2"`` string or an integer); DCGM 4.x uses ``"DCGM Diagnostic"``, a
+``test_summary.status`` per test and per-entity results (``entity_id``). Non-JSON lines before
+the first ``{`` (``WARNING: ...``) are skipped and ``null`` entries in ``tests`` ignored.
+
+Text: ``| Name | Result |`` rows, ``|-----  Category  ---`` separators, a result split across
+continuation rows (``Pass - GPUs: 1, 2`` / ``Fail - GPU: 0``), and ``Warning``/``Info`` cells
+that DCGM wraps at a fixed width, even mid-word; these are rejoined.
+
+Statuses are normalised to ``pass``, ``fail``, ``warn``, ``skip`` (``not run`` and other
+spellings kept lower-cased); Skip is never counted as a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from nvtest.parsers._common import ParseError, guarded, numbered_lines
+
+TOOL = "dcgmi"
+DESCRIPTION = "dcgmi diag (-j JSON of DCGM 3.x/4.x, or the text table): per test and per GPU status"
+
+__all__ = ["DcgmDiag", "DcgmGpuResult", "DcgmTest", "detect", "parse"]
+
+_RANK = {"fail": 4, "warn": 3, "skip": 2, "pass": 1}
+
+
+def _status(raw: str) -> str:
+    s = raw.strip().lower()
+    return {"passed": "pass", "failed": "fail", "warning": "warn", "skipped": "skip"}.get(s, s)
+
+
+@dataclass(frozen=True)
+class DcgmGpuResult:
+    """One status for a set of GPUs: ``gpus`` empty means all GPUs."""
+
+    status: str
+    gpus: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()
+    error_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class DcgmTest:
+    """One diagnostic test: its overall status (the worst of its results) and per-GPU results."""
+
+    name: str
+    status: str
+    category: str | None = None
+    results: tuple[DcgmGpuResult, ...] = ()
+    warnings: tuple[str, ...] = ()
+    info: tuple[str, ...] = ()
+
+    def gpus_with(self, status: str) -> tuple[int, ...]:
+        """GPU ids reported with ``status`` (pass/fail/warn/skip)."""
+        return tuple(sorted({g for r in self.results if r.status == status for g in r.gpus}))
+
+
+@dataclass(frozen=True)
+class DcgmDiag:
+    """A dcgmi diag run. ``layout`` is ``json-3``, ``json-4`` or ``text``."""
+
+    tests: tuple[DcgmTest, ...]
+    layout: str
+    version: str | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def test(self, name: str) -> DcgmTest | None:
+        """The test called ``name`` (case-insensitive), or None."""
+        return next((t for t in self.tests if t.name.lower() == name.lower()), None)
+
+    @property
+    def status(self) -> str:
+        """Worst status over all tests (``fail`` > ``warn`` > ``skip`` > ``pass``); ``skip`` if none ran."""
+        if not self.tests:
+            return "skip"
+        return max((t.status for t in self.tests), key=lambda s: _RANK.get(s, 2))
+
+    @property
+    def passed(self) -> bool:
+        """True only when tests ran and every one of them passed (Skip and Warn are not a pass)."""
+        return bool(self.tests) and all(t.status == "pass" for t in self.tests)
+
+
+def _worst(statuses: list[str]) -> str:
+    return max(statuses, key=lambda s: _RANK.get(s, 2)) if statuses else "skip"
+
+
+def _gpu_ids(value: object) -> tuple[int, ...]:
+    if isinstance(value, bool):
+        return ()
+    if isinstance(value, int):
+        return (value,)
+    if isinstance(value, str):
+        return tuple(int(x) for x in re.findall(r"\d+", value))
+    if isinstance(value, list):
+        return tuple(v for v in value if isinstance(v, int) and not isinstance(v, bool))
+    return ()
+
+
+def _warning_texts(value: object) -> tuple[list[str], list[int]]:
+    texts: list[str] = []
+    ids: list[int] = []
+    if isinstance(value, dict):
+        value = [value]
+    if isinstance(value, list):
+        for w in value:
+            if isinstance(w, dict):
+                t = w.get("warning") or w.get("message") or w.get("msg")
+                if isinstance(t, str):
+                    texts.append(t)
+                eid = w.get("error_id")
+                if isinstance(eid, int) and not isinstance(eid, bool):
+                    ids.append(eid)
+            elif isinstance(w, str):
+                texts.append(w)
+    elif isinstance(value, str):
+        texts.append(value)
+    return texts, ids
+
+
+def _json_test(category: str | None, t: dict[str, object]) -> DcgmTest:
+    results: list[DcgmGpuResult] = []
+    warnings: list[str] = []
+    info: list[str] = []
+    raw_results = t.get("results")
+    for r in raw_results if isinstance(raw_results, list) else []:
+        if not isinstance(r, dict):
+            continue
+        gpus = _gpu_ids(r.get("gpu_ids", r.get("gpu_id", r.get("entity_id"))))
+        texts, ids = _warning_texts(r.get("warnings", r.get("warning")))
+        warnings.extend(texts)
+        inf, _ = _warning_texts(r.get("info"))
+        info.extend(inf)
+        st = r.get("status")
+        results.append(
+            DcgmGpuResult(
+                _status(st) if isinstance(st, str) else "unknown", gpus, tuple(texts), tuple(ids)
+            )
+        )
+    summary = t.get("test_summary")
+    sst = summary.get("status") if isinstance(summary, dict) else None
+    status = _status(sst) if isinstance(sst, str) else _worst([r.status for r in results])
+    name = t.get("name")
+    return DcgmTest(
+        str(name) if name is not None else "?",
+        status,
+        category,
+        tuple(results),
+        tuple(warnings),
+        tuple(info),
+    )
+
+
+def _parse_json(text: str, start: int) -> DcgmDiag:
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text, start)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        line = getattr(exc, "lineno", None)
+        raise ParseError(
+            TOOL, f"invalid JSON: {getattr(exc, 'msg', exc)}", line=line, expected="dcgmi -j JSON"
+        ) from None
+    if not isinstance(doc, dict):
+        raise ParseError(
+            TOOL, "JSON document is not an object", expected="{'DCGM GPU Diagnostic': ...}"
+        )
+    layout = "json-4" if "DCGM Diagnostic" in doc else "json-3"
+    body = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic"))
+    if not isinstance(body, dict):
+        keys = ", ".join(map(str, doc)) or "none"
+        raise ParseError(
+            TOOL,
+            f"unrecognised dcgmi JSON schema (top-level keys: {keys})",
+            expected="'DCGM GPU Diagnostic' (3.x) or 'DCGM Diagnostic' (4.x)",
+        )
+    tests: list[DcgmTest] = []
+    cats = body.get("test_categories")
+    for cat in cats if isinstance(cats, list) else []:
+        if not isinstance(cat, dict):
+            continue
+        cname = cat.get("category")
+        ctests = cat.get("tests")
+        for t in ctests if isinstance(ctests, list) else []:
+            if isinstance(t, dict):
+                tests.append(_json_test(str(cname) if cname is not None else None, t))
+    version = body.get("version", doc.get("version"))
+    warnings = [] if tests else ["no test in the document"]
+    return DcgmDiag(
+        tuple(tests),
+        layout,
+        str(version) if version is not None else None,
+        warnings=tuple(warnings),
+    )
+
+
+_RESULT_RE = re.compile(
+    r"^(Pass|Fail|Warn|Skip|Not Run|Passed|Failed|Skipped|Warning)\b\s*(?:-\s*(.*))?$", re.I
+)
+_CATEGORY_RE = re.compile(r"^-+\s+([A-Za-z][\w ]*?)\s+-+$")
+
+
+def _rejoin(pieces: list[str]) -> str:
+    """Rejoin a cell DCGM wrapped at a fixed width (pieces at full width continue mid-word)."""
+    stripped = [p.rstrip() for p in pieces]
+    width = max((len(p) for p in stripped), default=0)
+    out = stripped[0].lstrip() if stripped else ""
+    for prev, piece in zip(stripped, stripped[1:], strict=False):
+        out += piece if len(prev) >= width else " " + piece.lstrip()
+    return out.strip()
+
+
+def _parse_text(text: str) -> DcgmDiag:
+    tests: list[DcgmTest] = []
+    metadata: list[tuple[str, str]] = []
+    category: str | None = None
+    # current test: name, list of (status, gpus), notes {kind: [pieces]}
+    name: str | None = None
+    results: list[DcgmGpuResult] = []
+    notes: dict[str, list[list[str]]] = {}
+    last_kind = "result"
+
+    def close() -> None:
+        nonlocal name, results, notes
+        if name is not None and results:
+            warns = tuple(_rejoin(p) for p in notes.get("warning", []))
+            infos = tuple(_rejoin(p) for p in notes.get("info", []))
+            tests.append(
+                DcgmTest(
+                    name,
+                    _worst([r.status for r in results]),
+                    category,
+                    tuple(results),
+                    warns,
+                    infos,
+                )
+            )
+        name, results, notes = None, [], {}
+
+    for _, line in numbered_lines(text):
+        s = line.strip()
+        if not s.startswith("|"):
+            continue
+        parts = s.split("|")
+        cells = parts[1:-1] if s.endswith("|") and len(parts) > 2 else parts[1:]
+        if len(cells) == 1:
+            cm = _CATEGORY_RE.match(cells[0].strip())
+            if cm:
+                close()
+                category = cm.group(1)
+            continue
+        if len(cells) < 2:
+            continue
+        key, value = cells[0].strip(), cells[1][1:] if cells[1].startswith(" ") else cells[1]
+        cm = _CATEGORY_RE.match(key)
+        if cm:
+            close()
+            category = cm.group(1)
+            continue
+        if key in ("Diagnostic", "") and value.strip() == "Result":
+            continue
+        if key.lower() in ("warning", "info"):
+            last_kind = key.lower()
+            notes.setdefault(last_kind, []).append([value])
+            continue
+        rm = _RESULT_RE.match(value.strip())
+        if key == "" and last_kind in ("warning", "info") and notes.get(last_kind):
+            notes[last_kind][-1].append(value)
+            continue
+        if rm and key == "" and name is not None:
+            results.append(DcgmGpuResult(_status(rm.group(1)), _gpu_ids(rm.group(2) or "")))
+            continue
+        if rm and key:
+            close()
+            name = key
+            last_kind = "result"
+            results.append(DcgmGpuResult(_status(rm.group(1)), _gpu_ids(rm.group(2) or "")))
+            continue
+        if key:
+            close()
+            metadata.append((key, value.strip()))
+    close()
+    version = next((v for k, v in metadata if k.lower() in ("dcgm version", "version")), None)
+    if not tests:
+        raise ParseError(
+            TOOL,
+            "no test result rows in the dcgmi table",
+            expected="'| <test> | Pass/Fail/Warn/Skip |'",
+        )
+    return DcgmDiag(tuple(tests), "text", version, tuple(metadata))
+
+
+@guarded(TOOL)
+def parse(text: str) -> DcgmDiag:
+    """Parse ``dcgmi diag`` output (JSON when a ``{`` starts a line, else the text table).
+
+    Raises:
+        ParseError: invalid JSON, an unknown JSON schema, or a table with no test rows.
+    """
+    m = re.search(r"^\s*\{", text, re.M)
+    if m:
+        return _parse_json(text, m.start() + (len(m.group(0)) - 1))
+    return _parse_text(text)
+
+
+def detect(text: str) -> bool:
+    """True when ``text`` looks like dcgmi diag output."""
+    head = text[:20000]
+    if "DCGM GPU Diagnostic" in head or "DCGM Diagnostic" in head:
+        return True
+    return bool(re.search(r"^\|\s*[\w/ .-]+\|\s*(Pass|Fail|Warn|Skip)\b", head, re.M))

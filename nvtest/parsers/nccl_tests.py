@@ -1,0 +1,493 @@
+"""Parser for nccl-tests (``all_reduce_perf``, ``all_gather_perf``, ``alltoall_perf``... every ``*_perf``).
+
+Reads the text every nccl-tests release prints, from the NCCL 1.0-era layout (parameter line
+without ``#``, ``bytes N type op ... res`` header) through the ``error`` float column (~2019) to
+the current ``#wrong`` integer column and the 2.19 ``# nccl-tests version`` line. Columns are
+located by header name, never by position. Open MPI ``[1,0]<stdout>:`` tags and srun labels are
+stripped; NCCL INFO/WARN lines inside the table are kept aside; several tests concatenated in one
+log (``Running: ...`` lines, ``# Collective test starting:`` banners, or a new parameter line)
+give one :class:`NcclTestRun` each.
+
+Units: sizes in bytes, times in microseconds, bandwidths in GB/s (10^9 bytes/s) as printed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nvtest.parsers._common import ParseError, guarded, numbered_lines, to_float, to_int
+
+TOOL = "nccl-tests"
+DESCRIPTION = "nccl-tests *_perf output: per-size algbw/busbw, #wrong, avg busbw, failures (one record per test)"
+
+__all__ = [
+    "NcclLog",
+    "NcclRank",
+    "NcclResult",
+    "NcclRow",
+    "NcclFailure",
+    "NcclTestRun",
+    "detect",
+    "parse",
+]
+
+
+@dataclass(frozen=True)
+class NcclRank:
+    """One ``#  Rank  N Group G Pid P on HOST device D [BUS] NAME`` line (Group/Pid optional)."""
+
+    rank: int
+    host: str
+    device: int
+    bus_id: str
+    gpu_name: str
+    pid: int | None = None
+    group: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclResult:
+    """One half (out-of-place or in-place) of a size row.
+
+    ``wrong`` is the integer ``#wrong`` count; ``max_error`` the legacy float ``error``/``res``
+    column; both None when the cell is ``N/A`` (not validated).
+    """
+
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int | None = None
+    max_error: float | None = None
+
+    @property
+    def validated(self) -> bool:
+        """False when the tool printed ``N/A`` for the check of this half."""
+        return self.wrong is not None or self.max_error is not None
+
+
+@dataclass(frozen=True)
+class NcclRow:
+    """One size row of the results table."""
+
+    line: int
+    size_bytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    out_of_place: NcclResult
+    in_place: NcclResult | None
+
+    @property
+    def wrong(self) -> int:
+        """Sum of the ``#wrong`` counts of both halves (N/A counts 0)."""
+        return (self.out_of_place.wrong or 0) + ((self.in_place.wrong or 0) if self.in_place else 0)
+
+    @property
+    def busbw_gbps(self) -> float:
+        """The better busbw of the two halves, GB/s."""
+        ip = self.in_place.busbw_gbps if self.in_place else 0.0
+        return max(self.out_of_place.busbw_gbps, ip)
+
+
+@dataclass(frozen=True)
+class NcclFailure:
+    """A ``Test NCCL failure common.cu:959 'internal error'`` style line: where and why the test died."""
+
+    line: int
+    kind: str
+    site: str
+    message: str
+    host: str | None = None
+
+
+@dataclass(frozen=True)
+class NcclTestRun:
+    """One nccl-tests invocation (one parameter line / one results table).
+
+    ``min_bytes``/``max_bytes`` are the requested sweep (parameter line); ``max_size_bytes``
+    the largest size actually reached. ``oob_values`` is the ``Out of bounds values`` count and
+    ``avg_busbw_gbps`` the ``Avg bus bandwidth`` (mean of all oop and ip busbw values).
+    """
+
+    test_name: str | None = None
+    nccl_tests_version: str | None = None
+    nccl_version: str | None = None
+    n_threads: int | None = None
+    n_gpus: int | None = None
+    min_bytes: int | None = None
+    max_bytes: int | None = None
+    iters: int | None = None
+    warmup_iters: int | None = None
+    validation: int | None = None
+    ranks: tuple[NcclRank, ...] = ()
+    columns: tuple[str, ...] = ()
+    check_column: str | None = None
+    rows: tuple[NcclRow, ...] = ()
+    oob_values: int | None = None
+    oob_ok: bool | None = None
+    avg_busbw_gbps: float | None = None
+    failures: tuple[NcclFailure, ...] = ()
+    nccl_warnings: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def hostnames(self) -> tuple[str, ...]:
+        """Distinct hosts of the rank lines, in first-seen order."""
+        return tuple(dict.fromkeys(r.host for r in self.ranks))
+
+    @property
+    def gpu_names(self) -> tuple[str, ...]:
+        """Distinct GPU names of the rank lines."""
+        return tuple(dict.fromkeys(r.gpu_name for r in self.ranks))
+
+    @property
+    def max_size_bytes(self) -> int | None:
+        """Largest size reached in the table, or None with no rows."""
+        return max((r.size_bytes for r in self.rows), default=None)
+
+    @property
+    def peak_busbw_gbps(self) -> float | None:
+        """Highest busbw of any row, oop or ip, GB/s."""
+        return max((r.busbw_gbps for r in self.rows), default=None)
+
+    @property
+    def wrong_total(self) -> int:
+        """Sum of ``#wrong`` over all rows (legacy float errors are not counted here)."""
+        return sum(r.wrong for r in self.rows)
+
+    @property
+    def completed(self) -> bool:
+        """True when the summary (``Avg bus bandwidth``) was printed and no failure line seen."""
+        return self.avg_busbw_gbps is not None and not self.failures
+
+    @property
+    def reached_max_bytes(self) -> bool | None:
+        """Whether the sweep reached the requested ``maxBytes`` (None when unknown)."""
+        if self.max_bytes is None or self.max_size_bytes is None:
+            return None
+        # all_gather-style collectives round the size down to a multiple of ranks * type size
+        return self.max_size_bytes * 2 > self.max_bytes
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why this run is not a pass, from the tool's own signals; None when it passed."""
+        if self.failures:
+            f = self.failures[0]
+            return f"{f.kind} failure at {f.site}: {f.message}"
+        if not self.rows:
+            return "no result rows"
+        if self.oob_values:
+            return f"out of bounds values: {self.oob_values}"
+        if self.oob_ok is False:
+            return "out of bounds check FAILED"
+        if self.wrong_total:
+            return f"#wrong = {self.wrong_total}"
+        if self.avg_busbw_gbps is None:
+            return "run stopped before the summary"
+        return None
+
+    @property
+    def passed(self) -> bool:
+        """True when rows exist, the summary printed, and no wrong/out-of-bounds/failure signal."""
+        return self.failure_reason is None
+
+
+@dataclass(frozen=True)
+class NcclLog:
+    """All the tests found in one log, in order."""
+
+    tests: tuple[NcclTestRun, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """True when every test passed (False for an empty log)."""
+        return bool(self.tests) and all(t.passed for t in self.tests)
+
+
+_PARAM_RE = re.compile(
+    r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)"
+)
+_ITERS_RE = re.compile(r"(?<![a-z] )iters:\s*(\d+)")
+_WARMUP_RE = re.compile(r"warmup iters:\s*(\d+)")
+_VALID_RE = re.compile(r"validation:\s*(\d+)")
+_RANK_RE = re.compile(
+    r"^#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$"
+)
+_FAIL_RE = re.compile(r"(?:^|\s)(?:Test )?(NCCL|CUDA|Test|NVML)? ?failure (\S+:\d+)(?: '([^']*)')?")
+_FAIL_HOST_RE = re.compile(r"^\s*(?:\.\.\s+)?([\w.-]+)(?::| pid \d+:)")
+_NAME_RE = re.compile(r"\b(\w+_perf)\b")
+_VERSION_RE = re.compile(r"nccl-tests version (\S+)")
+_NCCL_VERSION_RE = re.compile(r"^NCCL version (\S+)")
+_OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
+_AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
+
+_SIZE_NAMES = frozenset({"size", "bytes"})
+_COUNT_NAMES = frozenset({"count", "N", "elements"})
+_OP_NAMES = frozenset({"redop", "op"})
+_CHECK_NAMES = frozenset({"#wrong", "wrong", "error", "res"})
+_DEFAULT_LAYOUTS: dict[int, tuple[str, ...]] = {
+    13: ("size", "count", "type", "redop", "root"),
+    12: ("size", "count", "type", "redop"),
+    11: ("size", "count", "type"),
+}
+
+
+class _Builder:
+    """Mutable state of the test being read; frozen into an NcclTestRun by :meth:`build`."""
+
+    def __init__(self) -> None:
+        self.f: dict[str, object] = {}
+        self.ranks: list[NcclRank] = []
+        self.rows: list[NcclRow] = []
+        self.failures: list[NcclFailure] = []
+        self.nccl_warnings: list[str] = []
+        self.warnings: list[str] = []
+        self.prefix: tuple[str, ...] | None = None
+        self.columns: tuple[str, ...] = ()
+        self.summary_seen = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.f or self.ranks or self.rows or self.failures or self.columns)
+
+    @property
+    def started(self) -> bool:
+        """True once a parameter line, table header or row belongs to this test."""
+        return "n_gpus" in self.f or bool(self.rows) or bool(self.columns)
+
+    def build(self) -> NcclTestRun:
+        sizes = [r.size_bytes for r in self.rows if r.size_bytes]
+        if len(set(sizes)) != len(sizes):
+            self.warnings.append("a size row is repeated: several communicators in one table?")
+        return NcclTestRun(
+            ranks=tuple(self.ranks),
+            rows=tuple(self.rows),
+            failures=tuple(self.failures),
+            nccl_warnings=tuple(self.nccl_warnings),
+            warnings=tuple(self.warnings),
+            columns=self.columns,
+            **self.f,  # type: ignore[arg-type]
+        )
+
+
+def _header(tokens: list[str]) -> tuple[tuple[str, ...], str | None] | None:
+    """Split a header's tokens into its leading columns and its check column name."""
+    if "time" not in tokens or tokens[0] not in _SIZE_NAMES:
+        return None
+    prefix = tuple(tokens[: tokens.index("time")])
+    rest = tokens[len(prefix) :]
+    check = next((t for t in rest if t in _CHECK_NAMES), None)
+    return prefix, check
+
+
+def _half(cells: list[str]) -> NcclResult | None:
+    t, a, b = to_float(cells[0]), to_float(cells[1]), to_float(cells[2])
+    if t is None or a is None or b is None:
+        return None
+    chk = cells[3] if len(cells) > 3 else "N/A"
+    wrong: int | None = None
+    err: float | None = None
+    if chk != "N/A":
+        wrong = to_int(chk)
+        if wrong is None:
+            err = to_float(chk)
+            if err is None:
+                return None
+    return NcclResult(t, a, b, wrong, err)
+
+
+def _row(no: int, tokens: list[str], prefix: tuple[str, ...]) -> NcclRow | None:
+    n = len(prefix)
+    if len(tokens) not in (n + 4, n + 8, n + 3, n + 6):
+        return None
+    cols = dict(zip(prefix, tokens[:n], strict=True))
+    size = to_int(next((cols[k] for k in prefix if k in _SIZE_NAMES), ""))
+    count = to_int(next((cols[k] for k in prefix if k in _COUNT_NAMES), "0"))
+    if size is None or count is None:
+        return None
+    rest = tokens[n:]
+    width = 4 if len(rest) in (4, 8) else 3
+    oop = _half(rest[:width])
+    ip = _half(rest[width:]) if len(rest) > width else None
+    if oop is None or (len(rest) > width and ip is None):
+        return None
+    op = next((cols[k] for k in prefix if k in _OP_NAMES), None)
+    root = to_int(cols["root"]) if "root" in cols else None
+    return NcclRow(no, size, count, cols.get("type", ""), op, root, oop, ip)
+
+
+def _read_params(b: _Builder, line: str, m: re.Match[str]) -> None:
+    b.f.update(
+        n_threads=int(m.group(1)),
+        n_gpus=int(m.group(2)),
+        min_bytes=int(m.group(3)),
+        max_bytes=int(m.group(4)),
+    )
+    for key, rx in (("iters", _ITERS_RE), ("warmup_iters", _WARMUP_RE), ("validation", _VALID_RE)):
+        mm = rx.search(line)
+        if mm:
+            b.f[key] = int(mm.group(1))
+
+
+@guarded(TOOL)
+def parse(text: str) -> NcclLog:
+    """Parse a nccl-tests log into an :class:`NcclLog` with one :class:`NcclTestRun` per test.
+
+    Raises:
+        ParseError: no parameter line, table header, result row or failure line was found.
+    """
+    done: list[NcclTestRun] = []
+    b = _Builder()
+    pending_name: str | None = None
+    pending_version: str | None = None
+
+    def close() -> None:
+        nonlocal b
+        if not b.empty:
+            done.append(b.build())
+        b = _Builder()
+
+    for no, line in numbered_lines(text, strip_prefix=True):
+        s = line.lstrip()
+        if not s:
+            continue
+        if s[0] == "#" or s.startswith("nThread"):
+            body = s.lstrip("#").strip()
+            if body.startswith("nThread"):
+                m = _PARAM_RE.match(body)
+                if m:
+                    if b.started:
+                        close()
+                    _read_params(b, body, m)
+                    if pending_name:
+                        b.f["test_name"] = pending_name
+                    if pending_version:
+                        b.f["nccl_tests_version"] = pending_version
+                    pending_name = pending_version = None
+                continue
+            if body.startswith("Rank"):
+                m = _RANK_RE.match(s if s.startswith("#") else "# " + s)
+                if m:
+                    b.ranks.append(
+                        NcclRank(
+                            rank=int(m.group(1)),
+                            host=m.group(4),
+                            device=int(m.group(5)),
+                            bus_id=m.group(6),
+                            gpu_name=m.group(7).strip(),
+                            pid=int(m.group(3)) if m.group(3) else None,
+                            group=int(m.group(2)) if m.group(2) else None,
+                        )
+                    )
+                else:
+                    b.warnings.append(f"line {no}: unreadable rank line")
+                continue
+            if body.startswith("Collective test starting"):
+                if b.started:
+                    close()
+                pending_name = body.partition(":")[2].strip() or None
+                continue
+            if body.startswith("nccl-tests version"):
+                m = _VERSION_RE.search(body)
+                if b.started:
+                    close()
+                pending_version = m.group(1) if m else None
+                continue
+            if body.startswith("Out of bounds"):
+                m = _OOB_RE.search(body)
+                if m:
+                    b.f["oob_values"] = int(m.group(1))
+                    b.f["oob_ok"] = (m.group(2) or "").upper() != "FAILED" and int(m.group(1)) == 0
+                continue
+            if body.startswith("Avg bus bandwidth"):
+                m = _AVG_RE.search(body)
+                val = to_float(m.group(1)) if m else None
+                if val is None:
+                    b.warnings.append(f"line {no}: unreadable average bus bandwidth")
+                else:
+                    b.f["avg_busbw_gbps"] = val
+                b.summary_seen = True
+                continue
+            tokens = body.split()
+            hdr = _header(tokens) if tokens else None
+            if hdr:
+                if b.summary_seen or b.rows:
+                    close()
+                b.prefix, b.f["check_column"] = hdr
+                b.columns = tuple(tokens)
+            elif body.startswith("Truncated"):
+                b.warnings.append(f"line {no}: {body}")
+            continue
+        if s[0].isdigit():
+            tokens = s.split()
+            prefix = (
+                b.prefix
+                or _DEFAULT_LAYOUTS.get(len(tokens))
+                or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
+            )
+            row = _row(no, tokens, prefix) if prefix else None
+            if row is not None:
+                if b.summary_seen:
+                    prev = b.prefix
+                    close()
+                    b.prefix = prev
+                b.rows.append(row)
+                continue
+        if s.startswith("Avg bus bandwidth") or s.startswith("Out of bounds"):
+            # some builds print the summary without the leading '#'
+            m = _AVG_RE.search(s)
+            if m and to_float(m.group(1)) is not None:
+                b.f["avg_busbw_gbps"] = to_float(m.group(1))
+                b.summary_seen = True
+            m2 = _OOB_RE.search(s)
+            if m2:
+                b.f["oob_values"] = int(m2.group(1))
+                b.f["oob_ok"] = (m2.group(2) or "").upper() != "FAILED" and int(m2.group(1)) == 0
+            continue
+        if "NCCL WARN" in s:
+            b.nccl_warnings.append(s)
+            continue
+        if "NCCL INFO" in s:
+            continue
+        if "failure" in s:
+            m = _FAIL_RE.search(s)
+            if m:
+                hm = _FAIL_HOST_RE.match(s)
+                host = hm.group(1) if hm and hm.group(1) not in ("Test", "NCCL", "CUDA") else None
+                b.failures.append(
+                    NcclFailure(no, m.group(1) or "Test", m.group(2), m.group(3) or "", host)
+                )
+                continue
+        if s.startswith("NCCL version"):
+            m = _NCCL_VERSION_RE.match(s)
+            if m:
+                b.f["nccl_version"] = m.group(1)
+            continue
+        if "_perf" in s:
+            m = _NAME_RE.search(s)
+            if m:
+                if b.started:
+                    close()
+                if "test_name" not in b.f:
+                    pending_name = m.group(1)
+                continue
+    close()
+    runs = tuple(t for t in done if t.n_gpus is not None or t.rows or t.failures or t.columns)
+    if not runs:
+        raise ParseError(
+            TOOL, "no nccl-tests output found", expected="'# nThread ...' line or a results table"
+        )
+    return NcclLog(tests=runs)
+
+
+def detect(text: str) -> bool:
+    """True when ``text`` looks like nccl-tests output (parameter line or results header)."""
+    head = text[:20000]
+    return ("nThread" in head and "minBytes" in head) or (
+        "busbw" in head
+        and "algbw" in head
+        and ("#wrong" in head or " error" in head or " res" in head)
+    )

@@ -1,0 +1,113 @@
+"""Parser for ``nvidia-smi nvlink -s`` (status of each NVLink), drivers 418-580.
+
+Reads ``GPU N: NAME (UUID: ...)`` blocks and their ``Link L: 25.781 GB/s`` lines; inactive
+links are printed ``<inactive>`` by older drivers and ``Inactive`` by newer ones, and both are
+read as inactive (speed None). Lines elided by the poster (``....``) are ignored.
+
+Units: per-link speed in GB/s as printed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from nvtest.parsers._common import ParseError, guarded, numbered_lines, to_float
+
+TOOL = "nvidia-smi-nvlink"
+DESCRIPTION = "nvidia-smi nvlink -s: per-GPU, per-link speed (GB/s) and inactive links"
+
+__all__ = ["NvLink", "NvLinkGpu", "NvLinkStatus", "detect", "parse"]
+
+
+@dataclass(frozen=True)
+class NvLink:
+    """One link: ``speed_gbps`` None when inactive or unreadable; ``state`` as printed when not a speed."""
+
+    link: int
+    speed_gbps: float | None
+    active: bool
+    state: str | None = None
+
+
+@dataclass(frozen=True)
+class NvLinkGpu:
+    """One GPU and its links."""
+
+    index: int
+    name: str | None
+    uuid: str | None
+    links: tuple[NvLink, ...]
+
+    @property
+    def inactive_links(self) -> tuple[int, ...]:
+        """Link numbers that are not active."""
+        return tuple(lk.link for lk in self.links if not lk.active)
+
+    @property
+    def active_count(self) -> int:
+        """Number of active links."""
+        return sum(1 for lk in self.links if lk.active)
+
+
+@dataclass(frozen=True)
+class NvLinkStatus:
+    """All GPUs of one ``nvlink -s`` output."""
+
+    gpus: tuple[NvLinkGpu, ...]
+    warnings: tuple[str, ...] = ()
+
+
+_GPU_RE = re.compile(r"^GPU (\d+):\s*(.*?)(?:\s*\(UUID:\s*([^)]*)\))?\s*$")
+_LINK_RE = re.compile(r"^Link (\d+):\s*(.*)$")
+
+
+@guarded(TOOL)
+def parse(text: str) -> NvLinkStatus:
+    """Parse ``nvidia-smi nvlink -s`` into an :class:`NvLinkStatus`.
+
+    Raises:
+        ParseError: a link line before any GPU line, or no GPU at all.
+    """
+    gpus: list[NvLinkGpu] = []
+    warnings: list[str] = []
+    cur: tuple[int, str | None, str | None] | None = None
+    links: list[NvLink] = []
+
+    def close() -> None:
+        if cur is not None:
+            gpus.append(NvLinkGpu(cur[0], cur[1], cur[2], tuple(links)))
+
+    for no, line in numbered_lines(text):
+        s = line.strip()
+        m = _GPU_RE.match(s)
+        if m:
+            close()
+            cur = (int(m.group(1)), m.group(2) or None, m.group(3))
+            links = []
+            continue
+        m = _LINK_RE.match(s)
+        if m:
+            if cur is None:
+                raise ParseError(
+                    TOOL, "link line before any GPU line", line=no, expected="GPU N: <name>"
+                )
+            value = m.group(2).strip()
+            speed = to_float(value) if "GB/s" in value else None
+            if speed is not None:
+                links.append(NvLink(int(m.group(1)), speed, True))
+            else:
+                state = value.strip("<>").strip()
+                if state.lower() != "inactive":
+                    warnings.append(f"line {no}: link {m.group(1)} reads {value!r}")
+                links.append(NvLink(int(m.group(1)), None, False, state or None))
+    close()
+    if not gpus:
+        raise ParseError(TOOL, "no GPU found", expected="GPU N: <name> (UUID: ...) and Link lines")
+    return NvLinkStatus(tuple(gpus), tuple(warnings))
+
+
+def detect(text: str) -> bool:
+    """True when ``text`` looks like ``nvidia-smi nvlink -s``."""
+    head = text[:20000]
+    return bool(re.search(r"^\s*Link \d+:\s*(?:[\d.]+ GB/s|<inactive>|Inactive)", head, re.M))
