@@ -1,0 +1,378 @@
+"""The ``nvtest`` command line.
+
+Exit codes (every verb):
+
+====  =======================================================================
+0     all checks passed (warnings allowed)
+1     a check failed or errored (a node unreachable, a probe that could not run)
+2     usage or configuration error (the message names the file and the field)
+3     harness error (nvtest itself failed), or the run was stopped by SIGTERM
+130   the run was interrupted by Ctrl-C (SIGINT); what was measured is kept
+====  =======================================================================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nvtest import __version__
+from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, ConfigError, NvtestError
+
+app = typer.Typer(
+    name="nvtest",
+    help="GPU cluster acceptance tests: run a suite on every node, judge against SKU thresholds, write a report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+list_app = typer.Typer(help="List suites, checks or SKU profiles.", no_args_is_help=True)
+app.add_typer(list_app, name="list")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(exc: NvtestError) -> typer.Exit:
+    err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
+    return typer.Exit(exc.exit_code)
+
+
+def _version_cb(value: bool) -> None:
+    if value:
+        console.print(f"nvtest {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version_cb, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    """nvtest: acceptance tests for GPU clusters."""
+
+
+def new_run_id() -> str:
+    """``YYYYmmdd-HHMMSS-xxxx`` (UTC time and 4 random hex digits)."""
+    return dt.datetime.now(tz=dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def _update_latest(out: Path, run_dir: Path) -> None:
+    latest = out / "latest"
+    try:
+        if latest.is_symlink() or latest.exists():
+            latest.unlink()
+        latest.symlink_to(run_dir.name)
+    except OSError:
+        pass
+
+
+def _exit_code_of(run_dir: Path, pytest_rc: int) -> int:
+    from nvtest.results import load_results
+
+    if pytest_rc == 4:
+        return EXIT_CONFIG
+    if pytest_rc == 3:
+        return EXIT_HARNESS
+    try:
+        doc = load_results(run_dir)
+    except ConfigError:
+        return EXIT_HARNESS
+    run = doc.get("run", {})
+    if run.get("interrupted"):
+        return EXIT_INTERRUPTED if run.get("interrupt_signal") in (None, "SIGINT") else EXIT_HARNESS
+    if pytest_rc == 5 or not doc.get("results"):
+        err_console.print("nvtest: error: no check was selected (check -k and --suite)")
+        return EXIT_CONFIG
+    verdict = doc["summary"]["verdict"]
+    return EXIT_CHECK_FAILED if verdict in ("fail", "error") else EXIT_OK
+
+
+def _rerun_items(prev: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
+    from nvtest.results import load_results
+
+    doc = load_results(prev)
+    items = [(r["check"], r["node"]) for r in doc["results"] if r["verdict"] in ("fail", "error")]
+    return items, doc
+
+
+@app.command(
+    epilog="Example: nvtest run --suite delivery --inventory rack07.yaml --backend ssh --out reports/",
+)
+def run(
+    suite: Annotated[str, typer.Option(help="Suite name (nvtest list suites) or a suite YAML file.")] = "delivery",
+    inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file (nodes, groups, SKU, tags).")] = None,
+    nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist, e.g. 'gpu[001-004]'.")] = None,
+    backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
+    sku: Annotated[str | None, typer.Option(help="Force this SKU profile for every node (nvtest list skus).")] = None,
+    sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
+    overlay: Annotated[Path | None, typer.Option(help="Site overlay file that overrides thresholds.")] = None,
+    out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("reports"),
+    keyword: Annotated[str | None, typer.Option("-k", help="pytest -k expression to select checks or nodes.")] = None,
+    parallel: Annotated[int, typer.Option(help="ssh: at most this many nodes at once.")] = 64,
+    connect_timeout: Annotated[float, typer.Option(help="ssh: connect timeout, seconds.")] = 10.0,
+    insecure_host_keys: Annotated[bool, typer.Option(help="ssh: accept unknown host keys (warned in the report).")] = False,
+    timeout_scale: Annotated[float, typer.Option(help="Multiply every probe timeout by this.")] = 1.0,
+    rerun_failed: Annotated[Path | None, typer.Option(help="Run only the failed and errored items of this run directory.")] = None,
+    progress: Annotated[str, typer.Option(help="auto, live, plain or none.")] = "auto",
+    partition: Annotated[str | None, typer.Option(help="slurm: partition.")] = None,
+    time_limit: Annotated[str | None, typer.Option("--time", help="slurm: allocation time limit.")] = None,
+    account: Annotated[str | None, typer.Option(help="slurm: account.")] = None,
+    reservation: Annotated[str | None, typer.Option(help="slurm: reservation.")] = None,
+    qos: Annotated[str | None, typer.Option(help="slurm: QOS.")] = None,
+    exclusive: Annotated[bool, typer.Option(help="slurm: exclusive node allocation.")] = False,
+    gpus_per_node: Annotated[int | None, typer.Option(help="slurm: GPUs per node to allocate.")] = None,
+    mpi: Annotated[str | None, typer.Option(help="slurm: srun --mpi plugin (pmix, pmi2).")] = None,
+    drain_failed: Annotated[bool, typer.Option(help="slurm: drain nodes that failed, with the reason (opt-in).")] = False,
+) -> None:
+    """Run a suite on the nodes and write reports/<run-id>/ (results.json, junit.xml, report.html)."""
+    import pytest
+
+    from nvtest.context import RunConfig
+    from nvtest.inventory import load_inventory
+    from nvtest.skus import load_catalog
+    from nvtest.suites import load_suite, suite_targets
+
+    rerun_items = None
+    rerun_of = None
+    try:
+        spec = load_suite(suite)
+        if inventory is not None:
+            load_inventory(inventory)
+        catalog = load_catalog(list(sku_dir or []), overlay)
+        if sku:
+            catalog.get(sku)
+        if backend not in ("local", "ssh", "slurm"):
+            raise ConfigError(f"unknown backend {backend!r}; known: local, ssh, slurm", field="--backend")
+        if rerun_failed is not None:
+            rerun_items, prev = _rerun_items(rerun_failed)
+            rerun_of = str(prev["run"].get("run_id"))
+            if not rerun_items:
+                console.print(f"nothing failed in {rerun_failed}: nothing to rerun")
+                raise typer.Exit(EXIT_OK)
+            if inventory is None and nodes is None:
+                nodes = ",".join(sorted({n for _, n in rerun_items}))
+                backend = prev["run"].get("backend", backend)
+    except NvtestError as exc:
+        raise _fail(exc) from exc
+
+    backend_options: dict[str, Any] = {}
+    if backend == "ssh":
+        backend_options = {"parallel": parallel, "connect_timeout_s": connect_timeout, "insecure_host_keys": insecure_host_keys}
+    elif backend == "slurm":
+        backend_options = {
+            k: v
+            for k, v in {
+                "partition": partition,
+                "time_limit": time_limit,
+                "account": account,
+                "reservation": reservation,
+                "qos": qos,
+                "exclusive": exclusive,
+                "gpus_per_node": gpus_per_node,
+                "mpi": mpi,
+            }.items()
+            if v not in (None, False)
+        }
+    if backend == "slurm" and not (inventory or nodes or partition or os.environ.get("SLURM_JOB_NODELIST")):
+        raise _fail(ConfigError("the slurm backend needs --nodes, --partition, --inventory or a Slurm allocation", field="--nodes"))
+    if backend == "slurm" and nodes is None and inventory is None:
+        from nvtest.transports.slurm import discover_nodes
+
+        names = discover_nodes(partition=partition, nodelist=os.environ.get("SLURM_JOB_NODELIST"))
+        from nvtest.inventory import fold_hostlist
+
+        nodes = fold_hostlist(names)
+
+    run_id = new_run_id()
+    out.mkdir(parents=True, exist_ok=True)
+    run_dir = (out / run_id).resolve()
+    run_dir.mkdir(parents=True)
+    cfg = RunConfig(
+        run_id=run_id,
+        run_dir=str(run_dir),
+        suite=spec.name,
+        backend=backend,
+        backend_options=backend_options,
+        inventory=str(inventory.resolve()) if inventory else None,
+        nodes=nodes,
+        sku=sku,
+        sku_dirs=[str(p.resolve()) for p in (sku_dir or [])],
+        overlay=str(overlay.resolve()) if overlay else None,
+        command_line=shlex.join(["nvtest", *sys.argv[1:]]),
+        timeout_scale=timeout_scale,
+        rerun_of=rerun_of,
+        rerun_items=rerun_items,
+    )
+    cfg_path = run_dir / "run_config.json"
+    cfg_path.write_text(cfg.model_dump_json(indent=1), encoding="utf-8")
+    _update_latest(out, run_dir)
+    (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    args = [
+        *suite_targets(spec),
+        "-c",
+        str(run_dir / "pytest.ini"),
+        "--rootdir",
+        str(run_dir),
+        "--import-mode=importlib",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:terminal",
+        "-p",
+        "no:randomly",
+        "--nvtest-config",
+        str(cfg_path),
+        "--nvtest-progress",
+        progress,
+    ]
+    if keyword:
+        args += ["-k", keyword]
+    console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {backend}; writing {run_dir}")
+    rc = int(pytest.main(args))
+    code = _exit_code_of(run_dir, rc)
+    if drain_failed and backend == "slurm" and code in (EXIT_OK, EXIT_CHECK_FAILED):
+        from nvtest.drain import drain_failed_nodes
+
+        drain_failed_nodes(run_dir, backend_options)
+    _print_summary(run_dir)
+    raise typer.Exit(code)
+
+
+def _print_summary(run_dir: Path) -> None:
+    from nvtest.results import load_results
+
+    try:
+        doc = load_results(run_dir)
+    except ConfigError as exc:
+        err_console.print(f"nvtest: no results.json: {exc}")
+        return
+    s = doc["summary"]
+    nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items() if v)
+    console.print(f"overall: {s['verdict'].upper()}  nodes: {nodes}")
+    bad = [r for r in doc["results"] if r["verdict"] in ("fail", "error")]
+    for r in bad[:20]:
+        console.print(f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}", markup=False, highlight=False)
+    if len(bad) > 20:
+        console.print(f"  ... and {len(bad) - 20} more (see the report)")
+    console.print(f"report: {run_dir / 'report.html'}")
+
+
+@app.command(epilog="Example: nvtest report reports/latest")
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory holding results.json.")],
+) -> None:
+    """Re-render report.html and junit.xml from a run's results.json (no node is touched)."""
+    from nvtest.report import render_all
+
+    try:
+        paths = render_all(run_dir)
+    except NvtestError as exc:
+        raise _fail(exc) from exc
+    for p in paths:
+        console.print(str(p))
+
+
+@list_app.command("suites", epilog="Example: nvtest list suites")
+def list_suites_cmd() -> None:
+    """List the suites and what they run."""
+    from nvtest.suites import list_suites
+
+    try:
+        suites = list_suites()
+    except NvtestError as exc:
+        raise _fail(exc) from exc
+    t = Table("suite", "checks", "description")
+    for name, spec in suites.items():
+        t.add_row(name, str(len(spec.checks)), spec.description)
+    console.print(t)
+
+
+@list_app.command("checks", epilog="Example: nvtest list checks --suite quick")
+def list_checks_cmd(
+    suite: Annotated[str | None, typer.Option(help="Only this suite's checks.")] = None,
+) -> None:
+    """List the check modules of every suite (or of one)."""
+    from nvtest.suites import list_suites, load_suite
+
+    try:
+        suites = {suite: load_suite(suite)} if suite else list_suites()
+    except NvtestError as exc:
+        raise _fail(exc) from exc
+    t = Table("check module", "suites")
+    seen: dict[str, list[str]] = {}
+    for name, spec in suites.items():
+        for c in spec.checks:
+            seen.setdefault(c, []).append(name)
+    for c, names in seen.items():
+        t.add_row(c, ", ".join(names))
+    console.print(t)
+
+
+@list_app.command("skus", epilog="Example: nvtest list skus")
+def list_skus_cmd(
+    sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")] = None,
+) -> None:
+    """List the SKU profiles and how each is matched."""
+    from nvtest.skus import load_catalog
+
+    try:
+        cat = load_catalog(list(sku_dir or []))
+    except NvtestError as exc:
+        raise _fail(exc) from exc
+    t = Table("sku", "match", "thresholds", "description")
+    for name in cat.names():
+        p = cat.profiles[name]
+        m = ", ".join(f"{k}={v}" for k, v in p.match.model_dump(exclude_none=True).items()) or "-"
+        n = sum(len(v) for v in p.thresholds.values())
+        t.add_row(name, m, str(n), p.description)
+    console.print(t)
+
+
+@app.command("inventory", epilog="Example: nvtest inventory --json")
+def inventory_cmd(
+    inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file.")] = None,
+    nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist.")] = None,
+    backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    insecure_host_keys: Annotated[bool, typer.Option(help="ssh: accept unknown host keys.")] = False,
+    parallel: Annotated[int, typer.Option(help="ssh: at most this many nodes at once.")] = 64,
+) -> None:
+    """Gather and print the inventory of the nodes (this machine by default)."""
+    from nvtest.fleet_inventory import gather_inventory, print_inventory
+
+    try:
+        data = gather_inventory(
+            inventory=inventory, nodes=nodes, backend=backend, insecure_host_keys=insecure_host_keys, parallel=parallel
+        )
+    except NvtestError as exc:
+        raise _fail(exc) from exc
+    if as_json:
+        sys.stdout.write(json.dumps(data, indent=1) + "\n")
+    else:
+        print_inventory(console, data)
+    raise typer.Exit(EXIT_CHECK_FAILED if any(n.get("down_reason") for n in data["nodes"].values()) else EXIT_OK)
+
+
+def main() -> None:
+    """Console-script entry point; maps uncaught errors to the exit-code table."""
+    try:
+        app()
+    except NvtestError as exc:
+        err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,128 @@
+"""The transport interface: run a command on a set of nodes, get per-node results.
+
+A transport knows nothing of checks, parsers or thresholds. Every transport
+(``local``, ``ssh``, ``slurm``) implements :class:`Transport`; a failure to reach
+a node or a timeout never raises out of :meth:`Transport.run`: it becomes a
+:class:`CommandResult` whose ``error`` says what happened, so one bad node never
+stops the others.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nvtest.inventory import Node
+
+__all__ = ["Command", "CommandResult", "Transport", "render_command"]
+
+#: A command is an argv list (quoted with shlex for shells) or a shell string.
+Command = Sequence[str] | str
+
+
+def render_command(command: Command, env: Mapping[str, str] | None = None) -> str:
+    """Return the shell command line for ``command`` with ``env`` prepended.
+
+    Every argv element and every env value is quoted with :func:`shlex.quote`, so
+    no inventory or option value can inject shell syntax. A plain string command
+    is taken as already-formed shell (it is the caller's literal).
+    """
+    text = command if isinstance(command, str) else shlex.join(list(command))
+    if env:
+        for key in env:
+            if not key.replace("_", "a").isalnum() or key[0].isdigit():
+                raise ValueError(f"invalid environment variable name: {key!r}")
+        prefix = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted(env.items()))
+        text = f"env {prefix} {text}"
+    return text
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one command did on one node: the evidence kept for every probe run.
+
+    Attributes:
+        node: the node name as in the inventory.
+        command: the command line as run (shell-quoted).
+        stdout: decoded stdout (UTF-8, undecodable bytes replaced).
+        stderr: decoded stderr.
+        exit_code: the process exit status; None when it did not finish
+            (timeout, connection failure, interrupted).
+        duration_s: wall time from start to end, seconds.
+        started_at: start time, seconds since the epoch.
+        error: the transport's reason when the command did not complete
+            (``"timed out after 30 s; process group killed"``, ``"connection refused"``).
+        timed_out: True when the command was killed at its timeout.
+    """
+
+    node: str
+    command: str
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int | None = None
+    duration_s: float = 0.0
+    started_at: float = field(default_factory=time.time)
+    error: str | None = None
+    timed_out: bool = False
+
+    @property
+    def completed(self) -> bool:
+        """True when the command ran to its own exit (whatever the exit code)."""
+        return self.error is None and self.exit_code is not None
+
+
+class Transport(ABC):
+    """Runs commands on nodes. Implementations: local, ssh, slurm.
+
+    Implementations must be safe to call from several threads, must kill the
+    whole (remote) process group of a command that passes its timeout, and must
+    stop everything they started when :meth:`interrupt` is called.
+    """
+
+    name: str = "base"
+
+    @abstractmethod
+    def run(
+        self,
+        nodes: Sequence[Node],
+        command: Command | Mapping[str, Command],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> dict[str, CommandResult]:
+        """Run ``command`` on every node at once and wait for all of them.
+
+        Args:
+            nodes: target nodes.
+            command: one command for all nodes, or a mapping node name -> command
+                (pair tests: a server on one node, a client on another).
+            timeout_s: per-command wall-clock limit, seconds.
+            env: extra environment variables for the command.
+
+        Returns:
+            node name -> :class:`CommandResult`, one per node, in any order.
+        """
+
+    @abstractmethod
+    def stage(self, nodes: Sequence[Node], local_dir: Path) -> dict[str, str]:
+        """Make the files of ``local_dir`` available on each node.
+
+        Returns node name -> the directory path on that node. Called once per
+        run for the probes directory.
+        """
+
+    def interrupt(self) -> None:  # noqa: B027 - optional hook
+        """Stop every command in flight (Ctrl-C). The default does nothing."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and remove staged files. The default does nothing."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
