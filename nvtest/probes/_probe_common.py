@@ -112,11 +112,11 @@ def hostname() -> str:
 
 
 def new_document(probe: str) -> dict[str, Any]:
-    """The common skeleton of a probe's JSON document (status filled in by :func:`run`)."""
+    """The common skeleton of a probe's JSON document (status None until :func:`run` sets it)."""
     return {
         "probe": probe,
         "probe_version": PROBE_VERSION,
-        "status": "ok",
+        "status": None,  # None until set: run() derives it from the results
         "reason": None,
         "host": hostname(),
         "library": None,
@@ -221,7 +221,7 @@ def run(
 
     ``body(args, doc)`` fills ``doc`` (``library``, ``results``, extra keys) and
     may raise :class:`ProbeSkip` or any exception (status ``error``).  When
-    ``doc["status"]`` is left ``"ok"`` it is derived from the results with
+    ``doc["status"]`` is left None it is derived from the results with
     :func:`overall_status`.  ``emit(args)`` returning False prints the document
     on stderr instead of stdout (non-zero DDP ranks).
     """
@@ -237,7 +237,7 @@ def run(
             if forced and (forced in ("1", "all") or probe in forced.split(",")):
                 raise ProbeError(f"forced failure ({FORCE_ERROR_ENV}={forced})")
             body(args, doc)
-            if doc["status"] == "ok" and doc["reason"] is None:
+            if doc["status"] is None:
                 doc["status"], doc["reason"] = overall_status(doc["results"])
         except ProbeSkip as exc:
             doc["status"], doc["reason"] = "skip", str(exc)
@@ -757,3 +757,35 @@ def gemm_backend(device: str, prefer: Sequence[str] = ("torch", "cupy")) -> Any:
         elif name == "cupy" and device.startswith("cuda"):
             return CupyGemm(mod, device)
     raise ProbeSkip("; ".join(str(r) for r in reasons))
+
+
+# --------------------------------------------------------------------------- NVML
+
+
+def nvml_gpus() -> list[dict[str, Any]]:
+    """GPUs as NVML sees them: ``[{"nvml_index", "gpu_name", "pci_bus_id", "numa_node"}]``.
+
+    Empty when pynvml is missing or NVML cannot initialise (no driver).  NVML
+    indices ignore CUDA_VISIBLE_DEVICES; join with CUDA devices on ``pci_bus_id``.
+    """
+    nvml, _ = optional_import("pynvml")
+    if nvml is None:
+        return []
+    try:
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no driver
+        return []
+    gpus = []
+    try:
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            name = nvml.nvmlDeviceGetName(h)
+            bus = nvml.nvmlDeviceGetPciInfo(h).busId
+            name = name.decode() if isinstance(name, bytes) else name
+            bus = (bus.decode() if isinstance(bus, bytes) else bus).lower()
+            gpus.append({"nvml_index": i, "gpu_name": name, "pci_bus_id": bus,
+                         "numa_node": pci_numa_node(bus)})
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+    return gpus

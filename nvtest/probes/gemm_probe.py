@@ -171,9 +171,9 @@ def measure(
         "reps": reps,
         "seconds_total": round(sum(times), 6),
         "pairs": pairs,
-        "check": check,
-        "status": "ok" if check["ok"] else "error",
-        "reason": None if check["ok"] else "result outside the float64 tolerance",
+        "check": check,  # a failed check is a result (verdict fail), not a probe error
+        "status": "ok",
+        "reason": None,
     }
 
 
