@@ -256,7 +256,7 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     """
     from nvtest.errors import ConfigError
 
-    path = run_dir / "results.json" if run_dir.is_dir() else run_dir
+    path = run_dir if run_dir.suffix == ".json" else run_dir / "results.json"
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:

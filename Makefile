@@ -1,0 +1,36 @@
+# nvtest: every routine task. `make run` and `make test` install what they need first.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+NVTEST := $(VENV)/bin/nvtest
+SUITE ?= delivery
+PYTEST_ARGS ?=
+
+.PHONY: setup run test test-fast lint bench demo-cluster clean
+
+setup:
+	bash scripts/setup.sh
+
+## run the delivery suite on this machine as a one-node cluster -> reports/<run-id>/report.html
+run: setup
+	$(NVTEST) run --suite $(SUITE) --out reports
+
+## install, start what the tests need (they start sshd/Slurm fixtures themselves), run them
+test: setup
+	$(PY) -m pytest tests -q $(PYTEST_ARGS)
+
+## the tests that need no daemons
+test-fast: setup
+	$(PY) -m pytest tests -q -m "not sshd and not slurm" $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check nvtest suites tests bench
+	$(VENV)/bin/mypy
+
+bench: setup
+	@for b in bench/*_bench.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+demo-cluster: setup
+	$(PY) scripts/demo_cluster.py 4
+
+clean:
+	rm -rf $(VENV) .venv-stamps build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,73 @@
+"""CLI usage: help, listings, exit code 2 for bad input with a one-line reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.mark.parametrize("verb", [["run"], ["report"], ["inventory"], ["list", "suites"], ["list", "checks"], ["list", "skus"]])
+def test_help_has_example(nvtest_cli, verb):
+    proc = nvtest_cli(*verb, "--help")
+    assert proc.returncode == 0
+    assert "Example: nvtest" in proc.stdout
+
+
+def test_list_skus_and_suites(nvtest_cli):
+    skus = nvtest_cli("list", "skus")
+    assert skus.returncode == 0 and "cpu-generic" in skus.stdout and "h100-sxm-80gb" in skus.stdout
+    suites = nvtest_cli("list", "suites")
+    assert suites.returncode == 0 and "delivery" in suites.stdout and "quick" in suites.stdout
+
+
+def test_unknown_suite_exits_2(nvtest_cli, tmp_path):
+    proc = nvtest_cli("run", "--suite", "nope", "--out", str(tmp_path))
+    assert proc.returncode == 2
+    assert "unknown suite 'nope'" in proc.stderr and "delivery" in proc.stderr
+
+
+def test_bad_sku_file_exits_2_naming_field(nvtest_cli, tmp_path: Path):
+    d = tmp_path / "skus"
+    d.mkdir()
+    (d / "bad.yaml").write_text(
+        "schema_version: 1\nname: bad\ndescription: d\nthresholds:\n  stream:\n    triad_gbps: {min: 1, source: x}\n"
+    )
+    proc = nvtest_cli("run", "--suite", "quick", "--sku-dir", str(d), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert "bad.yaml:6" in line and "thresholds.stream.triad_gbps.unit" in line
+
+
+def test_bad_inventory_exits_2(nvtest_cli, tmp_path: Path):
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - names: n1\n    prot: 22\n")
+    proc = nvtest_cli("run", "--inventory", str(inv), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2
+    assert "inv.yaml:3" in proc.stderr and "nodes.0.prot" in proc.stderr and "unknown key" in proc.stderr
+
+
+def test_unknown_forced_sku_exits_2(nvtest_cli, tmp_path):
+    proc = nvtest_cli("run", "--sku", "h900", "--out", str(tmp_path))
+    assert proc.returncode == 2 and "unknown SKU 'h900'" in proc.stderr
+
+
+def test_report_on_missing_dir_exits_2(nvtest_cli, tmp_path):
+    proc = nvtest_cli("report", str(tmp_path / "nothing"))
+    assert proc.returncode == 2 and "results.json" in proc.stderr
+
+
+def test_no_check_selected_exits_2(nvtest_cli, tmp_path):
+    proc = nvtest_cli("run", "--suite", "quick", "-k", "no_such_check", "--out", str(tmp_path), "--progress", "none")
+    assert proc.returncode == 2 and "no check was selected" in proc.stderr
+
+
+def test_inventory_json(nvtest_cli):
+    import json
+
+    proc = nvtest_cli("inventory", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    (node,) = data["nodes"].values()
+    assert node["inventory"]["cores"] >= 1 and node["sku"] == "cpu-generic"
+    assert data["summary"]["reachable"] == 1

@@ -1,0 +1,125 @@
+"""Config files: every bundled profile and suite loads; errors name file, line and field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nvtest.config_io import load_model
+from nvtest.errors import ConfigError
+from nvtest.inventory import load_inventory
+from nvtest.skus import GpuSummary, load_catalog
+from nvtest.suites import list_suites
+from nvtest.thresholds import SkuProfile
+
+
+def test_bundled_profiles_load():
+    cat = load_catalog()
+    assert {"cpu-generic", "h100-sxm-80gb"} <= set(cat.names())
+    for prof in cat.profiles.values():
+        for check, metrics in prof.thresholds.items():
+            for metric, thr in metrics.items():
+                assert thr.unit and thr.source, (prof.name, check, metric)
+
+
+def test_bundled_suites_load():
+    suites = list_suites()
+    assert {"delivery", "quick"} <= set(suites)
+    assert len(suites["delivery"].checks) >= len(suites["quick"].checks)
+
+
+BAD_PROFILE = """\
+schema_version: 1
+name: bad
+description: a profile with a threshold missing its unit
+thresholds:
+  stream:
+    triad_gbps:
+      min: 5
+      source: "x"
+"""
+
+
+def test_missing_unit_names_file_line_field(tmp_path: Path):
+    p = tmp_path / "bad.yaml"
+    p.write_text(BAD_PROFILE)
+    with pytest.raises(ConfigError) as ei:
+        load_model(SkuProfile, p)
+    msg = str(ei.value)
+    assert str(p) in msg
+    assert "thresholds.stream.triad_gbps.unit" in msg
+    assert ei.value.line == 6  # the triad_gbps key
+    assert ei.value.exit_code == 2
+
+
+def test_unknown_key_is_reported(tmp_path: Path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("schema_version: 1\nname: bad\ndescription: d\nthresholdz: {}\n")
+    with pytest.raises(ConfigError) as ei:
+        load_model(SkuProfile, p)
+    assert "thresholdz" in str(ei.value) and "unknown key" in str(ei.value)
+    assert ei.value.line == 4
+
+
+def test_invalid_yaml_has_line(tmp_path: Path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\n  bad: [\n")
+    with pytest.raises(ConfigError) as ei:
+        load_model(SkuProfile, p)
+    assert ei.value.line is not None and "invalid YAML" in str(ei.value)
+
+
+def test_sku_matching():
+    cat = load_catalog()
+    assert cat.match(GpuSummary()).name == "cpu-generic"
+    h100 = GpuSummary(tuple(["NVIDIA H100 80GB HBM3"] * 8), tuple([81559] * 8))
+    m = cat.match(h100)
+    assert m.name == "h100-sxm-80gb" and any("8 GPUs" in r for r in m.reasons)
+    four = GpuSummary(tuple(["NVIDIA H100 80GB HBM3"] * 4), tuple([81559] * 4))
+    assert cat.match(four).profile is None or cat.match(four).name != "h100-sxm-80gb"
+
+
+def test_unknown_sku_lists_known():
+    with pytest.raises(ConfigError) as ei:
+        load_catalog().get("nope")
+    assert "cpu-generic" in str(ei.value)
+
+
+def test_overlay_replaces_threshold_and_says_so(tmp_path: Path):
+    ov = tmp_path / "site.yaml"
+    ov.write_text(
+        "schema_version: 1\nname: site\napplies_to: [cpu-generic]\nthresholds:\n"
+        "  stream:\n    triad_gbps: {min: 5.0, unit: GB/s, source: site contract}\n"
+    )
+    cat = load_catalog(overlay=ov)
+    thr = cat.get("cpu-generic").threshold("stream", "triad_gbps")
+    assert thr is not None and thr.min == 5.0
+    assert cat.origin("cpu-generic", "stream", "triad_gbps") == f"overlay:{ov}"
+    assert cat.origin("cpu-generic", "stream", "copy_gbps") == "profile:cpu-generic"
+
+
+def test_inventory_expands_hostlists_and_overrides(tmp_path: Path):
+    p = tmp_path / "inv.yaml"
+    p.write_text(
+        "cluster: rack07\ndefaults: {user: root, sku: cpu-generic}\nnodes:\n"
+        "  - names: gpu[001-004]\n    tags: {rack: r07}\n"
+        "  - names: gpu003\n    port: 2222\n"
+    )
+    inv = load_inventory(p)
+    assert inv.names() == ["gpu001", "gpu002", "gpu003", "gpu004"]
+    by = inv.by_name()
+    assert by["gpu003"].port == 2222 and by["gpu003"].tags == {"rack": "r07"}
+    assert by["gpu001"].port is None and by["gpu001"].user == "root"
+
+
+def test_inventory_bad_field_and_hostlist(tmp_path: Path):
+    p = tmp_path / "inv.yaml"
+    p.write_text("nodes:\n  - names: gpu[001-004]\n    port: 99999\n")
+    with pytest.raises(ConfigError) as ei:
+        load_inventory(p)
+    assert "nodes.0.port" in str(ei.value) and ei.value.line == 3
+    p.write_text("nodes:\n  - names: 'gpu[001-'\n")
+    with pytest.raises(ConfigError) as ei:
+        load_inventory(p)
+    assert "nodes.0.names" in str(ei.value) and ei.value.line == 2

@@ -1,0 +1,159 @@
+"""End to end: `nvtest run --suite delivery` on this machine as a one-node cluster."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import NVTEST, REPO, run_nvtest
+
+pytestmark = pytest.mark.slow
+
+GPU_CHECKS = {"gpus", "devmem", "h2d", "nccl"}
+
+
+@pytest.fixture(scope="module")
+def delivery_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path, dict]:
+    out = tmp_path_factory.mktemp("reports")
+    proc = run_nvtest("run", "--suite", "delivery", "--out", str(out), "--progress", "plain")
+    run_dir = (out / "latest").resolve()
+    doc = json.loads((run_dir / "results.json").read_text())
+    return proc, run_dir, doc
+
+
+def test_exit_code_and_overall_verdict(delivery_run):
+    proc, _, doc = delivery_run
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert doc["summary"]["verdict"] == "pass"
+    assert "overall: PASS" in proc.stdout
+
+
+def test_every_check_present_with_real_numbers(delivery_run):
+    _, _, doc = delivery_run
+    checks = {r["check"]: r for r in doc["results"]}
+    assert {"host", "gpus", "stream", "gemm", "devmem", "h2d", "nccl", "ib_ports", "train_smoke"} <= set(checks)
+    for name in ("host", "stream", "gemm", "train_smoke"):
+        assert checks[name]["verdict"] == "pass", checks[name]
+        for m in checks[name]["metrics"]:
+            assert m["value"] is not None and math.isfinite(m["value"]) and m["value"] > 0, m
+    names = {m["name"] for m in checks["stream"]["metrics"]}
+    assert names == {"copy_gbps", "scale_gbps", "add_gbps", "triad_gbps"}
+    assert {m["name"] for m in checks["gemm"]["metrics"]} >= {"fp64_tflops", "fp32_tflops"}
+    assert checks["stream"]["log"] and checks["gemm"]["log"]
+
+
+def test_gpu_checks_skip_with_reason(delivery_run):
+    _, _, doc = delivery_run
+    by = {r["check"]: r for r in doc["results"]}
+    for name in GPU_CHECKS:
+        assert by[name]["verdict"] == "skip", by[name]
+        assert "GPU" in by[name]["reason"] or "CUDA" in by[name]["reason"], by[name]["reason"]
+    assert "no RDMA" in by["ib_ports"]["reason"] or "ibstat" in by["ib_ports"]["reason"]
+
+
+def test_results_json_metadata_and_inventory(delivery_run):
+    _, run_dir, doc = delivery_run
+    run = doc["run"]
+    for key in ("run_id", "nvtest_version", "command_line", "started_at", "ended_at", "host", "backend", "suite"):
+        assert run.get(key), key
+    assert run["suite"] == "delivery" and run["backend"] == "local"
+    (node,) = doc["nodes"].values()
+    assert node["sku"] == "cpu-generic"
+    assert node["inventory"]["cpu_model"] and node["inventory"]["memory_total_kib"] > 0
+    assert doc["skus"]["cpu-generic"]["thresholds"]["stream"]["triad_gbps"]["source"]
+    assert (run_dir / "results.jsonl").stat().st_size > 0
+    assert (Path(run_dir).parent / "latest").resolve() == run_dir
+
+
+def test_evidence_logs_exist(delivery_run):
+    _, run_dir, doc = delivery_run
+    for r in doc["results"]:
+        if r["log"]:
+            text = (run_dir / r["log"]).read_text()
+            assert "# command:" in text and "===== stdout =====" in text
+
+
+def test_report_html_contents(delivery_run):
+    _, run_dir, doc = delivery_run
+    html = (run_dir / "report.html").read_text()
+    assert "Overall verdict: PASS" in html
+    assert "http://" not in html and "https://" not in html  # self-contained
+    for r in doc["results"]:
+        assert f'id="check-{r["check"]}"' in html
+    triad = next(m for r in doc["results"] if r["check"] == "stream" for m in r["metrics"] if m["name"] == "triad_gbps")
+    assert f"{triad['value']:.4g} GB/s" in html
+    assert 'href="logs/' in html
+
+
+def test_junit_one_case_per_item(delivery_run):
+    _, run_dir, doc = delivery_run
+    root = ET.parse(run_dir / "junit.xml").getroot()
+    cases = root.findall(".//testcase")
+    assert len(cases) == len(doc["results"])
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    assert len(skipped) == doc["summary"]["items"]["skip"]
+
+
+def test_report_rerenders_from_results_json(delivery_run, tmp_path):
+    _, run_dir, _ = delivery_run
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "results.json").write_text((run_dir / "results.json").read_text())
+    proc = run_nvtest("report", str(copy))
+    assert proc.returncode == 0, proc.stderr
+    assert "Overall verdict: PASS" in (copy / "report.html").read_text()
+
+
+def test_failing_threshold_exits_1(tmp_path):
+    ov = tmp_path / "strict.yaml"
+    ov.write_text(
+        "schema_version: 1\nname: strict\nthresholds:\n"
+        "  stream:\n    triad_gbps: {min: 1000000, unit: GB/s, source: impossible floor for the test}\n"
+    )
+    proc = run_nvtest("run", "--suite", "quick", "-k", "stream", "--overlay", str(ov), "--out", str(tmp_path / "r"), "--progress", "none")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    doc = json.loads((tmp_path / "r" / "latest" / "results.json").read_text())
+    (stream,) = [r for r in doc["results"] if r["check"] == "stream"]
+    assert stream["verdict"] == "fail" and "triad_gbps" in stream["reason"] and "< min" in stream["reason"]
+    triad = next(m for m in stream["metrics"] if m["name"] == "triad_gbps")
+    assert triad["threshold"]["origin"] == f"overlay:{ov}"
+
+
+def test_ctrl_c_keeps_results_and_exits_130(tmp_path):
+    out = tmp_path / "r"
+    proc = subprocess.Popen(
+        [*NVTEST, "run", "--suite", "delivery", "--out", str(out), "--progress", "plain"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    seen = ""
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        seen += line
+        if "stream[" in line:  # host and gpus and stream judged; gemm is running now
+            break
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, seen + rest
+    doc = json.loads((out / "latest" / "results.json").read_text())
+    assert doc["run"]["interrupted"] is True
+    assert "stream" in {r["check"] for r in doc["results"]}
+    assert "run interrupted" in (out / "latest" / "report.html").read_text()
+    # no probe left behind
+    time.sleep(0.5)
+    ps = subprocess.run(["pgrep", "-f", "gemm_probe.py"], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", ps.stdout
