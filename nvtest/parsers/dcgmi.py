@@ -248,7 +248,7 @@ def _parse_text(text: str) -> DcgmDiag:
         parts = s.split("|")
         cells = parts[1:-1] if s.endswith("|") and len(parts) > 2 else parts[1:]
         if len(cells) == 1:
-            cm = _CATEGORY_RE.match(cells[0].strip())
+            cm = _CATEGORY_RE.match(cells[0].split("+")[0].strip())
             if cm:
                 close()
                 category = cm.group(1)

@@ -429,6 +429,13 @@ def parse(text: str) -> NcclLog:
                 or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
             )
             row = _row(no, tokens, prefix) if prefix else None
+            if row is None and b.prefix is not None:
+                fallback = _DEFAULT_LAYOUTS.get(len(tokens))
+                row = _row(no, tokens, fallback) if fallback else None
+                if row is not None:
+                    b.warnings.append(
+                        f"line {no}: row does not match the header; read by column count"
+                    )
             if row is not None:
                 if b.summary_seen:
                     prev = b.prefix
