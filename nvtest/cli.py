@@ -27,7 +27,15 @@ from rich.console import Console
 from rich.table import Table
 
 from nvtest import __version__
-from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, EXIT_HARNESS, EXIT_INTERRUPTED, EXIT_OK, ConfigError, NvtestError
+from nvtest.errors import (
+    EXIT_CHECK_FAILED,
+    EXIT_CONFIG,
+    EXIT_HARNESS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    ConfigError,
+    NvtestError,
+)
 
 app = typer.Typer(
     name="nvtest",

@@ -185,16 +185,27 @@ def _gpus_from_raw(
                 uuid=g.uuid,
                 serial=g.serial,
                 pci_bus_id=g.pci_bus_id,
-                memory_mib=g.memory_total_mib,
+                memory_mib=_int(g.memory_total_mib),
                 vbios=g.vbios_version,
                 ecc_mode=g.ecc_mode_current,
                 persistence_mode=g.persistence_mode,
                 mig_mode=g.mig_mode_current,
-                pcie_gen_current=g.pcie_gen_current,
-                pcie_gen_max=g.pcie_gen_max,
-                pcie_width_current=g.pcie_width_current,
-                pcie_width_max=g.pcie_width_max,
+                pcie_gen_current=_int(g.pcie_gen_current),
+                pcie_gen_max=_int(g.pcie_gen_max),
+                pcie_width_current=_int(g.pcie_width_current),
+                pcie_width_max=_int(g.pcie_width_max),
             )
         )
     absent = None if gpus else "no NVIDIA GPU: nvidia-smi lists none"
+    for lost in rec.lost_gpus:
+        notes.append(f"nvidia-smi cannot reach GPU {lost}")
     return gpus, rec.driver_version, rec.cuda_version, absent
+
+
+def _int(value: object) -> int | None:
+    """A parser reading as int; None for absent values and states (N/A, ERR!)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    return None

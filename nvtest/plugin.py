@@ -107,7 +107,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     if ctx.config.rerun_items is not None:
         wanted = {(c, n) for c, n in ctx.config.rerun_items}
-        keep, drop = [], []
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
         for item in items:
             (keep if (check_name(item), _node_of(item)) in wanted else drop).append(item)
         if drop:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
