@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nvtest.results import CheckResult, MetricResult, ResultStore, assemble, load_results, write_results_json
+from nvtest.results import (
+    CheckResult,
+    MetricResult,
+    ResultStore,
+    assemble,
+    load_results,
+    write_results_json,
+)
 from nvtest.verdict import Verdict
 
 
