@@ -494,6 +494,8 @@ def _device_worker(
     """Child-process entry of :func:`run_per_device`: never raises, always answers."""
     try:
         result = fn(device, payload)
+    except ProbeSkip as exc:
+        result = {"device": device, "status": "skip", "reason": str(exc)}
     except BaseException as exc:  # noqa: BLE001 - report CUDA errors as data
         traceback.print_exc(file=sys.stderr)
         result = {"device": device, "status": "error", "reason": f"{type(exc).__name__}: {exc}"}

@@ -191,6 +191,9 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         devices = [f"cuda:{i}" for i in pc.gpu_indices(count, args.gpus)]
         payload.update(prefer=[name], size=args.size or 8192)
     else:
+        why = [pc.optional_import(m)[1] for m in ("numpy", "torch")]  # numpy first: cheap
+        if all(why):
+            raise pc.ProbeSkip("; ".join(str(w) for w in why))
         devices = ["cpu"]
         payload.update(prefer=["torch", "numpy"], size=args.size or 512)
     doc.update(device=device, dtype=dtype, seconds=args.seconds, window_s=window_s,

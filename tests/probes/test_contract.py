@@ -1,0 +1,60 @@
+"""The JSON contract every probe keeps: skip, error and usage paths, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+SCRIPTS = [
+    "stream_probe.py",
+    "gemm_probe.py",
+    "devmem_probe.py",
+    "h2d_probe.py",
+    "burnin_probe.py",
+    "train_smoke.py",
+]
+NOTHING = {"NVTEST_PROBE_DISABLE": "numpy,torch,cupy,pynvml,cc,nvbandwidth"}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_forced_failure_is_an_error_document(probe, script):
+    run = probe(script, env={**NOTHING, "NVTEST_PROBE_FORCE_ERROR": "1"})
+    assert run.returncode == 1
+    assert run.doc["status"] == "error"
+    assert "forced failure" in run.doc["reason"]
+    assert run.doc["probe"] == script.removesuffix(".py").removesuffix("_probe")
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_missing_libraries_give_skip_with_reason(probe, script):
+    run = probe(script, env=NOTHING)
+    assert run.returncode == 0
+    assert run.doc["status"] == "skip"
+    assert "disabled by NVTEST_PROBE_DISABLE" in run.doc["reason"]
+    assert run.doc["results"] == []
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_usage_error_is_json_not_argparse_exit(probe, script):
+    run = probe(script, "--no-such-option", env=NOTHING)
+    assert run.returncode == 1
+    assert run.doc["status"] == "error"
+    assert run.doc["reason"].startswith("ProbeError: usage error")
+    assert "--no-such-option" in run.doc["reason"]
+
+
+def test_force_error_can_target_one_probe(probe):
+    run = probe("h2d_probe.py", env={**NOTHING, "NVTEST_PROBE_FORCE_ERROR": "gemm,stream"})
+    assert run.doc["status"] == "skip"  # h2d not named: runs normally
+
+
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        ("devmem_probe.py", ()),
+        ("gemm_probe.py", ("--device", "cuda")),
+    ],
+)
+def test_no_gpu_is_a_skip_naming_torch_cuda(probe, script, args):
+    run = probe(script, *args, env={"NVTEST_PROBE_DISABLE": "cupy"})
+    assert run.doc["status"] == "skip"
+    assert "no CUDA device: torch.cuda.is_available() is False" in run.doc["reason"]
