@@ -17,6 +17,8 @@ APT_PACKAGES=(
   munge slurm-wlm slurm-client
   openmpi-bin libopenmpi-dev
   iperf3 poppler-utils
+  chromium fonts-dejavu-core fonts-liberation
+  libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0
 )
 
 apt_hash=$(echo "${APT_PACKAGES[*]}" | sha1sum | cut -c1-12)
