@@ -1,0 +1,311 @@
+"""nccl-tests: recipes, command lines and verdicts (pure; no I/O, no transport).
+
+Command: ``<dir>/<op>_perf -b MIN -e MAX -f 2 -g G -c 1 [-n ITERS] [-w WARMUP]``, one NCCL rank
+per GPU (``-g G`` ranks in one process inside a node; under mpirun/srun one process per GPU
+with ``-g 1``). Binaries come from the recipe's ``tests_dir``, else ``$NVTEST_NCCL_TESTS_DIR``
+on the controller, else the node's PATH.
+
+Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
+
+1. ``#wrong > 0`` in any row, or ``Out of bounds values`` non-zero or FAILED: **fail**. Wrong
+   results are final: nothing retries them into a pass.
+2. A failure line (``Test NCCL failure common.cu:959 'internal error'``): **fail**, with the
+   error site, host and message, and the ``NCCL WARN`` lines, in the reason.
+3. No result row: **error**. Fewer ranks listed than expected: **error**. The sweep stopped
+   before the requested maximum size: **error** (the plateau was never measured).
+4. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
+
+The plateau is the rows at or above the recipe's ``plateau_bytes`` (default: the largest size
+the recipe names, ``max_bytes``); its busbw is the mean out-of-place busbw of those rows, in
+GB/s (nccl-tests prints 10^9 bytes/s). Not "Avg bus bandwidth", which averages every size
+from 8 bytes up (nccl-tests doc/PERFORMANCE.md: busbw is meaningful at large sizes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from nvtest.errors import ParseError
+from nvtest.parsers import nccl_tests
+from nvtest.parsers.nccl_tests import NcclTestRun
+
+__all__ = [
+    "NCCL_OPS",
+    "NICS_ONLY_ENV",
+    "PASSTHROUGH_ENV",
+    "NcclRecipe",
+    "NcclVerdict",
+    "judge_output",
+    "judge_run",
+    "nccl_env",
+    "perf_argv",
+]
+
+#: operation -> nccl-tests binary name.
+NCCL_OPS: dict[str, str] = {
+    "all_reduce": "all_reduce_perf",
+    "all_gather": "all_gather_perf",
+    "reduce_scatter": "reduce_scatter_perf",
+    "alltoall": "alltoall_perf",
+    "sendrecv": "sendrecv_perf",
+    "broadcast": "broadcast_perf",
+    "reduce": "reduce_perf",
+}
+
+#: NCCL variables copied from the controller's environment to the nodes when set there.
+PASSTHROUGH_ENV = (
+    "NCCL_IB_HCA",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_IB_TC",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_CROSS_NIC",
+    "NCCL_NET",
+    "NCCL_TOPO_FILE",
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_DEBUG_SUBSYS",
+)
+
+#: The NICs-only variant: no NVLink/PCIe peer-to-peer, no shared memory; traffic through the NICs.
+NICS_ONLY_ENV: dict[str, str] = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"}
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class NcclRecipe:
+    """One SKU's nccl-tests recipe (``recipe.nccl`` or ``recipe.nccl_multinode`` in its YAML).
+
+    Attributes:
+        ops: operations (keys of :data:`NCCL_OPS`).
+        min_bytes, max_bytes: the sweep, bytes (``-b``/``-e``).
+        step_factor: ``-f``.
+        plateau_bytes: smallest size of the plateau, bytes; None: ``max_bytes``.
+        iters, warmup_iters: ``-n``/``-w``; None: the tool's defaults.
+        tests_dir: where the ``*_perf`` binaries are; None: ``$NVTEST_NCCL_TESTS_DIR`` or PATH.
+        env: extra environment for the tool.
+    """
+
+    ops: tuple[str, ...] = ("all_reduce",)
+    min_bytes: int = 8
+    max_bytes: int = 8 * GIB
+    step_factor: int = 2
+    plateau_bytes: int | None = None
+    iters: int | None = None
+    warmup_iters: int | None = None
+    tests_dir: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_recipe(cls, recipe: Mapping[str, Any] | None, **defaults: Any) -> NcclRecipe:
+        """Build from a recipe mapping; ``defaults`` fill what it leaves out.
+
+        Raises:
+            ValueError: an unknown operation or key (the message lists the known ones).
+        """
+        data = {**defaults, **dict(recipe or {})}
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown nccl recipe key(s) {unknown}; known: {sorted(known)}")
+        if "ops" in data:
+            ops = tuple(data["ops"])
+            bad = [o for o in ops if o not in NCCL_OPS]
+            if bad:
+                raise ValueError(f"unknown nccl operation(s) {bad}; known: {', '.join(NCCL_OPS)}")
+            data["ops"] = ops
+        for key in (
+            "min_bytes",
+            "max_bytes",
+            "step_factor",
+            "plateau_bytes",
+            "iters",
+            "warmup_iters",
+        ):
+            if data.get(key) is not None:
+                data[key] = int(data[key])
+        data["env"] = {str(k): str(v) for k, v in dict(data.get("env") or {}).items()}
+        return cls(**data)
+
+    @property
+    def plateau_from(self) -> int:
+        """Smallest size counted in the plateau, bytes."""
+        return self.plateau_bytes if self.plateau_bytes is not None else self.max_bytes
+
+
+def binary(op: str, tests_dir: str | None) -> str:
+    """The binary path (``<dir>/<op>_perf``) or name (PATH lookup)."""
+    name = NCCL_OPS[op]
+    return f"{tests_dir.rstrip('/')}/{name}" if tests_dir else name
+
+
+def perf_argv(
+    op: str, recipe: NcclRecipe, gpus_per_process: int, tests_dir: str | None = None
+) -> list[str]:
+    """``<op>_perf -b MIN -e MAX -f F -g G -c 1 [-n N] [-w W]``."""
+    argv = [
+        binary(op, tests_dir or recipe.tests_dir),
+        "-b", str(recipe.min_bytes),
+        "-e", str(recipe.max_bytes),
+        "-f", str(recipe.step_factor),
+        "-g", str(gpus_per_process),
+        "-c", "1",
+    ]  # fmt: skip
+    if recipe.iters is not None:
+        argv += ["-n", str(recipe.iters)]
+    if recipe.warmup_iters is not None:
+        argv += ["-w", str(recipe.warmup_iters)]
+    return argv
+
+
+def nccl_env(
+    recipe: NcclRecipe, environ: Mapping[str, str], *, nics_only: bool = False
+) -> dict[str, str]:
+    """The tool's environment: ``NCCL_DEBUG=INFO`` (into the evidence), the variables of
+    :data:`PASSTHROUGH_ENV` set in ``environ``, the recipe's ``env``, then the NICs-only switches."""
+    env = {"NCCL_DEBUG": "INFO"}
+    env.update({k: environ[k] for k in PASSTHROUGH_ENV if environ.get(k)})
+    env.update(recipe.env)
+    if nics_only:
+        env.update(NICS_ONLY_ENV)
+    return env
+
+
+@dataclass(frozen=True)
+class NcclVerdict:
+    """The verdict of one nccl-tests run.
+
+    Attributes:
+        status: ``pass`` (bandwidth still to be judged against the SKU), ``fail`` or ``error``.
+        busbw_gbps: plateau busbw, GB/s (None without plateau rows).
+        plateau_sizes: the sizes averaged, bytes.
+        wrong: total ``#wrong`` over all rows.
+        ranks, hosts: rank lines seen and their distinct hosts.
+        max_size_bytes: the largest size reached.
+        reasons: why not a pass.
+        nccl_warnings: ``NCCL WARN`` lines (first 20).
+        failure_site: ``common.cu:959`` style site of the first failure line, if any.
+    """
+
+    op: str
+    status: Literal["pass", "fail", "error"]
+    busbw_gbps: float | None = None
+    plateau_sizes: tuple[int, ...] = ()
+    wrong: int = 0
+    ranks: int = 0
+    hosts: tuple[str, ...] = ()
+    max_size_bytes: int | None = None
+    reasons: tuple[str, ...] = ()
+    nccl_warnings: tuple[str, ...] = ()
+    failure_site: str | None = None
+
+    @property
+    def reason(self) -> str:
+        return "; ".join(self.reasons)
+
+    def details(self) -> dict[str, Any]:
+        """JSON-able details for the report."""
+        return {
+            "op": self.op,
+            "status": self.status,
+            "busbw_gbps": self.busbw_gbps,
+            "plateau_sizes": list(self.plateau_sizes),
+            "wrong": self.wrong,
+            "ranks": self.ranks,
+            "hosts": list(self.hosts),
+            "max_size_bytes": self.max_size_bytes,
+            "reasons": list(self.reasons),
+            "nccl_warnings": list(self.nccl_warnings),
+            "failure_site": self.failure_site,
+        }
+
+
+def judge_run(
+    run: NcclTestRun,
+    *,
+    op: str,
+    max_bytes: int | None = None,
+    plateau_bytes: int | None = None,
+    expected_ranks: int | None = None,
+) -> NcclVerdict:
+    """Judge one parsed run (see the module docstring for the order of the rules)."""
+    requested = max_bytes if max_bytes is not None else run.max_bytes
+    plateau_from = plateau_bytes if plateau_bytes is not None else requested
+    warns = tuple(run.nccl_warnings[:20])
+    common = {
+        "op": op,
+        "wrong": run.wrong_total,
+        "ranks": len(run.ranks),
+        "hosts": run.hostnames,
+        "max_size_bytes": run.max_size_bytes,
+        "nccl_warnings": warns,
+    }
+    plateau = [r for r in run.rows if plateau_from is not None and r.size_bytes * 2 > plateau_from]
+    if plateau:
+        common["plateau_sizes"] = tuple(r.size_bytes for r in plateau)
+        common["busbw_gbps"] = sum(r.out_of_place.busbw_gbps for r in plateau) / len(plateau)
+    fails: list[str] = []
+    if run.wrong_total:
+        bad = [r.size_bytes for r in run.rows if r.wrong]
+        fails.append(
+            f"#wrong = {run.wrong_total} (sizes {', '.join(map(str, bad[:5]))}): wrong results"
+        )
+    if run.oob_values or run.oob_ok is False:
+        fails.append(f"out of bounds values: {run.oob_values} FAILED")
+    site = None
+    if run.failures:
+        f = run.failures[0]
+        site = f.site
+        where = f" on {f.host}" if f.host else ""
+        fails.append(f"{f.kind} failure at {f.site}{where}: {f.message or 'no message'}")
+    if fails:
+        if warns:
+            fails.append(f"NCCL WARN: {warns[0]}")
+        return NcclVerdict(status="fail", reasons=tuple(fails), failure_site=site, **common)  # type: ignore[arg-type]
+    errors: list[str] = []
+    if not run.rows:
+        errors.append("no result row")
+    if expected_ranks is not None and run.ranks and len(run.ranks) < expected_ranks:
+        errors.append(f"{len(run.ranks)} ranks listed, {expected_ranks} expected")
+    if run.rows and requested is not None and (run.max_size_bytes or 0) * 2 <= requested:
+        errors.append(
+            f"the sweep stopped at {run.max_size_bytes} bytes before the requested {requested}"
+        )
+    if errors:
+        if warns:
+            errors.append(f"NCCL WARN: {warns[0]}")
+        return NcclVerdict(status="error", reasons=tuple(errors), **common)  # type: ignore[arg-type]
+    return NcclVerdict(status="pass", **common)  # type: ignore[arg-type]
+
+
+def judge_output(
+    text: str,
+    *,
+    op: str,
+    max_bytes: int | None = None,
+    plateau_bytes: int | None = None,
+    expected_ranks: int | None = None,
+) -> NcclVerdict:
+    """Parse nccl-tests output and judge its first test (the one this command ran).
+
+    Output that is not nccl-tests at all gives an ``error`` verdict naming the parse problem.
+    """
+    try:
+        log = nccl_tests.parse(text)
+    except ParseError as exc:
+        return NcclVerdict(op=op, status="error", reasons=(f"unreadable nccl-tests output: {exc}",))
+    return judge_run(
+        log.tests[0],
+        op=op,
+        max_bytes=max_bytes,
+        plateau_bytes=plateau_bytes,
+        expected_ranks=expected_ranks,
+    )
+
+
+def expected_ranks_of(gpus_per_node: Sequence[int]) -> int:
+    """Ranks a launch over nodes with these GPU counts must list (one per GPU)."""
+    return sum(gpus_per_node)
