@@ -117,7 +117,9 @@ def _rerun_items(prev: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     epilog="Example: nvtest run --suite delivery --inventory rack07.yaml --backend ssh --out reports/",
 )
 def run(
-    suite: Annotated[str, typer.Option(help="Suite name (nvtest list suites) or a suite YAML file.")] = "delivery",
+    suite: Annotated[
+        str | None, typer.Option(help="Suite name (nvtest list suites) or a suite YAML file. Default: delivery.")
+    ] = None,
     inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file (nodes, groups, SKU, tags).")] = None,
     nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist, e.g. 'gpu[001-004]'.")] = None,
     backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
@@ -147,13 +149,16 @@ def run(
 
     from nvtest.context import RunConfig
     from nvtest.inventory import load_inventory
+    from nvtest.results import load_results
     from nvtest.skus import load_catalog
     from nvtest.suites import load_suite, suite_targets
 
     rerun_items = None
     rerun_of = None
     try:
-        spec = load_suite(suite)
+        if rerun_failed is not None and suite is None:
+            suite = str(load_results(rerun_failed)["run"].get("suite") or "delivery")
+        spec = load_suite(suite or "delivery")
         if inventory is not None:
             load_inventory(inventory)
         catalog = load_catalog(list(sku_dir or []), overlay)

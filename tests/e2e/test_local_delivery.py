@@ -155,3 +155,23 @@ def test_ctrl_c_keeps_results_and_exits_130(tmp_path):
     time.sleep(0.5)
     ps = subprocess.run(["pgrep", "-f", "gemm_probe.py"], capture_output=True, text=True)
     assert ps.stdout.strip() == "", ps.stdout
+
+
+def test_rerun_failed_runs_only_failed_items(tmp_path):
+    ov = tmp_path / "strict.yaml"
+    ov.write_text(
+        "schema_version: 1\nname: strict\nthresholds:\n"
+        "  stream:\n    triad_gbps: {min: 1000000, unit: GB/s, source: impossible floor for the test}\n"
+    )
+    first = run_nvtest("run", "--suite", "quick", "--overlay", str(ov), "--out", str(tmp_path / "r"), "--progress", "none")
+    assert first.returncode == 1, first.stdout + first.stderr
+    old_dir = (tmp_path / "r" / "latest").resolve()
+    old = json.loads((old_dir / "results.json").read_text())
+    assert {r["check"] for r in old["results"]} >= {"host", "stream", "gemm"}
+    again = run_nvtest("run", "--rerun-failed", str(old_dir), "--out", str(tmp_path / "r"), "--progress", "none")
+    assert again.returncode == 0, again.stdout + again.stderr  # without the overlay, stream passes
+    new_dir = (tmp_path / "r" / "latest").resolve()
+    assert new_dir != old_dir
+    new = json.loads((new_dir / "results.json").read_text())
+    assert [r["check"] for r in new["results"]] == ["stream"]
+    assert new["run"]["rerun_of"] == old["run"]["run_id"]
