@@ -240,8 +240,11 @@ def assemble(jsonl: Path) -> dict[str, Any]:
 
 
 def write_results_json(run_dir: Path) -> dict[str, Any]:
-    """Assemble ``run_dir/results.jsonl`` into ``run_dir/results.json``; return the document."""
-    doc = assemble(run_dir / "results.jsonl")
+    """Assemble ``run_dir/results.jsonl`` into ``run_dir/results.json`` (after the post-run
+    analysis of :mod:`nvtest.analysis`: fleet outliers, diagnoses); return the document."""
+    from nvtest.analysis import post_process
+
+    doc = post_process(assemble(run_dir / "results.jsonl"))
     tmp = run_dir / "results.json.tmp"
     tmp.write_text(json.dumps(doc, indent=1, default=_json_default), encoding="utf-8")
     tmp.replace(run_dir / "results.json")
