@@ -376,6 +376,9 @@ def inventory_cmd(
     raise typer.Exit(EXIT_CHECK_FAILED if any(n.get("down_reason") for n in data["nodes"].values()) else EXIT_OK)
 
 
+from nvtest import cli_skus; cli_skus.register(app)  # noqa: E402, E702, I001
+
+
 def main() -> None:
     """Console-script entry point; maps uncaught errors to the exit-code table."""
     try:
