@@ -99,6 +99,8 @@ def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node])
 
         return probe.argv(n, ctx.probe_dirs.get(n.name, str(probes_dir())), prof)
 
+    if ctx.phases.cached(probe.name) is None:
+        ctx.emit("phase", {"check": probe.name, "nodes": len(live)})
     results = ctx.phases.run(
         probe.name, live, build, timeout_s=probe.timeout_s * ctx.config.timeout_scale, env=dict(probe.env) or None
     )
