@@ -94,13 +94,19 @@ def reading(text: str) -> Reading | None:
 
 
 def to_float(text: str) -> float | None:
-    """A float from the start of ``text`` (unit suffix allowed), or None."""
-    m = _NUM_RE.match(text.strip())
-    return float(m.group(0)) if m else None
+    """A float from the start of ``text`` (unit suffix allowed), or None. ``nan``/``inf`` are None."""
+    try:
+        value = float(text)
+    except ValueError:
+        m = _NUM_RE.match(text.strip())
+        return float(m.group(0)) if m else None
+    return value if value - value == 0.0 else None
 
 
 def to_int(text: str) -> int | None:
     """An int from ``text`` (decimal, or hex with ``0x``), or None."""
+    if text.isdigit():
+        return int(text)
     t = text.strip()
     try:
         if t.lower().startswith(("0x", "-0x")):

@@ -13,6 +13,7 @@ Units: sizes in bytes, times in microseconds, bandwidths in GB/s (10^9 bytes/s) 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -299,24 +300,47 @@ def _half(cells: list[str]) -> NcclResult | None:
     return NcclResult(t, a, b, wrong, err)
 
 
+@functools.lru_cache(maxsize=64)
+def _layout(prefix: tuple[str, ...]) -> tuple[int, int, int | None, int | None, int | None]:
+    """Indexes of (size, count, type, redop, root) in a header's leading columns."""
+
+    def find(names: frozenset[str] | str) -> int | None:
+        for i, name in enumerate(prefix):
+            if (name == names) if isinstance(names, str) else (name in names):
+                return i
+        return None
+
+    size = find(_SIZE_NAMES)
+    count = find(_COUNT_NAMES)
+    return (
+        0 if size is None else size,
+        -1 if count is None else count,
+        find("type"),
+        find(_OP_NAMES),
+        find("root"),
+    )
+
+
 def _row(no: int, tokens: list[str], prefix: tuple[str, ...]) -> NcclRow | None:
     n = len(prefix)
-    if len(tokens) not in (n + 4, n + 8, n + 3, n + 6):
+    rest_len = len(tokens) - n
+    if rest_len not in (4, 8, 3, 6):
         return None
-    cols = dict(zip(prefix, tokens[:n], strict=True))
-    size = to_int(next((cols[k] for k in prefix if k in _SIZE_NAMES), ""))
-    count = to_int(next((cols[k] for k in prefix if k in _COUNT_NAMES), "0"))
+    i_size, i_count, i_type, i_op, i_root = _layout(prefix)
+    size = to_int(tokens[i_size])
+    count = to_int(tokens[i_count]) if i_count >= 0 else 0
     if size is None or count is None:
         return None
     rest = tokens[n:]
-    width = 4 if len(rest) in (4, 8) else 3
+    width = 4 if rest_len in (4, 8) else 3
     oop = _half(rest[:width])
-    ip = _half(rest[width:]) if len(rest) > width else None
-    if oop is None or (len(rest) > width and ip is None):
+    ip = _half(rest[width:]) if rest_len > width else None
+    if oop is None or (rest_len > width and ip is None):
         return None
-    op = next((cols[k] for k in prefix if k in _OP_NAMES), None)
-    root = to_int(cols["root"]) if "root" in cols else None
-    return NcclRow(no, size, count, cols.get("type", ""), op, root, oop, ip)
+    op = tokens[i_op] if i_op is not None else None
+    root = to_int(tokens[i_root]) if i_root is not None else None
+    dtype = tokens[i_type] if i_type is not None else ""
+    return NcclRow(no, size, count, dtype, op, root, oop, ip)
 
 
 def _read_params(b: _Builder, line: str, m: re.Match[str]) -> None:

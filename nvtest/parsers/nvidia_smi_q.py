@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from nvtest.parsers._common import (
     ParseError,
@@ -29,7 +30,7 @@ DESCRIPTION = (
     "nvidia-smi -q text: per-GPU identity, memory, ECC, remapping, PCIe, temperatures, power"
 )
 
-__all__ = ["Node", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "parse"]
+__all__ = ["Node", "TreeNode", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "parse"]
 
 #: A count: an int, a state such as N/A, or None when the field is absent.
 Count = int | ValueState | None
@@ -60,6 +61,22 @@ class Node:
         """The stripped value at the first existing path, or None."""
         node = self.get(*paths)
         return node.value.strip() if node is not None and node.value is not None else None
+
+
+class TreeNode(Protocol):
+    """What :func:`gpu_from_tree` needs of a node: :class:`Node` (text) or an XML element view."""
+
+    @property
+    def value(self) -> str | None: ...
+
+    @property
+    def children(self) -> list[tuple[str, TreeNode]]: ...
+
+    def child(self, key: str) -> TreeNode | None: ...
+
+    def get(self, *paths: str) -> TreeNode | None: ...
+
+    def text(self, *paths: str) -> str | None: ...
 
 
 def snake(key: str) -> str:
@@ -149,22 +166,22 @@ class SmiQuery:
     warnings: tuple[str, ...] = ()
 
 
-def _reading(node: Node, *paths: str) -> Reading | None:
+def _reading(node: TreeNode, *paths: str) -> Reading | None:
     t = node.text(*paths)
     return None if t is None else reading(t)
 
 
-def _count(node: Node, *paths: str) -> Count:
+def _count(node: TreeNode, *paths: str) -> Count:
     r = _reading(node, *paths)
     return int(r) if isinstance(r, float) else r
 
 
-def _str(node: Node, *paths: str) -> str | None:
+def _str(node: TreeNode, *paths: str) -> str | None:
     t = node.text(*paths)
     return t if t else None
 
 
-def _ecc_sum(node: Node | None, uncorrectable: bool) -> Count:
+def _ecc_sum(node: TreeNode | None, uncorrectable: bool) -> Count:
     """Sum the correctable or uncorrectable counters below an ECC ``volatile``/``aggregate`` node."""
     if node is None:
         return None
@@ -188,13 +205,13 @@ def _ecc_sum(node: Node | None, uncorrectable: bool) -> Count:
     return total if seen else state
 
 
-def _active_reasons(node: Node | None) -> tuple[str, ...]:
+def _active_reasons(node: TreeNode | None) -> tuple[str, ...]:
     if node is None:
         return ()
     return tuple(k for k, n in node.children if (n.value or "").strip() == "Active")
 
 
-def gpu_from_tree(bus_id: str, g: Node) -> SmiGpu:
+def gpu_from_tree(bus_id: str, g: TreeNode) -> SmiGpu:
     """Read one GPU block (text ``-q`` or XML ``-q -x`` tree) into an :class:`SmiGpu`."""
     link = "pci/pci_gpu_link_info" if g.get("pci/pci_gpu_link_info") else "pci/gpu_link_info"
     mig = g.get("mig_devices")
