@@ -1,0 +1,564 @@
+"""The ``slurm`` transport: every phase is one ``srun`` step over all its nodes.
+
+Formats and options are those of Slurm 22.05 (``srun --version``: ``slurm-wlm
+22.05.8`` on Debian 12); the options used exist unchanged through Slurm 24.x.
+
+Where the nodes come from (:func:`discover_nodes`): the given node list; else the
+partition (``sinfo -p P -h -o %N``); else the current allocation
+(``SLURM_JOB_NODELIST`` when nvtest runs inside one); else the default
+partition. Nodes that are DOWN, DRAIN(ED/ING), FAIL, NOT_RESPONDING... are left
+out, and :func:`node_states` gives their Slurm state and reason for the report.
+
+Where the phases run:
+
+- inside an allocation (``SLURM_JOB_ID`` set: ``salloc``, ``sbatch``, ``nvtest
+  submit``): every phase is a step of that job (``srun --jobid --overlap``);
+- else, with ``allocate=True`` (the default): nvtest requests one allocation
+  for the run's nodes at the first phase (``salloc --no-shell`` with the job
+  options) and releases it at :meth:`SlurmTransport.close`;
+- else (``allocate=False``): each phase is its own one-step job.
+
+A phase with one command for all nodes is ``srun -N <n> --ntasks-per-node=1
+-w <nodes> --label --verbose /bin/sh -c <cmd>``: one task per node, output
+split per node by the ``--label`` prefix, task -> node and per-task exit
+status read from srun's ``--verbose`` lines. A mapping {node: command} (a pair
+test) is the SAME single step: each task runs its node's command chosen by
+``$SLURMD_NODENAME`` (:func:`~nvtest.transports._slurm_cmd.node_dispatch_command`),
+so server and client start together and one step id covers both.
+
+Timeouts: each step gets ``--time`` (``timeout_s`` in minutes, rounded up)
+and a client-side wall limit of ``timeout_s``; at the limit nvtest runs
+``scancel <job>.<step>`` and each node's result says
+``timed out after N s; step cancelled (scancel J.S)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from nvtest.errors import ConfigError, TransportError
+from nvtest.inventory import Node, expand_hostlist, fold_hostlist
+from nvtest.transports._slurm_cmd import (
+    SlurmOptions,
+    batch_script,
+    drain_argv,
+    job_name,
+    node_dispatch_command,
+    salloc_argv,
+    sbatch_argv,
+    scancel_argv,
+    srun_multi_argv,
+    srun_phase_argv,
+)
+from nvtest.transports._slurm_parse import (
+    SlurmNodeState,
+    parse_job_id,
+    parse_node_records,
+    parse_sbatch_job_id,
+    split_labelled,
+    states_from_records,
+)
+from nvtest.transports._slurm_step import SrunOutcome, SrunProcess, client_env, run_client
+from nvtest.transports.base import Command, CommandResult, Transport, render_command
+
+__all__ = ["SlurmNodeState", "SlurmOptions", "SlurmTransport", "discover_nodes", "node_states"]
+
+#: Seconds ``salloc`` may wait for its allocation (env ``NVTEST_SLURM_ALLOC_TIMEOUT``).
+ALLOC_TIMEOUT_S = 600.0
+
+
+def _client(argv: Sequence[str], what: str, timeout_s: float = 60.0) -> str:
+    try:
+        proc = run_client(argv, timeout_s=timeout_s)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise TransportError(f"{what}: {shlex.join(argv)}: {exc}") from exc
+    if proc.returncode != 0:
+        msg = (proc.stderr or proc.stdout).strip()[-500:]
+        raise TransportError(f"{what}: {shlex.join(argv)} exited {proc.returncode}: {msg}")
+    return proc.stdout
+
+
+def node_states(names: Sequence[str]) -> dict[str, SlurmNodeState]:
+    """Slurm's view of each of ``names``, from ``scontrol show node -o``.
+
+    Returns name -> :class:`SlurmNodeState` (state such as ``IDLE+DRAIN``, the
+    admin reason, active features, GRES); a name Slurm does not know gets state
+    ``NOT_FOUND`` (not available).
+
+    Raises:
+        TransportError: scontrol could not run or failed.
+    """
+    states = states_from_records(
+        parse_node_records(_client(["scontrol", "show", "node", "-o"], "node states"))
+    )
+    missing = SlurmNodeState(state="NOT_FOUND", reason="not a node of this Slurm cluster")
+    return {n: states.get(n, missing) for n in names}
+
+
+def _partition_nodes(partition: str | None) -> list[str]:
+    if partition:
+        text = _client(
+            ["sinfo", "-h", "-p", partition, "-o", "%N"], f"nodes of partition {partition}"
+        )
+    else:
+        rows = _client(["sinfo", "-h", "-o", "%P %N"], "the default partition").split()
+        default = [n for p, n in zip(rows[::2], rows[1::2], strict=False) if p.endswith("*")]
+        if not default:
+            raise ConfigError(
+                "Slurm has no default partition: give --partition or --nodes", field="--partition"
+            )
+        text = "\n".join(default)
+    names: list[str] = []
+    for line in text.split():
+        if line and line != "n/a":
+            names.extend(n for n in expand_hostlist(line) if n not in names)
+    if not names:
+        raise ConfigError(
+            f"partition {partition!r} has no nodes (or does not exist)", field="--partition"
+        )
+    return expand_hostlist(fold_hostlist(names))
+
+
+def discover_nodes(
+    partition: str | None = None, nodelist: str | None = None, *, include_unavailable: bool = False
+) -> list[str]:
+    """The node names a Slurm run targets, sorted as a hostlist sorts.
+
+    Order of sources: ``nodelist`` (a hostlist expression); else ``partition``
+    (``sinfo -p P -h -o %N``); else ``SLURM_JOB_NODELIST`` (inside an
+    allocation); else the default partition. Unless ``include_unavailable``,
+    nodes whose state is DOWN, DRAIN, FAIL, NOT_RESPONDING... are left out
+    (:func:`node_states` says why).
+
+    Raises:
+        ConfigError: an invalid hostlist, or a partition with no nodes.
+        TransportError: sinfo/scontrol could not run.
+    """
+    if nodelist:
+        names = expand_hostlist(nodelist)
+    elif partition:
+        names = _partition_nodes(partition)
+    elif os.environ.get("SLURM_JOB_NODELIST"):
+        names = expand_hostlist(os.environ["SLURM_JOB_NODELIST"])
+    else:
+        names = _partition_nodes(None)
+    if include_unavailable:
+        return names
+    states = node_states(names)
+    return [n for n in names if states[n].available]
+
+
+class SlurmTransport(Transport):
+    """Runs each phase as one srun step over its nodes (see the module docstring).
+
+    Args:
+        partition, time_limit, account, reservation, qos, exclusive,
+            gpus_per_node: job options of the allocation nvtest requests (and of
+            the per-phase jobs when ``allocate=False``); ``time_limit`` in any
+            Slurm ``--time`` format.
+        mpi: the ``srun --mpi`` plugin of :meth:`launch_multi` (``pmix``, ``pmi2``).
+        allocate: request one allocation for the run (released at :meth:`close`)
+            when not already inside one; False: each phase is its own job.
+        run_id: names every job and step ``nvtest-<run-id>``.
+        log: receives warnings (staging fallback, cleanup failures), one line each.
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        *,
+        partition: str | None = None,
+        time_limit: str | None = None,
+        account: str | None = None,
+        reservation: str | None = None,
+        qos: str | None = None,
+        exclusive: bool = False,
+        gpus_per_node: int | None = None,
+        mpi: str | None = None,
+        allocate: bool = True,
+        run_id: str | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.options = SlurmOptions(
+            partition=partition,
+            time_limit=time_limit,
+            account=account,
+            reservation=reservation,
+            qos=qos,
+            exclusive=exclusive,
+            gpus_per_node=gpus_per_node,
+            mpi=mpi,
+        )
+        self.allocate = allocate
+        self.run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        self.job_name = job_name(self.run_id)
+        self._log = log or (lambda _msg: None)
+        self._lock = threading.Lock()
+        self._alloc_lock = threading.Lock()
+        #: the enclosing allocation, never released by nvtest
+        self.outer_job: str | None = os.environ.get("SLURM_JOB_ID") or None
+        #: the allocation nvtest requested, and its nodes
+        self.allocation: str | None = None
+        self._alloc_nodes: frozenset[str] = frozenset()
+        self._alloc_proc: subprocess.Popen[str] | None = None
+        self._active: set[SrunProcess] = set()
+        self._interrupted = False
+        self._staged: list[Path] = []
+        self._warned_stage = False
+
+    # -- allocation ---------------------------------------------------------------------
+    def _job_for(self, names: Sequence[str]) -> str | None:
+        """The job id the step runs in: the enclosing allocation, nvtest's own, or None."""
+        if self.outer_job:
+            return self.outer_job
+        if not self.allocate:
+            return None
+        with self._alloc_lock:
+            if self.allocation is None:
+                self._acquire(names)
+            elif not set(names) <= self._alloc_nodes:
+                self._log(
+                    f"slurm: nodes {fold_hostlist(sorted(set(names) - self._alloc_nodes))} are outside "
+                    f"allocation {self.allocation}: this phase runs as its own job"
+                )
+                return None
+            return self.allocation
+
+    def _acquire(self, names: Sequence[str]) -> None:
+        argv = salloc_argv(self.options, sorted(names), name=self.job_name)
+        timeout = float(os.environ.get("NVTEST_SLURM_ALLOC_TIMEOUT", ALLOC_TIMEOUT_S))
+        try:
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                stdin=subprocess.DEVNULL,
+                env=client_env(),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise TransportError(f"cannot start salloc: {exc}") from exc
+        self._alloc_proc = proc
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            job = parse_job_id(err)
+            if job:
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    run_client(scancel_argv(job))
+            raise TransportError(
+                f"no allocation after {timeout:g} s: {shlex.join(argv)}: {err.strip()[-300:]}"
+            ) from None
+        finally:
+            self._alloc_proc = None
+        job = parse_job_id(err)
+        if proc.returncode != 0 or job is None or self._interrupted:
+            if job:
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    run_client(scancel_argv(job))
+            raise TransportError(
+                f"allocation failed: {shlex.join(argv)} exited {proc.returncode}: {err.strip()[-500:]}"
+            )
+        self.allocation = job
+        self._alloc_nodes = frozenset(names)
+
+    def release(self) -> None:
+        """Cancel the allocation nvtest requested (never the enclosing one)."""
+        with self._alloc_lock:
+            job, self.allocation = self.allocation, None
+            self._alloc_nodes = frozenset()
+        if job:
+            try:
+                _client(scancel_argv(job), f"release allocation {job}")
+            except TransportError as exc:
+                self._log(f"slurm: {exc}")
+
+    # -- running ------------------------------------------------------------------------
+    def _srun(self, argv: list[str], timeout_s: float, *, own_job: bool) -> SrunOutcome:
+        step = SrunProcess(argv, own_job=own_job)
+        with self._lock:
+            if self._interrupted:
+                return SrunOutcome(
+                    None, "", "", step.log, interrupted=True, start_error="interrupted before start"
+                )
+            self._active.add(step)
+        try:
+            return step.run(timeout_s)
+        finally:
+            with self._lock:
+                self._active.discard(step)
+
+    def run(
+        self,
+        nodes: Sequence[Node],
+        command: Command | Mapping[str, Command],
+        *,
+        timeout_s: float,
+        env: Mapping[str, str] | None = None,
+    ) -> dict[str, CommandResult]:
+        """Run ``command`` on every node as ONE srun step; never raises for node failures.
+
+        ``command`` may be a mapping node name -> command: the step then runs each
+        node's own command (dispatch on ``$SLURMD_NODENAME``). Returns node name ->
+        :class:`CommandResult` whose ``command`` is the srun line; ``stdout`` and
+        ``stderr`` are that node's task output (label removed); ``exit_code`` the
+        task's exit status (``128+N`` when killed by signal N); ``error`` says
+        why there is none (srun could not allocate or launch, timeout, interrupt).
+        """
+        names = [n.name for n in nodes]
+        if not names:
+            return {}
+        if self._interrupted:
+            return {n: CommandResult(node=n, command="", error="interrupted before start") for n in names}
+        if isinstance(command, Mapping):
+            lines = {n: render_command(command[n], env) for n in names}
+            shell = (
+                next(iter(lines.values()))
+                if len(set(lines.values())) == 1
+                else node_dispatch_command(lines)
+            )
+        else:
+            shell = render_command(command, env)
+        try:
+            job = self._job_for(names)
+        except TransportError as exc:
+            return {n: CommandResult(node=n, command=shell, error=str(exc)) for n in names}
+        argv = srun_phase_argv(
+            names, shell, timeout_s=timeout_s, name=self.job_name, opts=self.options, job_id=job
+        )
+        outcome = self._srun(argv, timeout_s, own_job=job is None)
+        return _phase_results(names, shlex.join(argv), outcome, timeout_s)
+
+    def launch_multi(
+        self,
+        nodes: Sequence[Node],
+        command: Command,
+        ntasks_per_node: int,
+        gpus_per_task: int | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float = 600.0,
+    ) -> CommandResult:
+        """One multi-node launch (an MPI or NCCL job): ``ntasks_per_node`` ranks per
+        node, block layout, ``--mpi=<plugin>`` when configured.
+
+        Returns one :class:`CommandResult` whose ``node`` is the hostlist of
+        ``nodes``, with srun's raw stdout (unlabelled), the tasks' stderr and
+        srun's error lines, and srun's exit status (the worst task's).
+        """
+        names = [n.name for n in nodes]
+        shell = render_command(command, env)
+        label = fold_hostlist(names)
+        try:
+            job = self._job_for(names)
+        except TransportError as exc:
+            return CommandResult(node=label, command=shell, error=str(exc))
+        argv = srun_multi_argv(
+            names,
+            shell,
+            ntasks_per_node=ntasks_per_node,
+            gpus_per_task=gpus_per_task,
+            timeout_s=timeout_s,
+            name=self.job_name,
+            opts=self.options,
+            job_id=job,
+        )
+        out = self._srun(argv, timeout_s, own_job=job is None)
+        return CommandResult(
+            node=label,
+            command=shlex.join(argv),
+            stdout=out.stdout,
+            stderr=out.task_stderr + "".join(m + "\n" for m in out.log.messages),
+            exit_code=out.returncode,
+            duration_s=out.duration_s,
+            started_at=out.started_at or time.time(),
+            error=_step_error(out, timeout_s),
+            timed_out=out.timed_out,
+        )
+
+    # -- staging ------------------------------------------------------------------------
+    def stage(self, nodes: Sequence[Node], local_dir: Path) -> dict[str, str]:
+        """Put the probes on a path every node sees; node name -> that path.
+
+        ``Node.probe_dir`` when set; else a copy under ``$NVTEST_SHARED_DIR``
+        (``<dir>/nvtest-<run-id>/<name of local_dir>``, removed at :meth:`close`);
+        else ``local_dir`` itself (right on one machine, or when the checkout
+        is on a shared file system), with a warning through ``log``.
+
+        Raises:
+            TransportError: the copy to the shared directory failed.
+        """
+        out: dict[str, str] = {}
+        need = [n for n in nodes if not n.probe_dir]
+        out.update({n.name: str(n.probe_dir) for n in nodes if n.probe_dir})
+        if not need:
+            return out
+        shared = os.environ.get("NVTEST_SHARED_DIR")
+        if shared:
+            root = Path(shared) / f"nvtest-{self.run_id}"
+            dest = root / local_dir.name
+            try:
+                shutil.copytree(local_dir, dest, dirs_exist_ok=True)
+            except OSError as exc:
+                raise TransportError(f"cannot copy the probes to {dest}: {exc}") from exc
+            with self._lock:
+                if root not in self._staged:
+                    self._staged.append(root)
+            path = str(dest)
+        else:
+            path = str(local_dir.resolve())
+            if not self._warned_stage:
+                self._warned_stage = True
+                self._log(
+                    f"slurm: NVTEST_SHARED_DIR is not set: nodes read the probes at {path}, "
+                    "which must be a path every node sees"
+                )
+        out.update({n.name: path for n in need})
+        return out
+
+    # -- Slurm state changes (opt-in) ----------------------------------------------------
+    def drain(self, node: str, reason: str) -> None:
+        """Drain ``node`` with ``reason`` (``scontrol update nodename=X state=drain``).
+
+        The only change nvtest makes to Slurm, and only when asked
+        (``--drain-failed``). Raises TransportError when scontrol fails.
+        """
+        _client(drain_argv(node, reason), f"drain {node}")
+
+    # -- batch --------------------------------------------------------------------------
+    def write_batch_script(
+        self,
+        run_dir: Path,
+        nvtest_argv: Sequence[str],
+        *,
+        nodes: Sequence[str] | None = None,
+        node_count: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Write ``<run_dir>/nvtest-submit.sbatch`` that runs ``nvtest_argv`` in its
+        own allocation (this transport's job options); return the script's path."""
+        run_dir.mkdir(parents=True, exist_ok=True)
+        text = batch_script(
+            self.options,
+            nodes=nodes,
+            node_count=node_count,
+            name=self.job_name,
+            run_dir=str(run_dir.resolve()),
+            workdir=os.getcwd(),
+            nvtest_argv=nvtest_argv,
+            env=env,
+        )
+        path = run_dir / "nvtest-submit.sbatch"
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o755)
+        return str(path)
+
+    def submit(self, script_path: str) -> str:
+        """Submit a batch script with ``sbatch --parsable``; return the job id.
+
+        Raises:
+            TransportError: sbatch failed or printed no job id.
+        """
+        out = _client(sbatch_argv(script_path), "submit")
+        try:
+            return parse_sbatch_job_id(out)
+        except ValueError as exc:
+            raise TransportError(str(exc)) from exc
+
+    # -- stopping -----------------------------------------------------------------------
+    def interrupt(self) -> None:
+        """Cancel every step in flight and nvtest's own allocation; results already
+        returned are untouched, steps in flight return with ``error="interrupted..."``."""
+        with self._lock:
+            self._interrupted = True
+            steps = list(self._active)
+        alloc = self._alloc_proc
+        if alloc is not None and alloc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                alloc.kill()
+        threads = [
+            threading.Thread(target=s.cancel, kwargs={"interrupted": True}, daemon=True)
+            for s in steps
+        ]
+        for t in threads:
+            t.start()
+        self.release()
+
+    def close(self) -> None:
+        """Release nvtest's allocation and remove the probes copied to the shared dir."""
+        self.release()
+        with self._lock:
+            staged, self._staged = self._staged, []
+        for root in staged:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _step_error(out: SrunOutcome, timeout_s: float) -> str | None:
+    if out.start_error:
+        return out.start_error
+    if out.timed_out:
+        how = f" (scancel {out.cancelled})" if out.cancelled else " (srun killed)"
+        return f"timed out after {timeout_s:g} s; step cancelled{how}"
+    if out.interrupted:
+        return "interrupted; step cancelled" + (
+            f" (scancel {out.cancelled})" if out.cancelled else ""
+        )
+    return None
+
+
+def _phase_results(
+    names: Sequence[str], line: str, out: SrunOutcome, timeout_s: float
+) -> dict[str, CommandResult]:
+    """Split one step's labelled output and srun's task report into per-node results."""
+    stdout, _ = split_labelled(out.stdout)
+    stderr, rest = split_labelled(out.task_stderr)
+    node_tasks = out.log.node_tasks()
+    failure = _step_error(out, timeout_s)
+    srun_msgs = "".join(m if m.endswith("\n") else m + "\n" for m in out.log.messages)
+    results = {}
+    for name in names:
+        tasks = node_tasks.get(name, [])
+        error = failure
+        code: int | None = None
+        if error is None:
+            statuses = [out.log.status[t] for t in tasks if t in out.log.status]
+            if not tasks:
+                why = (
+                    " ".join(m.strip() for m in out.log.messages)
+                    or rest.strip()
+                    or f"srun exited {out.returncode}"
+                )
+                error = f"srun did not launch a task on {name}: {why[-500:]}"
+            elif len(statuses) == len(tasks):
+                code = max(s.exit_code for s in statuses)
+            elif out.returncode == 0:
+                code = 0
+            else:
+                error = f"srun exited {out.returncode} without {name}'s task status"
+        node_err = "".join(stderr.get(t, "") for t in tasks)
+        if error is not None or code:
+            node_err += rest + srun_msgs
+        results[name] = CommandResult(
+            node=name,
+            command=line,
+            stdout="".join(stdout.get(t, "") for t in tasks),
+            stderr=node_err,
+            exit_code=code,
+            duration_s=out.duration_s,
+            started_at=out.started_at or time.time(),
+            error=error,
+            timed_out=out.timed_out,
+        )
+    return results
