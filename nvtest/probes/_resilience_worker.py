@@ -1,0 +1,208 @@
+"""One rank of the drill training run: the smoke model, periodic checkpoints, resume, events.
+
+Run by a launcher (``ft_launcher`` or ``torchrun``) through
+``resilience_train.py train``; the launcher sets RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR/PORT and TORCHELASTIC_RESTART_COUNT.  The model, the data walk and
+the loss are those of ``train_smoke.py`` (imported, not copied).
+
+Determinism (what makes "same loss trajectory after the resume" testable):
+the batch of step ``s`` on rank ``r`` is drawn from a generator seeded with
+``seed * 1_000_003 + r * 10_007 + s`` (a function of the step, not of the
+history), one intra-op thread, deterministic algorithms, gloo on CPU.  A
+checkpoint holds the model and AdamW state after step ``s``; a resumed run
+loads the newest one and continues with step ``s + 1``.
+
+Sections timed per step (seconds, ``time.perf_counter``): ``data`` (batch),
+``forward`` (forward + loss: no communication), ``backward`` (includes the DDP
+gradient all-reduce: a fast rank waits here for a slow one), ``optimizer``.
+An injected straggler sleeps inside ``forward`` of its rank.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import time
+from typing import Any
+
+import _probe_common as pc
+import _resilience_events as rev
+import _resilience_straggler as rs
+import train_smoke as smoke
+
+#: Sections that contain a collective: a fast rank waits in them for the slow one.
+COMM_SECTIONS = ("backward",)
+
+
+def batch_seed(seed: int, rank: int, step: int) -> int:
+    """Seed of the batch of ``step`` on ``rank`` (a pure function: replays are identical)."""
+    return seed * 1_000_003 + rank * 10_007 + step
+
+
+def latest_checkpoint(ckpt_dir: str) -> tuple[int, str] | None:
+    """``(step, path)`` of the newest complete checkpoint ``step_<n>.pt`` in ``ckpt_dir``."""
+    best: tuple[int, str] | None = None
+    if not os.path.isdir(ckpt_dir):
+        return None
+    for name in os.listdir(ckpt_dir):
+        if name.startswith("step_") and name.endswith(".pt"):
+            try:
+                step = int(name[5:-3])
+            except ValueError:
+                continue
+            if best is None or step > best[0]:
+                best = (step, os.path.join(ckpt_dir, name))
+    return best
+
+
+def save_checkpoint(torch: Any, ckpt_dir: str, step: int, state: dict[str, Any], keep: int = 2) -> float:
+    """Write ``state`` atomically (tmp, fsync, rename) as ``step_<step>.pt``; seconds taken.
+
+    Older checkpoints beyond the newest ``keep`` are removed.
+    """
+    t0 = time.perf_counter()
+    os.makedirs(ckpt_dir, exist_ok=True)
+    final = os.path.join(ckpt_dir, f"step_{step}.pt")
+    tmp = final + f".tmp{os.getpid()}"
+    with open(tmp, "wb") as fh:
+        torch.save(state, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+    steps = sorted(int(n[5:-3]) for n in os.listdir(ckpt_dir) if n.startswith("step_") and n.endswith(".pt"))
+    for old in steps[:-keep]:
+        try:
+            os.remove(os.path.join(ckpt_dir, f"step_{old}.pt"))
+        except FileNotFoundError:
+            pass
+    return time.perf_counter() - t0
+
+
+class Heartbeat:
+    """Heartbeats to ft_launcher's rank monitor when the worker runs under it; else no-ops."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.client: Any = None
+        self.reason: str | None = None
+        if not enabled:
+            self.reason = "not under ft_launcher"
+            return
+        mod, why = pc.optional_import("nvidia_resiliency_ext.fault_tolerance")
+        if mod is None:
+            self.reason = why
+            return
+        try:
+            self.client = mod.RankMonitorClient()
+            self.client.init_workload_monitoring()
+        except Exception as exc:  # noqa: BLE001 - heartbeats are optional to the drill
+            self.client, self.reason = None, f"{type(exc).__name__}: {exc}"
+
+    def beat(self) -> None:
+        if self.client is not None:
+            self.client.send_heartbeat()
+
+    def close(self) -> None:
+        if self.client is not None:
+            try:
+                self.client.shutdown_workload_monitoring()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def train(opts: dict[str, Any]) -> dict[str, Any]:
+    """Train as the launched rank; returns this rank's summary (rank 0's holds the losses).
+
+    ``opts``: steps, seed, lr, ckpt_dir, ckpt_every, events_dir, machinery (bool),
+    slow_rank, slow_s, under_ft (bool), timeout_s, report_every.
+    """
+    t_start = time.time()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    incarnation = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    log = rev.EventLog(opts["events_dir"], rank, incarnation) if opts["events_dir"] else None
+    if log:
+        log.emit("start", t=t_start)
+
+    def on_sigterm(signum: int, _frame: Any) -> None:
+        if log:
+            log.emit("sigterm", signal=signum)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    torch = pc.require("torch")
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    hb = Heartbeat(opts["machinery"] and opts["under_ft"])
+    dist.init_process_group("gloo", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=opts["timeout_s"]))
+    timer = rs.SectionTimer(enabled=opts["machinery"])
+    try:
+        if log:
+            log.emit("ready")
+        torch.manual_seed(smoke.SEED)
+        perm = torch.randperm(smoke.VOCAB, generator=torch.Generator().manual_seed(smoke.SEED))
+        model = smoke.build_model(torch)
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        opt = torch.optim.AdamW(ddp.parameters(), lr=opts["lr"])
+        start_step = 0
+        found = latest_checkpoint(opts["ckpt_dir"]) if opts["ckpt_dir"] else None
+        if found:
+            t0 = time.perf_counter()
+            state = torch.load(found[1], weights_only=True)
+            model.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            start_step = int(state["step"])
+            if log:
+                log.emit("resume", step=start_step, load_s=time.perf_counter() - t0, path=found[1])
+        losses: dict[int, float] = {}
+        step_times: list[float] = []
+        slow = opts["slow_s"] if opts["slow_rank"] == rank else 0.0
+        for step in range(start_step + 1, opts["steps"] + 1):
+            t0 = time.perf_counter()
+            with timer.section("data"):
+                gen = torch.Generator().manual_seed(batch_seed(opts["seed"], rank, step))
+                batch = smoke.make_batch(torch, gen, perm, smoke.BATCH, smoke.SEQ)
+            with timer.section("forward"):
+                logits = ddp(batch[:, :-1])
+                loss = torch.nn.functional.cross_entropy(logits.reshape(-1, smoke.VOCAB),
+                                                         batch[:, 1:].reshape(-1))
+                if slow:
+                    time.sleep(slow)
+            with timer.section("backward"):
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+            with timer.section("optimizer"):
+                opt.step()
+            mean = loss.detach().clone()
+            dist.all_reduce(mean)
+            losses[step] = float(mean) / world
+            dt = time.perf_counter() - t0
+            step_times.append(dt)
+            hb.beat()
+            if log and opts["machinery"]:
+                log.emit("step", step=step, loss=losses[step], dt=dt)
+            if opts["ckpt_dir"] and opts["ckpt_every"] and step % opts["ckpt_every"] == 0 and rank == 0:
+                save_s = save_checkpoint(torch, opts["ckpt_dir"], step,
+                                         {"model": model.state_dict(), "optimizer": opt.state_dict(),
+                                          "step": step})
+                if log:
+                    log.emit("ckpt", step=step, save_s=save_s)
+        scores = rs.gather_scores(torch, dist, timer, rank, world, exclude=COMM_SECTIONS) if opts["machinery"] else None
+        dist.barrier()
+        if log:
+            log.emit("done", steps=len(step_times))
+    except Exception as exc:
+        if log:
+            log.emit("error", reason=f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    finally:
+        hb.close()
+    # No destroy_process_group(): with gloo under an elastic agent it can block after the peer
+    # has exited; the process exits right after writing its summary (worker_main).
+    return {
+        "rank": rank, "world_size": world, "incarnation": incarnation, "start_step": start_step,
+        "losses": {str(k): v for k, v in losses.items()}, "step_times_s": step_times,
+        "heartbeats": hb.client is not None, "heartbeat_reason": hb.reason, "straggler": scores,
+    }

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Checkpoint tier bandwidth: write, fsync, read back and verify a checkpoint-sized file.
+
+Usage::
+
+    python3 ckpt_probe.py --tier mem|local|shared --path DIR [--size-mib 2048] [--chunk-mib 16]
+                          [--model] [--inject-corruption]
+
+Write: ``size`` bytes in ``chunk`` pieces (random bytes; the first 8 bytes of
+each chunk carry its index so no two chunks are equal), then ``fsync``.
+``write_gbps = size / (sum of write() times + fsync time) / 1e9``.  The
+CRC-32 of the data is computed between writes, outside the timed calls.
+
+Read: the page cache of the file is dropped first (``posix_fadvise
+DONTNEED`` after the fsync: clean pages leave the cache; on tmpfs the data
+stays in memory, which is that tier), then the file is read with
+``readinto``; ``read_gbps = size / (sum of readinto() times) / 1e9``.  The
+CRC-32 of what came back must equal the one written (``verified``).
+
+``--model``: the model state of the training smoke run (the tiny transformer
+and its AdamW state after one step) saved with ``torch.save`` + fsync and
+loaded with ``torch.load``; seconds each, tensors compared.
+
+``--inject-corruption``: flip one byte in the middle of the file between the
+write and the read (a test of the verification: ``verified`` must be false).
+
+Each result carries wall-clock start/end of its write and read phases
+(``time.time()``) so that the controller can compute the aggregate bandwidth
+of all nodes writing a shared filesystem at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import time  # noqa: E402
+import zlib  # noqa: E402
+from typing import Any  # noqa: E402
+
+import _probe_common as pc  # noqa: E402
+
+PROBE = "ckpt"
+
+
+def mount_of(path: str, mounts: str = "/proc/mounts") -> dict[str, str | None]:
+    """``{"mount_point", "fs_type", "device"}`` of the mount holding ``path`` (longest prefix)."""
+    real = os.path.realpath(path)
+    best = {"mount_point": None, "fs_type": None, "device": None}
+    best_len = -1
+    try:
+        with open(mounts, encoding="utf-8") as fh:
+            for line in fh:
+                parts = line.split()
+                if len(parts) < 3:
+                    continue
+                mp = parts[1].replace("\\040", " ")
+                if (real == mp or real.startswith(mp.rstrip("/") + "/")) and len(mp) > best_len:
+                    best, best_len = {"mount_point": mp, "fs_type": parts[2], "device": parts[0]}, len(mp)
+    except OSError:
+        pass
+    return best
+
+
+def _drop_cache(fd: int) -> bool:
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        return True
+    except (AttributeError, OSError):
+        return False
+
+
+def write_file(path: str, size: int, chunk: int) -> dict[str, Any]:
+    """Write ``size`` bytes to ``path``; timing of the write calls and fsync, and the CRC-32."""
+    buf = bytearray(os.urandom(chunk))
+    view = memoryview(buf)
+    crc, timed, written, index = 0, 0.0, 0, 0
+    t_start = time.time()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        while written < size:
+            n = min(chunk, size - written)
+            buf[0:8] = index.to_bytes(8, "little")
+            crc = zlib.crc32(view[:n], crc)
+            t0 = time.perf_counter()
+            off = 0
+            while off < n:
+                off += os.write(fd, view[off:n])
+            timed += time.perf_counter() - t0
+            written += n
+            index += 1
+        t0 = time.perf_counter()
+        os.fsync(fd)
+        fsync_s = time.perf_counter() - t0
+        timed += fsync_s
+        dropped = _drop_cache(fd)
+    finally:
+        os.close(fd)
+    return {"write_s": timed, "fsync_s": fsync_s, "crc32": crc, "cache_dropped": dropped,
+            "t_write_start": t_start, "t_write_end": time.time()}
+
+
+def corrupt(path: str, size: int) -> int:
+    """Flip the bits of the byte at ``size // 2``; returns its offset."""
+    pos = size // 2
+    with open(path, "r+b") as fh:
+        fh.seek(pos)
+        b = fh.read(1)
+        fh.seek(pos)
+        fh.write(bytes([b[0] ^ 0xFF]))
+        fh.flush()
+        os.fsync(fh.fileno())
+        _drop_cache(fh.fileno())
+    return pos
+
+
+def read_file(path: str, chunk: int) -> dict[str, Any]:
+    """Read ``path`` back; timing of the readinto calls, bytes read and the CRC-32."""
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    crc, timed, total = 0, 0.0, 0
+    t_start = time.time()
+    with open(path, "rb", buffering=0) as fh:
+        while True:
+            t0 = time.perf_counter()
+            n = fh.readinto(buf)
+            timed += time.perf_counter() - t0
+            if not n:
+                break
+            crc = zlib.crc32(view[:n], crc)
+            total += n
+    return {"read_s": timed, "read_bytes": total, "read_crc32": crc, "t_read_start": t_start,
+            "t_read_end": time.time()}
+
+
+def measure_tier(tier: str, directory: str, size: int, chunk: int, inject: bool) -> dict[str, Any]:
+    """Write, (corrupt,) read back and verify one file in ``directory``."""
+    os.makedirs(directory, exist_ok=True)
+    st = os.statvfs(directory)
+    free = st.f_bavail * st.f_frsize
+    if free < size * 1.05:
+        raise pc.ProbeError(f"{directory}: {free / 2**20:.0f} MiB free, need {size / 2**20:.0f} MiB")
+    path = os.path.join(directory, f"nvtest-ckpt-{pc.hostname()}-{os.getpid()}.bin")
+    try:
+        w = write_file(path, size, chunk)
+        flipped = corrupt(path, size) if inject else None
+        r = read_file(path, chunk)
+    finally:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+    verified = r["read_bytes"] == size and r["read_crc32"] == w["crc32"]
+    return {
+        "kind": "tier", "tier": tier, "path": directory, **mount_of(directory), "size_bytes": size,
+        "chunk_bytes": chunk, **w, **r, "write_gbps": pc.gbps(size, w["write_s"]),
+        "read_gbps": pc.gbps(r["read_bytes"], r["read_s"]) if r["read_s"] > 0 else None,
+        "checksum": f"crc32:{w['crc32']:08x}", "read_checksum": f"crc32:{r['read_crc32']:08x}",
+        "verified": verified, "corruption_injected_at": flipped,
+    }
+
+
+def measure_model_state(directory: str) -> dict[str, Any]:
+    """Save and restore the smoke run's model + AdamW state with torch; seconds and bytes."""
+    torch = pc.require("torch")
+    import train_smoke as smoke
+
+    torch.manual_seed(smoke.SEED)
+    model = smoke.build_model(torch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    perm = torch.randperm(smoke.VOCAB, generator=torch.Generator().manual_seed(smoke.SEED))
+    batch = smoke.make_batch(torch, torch.Generator().manual_seed(1), perm, smoke.BATCH, smoke.SEQ)
+    loss = torch.nn.functional.cross_entropy(model(batch[:, :-1]).reshape(-1, smoke.VOCAB), batch[:, 1:].reshape(-1))
+    loss.backward()
+    opt.step()
+    state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 1}
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"nvtest-model-{pc.hostname()}-{os.getpid()}.pt")
+    try:
+        t0 = time.perf_counter()
+        with open(path, "wb") as fh:
+            torch.save(state, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        save_s = time.perf_counter() - t0
+        size = os.path.getsize(path)
+        t0 = time.perf_counter()
+        back = torch.load(path, weights_only=True)
+        load_s = time.perf_counter() - t0
+    finally:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+    same = all(torch.equal(v, back["model"][k]) for k, v in state["model"].items())
+    params = sum(p.numel() for p in model.parameters())
+    return {"kind": "model_state", "path": directory, "save_s": save_s, "load_s": load_s, "bytes": size,
+            "parameters": params, "verified": same, "library": pc.library_label(torch)}
+
+
+def build_parser() -> pc.ProbeArgumentParser:
+    p = pc.ProbeArgumentParser(prog="ckpt_probe.py", description=__doc__.splitlines()[0])
+    p.add_argument("--tier", choices=("mem", "local", "shared"), required=True)
+    p.add_argument("--path", default="", help="directory on the tier (empty for shared: skipped)")
+    p.add_argument("--size-mib", type=float, default=2048.0)
+    p.add_argument("--chunk-mib", type=float, default=16.0)
+    p.add_argument("--model", action="store_true", help="also save/restore the smoke run's model state")
+    p.add_argument("--inject-corruption", action="store_true")
+    return p
+
+
+def body(args: Any, doc: dict[str, Any]) -> None:
+    if not args.path:
+        if args.tier == "shared":
+            raise pc.ProbeSkip("no shared filesystem path configured (recipe ckpt.shared_path)")
+        raise pc.ProbeError(f"usage error: --path is required for tier {args.tier}")
+    size = int(args.size_mib * 2**20)
+    chunk = max(4096, int(args.chunk_mib * 2**20))
+    if size <= 0:
+        raise pc.ProbeError("usage error: --size-mib must be > 0")
+    doc.update(tier=args.tier, library="python zlib.crc32")
+    results = [measure_tier(args.tier, args.path, size, chunk, args.inject_corruption)]
+    if args.model:
+        mod, why = pc.optional_import("torch")
+        results.append(measure_model_state(args.path) if mod is not None
+                       else {"kind": "model_state", "status": "skip", "reason": why})
+    doc["results"] = results
+
+
+if __name__ == "__main__":
+    sys.exit(pc.run(PROBE, build_parser(), body))

@@ -1,0 +1,99 @@
+"""The resilience checks' parameters: SKU recipe keys, defaults, and environment overrides.
+
+Recipe keys (``configs/skus/*.yaml`` ``recipe:``, or a site overlay; a partial
+mapping keeps the defaults of the keys it does not name)::
+
+    ckpt:
+      size_mib: 2048            # per node and tier, MiB
+      quick_size_mib: 256       # the quick form in the delivery suite
+      chunk_mib: 16
+      mem_path: /dev/shm/nvtest-ckpt
+      local_path: /var/tmp/nvtest-ckpt
+      shared_path: null         # a directory on the shared filesystem; null: tier skipped
+    resilience:
+      nproc: 2                  # ranks per node in the drills
+      steps: 30
+      ckpt_every: 5             # steps between drill checkpoints
+      kill_rank: 1
+      launcher: auto            # auto | ft_launcher | torchrun
+      slow_rank: 1              # the straggler drill's injected slow rank
+      slow_s: 0.0               # its extra seconds per step (0: no injection, the real check)
+      straggler_min_score: 0.75 # relative score below this: a straggler
+      targets: {injob_recovery_s: 120, inprocess_recovery_s: 20}
+      estimate: {mtbf_h: 24, interval_min: 30, save_gib: 8, tier: local}
+
+Environment overrides (for tests and quick trials, read on the controller):
+``NVTEST_CKPT_SIZE_MIB`` (both sizes), ``NVTEST_RESILIENCE_STEPS``,
+``NVTEST_STRAGGLER_INJECT=RANK:SECONDS`` (slow_rank, slow_s).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+from nvtest.thresholds import SkuProfile
+
+__all__ = ["CKPT_DEFAULTS", "RESILIENCE_DEFAULTS", "ckpt_recipe", "resilience_recipe", "TARGET_SOURCES"]
+
+CKPT_DEFAULTS: dict[str, Any] = {
+    "size_mib": 2048,
+    "quick_size_mib": 256,
+    "chunk_mib": 16,
+    "mem_path": "/dev/shm/nvtest-ckpt",
+    "local_path": "/var/tmp/nvtest-ckpt",
+    "shared_path": None,
+}
+
+RESILIENCE_DEFAULTS: dict[str, Any] = {
+    "nproc": 2,
+    "steps": 30,
+    "ckpt_every": 5,
+    "kill_rank": 1,
+    "launcher": "auto",
+    "slow_rank": 1,
+    "slow_s": 0.0,
+    "straggler_min_score": 0.75,
+    "targets": {"injob_recovery_s": 120.0, "inprocess_recovery_s": 20.0},
+    "estimate": {"mtbf_h": 24.0, "interval_min": 30.0, "save_gib": 8.0, "tier": "local"},
+}
+
+#: Where the default targets come from (shown beside them in the report).
+TARGET_SOURCES = {
+    "injob_recovery_s": "issue target for in-job restart: 1-2 min from fault to training again",
+    "inprocess_recovery_s": "issue target for in-process restart: 10-20 s",
+    "straggler_min_score": "nvidia-resiliency-ext Report.identify_stragglers default threshold 0.75",
+}
+
+
+def _merged(defaults: dict[str, Any], given: Any) -> dict[str, Any]:
+    out = copy.deepcopy(defaults)
+    for key, value in (given or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = value
+    return out
+
+
+def ckpt_recipe(sku: SkuProfile | None) -> dict[str, Any]:
+    """The ``ckpt`` recipe of ``sku`` over the defaults, with ``NVTEST_CKPT_SIZE_MIB`` applied."""
+    rec = _merged(CKPT_DEFAULTS, sku.recipe.get("ckpt") if sku else None)
+    env = os.environ.get("NVTEST_CKPT_SIZE_MIB")
+    if env:
+        rec["size_mib"] = rec["quick_size_mib"] = float(env)
+    return rec
+
+
+def resilience_recipe(sku: SkuProfile | None) -> dict[str, Any]:
+    """The ``resilience`` recipe of ``sku`` over the defaults, with ``NVTEST_RESILIENCE_STEPS`` applied."""
+    rec = _merged(RESILIENCE_DEFAULTS, sku.recipe.get("resilience") if sku else None)
+    env = os.environ.get("NVTEST_RESILIENCE_STEPS")
+    if env:
+        rec["steps"] = int(env)
+    inject = os.environ.get("NVTEST_STRAGGLER_INJECT")
+    if inject:
+        rank, _, secs = inject.partition(":")
+        rec["slow_rank"], rec["slow_s"] = int(rank), float(secs or 0.05)
+    return rec

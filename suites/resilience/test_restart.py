@@ -1,0 +1,65 @@
+"""Restart drills: a rank killed during the training smoke run, and the job coming back.
+
+In-job: the run goes under the fault-tolerance launcher (``ft_launcher`` from
+nvidia-resiliency-ext, else ``torchrun --max-restarts``) with periodic
+checkpoints; at a random step one rank gets SIGKILL.  Measured: time until the
+fault is detected, until the ranks are up again, until the checkpoint is
+reloaded, until every rank has trained a step (recovery), and the steps lost;
+the losses after the resume must equal those of an uninterrupted run with the
+same seed.  The recovery time is set beside its target (recipe
+``resilience.targets``) and feeds the effective-training-time estimate
+(docs/resilience.md), whose save time is ``estimate.save_gib`` over the
+measured write bandwidth of the ``estimate.tier`` checkpoint tier.
+
+In-process: nvidia-resiliency-ext's in-process restart wrapper, where it
+supports the backend in use; otherwise skipped with the exact reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nvtest.check import Judge
+from nvtest.errors import NvtestError
+from nvtest.resilience.ckpt import tier_entry
+from nvtest.resilience.drills import judge_estimate, judge_injob, judge_target
+from nvtest.resilience.probes import CKPT, INJOB, INPROCESS
+from nvtest.resilience.recipe import resilience_recipe
+from nvtest.thresholds import SkuProfile
+
+
+@pytest.mark.check("restart_injob", area="resilience", title="In-job restart after a killed rank")
+def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None) -> None:
+    rec = resilience_recipe(sku)
+    doc = measure(INJOB)
+    judge.detail("launcher_fallback_reason", doc.get("launcher_fallback_reason"))
+    fig = judge_injob(judge, doc["results"][0], float(rec["targets"]["injob_recovery_s"]))
+    if not fig:
+        return
+    est = rec["estimate"]
+    tier = str(est.get("tier", "local"))
+    why = "the tier probe reported no write_gbps"
+    try:
+        entry = tier_entry(measure(CKPT[tier]))
+        gbps = entry.get("write_gbps") if entry else None
+    except (NvtestError, KeyError) as exc:
+        gbps, why = None, str(exc)
+    if gbps:
+        save_s = float(est["save_gib"]) * 2**30 / (gbps * 1e9)
+        source = f"{est['save_gib']} GiB per node / {gbps:.3g} GB/s measured write on the {tier} tier"
+    else:
+        save_s, source = None, f"no {tier} tier bandwidth: {why}"
+    judge_estimate(judge, est, fig["recovery_s"], save_s, source)
+
+
+@pytest.mark.check("restart_inprocess", area="resilience", title="In-process restart (nvidia-resiliency-ext)")
+def test_restart_inprocess(node, measure, judge: Judge, sku: SkuProfile | None) -> None:
+    rec = resilience_recipe(sku)
+    doc = measure(INPROCESS)
+    r = doc["results"][0]
+    judge("recovery_s", r.get("recovery_s"), "s")
+    judge.detail("inprocess", r)
+    if not r.get("resumed"):
+        judge.fail(f"training did not continue after the in-process restart: {r.get('reason')}")
+    judge_target(judge, "recovery_s", r.get("recovery_s"), float(rec["targets"]["inprocess_recovery_s"]),
+                 "inprocess_recovery_s")
