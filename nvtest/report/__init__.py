@@ -1,7 +1,14 @@
 """Reports rendered from ``results.json`` alone (never touching a node).
 
-``render_all(run_dir)`` writes ``report.html`` and ``junit.xml`` beside
-``results.json``, so ``nvtest report RUN_DIR`` works on a copied run directory.
+``render_all(run_dir)`` writes, beside ``results.json``:
+
+- ``report.html``: the self-contained report (:mod:`nvtest.report.html`)
+- ``junit.xml``: one testcase per (check, node) (:mod:`nvtest.report.junit`)
+- ``results.csv`` and, where pyarrow is installed, ``results.parquet``
+  (:mod:`nvtest.report.tables`)
+- ``report.pdf`` when asked (:mod:`nvtest.report.pdf`)
+
+so ``nvtest report RUN_DIR`` works on a copied run directory.
 """
 
 from __future__ import annotations
@@ -11,21 +18,44 @@ from typing import Any
 
 from nvtest.report.html import render_html
 from nvtest.report.junit import render_junit
+from nvtest.report.model import build_view
+from nvtest.report.tables import write_tables
 from nvtest.results import load_results
 
-__all__ = ["render_all", "render_html", "render_junit"]
+__all__ = ["render_all", "render_html", "render_junit", "render_pdf"]
 
 
-def render_all(run_dir: Path, doc: dict[str, Any] | None = None) -> list[Path]:
+def render_pdf(run_dir: Path, doc: dict[str, Any] | None = None) -> Path:
+    """Write ``run_dir/report.pdf``; see :func:`nvtest.report.pdf.write_pdf`.
+
+    Raises:
+        ConfigError: results.json is unreadable.
+        ReportError: no PDF engine is available (WeasyPrint or Chromium).
+    """
+    from nvtest.report.pdf import write_pdf
+
+    if doc is None:
+        doc = load_results(run_dir)
+    return write_pdf(run_dir, doc)
+
+
+def render_all(
+    run_dir: Path, doc: dict[str, Any] | None = None, *, pdf: bool = False
+) -> list[Path]:
     """Render every report of ``run_dir``; return the paths written.
 
     Raises:
         ConfigError: results.json is missing, unreadable or of another schema version.
+        ReportError: ``pdf`` was asked and no PDF engine is available.
     """
     if doc is None:
         doc = load_results(run_dir)
+    view = build_view(doc)
     html = run_dir / "report.html"
-    html.write_text(render_html(doc), encoding="utf-8")
+    html.write_text(render_html(doc, view), encoding="utf-8")
     junit = run_dir / "junit.xml"
     junit.write_text(render_junit(doc), encoding="utf-8")
-    return [html, junit]
+    paths = [html, junit, *write_tables(run_dir, doc)]
+    if pdf:
+        paths.append(render_pdf(run_dir, doc))
+    return paths

@@ -1,73 +1,155 @@
 """junit.xml from results.json: one testcase per (check, node).
 
-Layout follows the JUnit XML format as read by Jenkins, GitLab and GitHub
-reporters: ``<testsuites><testsuite name=nvtest.<suite>><testcase classname=
-"nvtest.<check>" name="<check>[<node>]">`` with ``<failure>`` (fail),
-``<error>`` (error), ``<skipped>`` (skip) and metrics as ``<properties>``.
+Layout follows the JUnit XML format as Jenkins (junit plugin), GitLab (unit
+test reports) and GitHub reporters read it::
+
+    <testsuites name="nvtest" tests= failures= errors= skipped= time=>
+      <testsuite name="nvtest.<suite>" tests= failures= errors= skipped= time= timestamp= hostname=>
+        <properties> run_id, nvtest_version, backend, cluster, command_line </properties>
+        <testcase classname="nvtest.<check>" name="<check>[<node>]" time= file=>
+          <properties> one per metric: name[labels] = "value unit (verdict)" </properties>
+          <failure message= type="nvtest.fail"> reason, likely cause, next step, evidence </failure>
+          | <error ...> | <skipped message=>
+          <system-out> warnings, the evidence as [[ATTACHMENT|logs/...]] </system-out>
+        </testcase>
+      </testsuite>
+    </testsuites>
+
+A node that was unreachable and has no result gets one ``reachability[<node>]``
+error case, so CI sees it. Characters XML 1.0 cannot carry (control bytes
+from tool output) are replaced by U+FFFD.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from typing import Any
+
+from nvtest.report.model import labels_text, safe_log_link
 
 __all__ = ["render_junit"]
 
-
-def _fmt_metric(m: dict[str, Any]) -> str:
-    lab = ",".join(f"{k}={v}" for k, v in (m.get("labels") or {}).items())
-    return f"{m['name']}{'[' + lab + ']' if lab else ''}"
+_BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
-def render_junit(doc: dict[str, Any]) -> str:
+def _x(text: Any) -> str:
+    return _BAD_XML.sub("\ufffd", str(text))
+
+
+def _metric_name(m: Mapping[str, Any]) -> str:
+    lab = labels_text(m.get("labels")).replace(" ", ",")
+    return f"{m['name']}[{lab}]" if lab else str(m["name"])
+
+
+def _metric_value(m: Mapping[str, Any]) -> str:
+    v = m.get("value")
+    val = "" if not isinstance(v, (int, float)) else f"{v:.6g}"
+    return f"{val} {m.get('unit') or ''} ({m.get('verdict')})".replace("  ", " ").strip()
+
+
+def _message(r: Mapping[str, Any]) -> tuple[str, str]:
+    """(message attribute, element text) of a result."""
+    reason = str(r.get("reason") or r.get("verdict"))
+    diag = r.get("diagnosis") or {}
+    message = reason
+    if diag:
+        message += f" | likely cause: {diag.get('cause', '')} | next step: {diag.get('action', '')}"
+    lines = [reason]
+    if diag:
+        lines += [f"likely cause: {diag.get('cause', '')}", f"next step: {diag.get('action', '')}"]
+        if diag.get("class"):
+            lines.append(f"class: {diag['class']}")
+    for m in r.get("metrics") or []:
+        if m.get("verdict") in ("fail", "error", "warn"):
+            lines.append(f"{_metric_name(m)} = {_metric_value(m)}: {m.get('reason', '')}")
+    if r.get("log"):
+        lines.append(f"evidence: {r['log']}")
+    return message[:1000], "\n".join(lines)
+
+
+def render_junit(doc: Mapping[str, Any]) -> str:
     """Return the junit.xml text for a results.json document."""
-    run = doc.get("run", {})
-    results = doc.get("results", [])
-    items = doc.get("summary", {}).get("items", {})
-    suite = ET.Element(
-        "testsuite",
-        name=f"nvtest.{run.get('suite', 'run')}",
-        tests=str(len(results)),
-        failures=str(items.get("fail", 0)),
-        errors=str(items.get("error", 0)),
-        skipped=str(items.get("skip", 0)),
-        time=f"{run.get('duration_s', 0) or 0:.3f}",
-        hostname=str(run.get("host", "")),
+    run = doc.get("run") or {}
+    results = list(doc.get("results") or [])
+    nodes = doc.get("nodes") or {}
+    with_result = {r["node"] for r in results}
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    cases: list[ET.Element] = []
+    for r in results:
+        counts["tests"] += 1
+        case = ET.Element(
+            "testcase",
+            classname=_x(f"nvtest.{r['check']}"),
+            name=_x(f"{r['check']}[{r['node']}]"),
+            time=f"{float(r.get('duration_s') or 0):.3f}",
+        )
+        if r.get("nodeid"):
+            case.set("file", _x(str(r["nodeid"]).split("::")[0] or r["check"]))
+        if r.get("metrics"):
+            props = ET.SubElement(case, "properties")
+            for m in r["metrics"]:
+                ET.SubElement(
+                    props, "property", name=_x(_metric_name(m)), value=_x(_metric_value(m))
+                )
+        verdict = r["verdict"]
+        message, text = _message(r)
+        if verdict == "fail":
+            counts["failures"] += 1
+            ET.SubElement(case, "failure", message=_x(message), type="nvtest.fail").text = _x(text)
+        elif verdict == "error":
+            counts["errors"] += 1
+            ET.SubElement(case, "error", message=_x(message), type="nvtest.error").text = _x(text)
+        elif verdict == "skip":
+            counts["skipped"] += 1
+            ET.SubElement(case, "skipped", message=_x(message))
+        out = []
+        if verdict == "warn":
+            out.append(f"WARN: {text}")
+        link = safe_log_link(r.get("log"))
+        if link:
+            out.append(f"[[ATTACHMENT|{r['log']}]]")
+        if out:
+            ET.SubElement(case, "system-out").text = _x("\n".join(out))
+        cases.append(case)
+    for name, nd in sorted(nodes.items()):
+        if nd.get("down_reason") and name not in with_result:
+            counts["tests"] += 1
+            counts["errors"] += 1
+            case = ET.Element(
+                "testcase",
+                classname="nvtest.reachability",
+                name=_x(f"reachability[{name}]"),
+                time="0.000",
+            )
+            ET.SubElement(
+                case, "error", message=_x(f"unreachable: {nd['down_reason']}"), type="nvtest.error"
+            ).text = _x(f"unreachable: {nd['down_reason']}")
+            cases.append(case)
+    duration = f"{float(run.get('duration_s') or 0):.3f}"
+    attrs = {k: str(v) for k, v in counts.items()}
+    root = ET.Element("testsuites", {"name": "nvtest", "time": duration, **attrs})
+    suite = ET.SubElement(
+        root, "testsuite", {"name": _x(f"nvtest.{run.get('suite', 'run')}"), **attrs}
     )
+    suite.set("time", duration)
+    if run.get("started_at"):
+        suite.set(
+            "timestamp",
+            dt.datetime.fromtimestamp(float(run["started_at"]), tz=dt.UTC).strftime(
+                "%Y-%m-%dT%H:%M:%S"
+            ),
+        )
+    suite.set("hostname", _x(run.get("host") or ""))
     props = ET.SubElement(suite, "properties")
     for key in ("run_id", "nvtest_version", "backend", "cluster", "command_line"):
         if run.get(key) is not None:
-            ET.SubElement(props, "property", name=key, value=str(run[key]))
-    for r in results:
-        case = ET.SubElement(
-            suite,
-            "testcase",
-            classname=f"nvtest.{r['check']}",
-            name=f"{r['check']}[{r['node']}]",
-            time=f"{r.get('duration_s', 0):.3f}",
-        )
-        if r.get("metrics"):
-            cp = ET.SubElement(case, "properties")
-            for m in r["metrics"]:
-                val = "" if m.get("value") is None else f"{m['value']:.6g}"
-                ET.SubElement(cp, "property", name=_fmt_metric(m), value=f"{val} {m.get('unit', '')} ({m['verdict']})".strip())
-        verdict = r["verdict"]
-        message = r.get("reason") or verdict
-        diag = r.get("diagnosis") or {}
-        text = message
-        if diag:
-            text += f"\nlikely cause: {diag.get('cause', '')}\nnext step: {diag.get('action', '')}"
-        if r.get("log"):
-            text += f"\nevidence: {r['log']}"
-        if verdict == "fail":
-            ET.SubElement(case, "failure", message=message[:500], type="nvtest.fail").text = text
-        elif verdict == "error":
-            ET.SubElement(case, "error", message=message[:500], type="nvtest.error").text = text
-        elif verdict == "skip":
-            ET.SubElement(case, "skipped", message=message[:500])
-        elif verdict == "warn":
-            ET.SubElement(case, "system-out").text = f"WARN: {message}"
-    root = ET.Element("testsuites", name="nvtest")
-    root.append(suite)
+            ET.SubElement(props, "property", name=key, value=_x(run[key]))
+    ET.SubElement(
+        props, "property", name="verdict", value=_x((doc.get("summary") or {}).get("verdict", ""))
+    )
+    suite.extend(cases)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
