@@ -449,15 +449,15 @@ class SSHTransport(Transport):
 
         if self._interrupted.is_set():
             return failed("interrupted")
-        staged_error = self.stage_errors.get(node.name)
-        if staged_error and self.remote_root in line:
-            return failed(f"probes not staged: {staged_error}")
         try:
             conn = self._connection(node)
         except ConnectError as exc:
             return failed("interrupted" if self._interrupted.is_set() else str(exc))
         except Exception as exc:  # a config surprise must not stop the other nodes
             return failed(f"cannot connect: {type(exc).__name__}: {exc}")
+        staged_error = self.stage_errors.get(node.name)
+        if staged_error and self.remote_root in line:
+            return failed(f"files not staged: {staged_error}")
         return self._exec(node.name, conn, line, timeout_s, node=node)
 
     def _open_channel(
@@ -650,7 +650,11 @@ def _mkdir(sftp: paramiko.SFTPClient, path: str, mode: int) -> None:
 
 
 def _upload_tree(sftp: paramiko.SFTPClient, local_dir: Path, dest: str) -> None:
-    """Copy ``local_dir`` to ``dest`` (created), keeping file modes; skips caches."""
+    """Copy ``local_dir`` to ``dest`` (created), keeping file modes; skips caches.
+
+    Raises:
+        OSError: an SFTP operation failed (paramiko raises IOError/OSError).
+    """
     _mkdir(sftp, dest, 0o755)
     for root, dirs, files in os.walk(local_dir):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -662,8 +666,13 @@ def _upload_tree(sftp: paramiko.SFTPClient, local_dir: Path, dest: str) -> None:
             if name.endswith(".pyc"):
                 continue
             local = Path(root) / name
-            sftp.put(str(local), f"{remote_root}/{name}")
-            sftp.chmod(f"{remote_root}/{name}", stat.S_IMODE(local.stat().st_mode))
+            final = f"{remote_root}/{name}"
+            # write aside, then rename over: nodes sharing a file system never
+            # see (or check the size of) a half-written file of another node
+            part = f"{final}.part-{secrets.token_hex(4)}"
+            sftp.put(str(local), part)
+            sftp.chmod(part, stat.S_IMODE(local.stat().st_mode))
+            sftp.posix_rename(part, final)
 
 
 def _find_pgid(out: bytearray) -> int | None:
