@@ -124,7 +124,9 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
             f"nvidia-fabricmanager {fm} differs from driver {driver}: install the matching package"
         )
     for jm in _FM_MISMATCH.finditer(sections.get("journal", "")):
-        out.fail(f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2)}")
+        out.fail(
+            f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}"
+        )
     fabric = sections.get("fabric", "")
     if "not a valid field" in fabric or not fabric.strip():
         out.note(
@@ -137,7 +139,7 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
             out.note(f"GPU fabric state unreadable: {exc}")
         else:
             for row in table.rows:
-                vals = [str(v).strip() for v in row.values]
+                vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
                 if len(vals) >= 3 and (vals[1] != "Completed" or vals[2] != "Success"):
                     out.fail(
                         f"GPU {vals[0]}: fabric state {vals[1]}, status {vals[2]} "

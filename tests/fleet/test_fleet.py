@@ -1,0 +1,157 @@
+"""Fleet outliers, systemic failures, diagnosis and the post-run analysis on synthetic fleets."""
+
+from __future__ import annotations
+
+import copy
+import random
+
+from nvtest.analysis import post_process
+from nvtest.diagnosis import diagnose
+from nvtest.fleet import FleetPolicy
+
+THR = {"min": 660, "unit": "TFLOP/s", "source": "test"}
+
+
+def _doc(values: dict[str, float], floor: float = 660) -> dict:
+    results, nodes = [], {}
+    for node, v in values.items():
+        verdict = "pass" if v >= floor else "fail"
+        reason = (
+            ""
+            if verdict == "pass"
+            else f"bf16_tflops[device=cuda:0]: {v:.4g} TFLOP/s < min {floor:.4g} TFLOP/s"
+        )
+        m = {"name": "bf16_tflops", "value": v, "unit": "TFLOP/s", "verdict": verdict,
+             "reason": f"{v:.4g} TFLOP/s >= {floor}" if verdict == "pass" else reason.split(": ", 1)[1],
+             "threshold": THR, "labels": {"device": "cuda:0", "library": "torch"}, "fleet": None}  # fmt: skip
+        results.append(
+            {"check": "gemm", "node": node, "verdict": verdict, "reason": reason, "metrics": [m]}
+        )
+        nodes[node] = {"name": node, "sku": "h100-sxm-80gb"}
+    return {"schema_version": 1, "run": {"warnings": []}, "nodes": nodes, "skus": {"h100-sxm-80gb": {}},
+            "results": results, "summary": {}}  # fmt: skip
+
+
+def _fleet(n: int = 64, slow: dict[int, float] | None = None) -> dict[str, float]:
+    rng = random.Random(7)
+    vals = {f"gpu{i:03d}": 730.0 * (1 + rng.uniform(-0.01, 0.01)) for i in range(n)}
+    for i, factor in (slow or {}).items():
+        vals[f"gpu{i:03d}"] *= factor
+    return vals
+
+
+POLICY = {"h100-sxm-80gb": FleetPolicy()}
+
+
+def test_one_slow_node_among_64_is_flagged_and_only_it():
+    doc = post_process(_doc(_fleet(slow={17: 0.90})), policies=POLICY)
+    flagged = {o["node"] for o in doc["fleet"]["outliers"]}
+    assert flagged == {"gpu017"}
+    r = next(r for r in doc["results"] if r["node"] == "gpu017")
+    assert r["verdict"] == "warn" and "fleet median" in r["reason"]
+    f = r["metrics"][0]["fleet"]
+    assert f["outlier"] and f["delta_pct"] < -8 and f["robust_z"] < -3.5 and f["n"] == 64
+    assert (
+        doc["nodes"]["gpu017"]["verdict"] == "warn" and doc["nodes"]["gpu016"]["verdict"] == "pass"
+    )
+    assert doc["summary"]["verdict"] == "warn" and doc["summary"]["nodes"]["warn"] == 1
+    assert all(r["metrics"][0]["fleet"] is not None for r in doc["results"])
+    assert not doc["fleet"]["systemic"]
+
+
+def test_fail_only_when_configured():
+    doc = post_process(
+        _doc(_fleet(slow={3: 0.90})), policies={"h100-sxm-80gb": FleetPolicy(fail_below_pct=8)}
+    )
+    assert next(r for r in doc["results"] if r["node"] == "gpu003")["verdict"] == "fail"
+    assert doc["summary"]["verdict"] == "fail"
+
+
+def test_small_groups_and_noise_are_not_outliers():
+    doc = post_process(_doc(_fleet(n=2, slow={1: 0.5})), policies=POLICY)
+    assert doc["fleet"]["outliers"] == []
+    doc = post_process(_doc(_fleet(n=64, slow={5: 0.995})), policies=POLICY)
+    assert doc["fleet"]["outliers"] == []
+
+
+def test_all_slow_fleet_is_systemic_not_hardware():
+    doc = post_process(_doc(_fleet(n=16, slow={i: 0.8 for i in range(16)})), policies=POLICY)
+    (sys,) = doc["fleet"]["systemic"]
+    assert sys["check"] == "gemm" and sys["metrics"] == ["bf16_tflops"] and len(sys["nodes"]) == 16
+    assert any(
+        w.startswith("systemic: every one of the 16 h100-sxm-80gb nodes fails gemm")
+        for w in doc["run"]["warnings"]
+    )
+    assert all(
+        r["diagnosis"]["class"] == "CONFIG" and r["diagnosis"]["rule"] == "systemic"
+        for r in doc["results"]
+    )
+
+
+def test_one_failing_node_gets_a_hardware_diagnosis_not_systemic():
+    doc = post_process(_doc(_fleet(n=8, slow={2: 0.8})), policies=POLICY)
+    assert doc["fleet"]["systemic"] == []
+    r = next(r for r in doc["results"] if r["node"] == "gpu002")
+    assert r["verdict"] == "fail" and r["diagnosis"]["rule"] == "below_floor"
+
+
+def test_post_process_is_idempotent():
+    once = post_process(_doc(_fleet(slow={17: 0.9})), policies=POLICY)
+    twice = post_process(copy.deepcopy(once), policies=POLICY)
+    assert (
+        twice["results"] == once["results"] and twice["run"]["warnings"] == once["run"]["warnings"]
+    )
+
+
+def _diag(check: str, reason: str, verdict: str = "fail") -> str | None:
+    d = diagnose({"check": check, "verdict": verdict, "reason": reason})
+    return d.cls if d else None
+
+
+def test_diagnosis_catalog():
+    assert _diag("ecc", "GPU 0 (x): row remap pending (4 uncorrectable): reset the GPU") == "RESET"
+    assert _diag("ecc", "GPU 0 (x): row remapping failure (spare rows exhausted): RMA") == "RMA"
+    assert _diag("xid_scan", "GPU 0000:3b:00 fell off the bus (Xid 79): Drain") == "REBOOT"
+    assert _diag("xid_scan", "GPU 0000:3b:00: Xid 119 GSP RPC timeout: Drain") == "FIRMWARE"
+    assert _diag("xid_scan", "GPU 0000:3b:00: Xid 64 ECC page retirement failure") == "RMA"
+    assert _diag("pcie_link", "GPU 0000:18:00.0: trained x8, both ends can do x16") == "CABLING"
+    assert _diag("nvlink", "GPU3: links 3,5 inactive (expects all 6 active)") == "RESET"
+    assert _diag("ib_ports", "mlx5_10 port 1: Down/Polling: no link partner") == "CABLING"
+    assert _diag("ib_ports", "mlx5_7 port 1: Down/LinkUp: link trained, not activated") == "CONFIG"
+    assert (
+        _diag("gemm", "ProbeError: CUDA error 802: system not yet initialized", "error") == "CONFIG"
+    )
+    assert (
+        _diag(
+            "nccl",
+            "Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'",
+            "error",
+        )
+        == "CONFIG"
+    )
+    assert (
+        _diag("gpus", "Failed to initialize NVML: Driver/library version mismatch", "error")
+        == "REBOOT"
+    )
+    assert _diag("nccl", "123 wrong results (#wrong > 0)") == "RMA"
+    assert (
+        _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)") == "MONITOR"
+    )
+    assert _diag("stream", "NodeError: node unreachable: ssh exited 255", "error") == "RETEST"
+    assert _diag("dcgm_diag", "CommandTimeout: timed out after 3600 s", "error") == "RETEST"
+    assert (
+        _diag("sw_uniformity", "vbios: n2 has 96.00.74, 7 of 8 nodes have 96.00.89") == "FIRMWARE"
+    )
+    assert (
+        _diag("sw_uniformity", "nccl_net_plugin: n11 has (missing), 5 of 6 nodes have /opt/x")
+        == "CONFIG"
+    )
+    assert diagnose({"check": "gemm", "verdict": "pass", "reason": ""}) is None
+    d = diagnose(
+        {
+            "check": "xid_scan",
+            "verdict": "fail",
+            "reason": "GPU 0000:3b:00: Xid 74 NVLink error: check",
+        }
+    )
+    assert d is not None and "NVLink" in d.cause
