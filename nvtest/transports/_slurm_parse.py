@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 __all__ = [
+    "SRUN_IO_MSG_LEN",
     "UNAVAILABLE_FLAGS",
     "SlurmNodeState",
     "SrunLog",
@@ -133,25 +134,38 @@ def states_from_records(records: Iterable[dict[str, str]]) -> dict[str, SlurmNod
     return out
 
 
-_LABEL_RE = re.compile(r"^ *(\d+): ?(.*)$")
+_LABEL_RE = re.compile(rb"^ *(\d+): ?(.*)$", re.DOTALL)
+
+#: The most bytes slurmstepd sends srun in one output message (``MAX_MSG_LEN`` in
+#: Slurm 22.05's ``io_hdr.h``): a longer line reaches srun in pieces of exactly this size.
+SRUN_IO_MSG_LEN = 1024
 
 
-def split_labelled(text: str) -> tuple[dict[int, str], str]:
+def split_labelled(data: bytes, *, msg_len: int = SRUN_IO_MSG_LEN) -> tuple[dict[int, str], str]:
     """Split ``srun --label`` output into task id -> text, and the unlabelled rest.
 
     srun prefixes each line of task ``t`` with ``t: `` (right-aligned to the
-    widest task id). Each returned text ends with a newline per line read.
+    widest task id). In its default (line-buffered) mode slurmstepd sends a
+    task's output up to its last newline, or ``msg_len`` bytes of a longer
+    line; srun labels each piece and ends it with a newline. So a labelled
+    piece of exactly ``msg_len`` bytes continues on the task's next piece and
+    is joined back without a newline: long lines (a probe's one-line JSON)
+    come back whole. A last line without a newline gets one. Decoded as UTF-8
+    (undecodable bytes replaced) after joining.
     """
-    tasks: dict[int, list[str]] = {}
-    rest: list[str] = []
-    for line in text.splitlines():
+    tasks: dict[int, bytearray] = {}
+    rest: list[bytes] = []
+    for line in data.split(b"\n"):
         m = _LABEL_RE.match(line)
-        if m:
-            tasks.setdefault(int(m.group(1)), []).append(m.group(2))
-        else:
-            rest.append(line)
-    joined = {t: "\n".join(lines) + "\n" for t, lines in tasks.items()}
-    return joined, ("\n".join(rest) + "\n") if rest else ""
+        if not m:
+            if line:
+                rest.append(line + b"\n")
+            continue
+        piece = m.group(2)
+        buf = tasks.setdefault(int(m.group(1)), bytearray())
+        buf += piece if len(piece) == msg_len else piece + b"\n"
+    joined = {t: bytes(b).decode("utf-8", "replace") for t, b in tasks.items()}
+    return joined, b"".join(rest).decode("utf-8", "replace")
 
 
 def parse_task_ids(text: str) -> list[int]:

@@ -71,8 +71,8 @@ class SrunOutcome:
 
     Attributes:
         returncode: srun's exit status; None when it was killed by nvtest.
-        stdout: srun's stdout (labelled with ``--label``).
-        task_stderr: srun's stderr lines that are not srun's own (``srun: ...``).
+        stdout: srun's stdout, raw bytes (labelled with ``--label``).
+        task_stderr: srun's stderr lines that are not srun's own (``srun: ...``), raw bytes.
         log: what srun said about the job, step, tasks and their exit statuses.
         timed_out: the wall limit passed and the step was cancelled.
         interrupted: :meth:`SrunProcess.cancel` was called by an interrupt.
@@ -81,8 +81,8 @@ class SrunOutcome:
     """
 
     returncode: int | None
-    stdout: str
-    task_stderr: str
+    stdout: bytes
+    task_stderr: bytes
     log: SrunLog
     timed_out: bool = False
     interrupted: bool = False
@@ -108,7 +108,7 @@ class SrunProcess:
         self.log = SrunLog()
         self._proc: subprocess.Popen[bytes] | None = None
         self._out: list[bytes] = []
-        self._err: list[str] = []
+        self._err: list[bytes] = []
         self._srun_lines: list[str] = []
         self._lock = threading.Lock()
         self._cancelled: str | None = None
@@ -131,7 +131,12 @@ class SrunProcess:
             )
         except OSError as exc:
             return SrunOutcome(
-                None, "", "", self.log, started_at=started, start_error=f"cannot start srun: {exc}"
+                None,
+                b"",
+                b"",
+                self.log,
+                started_at=started,
+                start_error=f"cannot start srun: {exc}",
             )
         readers = [
             threading.Thread(target=self._read_out, daemon=True),
@@ -150,8 +155,8 @@ class SrunProcess:
         for r in readers:
             r.join(timeout=5.0)
         with self._lock:
-            stdout = b"".join(self._out).decode("utf-8", "replace")
-            task_err = "".join(self._err)
+            stdout = b"".join(self._out)
+            task_err = b"".join(self._err)
             srun_lines = list(self._srun_lines)
         return SrunOutcome(
             returncode=None if (timed_out or self._cancelled) else self._proc.returncode,
@@ -208,10 +213,10 @@ class SrunProcess:
     def _read_err(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
         for raw in self._proc.stderr:
-            line = raw.decode("utf-8", "replace")
             with self._lock:
-                if line.startswith("srun: "):
+                if raw.startswith(b"srun: "):
+                    line = raw.decode("utf-8", "replace")
                     self.log.feed(line)
                     self._srun_lines.append(line)
                 else:
-                    self._err.append(line)
+                    self._err.append(raw)

@@ -291,7 +291,12 @@ class SlurmTransport(Transport):
         with self._lock:
             if self._interrupted:
                 return SrunOutcome(
-                    None, "", "", step.log, interrupted=True, start_error="interrupted before start"
+                    None,
+                    b"",
+                    b"",
+                    step.log,
+                    interrupted=True,
+                    start_error="interrupted before start",
                 )
             self._active.add(step)
         try:
@@ -321,7 +326,10 @@ class SlurmTransport(Transport):
         if not names:
             return {}
         if self._interrupted:
-            return {n: CommandResult(node=n, command="", error="interrupted before start") for n in names}
+            return {
+                n: CommandResult(node=n, command="", error="interrupted before start")
+                for n in names
+            }
         if isinstance(command, Mapping):
             lines = {n: render_command(command[n], env) for n in names}
             shell = (
@@ -379,8 +387,9 @@ class SlurmTransport(Transport):
         return CommandResult(
             node=label,
             command=shlex.join(argv),
-            stdout=out.stdout,
-            stderr=out.task_stderr + "".join(m + "\n" for m in out.log.messages),
+            stdout=out.stdout.decode("utf-8", "replace"),
+            stderr=out.task_stderr.decode("utf-8", "replace")
+            + "".join(m if m.endswith("\n") else m + "\n" for m in out.log.messages),
             exit_code=out.returncode,
             duration_s=out.duration_s,
             started_at=out.started_at or time.time(),

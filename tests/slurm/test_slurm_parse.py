@@ -132,9 +132,19 @@ def test_srun_log_failure_before_launch() -> None:
 
 
 def test_split_labelled() -> None:
-    tasks, rest = split_labelled(" 0: a\n10: b\n 0: \n 0:\nplain\n 1: x: y\n")
+    tasks, rest = split_labelled(b" 0: a\n10: b\n 0: \n 0:\nplain\n 1: x: y\n")
     assert tasks == {0: "a\n\n\n", 10: "b\n", 1: "x: y\n"}
     assert rest == "plain\n"
+
+
+def test_split_labelled_joins_long_lines_split_by_srun() -> None:
+    # srun 22.05 --label, a 3000-byte line then a 1024-byte line: pieces of 1024 bytes
+    x, y = b"x" * 3000, "é".encode() * 512
+    data = b"0: short\n" + b"".join(b"0: " + x[i : i + 1024] + b"\n" for i in range(0, 3000, 1024))
+    data += b"1: " + y + b"\n1: \n0: tail\n"
+    tasks, _ = split_labelled(data)
+    assert tasks[0] == "short\n" + "x" * 3000 + "\ntail\n"
+    assert tasks[1] == "é" * 512 + "\n"
 
 
 def test_task_ids_and_job_ids() -> None:

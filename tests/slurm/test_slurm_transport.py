@@ -40,6 +40,19 @@ def test_one_srun_runs_on_both_nodes_with_per_node_results(cluster: SlurmCluster
     assert all(r.error is None and not r.timed_out for r in res.values())
 
 
+def test_long_lines_and_bytes_come_back_whole(cluster: SlurmCluster) -> None:
+    script = (
+        "import sys; o = sys.stdout.buffer; o.write(b'{' + b'x' * 5000 + b'}\\n' + b'y' * 1024 + b'\\n');"
+        "o.write('\\u00e9'.encode() * 700 + b'\\n'); sys.stderr.write('e' * 2000 + '\\n')"
+    )
+    with SlurmTransport(run_id="t-long", allocate=False) as t:
+        res = t.run(NODES, ["python3", "-c", script], timeout_s=60)
+    for r in res.values():
+        assert r.exit_code == 0, r
+        assert r.stdout == "{" + "x" * 5000 + "}\n" + "y" * 1024 + "\n" + "\u00e9" * 700 + "\n"
+        assert r.stderr == "e" * 2000 + "\n"
+
+
 def test_node_mapping_is_one_step_with_each_nodes_command(cluster: SlurmCluster) -> None:
     with get_transport("slurm", run_id="t-map") as t:
         assert isinstance(t, SlurmTransport)
