@@ -143,6 +143,7 @@ def run(
     gpus_per_node: Annotated[int | None, typer.Option(help="slurm: GPUs per node to allocate.")] = None,
     mpi: Annotated[str | None, typer.Option(help="slurm: srun --mpi plugin (pmix, pmi2).")] = None,
     drain_failed: Annotated[bool, typer.Option(help="slurm: drain nodes that failed, with the reason (opt-in).")] = False,
+    pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf (needs WeasyPrint or Chromium).")] = False,
 ) -> None:
     """Run a suite on the nodes and write reports/<run-id>/ (results.json, junit.xml, report.html)."""
     import pytest
@@ -257,6 +258,13 @@ def run(
         from nvtest.drain import drain_failed_nodes
 
         drain_failed_nodes(run_dir, backend_options)
+    if pdf:
+        from nvtest.report import render_pdf
+
+        try:
+            render_pdf(run_dir)
+        except NvtestError as exc:
+            err_console.print(f"nvtest: error: report.pdf not written: {exc}", markup=False, highlight=False)
     _print_summary(run_dir)
     raise typer.Exit(code)
 
@@ -283,12 +291,13 @@ def _print_summary(run_dir: Path) -> None:
 @app.command(epilog="Example: nvtest report reports/latest")
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run directory holding results.json.")],
+    pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf (needs WeasyPrint or Chromium).")] = False,
 ) -> None:
-    """Re-render report.html and junit.xml from a run's results.json (no node is touched)."""
+    """Re-render report.html, junit.xml and results.csv (and report.pdf) from a run's results.json (no node is touched)."""
     from nvtest.report import render_all
 
     try:
-        paths = render_all(run_dir)
+        paths = render_all(run_dir, pdf=pdf)
     except NvtestError as exc:
         raise _fail(exc) from exc
     for p in paths:
@@ -377,6 +386,11 @@ def inventory_cmd(
 
 
 from nvtest import cli_skus; cli_skus.register(app)  # noqa: E402, E702, I001
+
+
+from nvtest import cli_report  # noqa: E402
+
+cli_report.register(app)
 
 
 def main() -> None:
