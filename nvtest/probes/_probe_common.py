@@ -123,7 +123,7 @@ def new_document(probe: str) -> dict[str, Any]:
         "results": [],
         "argv": list(sys.argv[1:]),
         "python": sys.version.split()[0],
-        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),  # noqa: UP017 (py<3.11 nodes)
         "duration_s": None,
     }
 
@@ -361,7 +361,44 @@ class Timer:
 
     def repeat(self, fn: Callable[[], Any], reps: int) -> list[float]:
         """``reps`` timings of ``fn`` (seconds each)."""
-        return [self.time(fn) for _ in range(reps)]
+        return self.time_many([fn] * reps)
+
+    def time_many(self, fns: Sequence[Callable[[], Any]]) -> list[float]:
+        """Seconds of each call, run back to back.
+
+        On a GPU every call is bracketed by its own pair of events and nothing
+        waits until the last one, so the device runs the calls without host
+        round trips in between (a per-call synchronise would add the launch
+        latency to every call).
+        """
+        if self.backend == "cpu":
+            return [self.time(fn) for fn in fns]
+        if self.backend == "torch":
+            cuda = self.module.cuda  # type: ignore[union-attr]
+
+            def event() -> Any:
+                return cuda.Event(enable_timing=True)
+
+            def elapsed_ms(a: Any, b: Any) -> float:
+                return float(a.elapsed_time(b))
+        else:
+            cp = self.module
+
+            def event() -> Any:
+                return cp.cuda.Event()  # type: ignore[union-attr]
+
+            def elapsed_ms(a: Any, b: Any) -> float:
+                return float(cp.cuda.get_elapsed_time(a, b))  # type: ignore[union-attr]
+        marks = []
+        for fn in fns:
+            start, end = event(), event()
+            start.record()
+            fn()
+            end.record()
+            marks.append((start, end))
+        if marks:
+            marks[-1][1].synchronize()
+        return [elapsed_ms(s, e) / 1e3 for s, e in marks]
 
 
 def reps_for(seconds_per_rep: float, min_seconds: float, min_reps: int, max_reps: int) -> int:
@@ -690,11 +727,15 @@ class TorchGemm:
     def rows_error(self, a: Any, b: Any, c: Any, rows: Sequence[int]) -> float:
         """max over C[rows, :] of |C - R| / (|A||B|), R the float64 product (on the device)."""
         torch = self.torch
-        idx = torch.tensor(list(rows), device=self.device)
-        a64 = a.index_select(0, idx).float().double() if a.dtype != torch.float64 else a[idx]
-        b64 = b.float().double() if b.dtype != torch.float64 else b
+
+        def to64(t: Any) -> Any:  # exact: fp8/fp16/bf16 -> fp32 -> fp64 (fp8 has no direct path)
+            return t if t.dtype == torch.float64 else t.float().double()
+
+        # row views work for every dtype, fp8 included (index_select may not)
+        a64 = torch.stack([to64(a[r]) for r in rows])
+        b64 = to64(b)
         ref, scale = a64 @ b64, a64.abs() @ b64.abs()
-        err = (c.index_select(0, idx).double() - ref).abs() / scale
+        err = (torch.stack([to64(c[r]) for r in rows]) - ref).abs() / scale
         if not bool(torch.isfinite(err).all()):
             return float("nan")
         return float(err.max())

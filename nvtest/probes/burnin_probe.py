@@ -112,9 +112,8 @@ class NvmlSampler(threading.Thread):
     def _sample(self, t: float, bus: str, h: Any) -> dict[str, Any]:
         nv = self.nvml
         s: dict[str, Any] = {"t": round(t, 3), "gpu": bus}
-        reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nv, "nvmlDeviceGetCurrentClocksThrottleReasons"
-        )
+        reasons = (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                   or nv.nvmlDeviceGetCurrentClocksThrottleReasons)  # older pynvml
         probes = {
             "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
             "mem_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM),

@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import functools  # noqa: E402
 import math  # noqa: E402
 import random  # noqa: E402
 from typing import Any  # noqa: E402
@@ -120,7 +121,7 @@ def auto_size(backend: Any, dtype: str, target_s: float, max_size: int, start: i
     while True:
         a, b = backend.operands(dtype, n, n, n, seed=99)
         mm(a, b)  # first call: thread pools, allocation
-        t = backend.timer.time(lambda: mm(a, b))
+        t = backend.timer.time(lambda a=a, b=b: mm(a, b))
         if t >= target_s or n >= max_size:
             return n
         grow = max(1.25, (1.2 * target_s / max(t, 1e-6)) ** (1 / 3))
@@ -144,12 +145,17 @@ def measure(
     m = n = k = size
     mm = backend.matmul(dtype)
     ops = [backend.operands(dtype, m, n, k, seed + i) for i in range(pairs)]
-    timer = backend.timer
-    warm = [timer.time(lambda: mm(*ops[0]))]
+
+    def products(first: int, count: int) -> list[float]:
+        """Seconds of ``count`` products, operand pairs cycled from ``first``."""
+        calls = [functools.partial(mm, *ops[i % pairs]) for i in range(first, first + count)]
+        return backend.timer.time_many(calls)
+
+    warm = products(0, 1)
     while len(warm) < 3 and warm[-1] < 1.0:
-        warm.append(timer.time(lambda i=len(warm): mm(*ops[i % pairs])))
+        warm += products(len(warm), 1)
     reps = pc.reps_for(min(warm), min_seconds, min_reps=5, max_reps=100000)
-    times = [timer.time(lambda r=r: mm(*ops[r % pairs])) for r in range(reps)]
+    times = products(0, reps)
     rates = [pc.tflops(m, n, k, t) for t in times]
     summary = pc.stats(rates)
 
@@ -165,11 +171,11 @@ def measure(
         "m": m,
         "n": n,
         "k": k,
-        "tflops_median": round(summary["median"], 6),
-        "tflops_max": round(summary["max"], 6),
-        "tflops_min": round(summary["min"], 6),
+        "tflops_median": summary["median"],
+        "tflops_max": summary["max"],
+        "tflops_min": summary["min"],
         "reps": reps,
-        "seconds_total": round(sum(times), 6),
+        "seconds_total": sum(times),
         "pairs": pairs,
         "check": check,  # a failed check is a result (verdict fail), not a probe error
         "status": "ok",

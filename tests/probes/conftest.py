@@ -49,7 +49,11 @@ def probe_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_probe(
-    probe_dir: Path, script: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+    probe_dir: Path,
+    script: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
 ) -> ProbeRun:
     """Run ``script`` from ``probe_dir`` and check the common JSON contract on its stdout."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("NVTEST_PROBE")}

@@ -13,24 +13,36 @@ def test_decode_throttle_names_bits():
     assert bl.decode_throttle(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
     assert bl.decode_throttle(0x88) == ["hw_slowdown", "hw_power_brake_slowdown"]
     assert bl.decode_throttle(0x1000) == ["bit_0x1000"]
-    assert [bl.severity(r) for r in ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "gpu_idle")] == [
-        "fail", "warn", "info", "ignore"]
+    assert [
+        bl.severity(r) for r in ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "gpu_idle")
+    ] == ["fail", "warn", "info", "ignore"]
 
 
 def _samples(gpu, masks, temps=None):
     return [
-        {"t": float(i), "gpu": gpu, "throttle_mask": m, "temp_c": (temps or [60] * len(masks))[i],
-         "power_w": 500.0 + i, "sm_clock_mhz": 1980 - 100 * bool(m & 0x48), "mem_clock_mhz": 2619}
+        {
+            "t": float(i),
+            "gpu": gpu,
+            "throttle_mask": m,
+            "temp_c": (temps or [60] * len(masks))[i],
+            "power_w": 500.0 + i,
+            "sm_clock_mhz": 1980 - 100 * bool(m & 0x48),
+            "mem_clock_mhz": 2619,
+        }
         for i, m in enumerate(masks)
     ]
 
 
 def test_throttle_events_are_contiguous_runs_per_gpu():
-    samples = _samples(GPU0, [0, 0x8, 0x8, 0, 0x8 | 0x4, 0x1]) + _samples(GPU1, [0x4, 0x4, 0, 0, 0, 0])
+    samples = _samples(GPU0, [0, 0x8, 0x8, 0, 0x8 | 0x4, 0x1]) + _samples(
+        GPU1, [0x4, 0x4, 0, 0, 0, 0]
+    )
     events = bl.throttle_events(samples, period_s=1.0)
     hw = [e for e in events if e["reason"] == "hw_slowdown"]
     assert [(e["start_s"], e["end_s"], e["samples"], e["seconds"]) for e in hw] == [
-        (1.0, 2.0, 2, 2.0), (4.0, 4.0, 1, 1.0)]
+        (1.0, 2.0, 2, 2.0),
+        (4.0, 4.0, 1, 1.0),
+    ]
     assert all(e["gpu"] == GPU0 and e["severity"] == "fail" for e in hw)
     power = [(e["gpu"], e["samples"]) for e in events if e["reason"] == "sw_power_cap"]
     assert sorted(power) == [(GPU0, 1), (GPU1, 2)]
@@ -50,8 +62,10 @@ def test_telemetry_summary_per_gpu():
 
 def _windows(rates, seconds=None):
     seconds = seconds or [10.0] * len(rates)
-    return [{"index": i, "t_start_s": 10.0 * i, "seconds": s, "products": 1, "tflops": r, "digest": "x"}
-            for i, (r, s) in enumerate(zip(rates, seconds))]
+    return [
+        {"index": i, "t_start_s": 10.0 * i, "seconds": s, "products": 1, "tflops": r, "digest": "x"}
+        for i, (r, s) in enumerate(zip(rates, seconds, strict=True))
+    ]
 
 
 def test_window_stats_drop_and_spread():
@@ -72,7 +86,11 @@ def test_short_tail_window_is_left_out():
 
 def test_sdc_check_flags_mismatching_windows():
     assert bl.sdc_check("aa", ["aa", "aa", "aa"]) == {
-        "ok": True, "reference": "aa", "windows_checked": 3, "mismatched_windows": []}
+        "ok": True,
+        "reference": "aa",
+        "windows_checked": 3,
+        "mismatched_windows": [],
+    }
     bad = bl.sdc_check("aa", ["aa", "ab", "aa", "ac"])
     assert bad["ok"] is False and bad["mismatched_windows"] == [1, 3]
     assert bl.sdc_check("aa", [])["ok"] is False  # nothing compared is not a pass
@@ -86,8 +104,18 @@ def test_cross_device_names_the_odd_one_out():
 
 
 def test_cpu_burnin_runs_windows_without_telemetry(probe):
-    run = probe("burnin_probe.py", "--device", "cpu", "--seconds", "2", "--window-s", "0.5",
-                "--size", "128", env={"NVTEST_PROBE_DISABLE": "torch"})
+    run = probe(
+        "burnin_probe.py",
+        "--device",
+        "cpu",
+        "--seconds",
+        "2",
+        "--window-s",
+        "0.5",
+        "--size",
+        "128",
+        env={"NVTEST_PROBE_DISABLE": "torch"},
+    )
     doc = run.doc
     assert doc["status"] == "ok", doc
     assert doc["telemetry"] is None and "cpu" in doc["telemetry_reason"]
@@ -100,8 +128,19 @@ def test_cpu_burnin_runs_windows_without_telemetry(probe):
 
 
 def test_cpu_burnin_detects_injected_sdc(probe):
-    run = probe("burnin_probe.py", "--device", "cpu", "--seconds", "1", "--window-s", "0.4",
-                "--size", "64", "--inject-sdc", env={"NVTEST_PROBE_DISABLE": "torch"})
+    run = probe(
+        "burnin_probe.py",
+        "--device",
+        "cpu",
+        "--seconds",
+        "1",
+        "--window-s",
+        "0.4",
+        "--size",
+        "64",
+        "--inject-sdc",
+        env={"NVTEST_PROBE_DISABLE": "torch"},
+    )
     (r,) = run.doc["results"]
     assert r["sdc"]["ok"] is False
     assert r["sdc"]["mismatched_windows"] == [len(r["windows"]) - 1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 SCRIPTS = [
@@ -58,3 +60,20 @@ def test_no_gpu_is_a_skip_naming_torch_cuda(probe, script, args):
     run = probe(script, *args, env={"NVTEST_PROBE_DISABLE": "cupy"})
     assert run.doc["status"] == "skip"
     assert "no CUDA device: torch.cuda.is_available() is False" in run.doc["reason"]
+
+
+def test_run_per_device_turns_failures_into_entries():
+    import _probe_common as pc
+
+    from tests.probes.spawn_workers import behave
+
+    plan = {"cuda:0": "ok", "cuda:1": "raise", "cuda:2": "skip", "cuda:3": "die", "cuda:4": "hang"}
+    answers = pc.run_per_device(behave, list(plan), plan, timeout_s=20)
+    assert [a["device"] for a in answers] == list(plan)
+    ok, raised, skipped, died, hung = answers
+    assert ok["status"] == "ok" and ok["pid"] != os.getpid()
+    assert raised["status"] == "error" and "illegal memory access" in raised["reason"]
+    assert skipped == {"device": "cuda:2", "status": "skip", "reason": "no such thing here"}
+    assert died["status"] == "error" and "exit code 7" in died["reason"]
+    assert hung["status"] == "error" and "no answer within 20 s" in hung["reason"]
+    assert pc.overall_status(answers)[0] == "error"

@@ -27,7 +27,9 @@ def test_devmem_on_cpu_with_torch(probe):
     for kernel, r in by_kernel.items():
         assert r["bytes_per_iter"] == dm.kernel_bytes(kernel, elements)
         assert r["check_ok"] is True
-        assert r["best_gbps"] == pytest.approx(r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=1e-3)
+        assert r["best_gbps"] == pytest.approx(
+            r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=1e-3
+        )
         assert r["best_gbps"] >= r["median_gbps"] > 0
 
 
@@ -41,7 +43,10 @@ def test_h2d_runs_nvbandwidth_when_on_path(probe, tmp_path):
     fake = tmp_path / "nvbandwidth"
     fake.write_text('#!/bin/sh\necho "nvbandwidth Version: test"\necho "ARGS $*"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
-    env = {"PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}", "NVTEST_PROBE_DISABLE": "torch,cupy"}
+    env = {
+        "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+        "NVTEST_PROBE_DISABLE": "torch,cupy",
+    }
     run = probe("h2d_probe.py", env=env)
     doc = run.doc
     assert doc["status"] == "ok" and doc["raw_tool"] == "nvbandwidth"

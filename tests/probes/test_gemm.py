@@ -62,7 +62,12 @@ def test_cpu_run_measures_numpy_and_torch_dtypes(cpu_run):
     assert doc["status"] == "ok", doc
     assert doc["device"] == "cpu"
     got = {(r["library"].split()[0], r["dtype"]): r for r in doc["results"]}
-    assert {("numpy", "fp64"), ("numpy", "fp32"), ("torch", "fp64"), ("torch", "fp32")} <= got.keys()
+    assert {
+        ("numpy", "fp64"),
+        ("numpy", "fp32"),
+        ("torch", "fp64"),
+        ("torch", "fp32"),
+    } <= got.keys()
     for r in doc["results"]:
         if r["status"] == "skip":
             continue
@@ -75,8 +80,16 @@ def test_cpu_run_measures_numpy_and_torch_dtypes(cpu_run):
 
 
 def test_injected_error_fails_the_check(probe):
-    run = probe("gemm_probe.py", "--device", "cpu", *FAST, "--dtypes", "fp64,fp32", "--inject-error",
-                env={"NVTEST_PROBE_DISABLE": "torch"})
+    run = probe(
+        "gemm_probe.py",
+        "--device",
+        "cpu",
+        *FAST,
+        "--dtypes",
+        "fp64,fp32",
+        "--inject-error",
+        env={"NVTEST_PROBE_DISABLE": "torch"},
+    )
     assert [r["dtype"] for r in run.doc["results"]] == ["fp64", "fp32"]
     for r in run.doc["results"]:
         assert r["check"]["ok"] is False
@@ -84,8 +97,16 @@ def test_injected_error_fails_the_check(probe):
 
 
 def test_auto_size_reaches_the_time_targets(probe):
-    run = probe("gemm_probe.py", "--device", "cpu", "--dtypes", "fp32", "--min-seconds", "0.3",
-                env={"NVTEST_PROBE_DISABLE": "torch"})
+    run = probe(
+        "gemm_probe.py",
+        "--device",
+        "cpu",
+        "--dtypes",
+        "fp32",
+        "--min-seconds",
+        "0.3",
+        env={"NVTEST_PROBE_DISABLE": "torch"},
+    )
     (r,) = run.doc["results"]
     assert r["m"] > 256 and r["m"] % 64 == 0
     assert r["seconds_total"] >= 0.3
@@ -94,12 +115,21 @@ def test_auto_size_reaches_the_time_targets(probe):
 
 
 def test_gpu_only_dtypes_are_skipped_on_cpu_with_reason(probe):
-    run = probe("gemm_probe.py", "--device", "cpu", *FAST, "--dtypes", "fp16,fp8",
-                env={"NVTEST_PROBE_DISABLE": "torch"})
+    run = probe(
+        "gemm_probe.py",
+        "--device",
+        "cpu",
+        *FAST,
+        "--dtypes",
+        "fp16,fp8",
+        env={"NVTEST_PROBE_DISABLE": "torch"},
+    )
     assert run.doc["status"] == "skip"
     assert all(r["status"] == "skip" and "numpy" in r["reason"] for r in run.doc["results"])
 
 
 def test_unknown_dtype_is_a_usage_error(probe):
-    run = probe("gemm_probe.py", "--device", "cpu", "--dtypes", "fp7", env={"NVTEST_PROBE_DISABLE": "torch"})
+    run = probe(
+        "gemm_probe.py", "--device", "cpu", "--dtypes", "fp7", env={"NVTEST_PROBE_DISABLE": "torch"}
+    )
     assert run.doc["status"] == "error" and "fp7" in run.doc["reason"]

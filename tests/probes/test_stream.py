@@ -21,7 +21,12 @@ def test_stream_bytes_per_kernel_follow_stream_counting():
 def _cache(root, cpu, index, level, size, shared, kind="Unified"):
     d = root / f"cpu{cpu}" / "cache" / f"index{index}"
     d.mkdir(parents=True)
-    for name, value in (("level", level), ("size", size), ("shared_cpu_list", shared), ("type", kind)):
+    for name, value in (
+        ("level", level),
+        ("size", size),
+        ("shared_cpu_list", shared),
+        ("type", kind),
+    ):
         (d / name).write_text(f"{value}\n")
 
 
@@ -76,7 +81,9 @@ def test_c_stream_reports_four_kernels_with_consistent_rates(stream_runs):
         assert r["bytes_per_iter"] == sp.kernel_bytes(r["kernel"], n)
         assert r["min_time_s"] <= r["avg_time_s"] <= r["max_time_s"]
         # the table's MB/s is best time based; allow the 0.1 MB/s print rounding
-        assert r["best_rate_gbps"] == pytest.approx(r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=2e-3)
+        assert r["best_rate_gbps"] == pytest.approx(
+            r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=2e-3
+        )
     assert "Function    Best Rate MB/s  Avg time     Min time     Max time" in doc["raw"]
     assert "Solution Validates" in doc["raw"]
     assert doc["threads"] >= 1
@@ -115,5 +122,7 @@ def test_parse_table_rejects_output_without_verdict():
 
 
 def test_fewer_than_ten_reps_is_a_usage_error(probe):
-    run = probe("stream_probe.py", "--array-mib", "1", "--reps", "5", env={"NVTEST_PROBE_DISABLE": "cc"})
+    run = probe(
+        "stream_probe.py", "--array-mib", "1", "--reps", "5", env={"NVTEST_PROBE_DISABLE": "cc"}
+    )
     assert run.doc["status"] == "error" and "--reps must be >= 10" in run.doc["reason"]

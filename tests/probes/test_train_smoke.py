@@ -20,7 +20,9 @@ def test_loss_fell_needs_a_margin_and_finite_losses():
 def test_launch_env_torchrun_slurm_and_standalone():
     base = {"MASTER_ADDR": "n1", "MASTER_PORT": "29500"}
     assert ts.launch_env({**base, "RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "3"}) == (3, 8, 3)
-    assert ts.launch_env({**base, "SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1"}) == (5, 16, 1)
+    assert ts.launch_env(
+        {**base, "SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1"}
+    ) == (5, 16, 1)
     assert ts.launch_env({"RANK": "0", "WORLD_SIZE": "2"}) is None  # no rendezvous address
     assert ts.launch_env({}) is None
 
@@ -47,16 +49,31 @@ def _check_result(r, world):
 
 
 def test_standalone_two_ranks_on_cpu(probe):
-    run = probe("train_smoke.py", "--device", "cpu", "--nproc", "2", "--steps", "20", "--timeout-s", "120",
-                timeout=240)
+    run = probe(
+        "train_smoke.py",
+        "--device",
+        "cpu",
+        "--nproc",
+        "2",
+        "--steps",
+        "20",
+        "--timeout-s",
+        "120",
+        timeout=240,
+    )
     assert run.doc["status"] == "ok", run.doc
     assert run.doc["mode"] == "standalone"
     _check_result(run.doc["results"][0], 2)
 
 
 def test_launched_as_rank_zero_of_one(probe):
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(ts.free_port()), "RANK": "0",
-           "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+    env = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(ts.free_port()),
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+    }
     run = probe("train_smoke.py", "--device", "cpu", "--steps", "20", env=env, timeout=180)
     assert run.doc["status"] == "ok", run.doc
     assert run.doc["mode"] == "launched"
