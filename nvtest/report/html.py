@@ -329,10 +329,12 @@ def config_groups(view: ReportView) -> list[dict[str, Any]]:
     return sorted(out, key=lambda g: -len(g["nodes"]))
 
 
-def template_context(view: ReportView) -> dict[str, Any]:
+def template_context(view: ReportView, *, xmlns: bool = False) -> dict[str, Any]:
     """What both templates (HTML and PDF) are rendered with: the view, charts, SKUs, configurations."""
     charts = {
-        (c.name, s.name): Markup(metric_chart(s, view.node_names, f"{c.title}: {s.name}"))
+        (c.name, s.name): Markup(
+            metric_chart(s, view.node_names, f"{c.title}: {s.name}", xmlns=xmlns)
+        )
         for c in view.checks
         for s in c.series
     }

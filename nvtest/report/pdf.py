@@ -70,7 +70,7 @@ def pdf_html(doc: Mapping[str, Any]) -> str:
     """The print-only HTML (no script) that becomes report.pdf."""
     view = build_view(doc)
     return _ENV.get_template("report_pdf.html.j2").render(
-        **template_context(view),
+        **template_context(view, xmlns=True),
         node_rows=_node_rows(view),
         css=asset("report_pdf.css"),
     )

@@ -28,6 +28,7 @@ COLOURS = {
     "skip": "#6e7781",
 }
 MAX_MARKED = 400
+NS = ' xmlns="http://www.w3.org/2000/svg"'
 
 
 def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
@@ -65,8 +66,13 @@ def _range(s: MetricSeries) -> tuple[float, float]:
     return (lo if lo == 0 else lo - pad), hi + pad
 
 
-def metric_chart(s: MetricSeries, node_names: list[str], title: str = "") -> str:
-    """The SVG text of one metric's per-node chart; empty string when it has no value."""
+def metric_chart(
+    s: MetricSeries, node_names: list[str], title: str = "", *, xmlns: bool = False
+) -> str:
+    """The SVG text of one metric's per-node chart; empty string when it has no value.
+
+    ``xmlns`` adds the SVG namespace (needed by WeasyPrint; inline SVG in HTML needs none).
+    """
     if not s.points:
         return ""
     n = max(len(node_names), 1)
@@ -80,7 +86,7 @@ def metric_chart(s: MetricSeries, node_names: list[str], title: str = "") -> str
         return MT + ph * (1 - (v - lo) / (hi - lo))
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 {W} {H}" role="img" '
+        f'<svg{NS if xmlns else ""} class="chart" viewBox="0 0 {W} {H}" role="img" '
         f'aria-label="{escape(title or s.name)}">',
         f"<title>{escape(title or s.name)}</title>",
         f'<rect x="{ML}" y="{MT}" width="{pw}" height="{ph}" fill="#fff" stroke="#d0d7de"/>',
