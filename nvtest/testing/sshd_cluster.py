@@ -445,6 +445,19 @@ class SSHDCluster:
             encoding="utf-8",
         )
 
+    def client_home(self) -> Path:
+        """A HOME directory whose ``.ssh/config`` includes the cluster's and whose
+        ``.ssh/known_hosts`` trusts its host keys: ``HOME=<it> nvtest run --backend ssh ...``
+        then reaches the nodes with default settings. Created on first call.
+        """
+        home = self.dir / "home"
+        ssh_dir = home / ".ssh"
+        if not ssh_dir.is_dir():
+            ssh_dir.mkdir(parents=True, mode=0o700)
+            (ssh_dir / "config").write_text(f"Include {self.ssh_config_path}\n", encoding="utf-8")
+            shutil.copy(self.known_hosts_path, ssh_dir / "known_hosts")
+        return home
+
     # -- faults --------------------------------------------------------------
 
     def is_running(self, name: str) -> bool:

@@ -8,7 +8,6 @@ The CLI finds the nodes the way a field engineer's login node would: through
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,12 +33,8 @@ def cluster() -> Iterator[SSHDCluster]:
 
 
 @pytest.fixture(scope="module")
-def home(cluster: SSHDCluster, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("home")
-    (home / ".ssh").mkdir(mode=0o700)
-    (home / ".ssh" / "config").write_text(f"Include {cluster.ssh_config_path}\n")
-    shutil.copy(cluster.known_hosts_path, home / ".ssh" / "known_hosts")
-    return home
+def home(cluster: SSHDCluster) -> Path:
+    return cluster.client_home()
 
 
 def _run(cluster: SSHDCluster, home: Path, out: Path) -> tuple[int, str, Path, dict]:
