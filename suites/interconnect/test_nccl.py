@@ -52,13 +52,23 @@ def test_nccl(node, node_facts: NodeFacts, raw, judge: Judge) -> None:
             raise ProbeError("all_reduce_perf printed no result row")
         return
     plateau = max(run.rows, key=lambda r: r.size_bytes)
-    judge("all_reduce_busbw_gbps", plateau.out_of_place.busbw_gbps, "GB/s", size_bytes=plateau.size_bytes)
-    wrong = sum((r.out_of_place.wrong or 0) + ((r.in_place.wrong or 0) if r.in_place else 0) for r in run.rows)
+    judge(
+        "all_reduce_busbw_gbps",
+        plateau.out_of_place.busbw_gbps,
+        "GB/s",
+        size_bytes=plateau.size_bytes,
+    )
+    wrong = sum(
+        (r.out_of_place.wrong or 0) + ((r.in_place.wrong or 0) if r.in_place else 0)
+        for r in run.rows
+    )
     judge("wrong", wrong, "count")
     if wrong:
         judge.fail(f"{wrong} wrong results (#wrong > 0)")
     if run.oob_ok is False:
         judge.fail(f"out of bounds values: {run.oob_values}")
     if run.max_bytes and plateau.size_bytes < run.max_bytes:
-        raise ProbeError(f"run stopped at {plateau.size_bytes} bytes before the requested {run.max_bytes}")
+        raise ProbeError(
+            f"run stopped at {plateau.size_bytes} bytes before the requested {run.max_bytes}"
+        )
     judge.detail("nccl_warnings", list(run.nccl_warnings))

@@ -29,7 +29,7 @@ SIM_SKU = {
         "tcp_bw": {"seconds": 1.5, "pairs": {"schedule": "ring"}},
         "train_multinode": {"nproc_per_node": 1, "steps": 20},
         "collectives": {"nproc": 2, "sizes": "4096,262144", "iters": 3},
-        "collectives_multinode": {"nproc_per_node": 1, "sizes": "4096,262144", "iters": 3},
+        "collectives_multinode": {"nproc_per_node": 1, "sizes": "65536", "iters": 2},
         "mpi": {"ranks_per_node": 1, "tcp_if_include": "lo"},
     },
     "thresholds": {

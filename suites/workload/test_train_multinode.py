@@ -1,0 +1,58 @@
+"""Training smoke run across all nodes: torchrun on every node, DDP on a tiny transformer.
+
+Rendezvous on the first node (a free port there); NCCL on GPUs, gloo on CPU. Passes when the
+loss falls (last 5 steps below 90 % of the first 5), no loss is NaN, and every node's ranks
+finish within the timeout. Metrics: step time (median, s) and tokens/s of the whole job; the
+rank -> node map is in the item's details. One item per node: a node whose ranks failed or
+hung is named in its own item.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nvtest.check import Judge
+from nvtest.interconnect.fleet import node_recipe, require_up
+from nvtest.interconnect.torchrun_job import node_share, run_torchrun
+
+
+@pytest.mark.check(
+    "train_multinode", area="workload", title="Multi-node training smoke run (torchrun, DDP)"
+)
+def test_train_multinode(node, nvtest_context, judge: Judge) -> None:
+    ctx = nvtest_context
+    require_up(ctx, node)
+    recipe = node_recipe(ctx, ctx.nodes[0], "train_multinode")
+    steps = int(recipe.get("steps", 30))
+    timeout = float(recipe.get("timeout_s", 600))
+    job = run_torchrun(
+        ctx,
+        "train_multinode",
+        "train_smoke.py",
+        ["--steps", str(steps), "--timeout-s", str(int(timeout))],
+        nproc_per_node=int(recipe.get("nproc_per_node", 1)),
+        timeout_s=timeout + 60,
+    )
+    judge.log = ctx.phases.log_path("train_multinode", node.name)
+    judge.detail("rank_nodes", {str(r): n for r, n in sorted(job.rank_nodes.items())})
+    doc = node_share(job, node)
+    r = doc["results"][0]
+    judge.detail("ranks", r.get("ranks"))
+    judge.detail("world_size", r.get("world_size"))
+    mine = [k for k, n in job.rank_nodes.items() if n == node.name]
+    if r.get("world_size") != len(job.rank_nodes):
+        judge.fail(f"world size {r.get('world_size')}, {len(job.rank_nodes)} ranks launched")
+    losses = r.get("losses") or []
+    head, tail = losses[:5], losses[-5:]
+    judge(
+        "final_loss_ratio",
+        (sum(tail) / len(tail)) / (sum(head) / len(head)) if head and tail else None,
+        "ratio",
+    )
+    judge("step_time_s", r.get("step_time_median_s"), "s")
+    judge("tokens_per_s", r.get("tokens_per_s"), "tokens/s")
+    judge.detail("node_ranks", mine)
+    if r.get("any_nan"):
+        judge.fail("a loss was NaN or inf")
+    if not r.get("loss_fell"):
+        judge.fail(f"loss did not fall: first {r.get('first_loss')}, last {r.get('last_loss')}")
