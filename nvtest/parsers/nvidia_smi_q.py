@@ -211,8 +211,12 @@ def _active_reasons(node: TreeNode | None) -> tuple[str, ...]:
     return tuple(k for k, n in node.children if (n.value or "").strip() == "Active")
 
 
-def gpu_from_tree(bus_id: str, g: TreeNode) -> SmiGpu:
-    """Read one GPU block (text ``-q`` or XML ``-q -x`` tree) into an :class:`SmiGpu`."""
+def gpu_from_tree(bus_id: str, g: TreeNode, mig_device_count: int | None = None) -> SmiGpu:
+    """Read one GPU block (text ``-q`` or XML ``-q -x`` tree) into an :class:`SmiGpu`.
+
+    ``mig_device_count`` overrides counting the ``mig_device`` children (the XML reader cuts
+    those blocks before parsing and counts them itself).
+    """
     link = "pci/pci_gpu_link_info" if g.get("pci/pci_gpu_link_info") else "pci/gpu_link_info"
     mig = g.get("mig_devices")
     return SmiGpu(
@@ -224,7 +228,9 @@ def gpu_from_tree(bus_id: str, g: TreeNode) -> SmiGpu:
         persistence_mode=_str(g, "persistence_mode"),
         mig_mode_current=_str(g, "mig_mode/current_mig", "mig_mode/current"),
         mig_mode_pending=_str(g, "mig_mode/pending_mig", "mig_mode/pending"),
-        mig_device_count=sum(1 for k, _ in mig.children if k == "mig_device") if mig else 0,
+        mig_device_count=mig_device_count
+        if mig_device_count is not None
+        else (sum(1 for k, _ in mig.children if k == "mig_device") if mig else 0),
         memory_total_mib=_reading(g, "fb_memory_usage/total"),
         memory_reserved_mib=_reading(g, "fb_memory_usage/reserved"),
         memory_used_mib=_reading(g, "fb_memory_usage/used"),

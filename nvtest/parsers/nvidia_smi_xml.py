@@ -8,7 +8,7 @@ through :func:`~nvtest.parsers.nvidia_smi_q.gpu_from_tree`. Text before the XML 
 
 from __future__ import annotations
 
-import dataclasses
+import re
 import xml.etree.ElementTree as ET
 
 from nvtest.parsers._common import ParseError, guarded, lost_gpu, parse_state
@@ -88,31 +88,23 @@ _UNREAD_BLOCKS = (
 )
 
 
-def _squeeze(body: str, tag: str, count: str | None = None) -> str:
-    """Replace every ``<tag>...</tag>`` block by ``<tag count="N"/>`` before parsing.
+_UNREAD_RE = re.compile(r"<(" + "|".join(_UNREAD_BLOCKS) + r")>.*?</\1>", re.S)
+_MIG_RE = re.compile(r"<mig_devices>(.*?)</mig_devices>", re.S)
 
-    Used for bulk the record does not read (supported clocks, MIG device details); ``N`` is the
-    number of ``<count>`` elements the block held, so MIG devices can still be counted per GPU.
-    """
-    open_t, close_t = f"<{tag}>", f"</{tag}>"
-    start = body.find(open_t)
-    while start >= 0:
-        end = body.find(close_t, start)
-        if end < 0:
-            break
-        n = body.count(f"<{count}>", start, end) if count else 0
-        stub = f'<{tag} count="{n}"/>'
-        body = body[:start] + stub + body[end + len(close_t) :]
-        start = body.find(open_t, start + len(stub))
-    return body
+
+def _squeeze(body: str) -> str:
+    """Cut the blocks of :data:`_UNREAD_BLOCKS` and replace each ``<mig_devices>`` block by
+    ``<mig_devices count="N"/>`` (one regex pass each), so ElementTree parses less."""
+    body = _UNREAD_RE.sub("", body)
+    return _MIG_RE.sub(lambda m: f'<mig_devices count="{m.group(1).count("<mig_device>")}"/>', body)
 
 
 def _gpu(el: ET.Element) -> SmiGpu:
-    gpu = gpu_from_tree(el.get("id", ""), XmlNode(el))
     mig = el.find("mig_devices")
-    if mig is not None and mig.get("count", "").isdigit():
-        gpu = dataclasses.replace(gpu, mig_device_count=int(mig.get("count", "0")))
-    return gpu
+    count = mig.get("count") if mig is not None else None
+    return gpu_from_tree(
+        el.get("id", ""), XmlNode(el), int(count) if count and count.isdigit() else None
+    )
 
 
 @guarded(TOOL)
@@ -130,9 +122,7 @@ def parse(text: str) -> SmiQuery:
     lost = tuple(g for line in text[:start].splitlines() if (g := lost_gpu(line)))
     end = text.rfind("</nvidia_smi_log>")
     body = text[start : end + len("</nvidia_smi_log>")] if end > start else text[start:]
-    for tag in _UNREAD_BLOCKS:
-        body = _squeeze(body, tag)
-    body = _squeeze(body, "mig_devices", "mig_device")
+    body = _squeeze(body)
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
