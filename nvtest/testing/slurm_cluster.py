@@ -382,3 +382,35 @@ def _kill_holders(base: Path) -> None:
         if holds:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(entry.name), signal.SIGKILL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m nvtest.testing.slurm_cluster [--nodes 2]``: start a test cluster,
+    print the ``SLURM_CONF`` to export, keep it up until Ctrl-C."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Start a throw-away Slurm cluster on this machine.")
+    ap.add_argument("--nodes", type=int, default=2, help="number of slurmd nodes (node1..nodeN)")
+    ap.add_argument("--partition", default="nvt")
+    args = ap.parse_args(argv)
+    names = [f"node{i}" for i in range(1, args.nodes + 1)]
+
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    with SlurmCluster(names, partition=args.partition) as cluster:
+        print(f"export SLURM_CONF={cluster.conf}", flush=True)
+        print(
+            f"# {len(names)} nodes in partition {args.partition}; Ctrl-C stops the cluster",
+            flush=True,
+        )
+        try:
+            signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
