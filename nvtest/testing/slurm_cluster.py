@@ -367,21 +367,53 @@ def _terminate(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
         proc.wait(timeout=grace_s)
 
 
-def _kill_holders(base: Path) -> None:
-    """SIGKILL every ``slurmstepd`` that has a file under ``base`` open (a stray step)."""
-    prefix = str(base)
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, comm) of every process."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if (entry / "comm").read_text().strip() != "slurmstepd":
-                continue
-            holds = any(os.readlink(fd).startswith(prefix) for fd in (entry / "fd").iterdir())
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if holds:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(entry.name), signal.SIGKILL)
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        table[int(entry.name)] = (ppid, comm)
+    return table
+
+
+def _kill_holders(base: Path) -> None:
+    """SIGKILL every ``slurmstepd`` that has a file under ``base`` open (a stray
+    step) together with all its descendants (the step's tasks), and every
+    process whose ``SLURM_CONF`` is this cluster's."""
+    prefix = str(base)
+    conf = f"SLURM_CONF={base / 'slurm.conf'}".encode()
+    table = _proc_table()
+    doomed: set[int] = set()
+    for pid, (_, comm) in table.items():
+        proc = Path(f"/proc/{pid}")
+        try:
+            if comm == "slurmstepd":
+                fds = (proc / "fd").iterdir()
+                if any(os.readlink(fd).startswith(prefix) for fd in fds):
+                    doomed.add(pid)
+            elif pid != os.getpid() and conf in (proc / "environ").read_bytes().split(b"\0"):
+                doomed.add(pid)
+        except OSError:
+            continue
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(doomed)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in doomed:
+                doomed.add(child)
+                todo.append(child)
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
