@@ -2,7 +2,8 @@
 
 Run by a launcher (``ft_launcher`` or ``torchrun``) through
 ``resilience_train.py train``; the launcher sets RANK, WORLD_SIZE, LOCAL_RANK,
-MASTER_ADDR/PORT and TORCHELASTIC_RESTART_COUNT.  The model, the data walk and
+MASTER_ADDR/PORT and TORCHELASTIC_RESTART_COUNT (under a requeued Slurm job,
+SLURM_RESTART_COUNT gives the incarnation).  The model, the data walk and
 the loss are those of ``train_smoke.py`` (imported, not copied).
 
 Determinism (what makes "same loss trajectory after the resume" testable):
@@ -118,7 +119,7 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
     """
     t_start = time.time()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    incarnation = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    incarnation = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or os.environ.get("SLURM_RESTART_COUNT") or 0)
     log = rev.EventLog(opts["events_dir"], rank, incarnation) if opts["events_dir"] else None
     if log:
         log.emit("start", t=t_start)

@@ -238,5 +238,9 @@ def _nvrx_version() -> str | None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "train":
         sys.exit(worker_main(sys.argv[2:]))
+    if len(sys.argv) > 1 and sys.argv[1] == "inprocess-train":
+        import _resilience_inprocess
+
+        sys.exit(_resilience_inprocess.worker_main(sys.argv[2:]))
     argv = sys.argv[2:] if len(sys.argv) > 1 and sys.argv[1] == "drill" else sys.argv[1:]
     sys.exit(pc.run(PROBE, build_parser(), body, argv=argv))
