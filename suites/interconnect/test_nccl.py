@@ -1,74 +1,178 @@
-"""NCCL collectives across the GPUs of one node (nccl-tests ``all_reduce_perf``).
+"""NCCL collectives with nccl-tests: inside each node, through the NICs only, and across nodes.
 
-busbw is judged at the plateau (the largest message size reached), not on
-"Avg bus bandwidth"; ``#wrong > 0`` or out-of-bounds values fail whatever the
-bandwidth; a run that stops before its requested maximum size is an error.
-Skips with the reason on a node without GPUs or without nccl-tests.
+- ``nccl``: every operation of the recipe (``recipe.nccl.ops``; default all_reduce) over the
+  node's GPUs, one rank per GPU (``-g <gpus>``), sizes up to ``max_bytes``.
+- ``nccl_nics_only``: all_reduce with ``NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1``: traffic
+  leaves through the NICs, separating NVLink faults from NIC faults.
+- ``nccl_multinode``: one launch over all nodes (mpirun from the first node, or srun under
+  Slurm), one rank per GPU; when it does not pass, the nodes are re-tested in pairs (ring)
+  and the node common to the failing pairs is blamed (confirmed with a known-good node).
+
+Verdicts (:mod:`nvtest.interconnect.nccl`): busbw at the plateau, wrong results fail whatever
+the bandwidth, a truncated sweep or missing ranks is an error; NCCL WARN lines and the error
+site are in the reason. ``NCCL_DEBUG=INFO`` output goes to the evidence log. Binaries: the
+recipe's ``tests_dir``, ``$NVTEST_NCCL_TESTS_DIR``, or the node's PATH.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from nvtest.check import Judge, Probe, ProbeSkip
+from nvtest.check import Judge, NodeError, ProbeSkip
 from nvtest.errors import ProbeError
 from nvtest.facts import NodeFacts
-from nvtest.inventory import Node
-from nvtest.parsers import nccl_tests
-from nvtest.thresholds import SkuProfile
-
-DEFAULT_MAX_BYTES = 8 * 1024**3
-
-
-def _args(node: Node, sku: SkuProfile | None) -> list[str]:
-    recipe = (sku.recipe.get("nccl") if sku else None) or {}
-    gpus = sku.expect.gpus if sku and sku.expect.gpus else 1
-    return [
-        "-b", str(recipe.get("min_bytes", 8)),
-        "-e", str(recipe.get("max_bytes", DEFAULT_MAX_BYTES)),
-        "-f", "2",
-        "-g", str(gpus),
-    ]  # fmt: skip
+from nvtest.interconnect.fleet import check_nodes, fleet_cache, node_recipe, run_commands
+from nvtest.interconnect.launch import MpiOptions, mpirun_argv
+from nvtest.interconnect.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
+from nvtest.interconnect.pair_check import pair_report, report_node
+from nvtest.interconnect.pair_jobs import NcclPairJob
+from nvtest.transports.base import render_command
 
 
-ALL_REDUCE = Probe("nccl_all_reduce", command=("all_reduce_perf",), args=_args, timeout_s=1200)
+def _recipe(ctx, node, key: str = "nccl") -> NcclRecipe:
+    return NcclRecipe.from_recipe(
+        node_recipe(ctx, node, key), tests_dir=os.environ.get("NVTEST_NCCL_TESTS_DIR")
+    )
 
 
-@pytest.mark.check("nccl", area="interconnect", title="NCCL all_reduce inside the node (busbw)")
-def test_nccl(node, node_facts: NodeFacts, raw, judge: Judge) -> None:
+def _gpus(ctx, node) -> int:
+    facts = ctx.states[node.name].facts
+    return len(facts.gpus) if facts else 0
+
+
+def _require_tool(node_facts: NodeFacts, recipe: NcclRecipe, op: str) -> None:
     if not node_facts.gpus:
         raise ProbeSkip(node_facts.gpu_absent_reason or "no NVIDIA GPU")
-    if not node_facts.tools.get("all_reduce_perf"):
-        raise ProbeSkip("nccl-tests not installed: all_reduce_perf not found on the node's PATH")
-    res = raw(ALL_REDUCE)
-    log = nccl_tests.parse(res.stdout + "\n" + res.stderr)
-    if not log.tests:
-        raise ProbeError("all_reduce_perf printed no test")
-    run = log.tests[0]
-    for f in run.failures:
-        judge.fail(f"{f.kind} at {f.site}: {f.message}")
-    if not run.rows:
-        if not run.failures:
-            raise ProbeError("all_reduce_perf printed no result row")
-        return
-    plateau = max(run.rows, key=lambda r: r.size_bytes)
-    judge(
-        "all_reduce_busbw_gbps",
-        plateau.out_of_place.busbw_gbps,
-        "GB/s",
-        size_bytes=plateau.size_bytes,
-    )
-    wrong = sum(
-        (r.out_of_place.wrong or 0) + ((r.in_place.wrong or 0) if r.in_place else 0)
-        for r in run.rows
-    )
-    judge("wrong", wrong, "count")
-    if wrong:
-        judge.fail(f"{wrong} wrong results (#wrong > 0)")
-    if run.oob_ok is False:
-        judge.fail(f"out of bounds values: {run.oob_values}")
-    if run.max_bytes and plateau.size_bytes < run.max_bytes:
-        raise ProbeError(
-            f"run stopped at {plateau.size_bytes} bytes before the requested {run.max_bytes}"
+    binary = f"{op}_perf"
+    if not recipe.tests_dir and not node_facts.tools.get("all_reduce_perf"):
+        raise ProbeSkip(
+            f"nccl-tests not installed: {binary} not on the node's PATH (set NVTEST_NCCL_TESTS_DIR)"
         )
-    judge.detail("nccl_warnings", list(run.nccl_warnings))
+
+
+def _judge(judge: Judge, v: NcclVerdict, log: str | None) -> None:
+    judge.detail(f"nccl_{v.op}", v.details())
+    if v.status == "error":
+        raise ProbeError(f"{v.op}: {v.reason}")
+    if v.status == "fail":
+        judge.fail(f"{v.op}: {v.reason}")
+    judge(f"{v.op}_busbw_gbps", v.busbw_gbps, "GB/s", size_bytes=max(v.plateau_sizes, default=0))
+    judge("wrong", v.wrong, "count", op=v.op)
+    judge.log = log or judge.log
+
+
+def _intra(node, node_facts, ctx, judge: Judge, *, nics_only: bool, check: str) -> None:
+    recipe = _recipe(ctx, node)
+    ops = ("all_reduce",) if nics_only else recipe.ops
+    _require_tool(node_facts, recipe, ops[0])
+    env = nccl_env(recipe, os.environ, nics_only=nics_only)
+    nodes = [n for n in check_nodes(ctx, check) if _gpus(ctx, n)]
+    for op in ops:
+        key = f"{check}_{op}"
+        cmds = {n.name: perf_argv(op, _recipe(ctx, n), _gpus(ctx, n)) for n in nodes}
+        res = run_commands(ctx, key, nodes, cmds, timeout_s=1800, env=env)[node.name]
+        if not res.completed:
+            raise NodeError(res.error or "did not complete")
+        v = judge_output(
+            res.stdout + "\n" + res.stderr,
+            op=op,
+            max_bytes=recipe.max_bytes,
+            plateau_bytes=recipe.plateau_bytes,
+            expected_ranks=_gpus(ctx, node),
+        )
+        _judge(judge, v, ctx.phases.log_path(key, node.name))
+
+
+@pytest.mark.check("nccl", area="interconnect", title="NCCL collectives inside the node (busbw)")
+def test_nccl(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
+    _intra(node, node_facts, nvtest_context, judge, nics_only=False, check="nccl")
+
+
+@pytest.mark.check(
+    "nccl_nics_only", area="interconnect", title="NCCL all_reduce through the NICs only"
+)
+def test_nccl_nics_only(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
+    _intra(node, node_facts, nvtest_context, judge, nics_only=True, check="nccl_nics_only")
+
+
+def mpi_options(ctx, node) -> MpiOptions:
+    """mpirun settings: recipe ``mpi`` (``rsh_agent``, ``tcp_if_include``, ``mca``) and
+    ``$NVTEST_MPI_RSH_AGENT`` on the controller (e.g. ``ssh -F /path/ssh_config``)."""
+    r = node_recipe(ctx, node, "mpi")
+    return MpiOptions(
+        rsh_agent=os.environ.get("NVTEST_MPI_RSH_AGENT") or r.get("rsh_agent"),
+        tcp_if_include=r.get("tcp_if_include"),
+        mca={str(k): str(v) for k, v in (r.get("mca") or {}).items()},
+    )
+
+
+def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
+    nodes = [n for n in check_nodes(ctx, "nccl_multinode") if _gpus(ctx, n)]
+    first = nodes[0]
+    recipe = (
+        _recipe(ctx, first, "nccl_multinode")
+        if node_recipe(ctx, first, "nccl_multinode")
+        else _recipe(ctx, first)
+    )
+    env = nccl_env(recipe, os.environ)
+    prog = perf_argv(op, recipe, 1)
+    expected = sum(_gpus(ctx, n) for n in nodes)
+    launch = getattr(ctx.transport, "launch_multi", None)
+    if launch is not None:  # Slurm: one srun step, one task per GPU
+        res = launch(
+            nodes, prog, _gpus(ctx, first), 1, env, timeout_s=1800 * ctx.config.timeout_scale
+        )
+        key = None
+    else:
+        argv = mpirun_argv(
+            [(n.name, _gpus(ctx, n)) for n in nodes],
+            prog,
+            export=list(env),
+            opts=mpi_options(ctx, first),
+        )
+        key = f"nccl_multinode_{op}"
+        res = run_commands(
+            ctx, key, [first], {first.name: render_command(argv, env)}, timeout_s=1800
+        )[first.name]
+    if not res.completed:
+        return (
+            NcclVerdict(op=op, status="error", reasons=(res.error or "did not complete",)),
+            res.command,
+            key,
+        )
+    v = judge_output(
+        res.stdout + "\n" + res.stderr,
+        op=op,
+        max_bytes=recipe.max_bytes,
+        plateau_bytes=recipe.plateau_bytes,
+        expected_ranks=expected,
+    )
+    return v, res.command, key
+
+
+@pytest.mark.check(
+    "nccl_multinode", area="interconnect", title="NCCL across nodes (busbw), pairs to localize"
+)
+def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
+    ctx = nvtest_context
+    recipe = _recipe(ctx, node, "nccl_multinode")
+    _require_tool(node_facts, recipe, "all_reduce")
+    if len([n for n in check_nodes(ctx, "nccl_multinode") if _gpus(ctx, n)]) < 2:
+        raise ProbeSkip("multi-node NCCL needs two GPU nodes")
+    op = recipe.ops[0]
+    v, command, key = fleet_cache(ctx).get(f"nccl_multinode:{op}", lambda: _multinode(ctx, op))
+    judge.detail("command", command)
+    if v.status == "pass":
+        _judge(judge, v, ctx.phases.log_path(key, ctx.nodes[0].name) if key else None)
+        if not judge.verdict.is_bad:
+            return
+    judge.detail("all_nodes", v.details())
+    job = NcclPairJob(
+        ctx, check="nccl_multinode", op=op, recipe=recipe, gpus=lambda n: _gpus(ctx, n),
+        env=nccl_env(recipe, os.environ), mpi=mpi_options(ctx, node),
+    )  # fmt: skip
+    judge.metrics.clear()
+    judge.failures.clear()
+    report_node(judge, pair_report(ctx, "nccl_multinode", job), node, f"{op}_busbw_gbps", "GB/s")

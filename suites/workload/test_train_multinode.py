@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
+from nvtest.check import Judge, ProbeSkip
 from nvtest.interconnect.fleet import node_recipe, require_up
 from nvtest.interconnect.torchrun_job import node_share, run_torchrun
 
@@ -22,6 +22,8 @@ from nvtest.interconnect.torchrun_job import node_share, run_torchrun
 def test_train_multinode(node, nvtest_context, judge: Judge) -> None:
     ctx = nvtest_context
     require_up(ctx, node)
+    if len(ctx.nodes) < 2:
+        raise ProbeSkip("one node in this run: the single-node smoke run is the train_smoke check")
     recipe = node_recipe(ctx, ctx.nodes[0], "train_multinode")
     steps = int(recipe.get("steps", 30))
     timeout = float(recipe.get("timeout_s", 600))
