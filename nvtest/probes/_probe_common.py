@@ -38,6 +38,7 @@ import importlib
 import json
 import math
 import os
+import queue as _queue
 import signal
 import socket
 import sys
@@ -61,6 +62,11 @@ class ProbeSkip(Exception):
 
 class ProbeError(Exception):
     """The probe applies but could not measure; the message is the reason."""
+
+
+class ProbeTerminated(BaseException):
+    """SIGTERM arrived (the controller's timeout); a BaseException so that no
+    ``except Exception`` in a probe or library swallows it."""
 
 
 # --------------------------------------------------------------------------- imports
@@ -207,7 +213,7 @@ class ProbeArgumentParser(argparse.ArgumentParser):
 
 
 def _raise_on_sigterm(signum: int, _frame: Any) -> None:
-    raise ProbeError(f"terminated by signal {signum}")
+    raise ProbeTerminated(f"terminated by signal {signum}")
 
 
 def run(
@@ -544,6 +550,7 @@ def run_per_device(
     devices: Sequence[str],
     payload: Any,
     timeout_s: float,
+    context: Any = None,
 ) -> list[dict[str, Any]]:
     """Run ``fn(device, payload)`` in one spawned process per device, all at once.
 
@@ -551,33 +558,38 @@ def run_per_device(
     module-level function of the probe script (picklable under spawn).  Returns
     one dict per device, in the order given; a process that raises, dies or
     outlives ``timeout_s`` yields ``{"device", "status": "error", "reason"}``.
+    ``context``: a multiprocessing spawn context (default the stdlib's; the
+    training probe passes torch.multiprocessing's).
     """
     import multiprocessing as mp
 
-    ctx = mp.get_context("spawn")
+    ctx = context or mp.get_context("spawn")
     queue = ctx.Queue()
     procs = {
         dev: ctx.Process(target=_device_worker, args=(fn, dev, payload, queue), daemon=True)
         for dev in devices
     }
-    for proc in procs.values():
-        proc.start()
     answers: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + timeout_s
-    while len(answers) < len(procs) and time.monotonic() < deadline:
-        try:
-            dev, result = queue.get(timeout=0.2)
-            answers[dev] = result
-        except Exception:  # noqa: BLE001 - queue.Empty
-            if all(not p.is_alive() for d, p in procs.items() if d not in answers):
-                with contextlib.suppress(Exception):
-                    while True:
-                        dev, result = queue.get(timeout=0.5)
-                        answers[dev] = result
-                break
+    try:
+        for proc in procs.values():
+            proc.start()
+        deadline = time.monotonic() + timeout_s
+        while len(answers) < len(procs) and time.monotonic() < deadline:
+            try:
+                dev, result = queue.get(timeout=0.2)
+                answers[dev] = result
+            except _queue.Empty:
+                if all(not p.is_alive() for d, p in procs.items() if d not in answers):
+                    with contextlib.suppress(_queue.Empty):  # answers still in the pipe
+                        while len(answers) < len(procs):
+                            dev, result = queue.get(timeout=0.5)
+                            answers[dev] = result
+                    break
+    finally:  # also on SIGTERM/KeyboardInterrupt: leave no worker behind
+        for dev, proc in procs.items():
+            if proc.is_alive() and dev not in answers:
+                proc.terminate()
     for dev, proc in procs.items():
-        if proc.is_alive() and dev not in answers:
-            proc.terminate()
         proc.join(timeout=10)
         if dev not in answers:
             why = (

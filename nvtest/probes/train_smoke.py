@@ -179,49 +179,24 @@ def train_rank(rank: int, world: int, local_rank: int, opts: dict[str, Any]) -> 
     }
 
 
-def _spawned_rank(rank: int, world: int, port: int, opts: dict[str, Any], queue: Any) -> None:
-    """Entry of a standalone rank: set the rendezvous env, train, report to the parent."""
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+def _rank_worker(device: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Spawned standalone rank (``device`` = ``"rank:N"``): rendezvous env, then train."""
+    rank, world = int(device.split(":")[1]), payload["world"]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(payload["port"]), RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
-    try:
-        queue.put(("ok", rank, train_rank(rank, world, rank, opts)))
-    except BaseException as exc:  # noqa: BLE001 - the parent reports it
-        queue.put(("error", rank, f"{type(exc).__name__}: {exc}"))
+    return train_rank(rank, world, rank, payload["opts"])
 
 
 def run_standalone(nproc: int, opts: dict[str, Any]) -> dict[str, Any]:
     """Spawn ``nproc`` local ranks; rank 0's entry, or ProbeError naming the failing ranks."""
-    torch_mp = pc.require("torch.multiprocessing")
-    ctx = torch_mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
-    opts = {**opts, "local_world": nproc}
-    procs = [ctx.Process(target=_spawned_rank, args=(r, nproc, port, opts, queue), daemon=True)
-             for r in range(nproc)]
-    for p in procs:
-        p.start()
-    answers: dict[int, tuple[str, Any]] = {}
-    deadline = time.monotonic() + opts["timeout_s"] + 60
-    while len(answers) < nproc and time.monotonic() < deadline:
-        try:
-            status, rank, value = queue.get(timeout=0.5)
-            answers[rank] = (status, value)
-        except Exception:  # noqa: BLE001 - queue.Empty: check for dead ranks
-            dead = [r for r, p in enumerate(procs) if not p.is_alive() and r not in answers]
-            if dead and queue.empty():
-                time.sleep(1.0)
-                if queue.empty():
-                    break
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-        p.join(timeout=10)
-    problems = [f"rank {r}: {v}" for r, (s, v) in sorted(answers.items()) if s != "ok"]
-    problems += [f"rank {r}: no answer (exit code {procs[r].exitcode})"
-                 for r in range(nproc) if r not in answers]
+    ctx = pc.require("torch.multiprocessing").get_context("spawn")
+    payload = {"world": nproc, "port": free_port(), "opts": {**opts, "local_world": nproc}}
+    ranks = [f"rank:{r}" for r in range(nproc)]
+    answers = pc.run_per_device(_rank_worker, ranks, payload, opts["timeout_s"] + 60, context=ctx)
+    problems = [f"{a['device']}: {a['reason']}" for a in answers if a.get("status") in ("error", "skip")]
     if problems:
         raise pc.ProbeError("; ".join(problems))
-    return answers[0][1]
+    return answers[0]
 
 
 def build_parser() -> pc.ProbeArgumentParser:

@@ -77,3 +77,34 @@ def test_run_per_device_turns_failures_into_entries():
     assert died["status"] == "error" and "exit code 7" in died["reason"]
     assert hung["status"] == "error" and "no answer within 20 s" in hung["reason"]
     assert pc.overall_status(answers)[0] == "error"
+
+
+def test_sigterm_still_prints_an_error_document(probe_dir):
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["NVTEST_PROBE_DISABLE"] = "torch"
+    proc = subprocess.Popen(
+        [sys.executable, str(probe_dir / "burnin_probe.py"), "--device", "cpu", "--seconds", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # burning: the worker process exists
+        with open(children) as fh:
+            if fh.read().strip():
+                break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    doc = json.loads(out)
+    assert proc.returncode == 1, (doc, err[-2000:])
+    assert doc["status"] == "error" and "terminated by signal 15" in doc["reason"], doc
