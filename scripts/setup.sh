@@ -53,7 +53,7 @@ req_hash=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-12)
 if [ ! -f "$STAMPS/pip-$req_hash" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
   # torch 2.13.0 is the CPU build present on these machines; any other spec may download GBs
-  "$VENV/bin/python" -m pip install -q -e '.[test]' 'torch==2.13.0' 'mpi4py>=3.1' 2>&1 | grep -v '^WARNING: Location' || true
+  "$VENV/bin/python" -m pip install -q -e '.[test,resilience]' 'torch==2.13.0' 'mpi4py>=3.1' 2>&1 | grep -v '^WARNING: Location' || true
   "$VENV/bin/python" -c "import nvtest, torch, pytest, hypothesis" 
   touch "$STAMPS/pip-$req_hash"
 fi
