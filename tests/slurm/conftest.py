@@ -1,5 +1,5 @@
 """The real Slurm cluster of the ``slurm``-marked tests: munged, slurmctld and two
-``slurmd -N`` (node1, node2, partition ``nvt``) on this machine, one per session.
+``slurmd -N`` (node1, node2, partition ``nvt``) on this machine, one for the tests/slurm package.
 
 The tests skip, saying why, only when Slurm's daemons are not installed (the
 Debian packages ``munge`` and ``slurm-wlm``) or when not run as root; a
@@ -18,7 +18,7 @@ import pytest
 from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     missing = missing_slurm_binaries()
     if missing:
