@@ -385,12 +385,11 @@ def inventory_cmd(
     raise typer.Exit(EXIT_CHECK_FAILED if any(n.get("down_reason") for n in data["nodes"].values()) else EXIT_OK)
 
 
-from nvtest import cli_skus; cli_skus.register(app)  # noqa: E402, E702, I001
+# Verbs defined in their own modules: `nvtest parse`, `nvtest skus ...`, `nvtest evaluate`, `nvtest compare`.
+from nvtest import cli_parse, cli_report, cli_skus  # noqa: E402
 
-
-from nvtest import cli_report  # noqa: E402
-
-cli_report.register(app)
+for _module in (cli_parse, cli_skus, cli_report):
+    _module.register(app)
 
 
 def main() -> None:

@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 
 
-@pytest.mark.parametrize("verb", [["run"], ["report"], ["inventory"], ["list", "suites"], ["list", "checks"], ["list", "skus"]])
+@pytest.mark.parametrize(
+    "verb",
+    [["run"], ["report"], ["inventory"], ["list", "suites"], ["list", "checks"], ["list", "skus"], ["parse"], ["skus", "show"], ["skus", "match"], ["evaluate"], ["compare"]],
+)
 def test_help_has_example(nvtest_cli, verb):
     proc = nvtest_cli(*verb, "--help")
     assert proc.returncode == 0
