@@ -67,7 +67,8 @@ def judge_injob(judge: Judge, result: Mapping[str, Any], target_s: float) -> dic
 
 
 def judge_estimate(judge: Judge, est_recipe: Mapping[str, Any], restart_s: float | None,
-                   save_s: float | None, save_source: str) -> None:
+                   save_s: float | None, save_source: str,
+                   restart_source: str = "measured recovery_s of this node's in-job drill") -> None:
     """Add the effective-training-time estimate (recipe MTBF and interval) to the details and metrics."""
     if restart_s is None or save_s is None:
         judge.detail("effective_time", {"error": "no restart or save time measured"})
@@ -75,7 +76,7 @@ def judge_estimate(judge: Judge, est_recipe: Mapping[str, Any], restart_s: float
     est = estimate(float(est_recipe["mtbf_h"]) * 3600.0, float(est_recipe["interval_min"]) * 60.0, save_s, restart_s)
     judge("effective_fraction", est.effective_fraction, "ratio")
     judge.detail("effective_time", {**est.to_json(), "save_source": save_source,
-                                    "restart_source": "measured recovery_s of this drill"})
+                                    "restart_source": restart_source})
 
 
 def stragglers_of(scores: Mapping[str, Any], bound: float) -> list[dict[str, Any]]:

@@ -19,13 +19,13 @@ __all__ = ["CKPT", "CKPT_QUICK", "INJOB", "INPROCESS", "STRAGGLER", "ckpt_args",
 ArgsFn = Callable[[Node, "SkuProfile | None"], list[str]]
 
 
-def ckpt_args(tier: str, size_key: str = "size_mib") -> ArgsFn:
-    """argv of ``ckpt_probe.py`` for ``tier`` from the ``ckpt`` recipe."""
+def ckpt_args(tier: str, size_key: str = "size_mib", model: bool = True) -> ArgsFn:
+    """argv of ``ckpt_probe.py`` for ``tier`` from the ``ckpt`` recipe (``--model``: also the model state)."""
 
     def args(node: Node, sku: SkuProfile | None) -> list[str]:
         rec = ckpt_recipe(sku)
         return ["--tier", tier, "--path", str(rec.get(f"{tier}_path") or ""), "--size-mib", str(rec[size_key]),
-                "--chunk-mib", str(rec["chunk_mib"]), "--model"]
+                "--chunk-mib", str(rec["chunk_mib"]), *(["--model"] if model else [])]
 
     return args
 
@@ -45,7 +45,7 @@ def drill_args(kind: str) -> ArgsFn:
 
 CKPT = {tier: Probe(f"ckpt_{tier}", script="ckpt_probe.py", args=ckpt_args(tier), timeout_s=1800)
         for tier in ("mem", "local", "shared")}
-CKPT_QUICK = {tier: Probe(f"ckpt_quick_{tier}", script="ckpt_probe.py", args=ckpt_args(tier, "quick_size_mib"),
+CKPT_QUICK = {tier: Probe(f"ckpt_quick_{tier}", script="ckpt_probe.py", args=ckpt_args(tier, "quick_size_mib", model=False),
                           timeout_s=600) for tier in ("mem", "local")}
 INJOB = Probe("restart_injob", script="resilience_train.py", args=drill_args("injob"), timeout_s=1500)
 INPROCESS = Probe("restart_inprocess", script="resilience_train.py", args=drill_args("inprocess"), timeout_s=900)

@@ -1,0 +1,36 @@
+"""The job-level drill on a real Slurm (munge, slurmctld, two slurmd on this machine): a requeued
+training job runs again, resumes from its newest checkpoint and finishes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from nvtest.resilience.requeue import run_requeue_drill
+from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
+from tests.resilience.conftest import PROBES
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SlurmCluster]:
+    missing = missing_slurm_binaries()
+    if missing:
+        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm")
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root)")
+    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as sim, sim.activated():
+        yield sim
+
+
+def test_requeued_job_runs_again_and_resumes(cluster, tmp_path):
+    fig = run_requeue_drill("node2", sys.executable, str(PROBES), tmp_path / "requeue", steps=24, ckpt_every=4,
+                            requeue_step=6, step_s=0.25, timeout_s=400)
+    assert fig.completed, fig
+    assert fig.resumed_from_step == 4 or fig.resumed_from_step == 8, fig
+    assert fig.running_again_s is not None and 0 < fig.running_again_s < fig.resumed_s < fig.training_s
+    assert 0 <= fig.steps_lost <= 4 + 1
