@@ -59,6 +59,8 @@ LAMBDA = 4.0
 SAMPLE_ROWS = 8
 DEFAULT_GPU_SIZE = 8192
 CPU_TARGET_S = 0.1
+WARMUP_S = 0.5
+MAX_REPS = 20000
 
 
 def gemm_tolerance(dtype: str, k: int) -> float:
@@ -139,8 +141,10 @@ def measure(
 ) -> dict[str, Any]:
     """Time ``size``-cubed products of ``dtype`` and check a sample; one result entry.
 
-    Warm-up: 3 products (or 1 if one takes over 1 s).  Timed: at least 5
-    products and at least ``min_seconds``, cycling through ``pairs`` operand pairs.
+    Warm-up: at least 3 products and WARMUP_S seconds (a quarter of
+    ``min_seconds`` if less), so GPU clocks leave idle; one product if it takes
+    over 1 s.  Timed: at least 5 products and at least ``min_seconds``
+    (at most MAX_REPS products), cycling through ``pairs`` operand pairs.
     """
     m = n = k = size
     mm = backend.matmul(dtype)
@@ -152,9 +156,10 @@ def measure(
         return backend.timer.time_many(calls)
 
     warm = products(0, 1)
-    while len(warm) < 3 and warm[-1] < 1.0:
+    warm_s = min(WARMUP_S, min_seconds / 4)
+    while warm[-1] < 1.0 and (len(warm) < 3 or sum(warm) < warm_s):
         warm += products(len(warm), 1)
-    reps = pc.reps_for(min(warm), min_seconds, min_reps=5, max_reps=100000)
+    reps = pc.reps_for(min(warm), min_seconds, min_reps=5, max_reps=MAX_REPS)
     times = products(0, reps)
     rates = [pc.tflops(m, n, k, t) for t in times]
     summary = pc.stats(rates)
