@@ -207,10 +207,16 @@ def run(
 
         nodes = fold_hostlist(names)
 
-    run_id = new_run_id()
-    out.mkdir(parents=True, exist_ok=True)
-    run_dir = (out / run_id).resolve()
-    run_dir.mkdir(parents=True)
+    preset = os.environ.get("NVTEST_RUN_DIR")  # set by the batch script of `nvtest submit`
+    if preset:
+        run_dir = Path(preset).resolve()
+        run_id, out = run_dir.name, run_dir.parent
+        run_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        run_id = new_run_id()
+        out.mkdir(parents=True, exist_ok=True)
+        run_dir = (out / run_id).resolve()
+        run_dir.mkdir(parents=True)
     cfg = RunConfig(
         run_id=run_id,
         run_dir=str(run_dir),
@@ -383,6 +389,82 @@ def inventory_cmd(
     else:
         print_inventory(console, data)
     raise typer.Exit(EXIT_CHECK_FAILED if any(n.get("down_reason") for n in data["nodes"].values()) else EXIT_OK)
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    epilog="Example: nvtest submit --partition gpu --time 120 --exclusive --nodes 'gpu[001-016]' --suite delivery",
+)
+def submit(
+    ctx: typer.Context,
+    nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist; default: all available nodes of --partition.")] = None,
+    inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file (its nodes are allocated).")] = None,
+    partition: Annotated[str | None, typer.Option(help="slurm: partition.")] = None,
+    time_limit: Annotated[str | None, typer.Option("--time", help="slurm: time limit of the batch job.")] = None,
+    account: Annotated[str | None, typer.Option(help="slurm: account.")] = None,
+    reservation: Annotated[str | None, typer.Option(help="slurm: reservation.")] = None,
+    qos: Annotated[str | None, typer.Option(help="slurm: QOS.")] = None,
+    exclusive: Annotated[bool, typer.Option(help="slurm: exclusive nodes (recommended for acceptance).")] = False,
+    gpus_per_node: Annotated[int | None, typer.Option(help="slurm: GPUs per node to allocate.")] = None,
+    out: Annotated[Path, typer.Option(help="Where the run directory is created.")] = Path("reports"),
+) -> None:
+    """Submit `nvtest run --backend slurm` as a batch job in its own allocation.
+
+    Every other option (--suite, -k, --sku, --overlay, --drain-failed, ...) is passed
+    to `nvtest run` inside the job. The batch script is kept in the run directory;
+    the job id and the report's path are printed.
+    """
+    from nvtest.inventory import expand_hostlist, load_inventory
+    from nvtest.transports.slurm import SlurmTransport, discover_nodes
+
+    passthrough = list(ctx.args)
+    run_cmd = typer.main.get_command(app).get_command(ctx, "run")  # type: ignore[attr-defined]
+    try:
+        assert run_cmd is not None
+        run_cmd.make_context("run", [*passthrough], parent=ctx, resilient_parsing=False)
+    except Exception as exc:  # typer's (vendored click) usage errors
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        err_console.print(f"nvtest: error: option not accepted by nvtest run: {message}")
+        raise typer.Exit(EXIT_CONFIG) from exc
+    try:
+        if inventory is not None:
+            names = load_inventory(inventory).names()
+        elif nodes:
+            names = expand_hostlist(nodes)
+        elif partition:
+            names = discover_nodes(partition=partition)
+        else:
+            raise ConfigError("nvtest submit needs --nodes, --inventory or --partition", field="--nodes")
+        if not names:
+            raise ConfigError(f"no available node in partition {partition!r}", field="--partition")
+        opts = {
+            k: v
+            for k, v in {
+                "partition": partition,
+                "time_limit": time_limit,
+                "account": account,
+                "reservation": reservation,
+                "qos": qos,
+                "exclusive": exclusive,
+                "gpus_per_node": gpus_per_node,
+            }.items()
+            if v not in (None, False)
+        }
+        run_id = new_run_id()
+        out.mkdir(parents=True, exist_ok=True)
+        run_dir = (out / run_id).resolve()
+        transport = SlurmTransport(allocate=False, run_id=run_id, **opts)  # type: ignore[arg-type]
+        argv = [sys.executable, "-m", "nvtest.cli", "run", "--backend", "slurm", "--progress", "plain"]
+        if inventory is not None:
+            argv += ["--inventory", str(inventory.resolve())]
+        argv += passthrough
+        script = transport.write_batch_script(run_dir, argv, nodes=names)
+        job_id = transport.submit(script)
+    except NvtestError as exc:
+        raise _fail(exc) from exc
+    _update_latest(out, run_dir)
+    console.print(f"submitted job {job_id}: {len(names)} node(s); batch script {script}", markup=False, highlight=False)
+    console.print(f"report (when the job ends): {run_dir / 'report.html'}", markup=False, highlight=False)
 
 
 # Verbs defined in their own modules: `nvtest parse`, `nvtest skus ...`, `nvtest evaluate`, `nvtest compare`.
