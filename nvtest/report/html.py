@@ -92,9 +92,23 @@ def asset(name: str) -> Markup:
 
 
 def _finite(v: Any) -> Any:
-    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+    """JSON-safe number, about six significant digits (NaN and infinities as text)."""
+    if v.__class__ is float:
+        if v != v or v in (_INF, -_INF):
+            return str(v)
+        return round(v, 4) if abs(v) >= 1 else float(f"{v:.6g}")
+    return v
+
+
+def _raw(v: Any) -> Any:
+    """A measured value as JSON can carry it (NaN and infinities as text), unrounded."""
+    if isinstance(v, float) and (v != v or v in (_INF, -_INF)):
         return str(v)
     return v
+
+
+_INF = float("inf")
+_THRESHOLD_KEYS = ("min", "max", "warn_min", "warn_max", "unit", "source", "origin")
 
 
 def _inventory_blob(nd: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,7 +221,7 @@ def data_blob(view: ReportView) -> dict[str, Any]:
     """The JSON the page's script renders the matrix, panels and long tables from."""
     checks = [c.name for c in view.checks]
     thresholds: list[list[str]] = []
-    tindex: dict[tuple[str, str, str], int] = {}
+    tindex: dict[tuple[str, ...], int] = {}
     code = {"pass": "p", "warn": "w", "fail": "f", "error": "e", "skip": "s"}
     nodes = []
     items: dict[str, Any] = {}
@@ -240,31 +254,38 @@ def data_blob(view: ReportView) -> dict[str, Any]:
                 t = m.get("threshold")
                 ti = -1
                 if t:
-                    key = (
-                        threshold_text(t),
-                        str(t.get("source") or ""),
-                        str(t.get("origin") or ""),
-                    )
-                    ti = tindex.setdefault(key, len(thresholds))
-                    if ti == len(thresholds):
-                        thresholds.append(list(key))
-                f = m.get("fleet") or None
-                fleet = None
-                if f:
-                    fleet = [
+                    raw_key = tuple(map(str, (t.get(k) for k in _THRESHOLD_KEYS)))
+                    ti = tindex.get(raw_key, -1)
+                    if ti < 0:
+                        ti = tindex[raw_key] = len(thresholds)
+                        thresholds.append(
+                            [
+                                threshold_text(t),
+                                str(t.get("source") or ""),
+                                str(t.get("origin") or ""),
+                            ]
+                        )
+                f = m.get("fleet")
+                fleet = (
+                    [
                         _finite(f.get("median")),
                         _finite(f.get("delta_pct")),
                         _finite(f.get("robust_z")),
                         bool(f.get("outlier")),
                     ]
+                    if f
+                    else None
+                )
+                labels = m.get("labels")
+                verdict = m.get("verdict")
                 ms.append(
                     [
                         m.get("name"),
-                        labels_text(m.get("labels")),
-                        _finite(m.get("value")),
+                        " ".join(f"{k}={v}" for k, v in labels.items()) if labels else "",
+                        _raw(m.get("value")),
                         m.get("unit") or "",
-                        m.get("verdict"),
-                        m.get("reason") or "",
+                        verdict,
+                        "" if verdict == "pass" else m.get("reason") or "",
                         ti,
                         fleet,
                     ]

@@ -11,7 +11,9 @@ that older or newer runs lack (``fleet``, ``diagnosis``, ``down_reason``,
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
+import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -35,6 +37,7 @@ __all__ = [
 
 #: Verdicts in display order.
 VERDICTS = ("pass", "warn", "fail", "error", "skip")
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_.~-][A-Za-z0-9_.~/-]*")
 #: Severity, as :class:`nvtest.verdict.Verdict.rank`: skip < pass < warn < error < fail.
 RANK = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
 
@@ -47,6 +50,8 @@ def safe_log_link(path: str | None) -> str | None:
     """
     if not path or not isinstance(path, str):
         return None
+    if _PLAIN_PATH.fullmatch(path):  # the common case: nothing to quote
+        return path if all(p not in ("", ".", "..") for p in path.split("/")) else None
     norm = path.replace("\\", "/")
     if norm.startswith("/") or any(ord(c) < 32 for c in norm):
         return None
@@ -99,7 +104,16 @@ def threshold_text(t: Mapping[str, Any] | None) -> str:
     """``≥ 431 GB/s (warn < 450)`` style text of a threshold; ``-`` when None."""
     if not t:
         return "-"
-    unit = t.get("unit") or ""
+    key = (t.get("min"), t.get("max"), t.get("warn_min"), t.get("warn_max"), t.get("unit") or "")
+    try:
+        return _threshold_text(*key)
+    except TypeError:  # an unhashable value: format it uncached
+        return _threshold_text.__wrapped__(*key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _threshold_text(lo: Any, hi: Any, warn_lo: Any, warn_hi: Any, unit: str) -> str:
+    t = {"min": lo, "max": hi, "warn_min": warn_lo, "warn_max": warn_hi}
     parts = []
     if t.get("min") is not None:
         parts.append(f"≥ {fmt_num(t['min'])}")

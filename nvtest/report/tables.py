@@ -110,12 +110,14 @@ def _defuse(value: Any) -> Any:
 
 def write_tables(run_dir: Path, doc: Mapping[str, Any]) -> list[Path]:
     """Write ``results.csv`` (and ``results.parquet`` when pyarrow is installed); return the paths."""
+    import pandas as pd
+
     df = results_frame(doc)
     written = []
     csv = run_dir / "results.csv"
     out = df.copy()
     for col in out.columns:
-        if str(out[col].dtype) == "string":
+        if pd.api.types.is_string_dtype(out[col].dtype):
             out[col] = out[col].map(_defuse, na_action="ignore")
     out.to_csv(csv, index=False)
     written.append(csv)
