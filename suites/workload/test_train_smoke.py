@@ -12,6 +12,7 @@ import pytest
 from nvtest.check import Judge, Probe
 from nvtest.inventory import Node
 from nvtest.thresholds import SkuProfile
+from nvtest.training import judge_training_result
 
 
 def _args(node: Node, sku: SkuProfile | None) -> list[str]:
@@ -25,18 +26,4 @@ TRAIN = Probe("train_smoke", script="train_smoke.py", args=_args, timeout_s=600)
 @pytest.mark.check("train_smoke", area="workload", title="Training smoke run (DDP)")
 def test_train_smoke(node, measure, judge: Judge) -> None:
     doc = measure(TRAIN)
-    r = doc["results"][0] if doc.get("results") else doc
-    first, last = r.get("first_loss"), r.get("last_loss")
-    losses = r.get("losses") or []
-    head = losses[:5] or [first]
-    tail = losses[-5:] or [last]
-    ratio = (sum(tail) / len(tail)) / (sum(head) / len(head)) if head and tail and head[0] else None
-    judge("final_loss_ratio", ratio, "ratio")
-    judge("step_time_s", r.get("step_time_median_s"), "s")
-    judge("tokens_per_s", r.get("tokens_per_s"), "tokens/s")
-    if r.get("nan"):
-        judge.fail("a loss was NaN")
-    if not r.get("loss_fell", False):
-        judge.fail(f"loss did not fall: first {first}, last {last}")
-    judge.detail("ranks", r.get("rank_hosts"))
-    judge.detail("world_size", r.get("world_size"))
+    judge_training_result(judge, doc["results"][0])
