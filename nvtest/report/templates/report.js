@@ -111,7 +111,10 @@
         var name = el('span', null, m[0]); if (m[1]) add(name, el('div', 'muted', m[1]));
         return [name, fmt(m[2]) + ' ' + m[3], badge(m[4]), thr ? thr[0] : '-', src, fl, m[5]];
       });
-      b.appendChild(table(['metric', 'value', 'verdict', 'threshold', 'source', 'fleet', 'reason'], rows));
+      var hasFleet = it.m.some(function (m) { return m[7]; }), hasReason = it.m.some(function (m) { return m[5]; });
+      var keep = [true, true, true, true, true, hasFleet, hasReason];
+      var heads = ['metric', 'value', 'verdict', 'threshold', 'source', 'fleet', 'reason'].filter(function (h, i) { return keep[i]; });
+      b.appendChild(table(heads, rows.map(function (r) { return r.filter(function (c, i) { return keep[i]; }); })));
     }
     var a = link(it.l, 'raw evidence: ' + it.l);
     if (a) add(b, add(el('p'), a));
