@@ -299,7 +299,10 @@ class SSHTransport(Transport):
         if self._log_fn is None:
             return
         with self._log_lock:
-            self._log_fn(f"ssh: {node}: {message}" if node else f"ssh: {message}")
+            try:
+                self._log_fn(f"ssh: {node}: {message}" if node else f"ssh: {message}")
+            except Exception:  # a broken log sink must not fail a node
+                pass
 
     def _policy(self, target: SSHTarget, node: str) -> HostKeyCheck:
         def warn(message: str) -> None:
@@ -350,7 +353,9 @@ class SSHTransport(Transport):
             policy=self._policy(target, node),
             sock_factory=sock_factory,
             stop=self._interrupted,
-            note=lambda message: self._note(node, f"{target.alias}: {message}"),
+            note=lambda message: self._note(
+                node, message if target.alias == node else f"via {target.alias}: {message}"
+            ),
         )
         return _Conn(client, target)
 

@@ -55,9 +55,11 @@ def _run(cluster: SSHDCluster, home: Path, out: Path) -> tuple[int, str, Path, d
         env={"HOME": str(home)},
         timeout=600,
     )
+    output = proc.stdout + proc.stderr
     run_dir = (out / "latest").resolve()
+    assert (run_dir / "results.json").exists(), f"exit {proc.returncode}, no results.json:\n{output}"
     doc = json.loads((run_dir / "results.json").read_text())
-    return proc.returncode, proc.stdout + proc.stderr, run_dir, doc
+    return proc.returncode, output, run_dir, doc
 
 
 def test_delivery_over_four_ssh_nodes_passes(
