@@ -222,6 +222,13 @@ class SSHTransport(Transport):
                 lines[node.name] = render_command(command[node.name], env)
             else:
                 lines[node.name] = render_command(command, env)
+        if self._closed:
+            return {
+                node.name: CommandResult(
+                    node=node.name, command=lines[node.name], error="transport closed"
+                )
+                for node in nodes
+            }
         futures = [
             (node.name, self._pool.submit(self._run_one, node, lines[node.name], timeout_s))
             for node in nodes

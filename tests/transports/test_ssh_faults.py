@@ -161,3 +161,5 @@ def test_interrupt_kills_remote_processes(sshd_cluster: SSHDCluster, tmp_path: P
         assert time.monotonic() - t0 < 0.5
     finally:
         transport.close()
+    closed = transport.run(nodes, "true", timeout_s=5)
+    assert all(r.error == "transport closed" for r in closed.values())
