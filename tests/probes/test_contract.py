@@ -68,14 +68,14 @@ def test_run_per_device_turns_failures_into_entries():
     from tests.probes.spawn_workers import behave
 
     plan = {"cuda:0": "ok", "cuda:1": "raise", "cuda:2": "skip", "cuda:3": "die", "cuda:4": "hang"}
-    answers = pc.run_per_device(behave, list(plan), plan, timeout_s=20)
+    answers = pc.run_per_device(behave, list(plan), plan, timeout_s=10)
     assert [a["device"] for a in answers] == list(plan)
     ok, raised, skipped, died, hung = answers
     assert ok["status"] == "ok" and ok["pid"] != os.getpid()
     assert raised["status"] == "error" and "illegal memory access" in raised["reason"]
     assert skipped == {"device": "cuda:2", "status": "skip", "reason": "no such thing here"}
     assert died["status"] == "error" and "exit code 7" in died["reason"]
-    assert hung["status"] == "error" and "no answer within 20 s" in hung["reason"]
+    assert hung["status"] == "error" and "no answer within 10 s" in hung["reason"]
     assert pc.overall_status(answers)[0] == "error"
 
 
