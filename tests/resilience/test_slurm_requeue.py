@@ -1,5 +1,6 @@
 """The job-level drill on a real Slurm (munge, slurmctld, two slurmd on this machine): a requeued
-training job runs again, resumes from its newest checkpoint and finishes."""
+training job runs again, resumes from its newest checkpoint and finishes.  Slurm's hold of a
+requeued job (about two minutes) is released at once here, to keep the test short."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def cluster() -> Iterator[SlurmCluster]:
 
 def test_requeued_job_runs_again_and_resumes(cluster, tmp_path):
     fig = run_requeue_drill("node2", sys.executable, str(PROBES), tmp_path / "requeue", steps=24, ckpt_every=4,
-                            requeue_step=6, step_s=0.25, timeout_s=400)
+                            requeue_step=6, step_s=0.25, timeout_s=400,
+                            release_hold=True)
     assert fig.completed, fig
     assert fig.resumed_from_step == 4 or fig.resumed_from_step == 8, fig
     assert fig.running_again_s is not None and 0 < fig.running_again_s < fig.resumed_s < fig.training_s
