@@ -159,6 +159,7 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
                 log.emit("resume", step=start_step, load_s=time.perf_counter() - t0, path=found[1])
         losses: dict[int, float] = {}
         step_times: list[float] = []
+        machinery_s = 0.0  # seconds spent in heartbeats and the per-step event (outside dt)
         slow = opts["slow_s"] if opts["slow_rank"] == rank else 0.0
         for step in range(start_step + 1, opts["steps"] + 1):
             t0 = time.perf_counter()
@@ -181,9 +182,11 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
             losses[step] = float(mean) / world
             dt = time.perf_counter() - t0
             step_times.append(dt)
+            t_m = time.perf_counter()
             hb.beat()
             if log and opts["machinery"]:
                 log.emit("step", step=step, loss=losses[step], dt=dt)
+            machinery_s += time.perf_counter() - t_m
             if opts["ckpt_dir"] and opts["ckpt_every"] and step % opts["ckpt_every"] == 0 and rank == 0:
                 save_s = save_checkpoint(torch, opts["ckpt_dir"], step,
                                          {"model": model.state_dict(), "optimizer": opt.state_dict(),
@@ -205,5 +208,6 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
     return {
         "rank": rank, "world_size": world, "incarnation": incarnation, "start_step": start_step,
         "losses": {str(k): v for k, v in losses.items()}, "step_times_s": step_times,
+        "machinery_s_per_step": machinery_s / max(1, len(step_times)),
         "heartbeats": hb.client is not None, "heartbeat_reason": hb.reason, "straggler": scores,
     }
