@@ -63,7 +63,7 @@ def browser() -> Iterator[Chromium]:
     if importlib.util.find_spec("websocket") is None:
         print("SKIP: websocket-client is not installed (pip install 'nvtest[test]')")
         pytest.skip("websocket-client is not installed (pip install 'nvtest[test]')")
-    with Chromium(width=1400, height=1000) as br:
+    with Chromium(width=1400, height=1000, timeout_s=180) as br:
         yield br
 
 
