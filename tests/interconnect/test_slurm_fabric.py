@@ -1,0 +1,90 @@
+"""The multi-node fabric checks under a real Slurm (two ``slurmd -N`` nodes, node1 and node2, on
+this machine): ``nvtest run --backend slurm --suite fabric`` gives real verdicts for the gloo
+collectives under torchrun, the multi-node training smoke run, the TCP pair test and MPI.
+
+Both nodes are this machine, so the inventory gives them the address 127.0.0.1 (the Slurm
+node names do not resolve); MPI starts as mpirun inside the allocation (Debian's Open MPI has
+no PMI-2 client, and ``srun --mpi=pmix`` cannot run two slurmd of one host: both create the
+same ``/tmp/spmix_appdir_<uid>_<job>.<step>``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
+from tests.conftest import run_nvtest
+from tests.interconnect.conftest import by_check
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+CHECKS = "collectives_multinode or train_multinode or tcp_bw or mpi"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SlurmCluster]:
+    import os
+
+    missing = missing_slurm_binaries()
+    if missing:
+        pytest.skip(
+            f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm"
+        )
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root)")
+    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as sim:
+        yield sim
+
+
+def test_fabric_suite_under_slurm(cluster: SlurmCluster, tmp_path: Path) -> None:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(
+        f"cluster: sim\ndefaults: {{python: {sys.executable}, address: 127.0.0.1}}\n"
+        "nodes:\n  - names: node[1-2]\n"
+    )
+    proc = run_nvtest(
+        "run", "--backend", "slurm", "--partition", "nvt", "--time", "15", "--suite", "fabric",
+        "-k", CHECKS, "--inventory", str(inv), "--sku", "cpu-generic",
+        "--out", str(tmp_path / "out"), "--progress", "plain",
+        env={**cluster.env, "OMP_NUM_THREADS": "1"}, timeout=900,
+    )  # fmt: skip
+    out = proc.stdout[-4000:] + proc.stderr[-3000:]
+    results = tmp_path / "out" / "latest" / "results.json"
+    assert results.exists(), out
+    doc = json.loads(results.read_text())
+    nodes = {"node1", "node2"}
+
+    coll = by_check(doc, "collectives_multinode")
+    assert set(coll) == nodes, out
+    for node, r in coll.items():
+        assert r["verdict"] == "pass", (node, r)
+        assert r["details"]["backend"] == "gloo" and r["details"]["rank_nodes"] == {
+            "0": "node1",
+            "1": "node2",
+        }
+
+    train = by_check(doc, "train_multinode")
+    for node, r in train.items():
+        assert r["verdict"] == "pass", (node, r)
+        assert r["details"]["world_size"] == 2
+    assert set(train) == nodes
+
+    tcp = by_check(doc, "tcp_bw")
+    for node, r in tcp.items():
+        assert r["verdict"] == "pass", (node, r)
+        assert [p["status"] for p in r["details"]["pairs"]] == ["pass"]  # ring of two: one pair
+    assert set(tcp) == nodes
+
+    mpi = by_check(doc, "mpi")
+    for node, r in mpi.items():
+        assert r["verdict"] == "pass", (node, r)
+        assert r["details"]["launcher"] == "mpirun-in-allocation"
+        assert r["details"]["rank_nodes"] == {"0": "node1", "1": "node2"}  # from SLURMD_NODENAME
+        assert {m["name"] for m in r["metrics"]} == {"barrier_latency_us", "allreduce_busbw_gbps"}
+    assert set(mpi) == nodes
+    assert proc.returncode == 0, out
