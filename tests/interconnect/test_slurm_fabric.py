@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
+from nvtest import resources
 from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
 from tests.conftest import run_nvtest
 from tests.interconnect.conftest import by_check
@@ -41,6 +43,22 @@ def cluster() -> Iterator[SlurmCluster]:
         yield sim
 
 
+def _sku_dir(tmp_path: Path) -> Path:
+    """cpu-generic with shorter recipes (the checks' paths are the same, the runs shorter)."""
+    sku = yaml.safe_load((resources.configs_dir() / "skus" / "cpu-generic.yaml").read_text())
+    sku.update(name="slurm-sim-cpu", description="cpu-generic, short recipes for the test cluster")
+    sku["recipe"].update(
+        collectives_multinode={"nproc_per_node": 1, "sizes": "65536", "iters": 2},
+        train_multinode={"nproc_per_node": 1, "steps": 15},
+        tcp_bw={"seconds": 1, "pairs": {"schedule": "ring"}},
+        mpi={"sizes": "8192,262144", "iters": 2, "barriers": 20},
+    )
+    d = tmp_path / "skus"
+    d.mkdir()
+    (d / "slurm-sim-cpu.yaml").write_text(yaml.safe_dump(sku))
+    return d
+
+
 def test_fabric_suite_under_slurm(cluster: SlurmCluster, tmp_path: Path) -> None:
     inv = tmp_path / "inventory.yaml"
     inv.write_text(
@@ -49,7 +67,8 @@ def test_fabric_suite_under_slurm(cluster: SlurmCluster, tmp_path: Path) -> None
     )
     proc = run_nvtest(
         "run", "--backend", "slurm", "--partition", "nvt", "--time", "15", "--suite", "fabric",
-        "-k", CHECKS, "--inventory", str(inv), "--sku", "cpu-generic",
+        "-k", CHECKS, "--inventory", str(inv),
+        "--sku-dir", str(_sku_dir(tmp_path)), "--sku", "slurm-sim-cpu",
         "--out", str(tmp_path / "out"), "--progress", "plain",
         env={**cluster.env, "OMP_NUM_THREADS": "1"}, timeout=900,
     )  # fmt: skip
