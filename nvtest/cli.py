@@ -131,6 +131,9 @@ def run(
     parallel: Annotated[int, typer.Option(help="ssh: at most this many nodes at once.")] = 64,
     connect_timeout: Annotated[float, typer.Option(help="ssh: connect timeout, seconds.")] = 10.0,
     insecure_host_keys: Annotated[bool, typer.Option(help="ssh: accept unknown host keys (warned in the report).")] = False,
+    ssh_config: Annotated[Path | None, typer.Option(help="ssh: OpenSSH client config (default ~/.ssh/config).")] = None,
+    known_hosts: Annotated[Path | None, typer.Option(help="ssh: known_hosts file (default ~/.ssh/known_hosts).")] = None,
+    connect_retries: Annotated[int, typer.Option(help="ssh: connection attempts after the first (never for commands).")] = 2,
     timeout_scale: Annotated[float, typer.Option(help="Multiply every probe timeout by this.")] = 1.0,
     rerun_failed: Annotated[Path | None, typer.Option(help="Run only the failed and errored items of this run directory.")] = None,
     progress: Annotated[str, typer.Option(help="auto, live, plain or none.")] = "auto",
@@ -181,7 +184,16 @@ def run(
 
     backend_options: dict[str, Any] = {}
     if backend == "ssh":
-        backend_options = {"parallel": parallel, "connect_timeout_s": connect_timeout, "insecure_host_keys": insecure_host_keys}
+        backend_options = {
+            "parallel": parallel,
+            "connect_timeout_s": connect_timeout,
+            "insecure_host_keys": insecure_host_keys,
+            "connect_retries": connect_retries,
+        }
+        if ssh_config is not None:
+            backend_options["ssh_config"] = str(ssh_config.resolve())
+        if known_hosts is not None:
+            backend_options["known_hosts"] = str(known_hosts.resolve())
     elif backend == "slurm":
         backend_options = {
             k: v
@@ -374,13 +386,21 @@ def inventory_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     insecure_host_keys: Annotated[bool, typer.Option(help="ssh: accept unknown host keys.")] = False,
     parallel: Annotated[int, typer.Option(help="ssh: at most this many nodes at once.")] = 64,
+    ssh_config: Annotated[Path | None, typer.Option(help="ssh: OpenSSH client config (default ~/.ssh/config).")] = None,
+    known_hosts: Annotated[Path | None, typer.Option(help="ssh: known_hosts file.")] = None,
 ) -> None:
     """Gather and print the inventory of the nodes (this machine by default)."""
     from nvtest.fleet_inventory import gather_inventory, print_inventory
 
     try:
         data = gather_inventory(
-            inventory=inventory, nodes=nodes, backend=backend, insecure_host_keys=insecure_host_keys, parallel=parallel
+            inventory=inventory,
+            nodes=nodes,
+            backend=backend,
+            insecure_host_keys=insecure_host_keys,
+            parallel=parallel,
+            ssh_config=str(ssh_config.resolve()) if ssh_config else None,
+            known_hosts=str(known_hosts.resolve()) if known_hosts else None,
         )
     except NvtestError as exc:
         raise _fail(exc) from exc

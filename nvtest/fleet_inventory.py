@@ -60,6 +60,8 @@ def gather_inventory(
     backend: str,
     insecure_host_keys: bool = False,
     parallel: int = 64,
+    ssh_config: str | None = None,
+    known_hosts: str | None = None,
 ) -> dict[str, Any]:
     """Run the inventory probe on the nodes; return ``{"nodes": {...}, "summary": {...}}``.
 
@@ -69,6 +71,10 @@ def gather_inventory(
     opts: dict[str, Any] = {}
     if backend == "ssh":
         opts = {"insecure_host_keys": insecure_host_keys, "parallel": parallel}
+        if ssh_config:
+            opts["ssh_config"] = ssh_config
+        if known_hosts:
+            opts["known_hosts"] = known_hosts
     with tempfile.TemporaryDirectory(prefix="nvtest-inventory-") as tmp:
         cfg = RunConfig(
             run_id="inventory",
