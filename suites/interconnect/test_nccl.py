@@ -24,7 +24,8 @@ from nvtest.check import Judge, NodeError, ProbeSkip
 from nvtest.errors import ProbeError
 from nvtest.facts import NodeFacts
 from nvtest.interconnect.fleet import check_nodes, fleet_cache, node_recipe, run_commands
-from nvtest.interconnect.launch import MpiOptions, mpirun_argv
+from nvtest.interconnect.launch import mpirun_argv
+from nvtest.interconnect.mpi_job import mpi_options
 from nvtest.interconnect.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
 from nvtest.interconnect.pair_check import pair_report, report_node
 from nvtest.interconnect.pair_jobs import NcclPairJob
@@ -95,17 +96,6 @@ def test_nccl(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None
 )
 def test_nccl_nics_only(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
     _intra(node, node_facts, nvtest_context, judge, nics_only=True, check="nccl_nics_only")
-
-
-def mpi_options(ctx, node) -> MpiOptions:
-    """mpirun settings: recipe ``mpi`` (``rsh_agent``, ``tcp_if_include``, ``mca``) and
-    ``$NVTEST_MPI_RSH_AGENT`` on the controller (e.g. ``ssh -F /path/ssh_config``)."""
-    r = node_recipe(ctx, node, "mpi")
-    return MpiOptions(
-        rsh_agent=os.environ.get("NVTEST_MPI_RSH_AGENT") or r.get("rsh_agent"),
-        tcp_if_include=r.get("tcp_if_include"),
-        mca={str(k): str(v) for k, v in (r.get("mca") or {}).items()},
-    )
 
 
 def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
