@@ -93,7 +93,9 @@ class LocalTransport(Transport):
         started = time.time()
         t0 = time.monotonic()
         if self._interrupted:
-            return CommandResult(node=node_name, command=line, error="interrupted before start", started_at=started)
+            return CommandResult(
+                node=node_name, command=line, error="interrupted before start", started_at=started
+            )
         full_env = dict(os.environ)
         if env:
             full_env.update({k: str(v) for k, v in env.items()})
@@ -107,7 +109,9 @@ class LocalTransport(Transport):
                 env=full_env,
             )
         except OSError as exc:
-            return CommandResult(node=node_name, command=line, error=f"cannot start: {exc}", started_at=started)
+            return CommandResult(
+                node=node_name, command=line, error=f"cannot start: {exc}", started_at=started
+            )
         with self._lock:
             self._running.add(proc)
         timed_out = False
