@@ -135,6 +135,9 @@ def run(
     known_hosts: Annotated[Path | None, typer.Option(help="ssh: known_hosts file (default ~/.ssh/known_hosts).")] = None,
     connect_retries: Annotated[int, typer.Option(help="ssh: connection attempts after the first (never for commands).")] = 2,
     timeout_scale: Annotated[float, typer.Option(help="Multiply every probe timeout by this.")] = 1.0,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds of sustained load for suites that have one (burnin).")
+    ] = None,
     rerun_failed: Annotated[Path | None, typer.Option(help="Run only the failed and errored items of this run directory.")] = None,
     progress: Annotated[str, typer.Option(help="auto, live, plain or none.")] = "auto",
     partition: Annotated[str | None, typer.Option(help="slurm: partition.")] = None,
@@ -242,6 +245,7 @@ def run(
         overlay=str(overlay.resolve()) if overlay else None,
         command_line=shlex.join(["nvtest", *sys.argv[1:]]),
         timeout_scale=timeout_scale,
+        duration_s=duration,
         rerun_of=rerun_of,
         rerun_items=rerun_items,
     )

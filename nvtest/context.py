@@ -51,6 +51,7 @@ class RunConfig(BaseModel):
     overlay: str | None = None
     command_line: str = ""
     timeout_scale: float = 1.0
+    duration_s: float | None = None
     rerun_of: str | None = None
     rerun_items: list[tuple[str, str]] | None = None
 

@@ -1,0 +1,37 @@
+"""Burn-in: sustained GEMM on every GPU at once for ``--duration`` seconds.
+
+Clocks, temperature, power and throttle reasons are sampled by NVML every second
+while it runs. The verdict comes from the sustained TFLOP/s per window, throttling
+events (HW slowdown and thermal fail, SW power capping warns), the temperature,
+and results that must stay bit-identical when the same product is repeated
+(silent data corruption). Duration: ``nvtest run --suite burnin --duration 3600``,
+else the SKU recipe's ``burnin.seconds``, else 600 s.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nvtest.check import Judge, Probe
+from nvtest.facts import NodeFacts
+from nvtest.health import apply
+from nvtest.health.thermal import thermal
+from nvtest.thresholds import SkuProfile
+
+DEFAULT_SECONDS = 600.0
+
+
+@pytest.mark.check("burnin", area="compute", title="Burn-in: sustained GEMM with telemetry")
+def test_burnin(node, nvtest_context, sku: SkuProfile | None, node_facts: NodeFacts, measure, judge: Judge) -> None:
+    if not node_facts.gpus:
+        pytest.skip(node_facts.gpu_absent_reason or "no NVIDIA GPU to burn in")
+    recipe = (sku.recipe.get("burnin") if sku else None) or {}
+    seconds = nvtest_context.config.duration_s or float(recipe.get("seconds", DEFAULT_SECONDS))
+    probe = Probe(
+        "burnin",
+        script="burnin_probe.py",
+        args=["--device", "cuda", "--seconds", f"{seconds:g}", "--dtype", str(recipe.get("dtype", "bf16"))],
+        timeout_s=seconds + 600,
+    )
+    judge.detail("duration_s", seconds)
+    apply(thermal(measure(probe)), judge)
