@@ -44,11 +44,18 @@ def pick_launcher(wanted: str) -> tuple[str, str | None]:
     return "torchrun", why
 
 
-def launcher_argv(launcher: str, nproc: int, max_restarts: int, port: int, script_args: list[str],
+def launcher_argv(launcher: str, nproc: int, max_restarts: int, port: int | None, script_args: list[str],
                   python: str = sys.executable) -> list[str]:
-    """The launcher command line for one node with ``nproc`` local ranks (static rendezvous on 127.0.0.1)."""
+    """The launcher command line for one node with ``nproc`` local ranks.
+
+    ``port`` None: ``--standalone`` (the launcher binds its rendezvous store on a
+    free port itself and keeps it: two drills started at once on one machine
+    cannot pick the same port); else a static rendezvous on 127.0.0.1:``port``.
+    """
+    where = (["--standalone"] if port is None
+             else ["--master-addr", "127.0.0.1", "--master-port", str(port)])
     common = ["--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),
-              "--master-addr", "127.0.0.1", "--master-port", str(port), "--monitor-interval", "0.1"]
+              *where, "--monitor-interval", "0.1"]
     if launcher == "ft_launcher":
         head = [python, "-m", "nvidia_resiliency_ext.fault_tolerance.launcher", *common,
                 "--workers-stop-timeout", "5", "--ft-initial-rank-heartbeat-timeout", "60",

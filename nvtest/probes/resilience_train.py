@@ -100,7 +100,6 @@ def _one_run(args: argparse.Namespace, workdir: str, name: str, launcher: str, *
              kill_step: int | None = None, slow_rank: int = -1, slow_s: float = 0.0) -> dict[str, Any]:
     """Launch one training run under ``launcher``; its summary as a JSON-able dict."""
     import _resilience_launch as rl
-    import train_smoke as smoke
 
     run_dir = os.path.join(workdir, name)
     events_dir = os.path.join(run_dir, "events")
@@ -113,7 +112,7 @@ def _one_run(args: argparse.Namespace, workdir: str, name: str, launcher: str, *
     if launcher == "ft_launcher":
         script.append("--under-ft")
     max_restarts = 1 if kill_step is not None else 0
-    argv = rl.launcher_argv(launcher, args.nproc, max_restarts, smoke.free_port(), script)
+    argv = rl.launcher_argv(launcher, args.nproc, max_restarts, None, script)
     res = rl.run_launch(argv, events_dir, os.path.join(run_dir, "launcher.log"), args.timeout_s,
                         kill_rank=args.kill_rank if kill_step is not None else None, kill_step=kill_step)
     shutil.rmtree(ckpt_dir, ignore_errors=True)
