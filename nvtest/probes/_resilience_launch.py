@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -44,14 +45,36 @@ def pick_launcher(wanted: str) -> tuple[str, str | None]:
     return "torchrun", why
 
 
+def pick_port(pid: int | None = None) -> int:
+    """A free TCP port on 127.0.0.1, searched from a start derived from the pid.
+
+    ``free_port()``-style "bind port 0, close, reuse" can hand the same port to two
+    drills started at the same moment on one machine (simulated clusters); a
+    pid-derived start makes that unlikely.
+    """
+    start = 20000 + ((pid or os.getpid()) * 7919) % 30000
+    for port in range(start, start + 2000):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise pc.ProbeError(f"no free TCP port in {start}..{start + 1999}")
+
+
 def launcher_argv(launcher: str, nproc: int, max_restarts: int, port: int | None, script_args: list[str],
                   python: str = sys.executable) -> list[str]:
     """The launcher command line for one node with ``nproc`` local ranks.
 
-    ``port`` None: ``--standalone`` (the launcher binds its rendezvous store on a
-    free port itself and keeps it: two drills started at once on one machine
-    cannot pick the same port); else a static rendezvous on 127.0.0.1:``port``.
+    ``port`` None: ``--standalone`` for ft_launcher (it binds its rendezvous
+    store on a free port itself and keeps it), a static rendezvous on
+    127.0.0.1:``pick_port()`` for torchrun: with ``torchrun --standalone``
+    (torch 2.13) the restarted workers' gloo mesh failed to connect ("Connection
+    refused" to the previous incarnation's address), while static restarts work.
     """
+    if port is None and launcher != "ft_launcher":
+        port = pick_port()
     where = (["--standalone"] if port is None
              else ["--master-addr", "127.0.0.1", "--master-port", str(port)])
     common = ["--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),

@@ -80,6 +80,21 @@ def save_checkpoint(torch: Any, ckpt_dir: str, step: int, state: dict[str, Any],
     return time.perf_counter() - t0
 
 
+def incarnation_store(dist: Any, rank: int, world: int, incarnation: int, timeout: Any) -> Any:
+    """The launcher's store under a prefix of its own per incarnation.
+
+    Without it, the gloo ranks of a restarted group can read the previous
+    incarnation's addresses from the shared store and fail to connect
+    ("Connection refused"), as seen with torchrun 2.13 restarts.  Under an
+    elastic agent (``TORCHELASTIC_USE_AGENT_STORE=True``) the agent hosts the
+    store; otherwise rank 0 does.
+    """
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
+    base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
+                         is_master=not agent and rank == 0, timeout=timeout)
+    return dist.PrefixStore(f"nvtest/incarnation{incarnation}", base)
+
+
 class Heartbeat:
     """Heartbeats to ft_launcher's rank monitor when the worker runs under it; else no-ops."""
 
@@ -136,8 +151,9 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
     hb = Heartbeat(opts["machinery"] and opts["under_ft"])
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=opts["timeout_s"]))
+    timeout = datetime.timedelta(seconds=opts["timeout_s"])
+    dist.init_process_group("gloo", store=incarnation_store(dist, rank, world, incarnation, timeout),
+                            rank=rank, world_size=world, timeout=timeout)
     timer = rs.SectionTimer(enabled=opts["machinery"])
     try:
         if log:
