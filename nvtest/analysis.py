@@ -23,8 +23,7 @@ from typing import Any
 
 from nvtest.diagnosis import diagnose
 from nvtest.fleet import FleetPolicy, apply_fleet, systemic_failures
-from nvtest.results import node_verdicts
-from nvtest.verdict import Verdict, worst
+from nvtest.results import summarize
 
 __all__ = ["fleet_policies", "post_process", "recompute_summary"]
 
@@ -56,24 +55,7 @@ def fleet_policies(
 
 def recompute_summary(doc: dict[str, Any]) -> None:
     """Node verdicts, counts and the overall verdict from the results (in place)."""
-    results = doc.get("results") or []
-    nodes = doc.setdefault("nodes", {})
-    verdict_of = node_verdicts(results, nodes)
-    for name, v in verdict_of.items():
-        nodes.setdefault(name, {"name": name})["verdict"] = v
-    node_counts = {v.value: 0 for v in Verdict}
-    for v in verdict_of.values():
-        node_counts[v] += 1
-    item_counts = {v.value: 0 for v in Verdict}
-    for r in results:
-        item_counts[r["verdict"]] += 1
-    overall = worst((Verdict(v) for v in verdict_of.values()), default=Verdict.SKIP)
-    doc["summary"] = {
-        **(doc.get("summary") or {}),
-        "verdict": overall.value,
-        "nodes": node_counts,
-        "items": item_counts,
-    }
+    summarize(doc)
 
 
 def _restore(r: dict[str, Any]) -> None:

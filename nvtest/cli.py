@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -47,8 +48,8 @@ app = typer.Typer(
 list_app = typer.Typer(help="List suites, checks or SKU profiles.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _fail(exc: NvtestError) -> typer.Exit:
@@ -155,7 +156,7 @@ def run(
     import pytest
 
     from nvtest.context import RunConfig
-    from nvtest.inventory import load_inventory
+    from nvtest.inventory import expand_hostlist, load_inventory
     from nvtest.results import load_results
     from nvtest.skus import load_catalog
     from nvtest.suites import load_suite, suite_targets
@@ -168,6 +169,8 @@ def run(
         spec = load_suite(suite or "delivery")
         if inventory is not None:
             load_inventory(inventory)
+        if nodes is not None:
+            expand_hostlist(nodes)
         catalog = load_catalog(list(sku_dir or []), overlay)
         if sku:
             catalog.get(sku)
@@ -223,15 +226,18 @@ def run(
         nodes = fold_hostlist(names)
 
     preset = os.environ.get("NVTEST_RUN_DIR")  # set by the batch script of `nvtest submit`
-    if preset:
-        run_dir = Path(preset).resolve()
-        run_id, out = run_dir.name, run_dir.parent
-        run_dir.mkdir(parents=True, exist_ok=True)
-    else:
-        run_id = new_run_id()
-        out.mkdir(parents=True, exist_ok=True)
-        run_dir = (out / run_id).resolve()
-        run_dir.mkdir(parents=True)
+    try:
+        if preset:
+            run_dir = Path(preset).resolve()
+            run_id, out = run_dir.name, run_dir.parent
+            run_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            run_id = new_run_id()
+            out.mkdir(parents=True, exist_ok=True)
+            run_dir = (out / run_id).resolve()
+            run_dir.mkdir(parents=True)
+    except OSError as exc:
+        raise _fail(ConfigError(f"cannot create the run directory: {exc.strerror or exc}", path=str(out), field="--out")) from exc
     cfg = RunConfig(
         run_id=run_id,
         run_dir=str(run_dir),
@@ -251,7 +257,6 @@ def run(
     )
     cfg_path = run_dir / "run_config.json"
     cfg_path.write_text(cfg.model_dump_json(indent=1), encoding="utf-8")
-    _update_latest(out, run_dir)
     (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
     args = [
         *suite_targets(spec),
@@ -266,6 +271,7 @@ def run(
         "no:terminal",
         "-p",
         "no:randomly",
+        "--capture=no",  # the live view draws on the terminal while checks run
         "--nvtest-config",
         str(cfg_path),
         "--nvtest-progress",
@@ -276,6 +282,11 @@ def run(
     console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {backend}; writing {run_dir}")
     rc = int(pytest.main(args))
     code = _exit_code_of(run_dir, rc)
+    if code == EXIT_CONFIG or not (run_dir / "results.json").is_file():
+        # nothing was measured (a usage error, no check selected): leave no empty run behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise typer.Exit(code)
+    _update_latest(out, run_dir)
     if drain_failed and backend == "slurm" and code in (EXIT_OK, EXIT_CHECK_FAILED):
         from nvtest.drain import drain_failed_nodes
 
@@ -301,7 +312,8 @@ def _print_summary(run_dir: Path) -> None:
         return
     s = doc["summary"]
     nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items() if v)
-    console.print(f"overall: {s['verdict'].upper()}  nodes: {nodes}")
+    incomplete = f"  ({s['incomplete']})" if s.get("incomplete") else ""
+    console.print(f"overall: {s['verdict'].upper()}{incomplete}  nodes: {nodes}", markup=False, highlight=False)
     bad = [r for r in doc["results"] if r["verdict"] in ("fail", "error")]
     for r in bad[:20]:
         console.print(f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}", markup=False, highlight=False)

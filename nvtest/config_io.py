@@ -51,6 +51,10 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            "not UTF-8 text (is this a YAML file?)", path=str(path), line=text_line_of(path.read_bytes(), exc.start)
+        ) from exc
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as exc:
@@ -64,6 +68,11 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
     return _walk(root, (), lines), lines
 
 
+def text_line_of(data: bytes, offset: int) -> int:
+    """1-based line number of byte ``offset`` in ``data``."""
+    return data.count(b"\n", 0, offset) + 1
+
+
 def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | None = None) -> M:
     """Validate ``data`` as ``model``; on failure raise ConfigError for the first error.
 
@@ -73,7 +82,10 @@ def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | Non
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
+        errors = exc.errors()
+        # an unknown key explains a "field required" beside it (a typo'd key): report it first
+        errors = sorted(errors, key=lambda e: e.get("type") != "extra_forbidden")
+        err = errors[0]
         loc = tuple(err.get("loc", ()))
         line = None
         if lines:
@@ -85,7 +97,7 @@ def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | Non
         msg = err.get("msg", "invalid value")
         if err.get("type") == "extra_forbidden":
             msg = "unknown key"
-        more = len(exc.errors()) - 1
+        more = len(errors) - 1
         if more:
             msg += f" (and {more} more error{'s' if more > 1 else ''})"
         raise ConfigError(msg, path=path, line=line, field=field) from exc

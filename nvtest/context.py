@@ -82,6 +82,7 @@ class RunContext:
     probe_dirs: dict[str, str] = field(default_factory=dict)
     check_nodes: dict[str, list[str]] = field(default_factory=dict)
     interrupted: bool = False
+    started: bool = False
     interrupt_signal: str | None = None
     listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
     _facts_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -144,6 +145,8 @@ class RunContext:
             fn(kind, payload)
 
     def start(self) -> None:
+        """Write the run record (the run has begun)."""
+        self.started = True
         cfg = self.config
         self.emit(
             "run",
@@ -257,10 +260,16 @@ class RunContext:
                 },
             )
 
-    def close(self, *, interrupted: bool, exit_code: int | None = None) -> None:
+    def close(self, *, interrupted: bool, harness_error: str | None = None) -> None:
+        """Write the end record and release the transport and the store."""
         self.emit(
             "end",
-            {"ended_at": time.time(), "interrupted": interrupted, "interrupt_signal": self.interrupt_signal, "exit_code": exit_code},
+            {
+                "ended_at": time.time(),
+                "interrupted": interrupted,
+                "interrupt_signal": self.interrupt_signal,
+                "harness_error": harness_error,
+            },
         )
         try:
             self.transport.close()

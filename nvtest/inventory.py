@@ -118,18 +118,27 @@ class Inventory:
         return {n.name: n for n in self.nodes}
 
 
+#: Longest node name accepted: a DNS name is at most 253 characters.
+MAX_NODE_NAME = 253
+
+
 def expand_hostlist(expr: str) -> list[str]:
     """Expand ``gpu[001-004],login1`` into names, sorted as NodeSet sorts them.
 
     Raises:
         ConfigError: the expression is not a valid hostlist.
     """
+    if not expr.strip():
+        raise ConfigError("empty hostlist", field="nodes")
     try:
         names = list(NodeSet(expr))
     except (NodeSetParseError, ValueError) as exc:
         raise ConfigError(f"invalid hostlist {expr!r}: {exc}", field="nodes") from exc
     if not names:
         raise ConfigError(f"hostlist {expr!r} names no node", field="nodes")
+    for name in names:
+        if len(name) > MAX_NODE_NAME:
+            raise ConfigError(f"node name of {len(name)} characters (at most {MAX_NODE_NAME}): {name[:40]}...", field="nodes")
     return names
 
 

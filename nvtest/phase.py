@@ -19,8 +19,14 @@ from nvtest.transports.base import Command, CommandResult, Transport
 __all__ = ["PhaseRunner", "write_evidence"]
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in name) or "_"
+def _safe(name: str, limit: int = 120) -> str:
+    """A file-name-safe form of ``name``; long names are cut and tagged with a hash."""
+    safe = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in name).lstrip(".") or "_"
+    if len(safe) > limit:
+        import hashlib
+
+        safe = f"{safe[: limit - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+    return safe
 
 
 def write_evidence(run_dir: Path, check: str, result: CommandResult) -> str:

@@ -336,17 +336,27 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
     )
 
 
-def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-    # pytest calls this without the config; the context is found through the signal handler flag.
-    return None
+#: The last internal error's one-line summary (pytest_internalerror gets no config to stash it on).
+_internal_error: list[str] = []
+
+
+def pytest_internalerror(excrepr: object, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    _internal_error.append(f"{excinfo.typename}: {excinfo.value}"[:500])
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ctx = _ctx(session.config)
     if ctx is None:
         return
+    if not ctx.started:  # a usage error before the run began: nothing measured, nothing to report
+        ctx.transport.close()
+        ctx.store.close()
+        return
     interrupted = ctx.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
-    ctx.close(interrupted=interrupted)
+    harness_error = None
+    if exitstatus == pytest.ExitCode.INTERNAL_ERROR:
+        harness_error = _internal_error[-1] if _internal_error else "internal error (see the terminal output)"
+    ctx.close(interrupted=interrupted, harness_error=harness_error)
     progress = session.config.stash.get(PROGRESS_KEY, None)
     from nvtest.report import render_all
     from nvtest.results import write_results_json

@@ -212,31 +212,63 @@ def assemble(jsonl: Path) -> dict[str, Any]:
     result_list = sorted(results.values(), key=lambda r: (r.get("started_at", 0), r["check"], r["node"]))
     for r in result_list:
         nodes.setdefault(r["node"], {"name": r["node"]})
-    verdict_of = node_verdicts(result_list, nodes)
-    for name, v in verdict_of.items():
-        nodes[name]["verdict"] = v
-    node_counts = {v.value: 0 for v in Verdict}
-    for v in verdict_of.values():
-        node_counts[v] += 1
-    item_counts = {v.value: 0 for v in Verdict}
-    for r in result_list:
-        item_counts[r["verdict"]] += 1
-    overall = worst((Verdict(v) for v in verdict_of.values()), default=Verdict.SKIP)
     run.setdefault("host", socket.gethostname())
     run.update({k: v for k, v in end.items()})
     if run.get("started_at") and run.get("ended_at"):
         run["duration_s"] = round(run["ended_at"] - run["started_at"], 3)
     run["warnings"] = warnings
     run["drained"] = drained
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "run": run,
-        "summary": {"verdict": overall.value, "nodes": node_counts, "items": item_counts},
+        "summary": {},
         "nodes": dict(sorted(nodes.items())),
         "skus": skus,
         "checks": checks,
         "results": result_list,
     }
+    summarize(doc)
+    return doc
+
+
+def incomplete_reason(run: Mapping[str, Any]) -> str | None:
+    """Why a run did not finish (interrupted, or nvtest itself failed), else None."""
+    if run.get("harness_error"):
+        return f"nvtest failed: {run['harness_error']}"
+    if run.get("interrupted"):
+        return f"run interrupted ({run.get('interrupt_signal') or 'SIGINT'})"
+    if run.get("started_at") and not run.get("ended_at"):
+        return "run did not finish (no end record)"
+    return None
+
+
+def summarize(doc: dict[str, Any]) -> None:
+    """Set node verdicts, the per-verdict counts and the overall verdict (in place).
+
+    The overall verdict is the worst node verdict; a run that did not finish is at
+    least ``error`` (``summary.incomplete`` says why), so a partial run never reads
+    as a pass.
+    """
+    results = doc.get("results") or []
+    nodes = doc.setdefault("nodes", {})
+    verdict_of = node_verdicts(results, nodes)
+    for name, v in verdict_of.items():
+        nodes.setdefault(name, {"name": name})["verdict"] = v
+    node_counts = {v.value: 0 for v in Verdict}
+    for v in verdict_of.values():
+        node_counts[v] += 1
+    item_counts = {v.value: 0 for v in Verdict}
+    for r in results:
+        item_counts[r["verdict"]] += 1
+    overall = worst((Verdict(v) for v in verdict_of.values()), default=Verdict.SKIP)
+    incomplete = incomplete_reason(doc.get("run") or {})
+    if incomplete:
+        overall = worst([overall, Verdict.ERROR])
+    summary = {**(doc.get("summary") or {}), "verdict": overall.value, "nodes": node_counts, "items": item_counts}
+    summary.pop("incomplete", None)
+    if incomplete:
+        summary["incomplete"] = incomplete
+    doc["summary"] = summary
 
 
 def write_results_json(run_dir: Path) -> dict[str, Any]:

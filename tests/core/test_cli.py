@@ -75,3 +75,26 @@ def test_inventory_json(nvtest_cli):
     (node,) = data["nodes"].values()
     assert node["inventory"]["cores"] >= 1 and node["sku"] == "cpu-generic"
     assert data["summary"]["reachable"] == 1
+
+
+def test_bad_hostlist_leaves_no_run_dir(nvtest_cli, tmp_path):
+    out = tmp_path / "r"
+    proc = nvtest_cli("run", "--nodes", "gpu[001-", "--out", str(out))
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_unwritable_out_exits_2(nvtest_cli, tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    proc = nvtest_cli("run", "--suite", "quick", "--out", str(f / "sub"))
+    assert proc.returncode == 2 and "--out" in proc.stderr
+
+
+def test_k_syntax_error_exits_2_without_report(nvtest_cli, tmp_path):
+    out = tmp_path / "r"
+    proc = nvtest_cli("run", "--suite", "quick", "-k", "stream and (", "--out", str(out), "--progress", "none")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert not (out / "latest").exists()

@@ -123,3 +123,29 @@ def test_inventory_bad_field_and_hostlist(tmp_path: Path):
     with pytest.raises(ConfigError) as ei:
         load_inventory(p)
     assert "nodes.0.names" in str(ei.value) and ei.value.line == 2
+
+
+def test_binary_file_is_a_config_error(tmp_path: Path):
+    p = tmp_path / "inv.yaml"
+    p.write_bytes(b"nodes:\n  - names: n1\n\xff\xfe\x00garbage\n")
+    with pytest.raises(ConfigError) as ei:
+        load_inventory(p)
+    assert "not UTF-8" in str(ei.value) and ei.value.line == 3
+
+
+def test_typo_in_top_level_key_is_named_first(tmp_path: Path):
+    p = tmp_path / "inv.yaml"
+    p.write_text("nodse:\n  - names: n1\n")
+    with pytest.raises(ConfigError) as ei:
+        load_inventory(p)
+    assert "nodse" in str(ei.value) and "unknown key" in str(ei.value) and ei.value.line == 1
+
+
+def test_overlong_node_name_rejected():
+    from nvtest.inventory import expand_hostlist
+
+    with pytest.raises(ConfigError) as ei:
+        expand_hostlist("n" * 300)
+    assert "at most 253" in str(ei.value)
+    with pytest.raises(ConfigError):
+        expand_hostlist("  ")
