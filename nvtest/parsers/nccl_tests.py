@@ -300,6 +300,22 @@ def _half(cells: list[str]) -> NcclResult | None:
     return NcclResult(t, a, b, wrong, err)
 
 
+def _plausible(row: NcclRow) -> bool:
+    """True when each half of ``row`` is self-consistent (nccl-tests' definitions):
+    time > 0; algbw at most size / time (+10% for rounding); busbw at most 2 x algbw
+    (the largest bus factor, all_reduce's 2(n-1)/n)."""
+    for half in (row.out_of_place, row.in_place):
+        if half is None:
+            continue
+        if half.time_us <= 0 or half.algbw_gbps < 0 or half.busbw_gbps < 0:
+            return False
+        if half.busbw_gbps > 2 * half.algbw_gbps + 0.01:
+            return False
+        if half.algbw_gbps >= 0.1 and half.algbw_gbps > 1.1 * row.size_bytes / (half.time_us * 1e3):
+            return False
+    return True
+
+
 @functools.lru_cache(maxsize=64)
 def _layout(prefix: tuple[str, ...]) -> tuple[int, int, int | None, int | None, int | None]:
     """Indexes of (size, count, type, redop, root) in a header's leading columns."""
@@ -456,6 +472,13 @@ def parse(text: str) -> NcclLog:
             if row is None and b.prefix is not None:
                 fallback = _DEFAULT_LAYOUTS.get(len(tokens))
                 row = _row(no, tokens, fallback) if fallback else None
+                if row is not None and not _plausible(row):
+                    # a row cut off mid-line (a killed job) read by column count shifts
+                    # time into algbw and algbw into busbw: such a reading is dropped
+                    b.warnings.append(
+                        f"line {no}: row does not match the header and reads implausibly (cut off?): not read"
+                    )
+                    continue
                 if row is not None:
                     b.warnings.append(
                         f"line {no}: row does not match the header; read by column count"

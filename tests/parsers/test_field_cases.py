@@ -326,3 +326,18 @@ def test_perftest_mb_per_sec_units_and_latency_table():
     assert row.bw_avg_gbit_s == pytest.approx(10500 * 1048576 * 8 / 1e9)
     lr = lat.lat_rows[0]
     assert (lr.t_min_us, lr.t_typical_us, lr.p99_us, lr.p999_us) == (1.04, 1.07, 1.32, 4.49)
+
+
+NCCL_CUT_ROW = """\
+# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+    67108864      16777216     float     sum      -1    520.1  129.03  225.80      0    519.8  129.10  225.93      0
+   134217728      33554432     float     sum      -1   1034.5  129.74  227.05      0   1030.2  130.28  22
+"""
+
+
+def test_nccl_row_cut_mid_line_is_not_read_by_column_count():
+    (t,) = parse("nccl-tests", NCCL_CUT_ROW).tests
+    assert [r.size_bytes for r in t.rows] == [67108864]
+    assert any("cut off" in w for w in t.warnings)
+    assert t.max_bytes == 134217728  # so the check sees the run stopped short
