@@ -181,7 +181,10 @@ class Chromium:
         """Send one command and return its ``result`` (raises RuntimeError on a protocol error)."""
         mid = self._next_id()
         self._ws.send(json.dumps({"id": mid, "method": method, "params": params}))
+        deadline = time.monotonic() + self.timeout_s
         while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no answer to {method} within {self.timeout_s} s")
             msg = json.loads(self._ws.recv())
             if msg.get("id") == mid:
                 if "error" in msg:
