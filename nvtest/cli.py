@@ -347,9 +347,11 @@ def list_suites_cmd() -> None:
         suites = list_suites()
     except NvtestError as exc:
         raise _fail(exc) from exc
+    from nvtest.suites import check_names
+
     t = Table("suite", "checks", "description")
     for name, spec in suites.items():
-        t.add_row(name, str(len(spec.checks)), spec.description)
+        t.add_row(name, str(sum(len(check_names(m)) for m in spec.checks)), spec.description)
     console.print(t)
 
 
@@ -357,20 +359,21 @@ def list_suites_cmd() -> None:
 def list_checks_cmd(
     suite: Annotated[str | None, typer.Option(help="Only this suite's checks.")] = None,
 ) -> None:
-    """List the check modules of every suite (or of one)."""
-    from nvtest.suites import list_suites, load_suite
+    """List the checks (names for -k), their modules and the suites that run them."""
+    from nvtest.suites import check_names, list_suites, load_suite
 
     try:
         suites = {suite: load_suite(suite)} if suite else list_suites()
     except NvtestError as exc:
         raise _fail(exc) from exc
-    t = Table("check module", "suites")
+    t = Table("check", "module", "suites")
     seen: dict[str, list[str]] = {}
     for name, spec in suites.items():
         for c in spec.checks:
             seen.setdefault(c, []).append(name)
-    for c, names in seen.items():
-        t.add_row(c, ", ".join(names))
+    for module, names in seen.items():
+        for check in check_names(module):
+            t.add_row(check, module, ", ".join(names))
     console.print(t)
 
 

@@ -127,6 +127,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             mark = item.get_closest_marker("check")
             kw = mark.kwargs if mark else {}
             doc = (getattr(item, "function", None).__doc__ or "").strip() if hasattr(item, "function") else ""
+            doc = doc.replace("``", "")  # reST literals read as plain text in the report
             area = kw.get("area") or Path(str(item.path)).parent.name
             ctx.store.append(
                 "check",

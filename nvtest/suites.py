@@ -22,7 +22,7 @@ from nvtest.config_io import load_model
 from nvtest.errors import ConfigError
 from nvtest.resources import configs_dir, suites_dir
 
-__all__ = ["SuiteSpec", "list_suites", "load_suite"]
+__all__ = ["SuiteSpec", "check_names", "list_suites", "load_suite", "suite_targets"]
 
 
 class SuiteSpec(BaseModel):
@@ -62,6 +62,31 @@ def load_suite(name_or_path: str) -> SuiteSpec:
         if not (suites_dir() / module).is_file():
             raise ConfigError(f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}")
     return spec
+
+
+def check_names(module: str) -> list[str]:
+    """The check names a suite module defines (its ``@pytest.mark.check("name")`` or,
+    without one, ``test_<name>``), read from its source without importing it."""
+    import ast
+
+    tree = ast.parse((suites_dir() / module.split("::", 1)[0]).read_text(encoding="utf-8"))
+    names: list[str] = []
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test_"):
+            continue
+        name = fn.name.removeprefix("test_")
+        for dec in fn.decorator_list:
+            if (
+                isinstance(dec, ast.Call)
+                and isinstance(dec.func, ast.Attribute)
+                and dec.func.attr == "check"
+                and dec.args
+                and isinstance(dec.args[0], ast.Constant)
+            ):
+                name = str(dec.args[0].value)
+        if "::" not in module or module.endswith(f"::{fn.name}"):
+            names.append(name)
+    return names
 
 
 def suite_targets(spec: SuiteSpec) -> list[str]:
