@@ -49,12 +49,29 @@ def _doc(stdout: str) -> dict[str, Any]:
 
 
 def drill_argv(kind: str, launcher: str, steps: int, repeats: int) -> list[str]:
-    return [sys.executable, str(PROBES / "resilience_train.py"), "drill", kind, "--nproc", "2",
-            "--steps", str(steps), "--ckpt-every", "5", "--launcher", launcher, "--repeats", str(repeats),
-            "--timeout-s", "900"]
+    return [
+        sys.executable,
+        str(PROBES / "resilience_train.py"),
+        "drill",
+        kind,
+        "--nproc",
+        "2",
+        "--steps",
+        str(steps),
+        "--ckpt-every",
+        "5",
+        "--launcher",
+        launcher,
+        "--repeats",
+        str(repeats),
+        "--timeout-s",
+        "900",
+    ]
 
 
-def recovery_rows(launcher: str, nodes: list[Node], transport: Any, steps: int) -> list[dict[str, Any]]:
+def recovery_rows(
+    launcher: str, nodes: list[Node], transport: Any, steps: int
+) -> list[dict[str, Any]]:
     """One row per node: the parts of its in-job recovery (seconds)."""
     res = transport.run(nodes, drill_argv("injob", launcher, steps, 1), timeout_s=1800)
     rows = []
@@ -65,9 +82,18 @@ def recovery_rows(launcher: str, nodes: list[Node], transport: Any, steps: int) 
             continue
         fault = doc["results"][0]["fault"]
         fig = recovery_figures(fault["events"], fault["kill"])
-        rows.append({"node": name, "launcher": doc["launcher"], "detect": fig.detect_s, "restart": fig.restart_s,
-                     "reload": fig.reload_s, "first_step": fig.first_step_s, "total": fig.recovery_s,
-                     "steps_lost": fig.steps_lost})
+        rows.append(
+            {
+                "node": name,
+                "launcher": doc["launcher"],
+                "detect": fig.detect_s,
+                "restart": fig.restart_s,
+                "reload": fig.reload_s,
+                "first_step": fig.first_step_s,
+                "total": fig.recovery_s,
+                "steps_lost": fig.steps_lost,
+            }
+        )
     return rows
 
 
@@ -78,7 +104,9 @@ def _fmt(x: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--launchers", default="ft_launcher,torchrun")
-    p.add_argument("--local", action="store_true", help="run on this machine, not the simulated cluster")
+    p.add_argument(
+        "--local", action="store_true", help="run on this machine, not the simulated cluster"
+    )
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--overhead-only", action="store_true", help="skip the recovery drills")
@@ -94,22 +122,36 @@ def main(argv: list[str] | None = None) -> int:
         cluster = SSHDCluster(2, prefix="bench", python=sys.executable).start()
         nodes = [Node(name=n) for n in cluster.names]
         transport = SSHTransport(parallel=2, ssh_config=str(cluster.ssh_config_path))
-        print(f"# recovery measured on a simulated 2-node cluster ({', '.join(cluster.names)}; real sshd on "
-              "loopback, both nodes' drills at once on this machine's CPUs)")
+        print(
+            f"# recovery measured on a simulated 2-node cluster ({', '.join(cluster.names)}; real sshd on "
+            "loopback, both nodes' drills at once on this machine's CPUs)"
+        )
     try:
-        rows = [row for launcher in a.launchers.split(",") for row in recovery_rows(launcher, nodes, transport, a.steps)]
+        rows = [
+            row
+            for launcher in a.launchers.split(",")
+            for row in recovery_rows(launcher, nodes, transport, a.steps)
+        ]
     finally:
         transport.close()
         if cluster is not None:
             cluster.stop()
-    print("\n| launcher | node | detect s | restart s | reload s | first step s | total s | steps lost |")
+    print(
+        "\n| launcher | node | detect s | restart s | reload s | first step s | total s | steps lost |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         if "error" in r:
             print(f"| {r['launcher']} | {r['node']} | error: {r['error']} | | | | | |")
             continue
-        print(f"| {r['launcher']} | {r['node']} | " + " | ".join(
-            _fmt(r[k]) for k in ("detect", "restart", "reload", "first_step", "total", "steps_lost")) + " |")
+        print(
+            f"| {r['launcher']} | {r['node']} | "
+            + " | ".join(
+                _fmt(r[k])
+                for k in ("detect", "restart", "reload", "first_step", "total", "steps_lost")
+            )
+            + " |"
+        )
     print(f"\n# recovery part: {time.time() - t0:.0f} s")
     return overhead(a.launchers.split(",")[0], a.repeats)
 
@@ -117,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
 def overhead(launcher: str, repeats: int) -> int:
     """Print the overhead table of the drill machinery (this machine, 2 ranks, 60 steps)."""
     t0 = time.time()
-    res = LocalTransport().run([Node(name="local")], drill_argv("overhead", launcher, 60, repeats),
-                               timeout_s=3600)
+    res = LocalTransport().run(
+        [Node(name="local")], drill_argv("overhead", launcher, 60, repeats), timeout_s=3600
+    )
     doc = _doc(res["local"].stdout)
     if doc.get("status") != "ok":
         print(f"\noverhead: error: {doc.get('reason')}")
@@ -129,10 +172,14 @@ def overhead(launcher: str, repeats: int) -> int:
     print(f"| machinery off | {o['off_s']:.4f} |")
     print(f"| machinery on (events, heartbeats, section timers) | {o['on_s']:.4f} |")
     print(f"| overhead, side by side | {o['overhead_pct']:+.1f} % (goal < 2 %) |")
-    print(f"| machinery time per step, timed directly | {o['machinery_s_per_step'] * 1e3:.3f} ms = "
-          f"{o['direct_overhead_pct']:.2f} % of a step |")
+    print(
+        f"| machinery time per step, timed directly | {o['machinery_s_per_step'] * 1e3:.3f} ms = "
+        f"{o['direct_overhead_pct']:.2f} % of a step |"
+    )
     print(f"\n# overhead runs under {o['launcher']}")
-    print(f"\n# all medians: {json.dumps(o['step_median_s'])}; overhead part {time.time() - t0:.0f} s")
+    print(
+        f"\n# all medians: {json.dumps(o['step_median_s'])}; overhead part {time.time() - t0:.0f} s"
+    )
     return 0
 
 

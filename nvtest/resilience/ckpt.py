@@ -37,17 +37,37 @@ def judge_tier(judge: Judge, doc: Mapping[str, Any]) -> dict[str, Any] | None:
     judge("write_gbps", r.get("write_gbps"), "GB/s", tier=tier)
     judge("read_gbps", r.get("read_gbps"), "GB/s", tier=tier)
     if not r.get("verified"):
-        judge.fail(f"checksum mismatch on read back from {r.get('path')}: wrote {r.get('checksum')}, "
-                   f"read {r.get('read_checksum')} ({r.get('read_bytes')} of {r.get('size_bytes')} bytes)")
+        judge.fail(
+            f"checksum mismatch on read back from {r.get('path')}: wrote {r.get('checksum')}, "
+            f"read {r.get('read_checksum')} ({r.get('read_bytes')} of {r.get('size_bytes')} bytes)"
+        )
     model = next((m for m in doc.get("results", []) if m.get("kind") == "model_state"), None)
     if model and model.get("status") != "skip":
         judge("model_save_s", model.get("save_s"), "s", tier=tier)
         judge("model_load_s", model.get("load_s"), "s", tier=tier)
         if not model.get("verified"):
             judge.fail("model state read back differs from the one saved")
-        judge.detail("model_state", {k: model.get(k) for k in ("bytes", "parameters", "save_s", "load_s")})
-    judge.detail("tier", {k: r.get(k) for k in ("tier", "path", "mount_point", "fs_type", "size_bytes",
-                                                "write_s", "fsync_s", "read_s", "cache_dropped", "checksum")})
+        judge.detail(
+            "model_state", {k: model.get(k) for k in ("bytes", "parameters", "save_s", "load_s")}
+        )
+    judge.detail(
+        "tier",
+        {
+            k: r.get(k)
+            for k in (
+                "tier",
+                "path",
+                "mount_point",
+                "fs_type",
+                "size_bytes",
+                "write_s",
+                "fsync_s",
+                "read_s",
+                "cache_dropped",
+                "checksum",
+            )
+        },
+    )
     return r
 
 
@@ -59,7 +79,10 @@ def aggregate_of(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     w_span = max(e["t_write_end"] for e in entries) - min(e["t_write_start"] for e in entries)
     r_span = max(e["t_read_end"] for e in entries) - min(e["t_read_start"] for e in entries)
     return {
-        "nodes": len(entries), "bytes": total, "write_span_s": w_span, "read_span_s": r_span,
+        "nodes": len(entries),
+        "bytes": total,
+        "write_span_s": w_span,
+        "read_span_s": r_span,
         "write_gbps": total / w_span / 1e9 if w_span > 0 else None,
         "read_gbps": total / r_span / 1e9 if r_span > 0 else None,
         "formula": "sum(bytes) / (latest end - earliest start) / 1e9",

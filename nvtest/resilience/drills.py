@@ -22,13 +22,27 @@ if TYPE_CHECKING:
     from nvtest.context import RunContext
     from nvtest.inventory import Node
 
-__all__ = ["judge_estimate", "judge_injob", "judge_stragglers", "judge_target", "node_scores", "stragglers_of"]
+__all__ = [
+    "judge_estimate",
+    "judge_injob",
+    "judge_stragglers",
+    "judge_target",
+    "node_scores",
+    "stragglers_of",
+]
 
 
 def judge_target(judge: Judge, name: str, value: float | None, target: float, key: str) -> None:
     """Keep ``value`` beside its target in the details; past the target is a warning."""
-    judge.detail(f"{name}_target", {"value": value, "target_s": target, "source": TARGET_SOURCES.get(key),
-                                    "within": value is not None and value <= target})
+    judge.detail(
+        f"{name}_target",
+        {
+            "value": value,
+            "target_s": target,
+            "source": TARGET_SOURCES.get(key),
+            "within": value is not None and value <= target,
+        },
+    )
     if value is not None and value > target:
         judge.warn(f"{name} {value:.1f} s is past the target of {target:g} s")
 
@@ -36,12 +50,20 @@ def judge_target(judge: Judge, name: str, value: float | None, target: float, ke
 def judge_injob(judge: Judge, result: Mapping[str, Any], target_s: float) -> dict[str, Any] | None:
     """Judge one node's in-job drill; returns the recovery figures as JSON (None when no kill happened)."""
     fault, ref = result["fault"], result["reference"]
-    judge.detail("launcher", {"name": fault.get("launcher"), "argv": fault.get("argv"),
-                              "heartbeats": fault.get("heartbeats"),
-                              "heartbeat_reason": fault.get("heartbeat_reason")})
+    judge.detail(
+        "launcher",
+        {
+            "name": fault.get("launcher"),
+            "argv": fault.get("argv"),
+            "heartbeats": fault.get("heartbeats"),
+            "heartbeat_reason": fault.get("heartbeat_reason"),
+        },
+    )
     if not fault.get("kill"):
-        judge.fail(f"the drill never killed rank {result.get('kill_rank')} "
-                   f"(planned step {result.get('kill_step_planned')}; exit {fault.get('exit_code')})")
+        judge.fail(
+            f"the drill never killed rank {result.get('kill_rank')} "
+            f"(planned step {result.get('kill_step_planned')}; exit {fault.get('exit_code')})"
+        )
         return None
     fig = recovery_figures(fault["events"], fault["kill"])
     judge("detect_s", fig.detect_s, "s")
@@ -51,8 +73,10 @@ def judge_injob(judge: Judge, result: Mapping[str, Any], target_s: float) -> dic
     judge("steps_lost", fig.steps_lost, "steps")
     judge.detail("recovery", fig.to_json())
     if not fault.get("completed"):
-        judge.fail(f"training did not complete after the restart (launcher exit {fault.get('exit_code')}): "
-                   f"{(fault.get('log_tail') or '')[-300:]}")
+        judge.fail(
+            f"training did not complete after the restart (launcher exit {fault.get('exit_code')}): "
+            f"{(fault.get('log_tail') or '')[-300:]}"
+        )
     if fig.resumed_from_step is None:
         judge.fail("the restarted ranks did not resume from a checkpoint")
     else:
@@ -60,23 +84,37 @@ def judge_injob(judge: Judge, result: Mapping[str, Any], target_s: float) -> dic
         judge("loss_max_abs_diff", cmp.max_abs_diff, "loss")
         judge.detail("loss_comparison", cmp.to_json())
         if not cmp.matches:
-            judge.fail(f"loss trajectory after the resume (step {fig.resumed_from_step}) differs from the "
-                       f"uninterrupted run: max |diff| {cmp.max_abs_diff}, missing steps {list(cmp.missing_steps)}")
+            judge.fail(
+                f"loss trajectory after the resume (step {fig.resumed_from_step}) differs from the "
+                f"uninterrupted run: max |diff| {cmp.max_abs_diff}, missing steps {list(cmp.missing_steps)}"
+            )
     judge_target(judge, "recovery_s", fig.recovery_s, target_s, "injob_recovery_s")
     return fig.to_json()
 
 
-def judge_estimate(judge: Judge, est_recipe: Mapping[str, Any], restart_s: float | None,
-                   save_s: float | None, save_source: str,
-                   restart_source: str = "measured recovery_s of this node's in-job drill") -> None:
+def judge_estimate(
+    judge: Judge,
+    est_recipe: Mapping[str, Any],
+    restart_s: float | None,
+    save_s: float | None,
+    save_source: str,
+    restart_source: str = "measured recovery_s of this node's in-job drill",
+) -> None:
     """Add the effective-training-time estimate (recipe MTBF and interval) to the details and metrics."""
     if restart_s is None or save_s is None:
         judge.detail("effective_time", {"error": "no restart or save time measured"})
         return
-    est = estimate(float(est_recipe["mtbf_h"]) * 3600.0, float(est_recipe["interval_min"]) * 60.0, save_s, restart_s)
+    est = estimate(
+        float(est_recipe["mtbf_h"]) * 3600.0,
+        float(est_recipe["interval_min"]) * 60.0,
+        save_s,
+        restart_s,
+    )
     judge("effective_fraction", est.effective_fraction, "ratio")
-    judge.detail("effective_time", {**est.to_json(), "save_source": save_source,
-                                    "restart_source": restart_source})
+    judge.detail(
+        "effective_time",
+        {**est.to_json(), "save_source": save_source, "restart_source": restart_source},
+    )
 
 
 def stragglers_of(scores: Mapping[str, Any], bound: float) -> list[dict[str, Any]]:
@@ -84,7 +122,9 @@ def stragglers_of(scores: Mapping[str, Any], bound: float) -> list[dict[str, Any
     out = []
     for rank, score in sorted(scores.get("rank_scores", {}).items(), key=lambda kv: int(kv[0])):
         if score is not None and score < bound:
-            out.append({"rank": int(rank), "host": scores.get("hosts", {}).get(rank), "score": score})
+            out.append(
+                {"rank": int(rank), "host": scores.get("hosts", {}).get(rank), "score": score}
+            )
     return out
 
 
@@ -97,11 +137,20 @@ def judge_stragglers(judge: Judge, result: Mapping[str, Any], bound: float) -> l
     valid = [v for v in scores["rank_scores"].values() if v is not None]
     judge("min_rank_score", min(valid) if valid else None, "ratio")
     slow = stragglers_of(scores, bound)
-    judge.detail("straggler", {**scores, "bound": bound, "bound_source": TARGET_SOURCES["straggler_min_score"],
-                               "stragglers": slow, "injected": {"rank": result.get("slow_rank"),
-                                                                "extra_s_per_step": result.get("slow_s")}})
+    judge.detail(
+        "straggler",
+        {
+            **scores,
+            "bound": bound,
+            "bound_source": TARGET_SOURCES["straggler_min_score"],
+            "stragglers": slow,
+            "injected": {"rank": result.get("slow_rank"), "extra_s_per_step": result.get("slow_s")},
+        },
+    )
     for s in slow:
-        judge.fail(f"rank {s['rank']} on {s['host']} is a straggler: relative score {s['score']:.2f} < {bound:g}")
+        judge.fail(
+            f"rank {s['rank']} on {s['host']} is a straggler: relative score {s['score']:.2f} < {bound:g}"
+        )
     return slow
 
 
@@ -121,5 +170,9 @@ def node_scores(ctx: RunContext, probe: Probe, nodes: Sequence[Node]) -> dict[st
             medians[n.name] = times[len(times) // 2]
     best = min(medians.values(), default=None)
     scores = {k: best / v for k, v in medians.items()} if best else {}
-    return {"step_median_s": medians, "scores": scores, "left_out": left_out,
-            "formula": "min over nodes of median step time / this node's median step time"}
+    return {
+        "step_median_s": medians,
+        "scores": scores,
+        "left_out": left_out,
+        "formula": "min over nodes of median step time / this node's median step time",
+    }

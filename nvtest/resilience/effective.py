@@ -31,7 +31,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["EffectiveTime", "FORMULA", "daly_interval", "effective_fraction", "estimate", "young_interval"]
+__all__ = [
+    "EffectiveTime",
+    "FORMULA",
+    "daly_interval",
+    "effective_fraction",
+    "estimate",
+    "young_interval",
+]
 
 FORMULA = "effective = 1 - C/T - (T/2 + R)/M  (C save s, T interval s, R restart s, M job MTBF s)"
 
@@ -83,8 +90,10 @@ class EffectiveTime:
         return asdict(self)
 
 
-ASSUMPTIONS = ("independent failures at a constant rate 1/M; T, C, R small against M; synchronous "
-               "checkpoints (C = blocking part); restart resumes from the newest checkpoint")
+ASSUMPTIONS = (
+    "independent failures at a constant rate 1/M; T, C, R small against M; synchronous "
+    "checkpoints (C = blocking part); restart resumes from the newest checkpoint"
+)
 
 
 def estimate(mtbf_s: float, interval_s: float, save_s: float, restart_s: float) -> EffectiveTime:

@@ -24,8 +24,17 @@ def ckpt_args(tier: str, size_key: str = "size_mib", model: bool = True) -> Args
 
     def args(node: Node, sku: SkuProfile | None) -> list[str]:
         rec = ckpt_recipe(sku)
-        return ["--tier", tier, "--path", str(rec.get(f"{tier}_path") or ""), "--size-mib", str(rec[size_key]),
-                "--chunk-mib", str(rec["chunk_mib"]), *(["--model"] if model else [])]
+        return [
+            "--tier",
+            tier,
+            "--path",
+            str(rec.get(f"{tier}_path") or ""),
+            "--size-mib",
+            str(rec[size_key]),
+            "--chunk-mib",
+            str(rec["chunk_mib"]),
+            *(["--model"] if model else []),
+        ]
 
     return args
 
@@ -35,18 +44,49 @@ def drill_args(kind: str) -> ArgsFn:
 
     def args(node: Node, sku: SkuProfile | None) -> list[str]:
         r = resilience_recipe(sku)
-        return ["drill", kind, "--nproc", str(r["nproc"]), "--steps", str(r["steps"]),
-                "--ckpt-every", str(r["ckpt_every"]), "--kill-rank", str(r["kill_rank"]),
-                "--slow-rank", str(r["slow_rank"]), "--slow-s", str(r["slow_s"]),
-                "--launcher", str(r["launcher"]), "--timeout-s", "600"]
+        return [
+            "drill",
+            kind,
+            "--nproc",
+            str(r["nproc"]),
+            "--steps",
+            str(r["steps"]),
+            "--ckpt-every",
+            str(r["ckpt_every"]),
+            "--kill-rank",
+            str(r["kill_rank"]),
+            "--slow-rank",
+            str(r["slow_rank"]),
+            "--slow-s",
+            str(r["slow_s"]),
+            "--launcher",
+            str(r["launcher"]),
+            "--timeout-s",
+            "600",
+        ]
 
     return args
 
 
-CKPT = {tier: Probe(f"ckpt_{tier}", script="ckpt_probe.py", args=ckpt_args(tier), timeout_s=1800)
-        for tier in ("mem", "local", "shared")}
-CKPT_QUICK = {tier: Probe(f"ckpt_quick_{tier}", script="ckpt_probe.py", args=ckpt_args(tier, "quick_size_mib", model=False),
-                          timeout_s=600) for tier in ("mem", "local")}
-INJOB = Probe("restart_injob", script="resilience_train.py", args=drill_args("injob"), timeout_s=1500)
-INPROCESS = Probe("restart_inprocess", script="resilience_train.py", args=drill_args("inprocess"), timeout_s=900)
-STRAGGLER = Probe("straggler", script="resilience_train.py", args=drill_args("straggler"), timeout_s=900)
+CKPT = {
+    tier: Probe(f"ckpt_{tier}", script="ckpt_probe.py", args=ckpt_args(tier), timeout_s=1800)
+    for tier in ("mem", "local", "shared")
+}
+CKPT_QUICK = {
+    tier: Probe(
+        f"ckpt_quick_{tier}",
+        script="ckpt_probe.py",
+        args=ckpt_args(tier, "quick_size_mib", model=False),
+        timeout_s=600,
+    )
+    for tier in ("mem", "local")
+}
+INJOB = Probe(
+    "restart_injob", script="resilience_train.py", args=drill_args("injob"), timeout_s=1500
+)
+INPROCESS = Probe(
+    "restart_inprocess", script="resilience_train.py", args=drill_args("inprocess"), timeout_s=900
+)
+STRAGGLER = Probe(
+    "straggler", script="resilience_train.py", args=drill_args("straggler"), timeout_s=900
+)

@@ -35,7 +35,13 @@ from typing import Any
 
 from nvtest.thresholds import SkuProfile
 
-__all__ = ["CKPT_DEFAULTS", "RESILIENCE_DEFAULTS", "ckpt_recipe", "resilience_recipe", "TARGET_SOURCES"]
+__all__ = [
+    "CKPT_DEFAULTS",
+    "RESILIENCE_DEFAULTS",
+    "ckpt_recipe",
+    "resilience_recipe",
+    "TARGET_SOURCES",
+]
 
 CKPT_DEFAULTS: dict[str, Any] = {
     "size_mib": 2048,

@@ -34,7 +34,9 @@ SlurmCall = Callable[[list[str]], str]
 def _slurm(argv: list[str]) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0:
-        raise RuntimeError(f"{shlex.join(argv)} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+        raise RuntimeError(
+            f"{shlex.join(argv)} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[-300:]}"
+        )
     return proc.stdout
 
 
@@ -57,25 +59,49 @@ class RequeueFigures:
         return asdict(self)
 
 
-def batch_script(python: str, probe_dir: str, node: str, workdir: Path, steps: int, ckpt_every: int,
-                 step_s: float, port: int) -> str:
+def batch_script(
+    python: str,
+    probe_dir: str,
+    node: str,
+    workdir: Path,
+    steps: int,
+    ckpt_every: int,
+    step_s: float,
+    port: int,
+) -> str:
     """The sbatch script of one node's job (one rank, gloo world of 1, requeueable)."""
-    train = [python, f"{probe_dir}/resilience_train.py", "train", "--steps", str(steps),
-             "--ckpt-every", str(ckpt_every), "--ckpt-dir", str(workdir / "ckpt"),
-             "--events-dir", str(workdir / "events"), "--slow-rank", "0", "--slow-s", str(step_s)]
-    return "\n".join([
-        "#!/bin/sh",
-        f"#SBATCH --job-name=nvtest-requeue-{node}",
-        f"#SBATCH --nodelist={node}",
-        "#SBATCH --nodes=1",
-        "#SBATCH --ntasks=1",
-        "#SBATCH --requeue",
-        f"#SBATCH --output={workdir}/slurm-%j.out",
-        "export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1",
-        f"export MASTER_PORT={port}",
-        f"exec {shlex.join(train)}",
-        "",
-    ])
+    train = [
+        python,
+        f"{probe_dir}/resilience_train.py",
+        "train",
+        "--steps",
+        str(steps),
+        "--ckpt-every",
+        str(ckpt_every),
+        "--ckpt-dir",
+        str(workdir / "ckpt"),
+        "--events-dir",
+        str(workdir / "events"),
+        "--slow-rank",
+        "0",
+        "--slow-s",
+        str(step_s),
+    ]
+    return "\n".join(
+        [
+            "#!/bin/sh",
+            f"#SBATCH --job-name=nvtest-requeue-{node}",
+            f"#SBATCH --nodelist={node}",
+            "#SBATCH --nodes=1",
+            "#SBATCH --ntasks=1",
+            "#SBATCH --requeue",
+            f"#SBATCH --output={workdir}/slurm-%j.out",
+            "export RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1",
+            f"export MASTER_PORT={port}",
+            f"exec {shlex.join(train)}",
+            "",
+        ]
+    )
 
 
 def _events(workdir: Path) -> list[dict[str, Any]]:
@@ -90,8 +116,14 @@ def _events(workdir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def figures_from_events(events: list[dict[str, Any]], t_requeue: float, job_id: str, node: str,
-                        requeue_step: int, final_state: str) -> RequeueFigures:
+def figures_from_events(
+    events: list[dict[str, Any]],
+    t_requeue: float,
+    job_id: str,
+    node: str,
+    requeue_step: int,
+    final_state: str,
+) -> RequeueFigures:
     """Figures of the incarnation after ``t_requeue`` (pure)."""
     before = [int(e["step"]) for e in events if e.get("ev") == "step" and e.get("incarnation") == 0]
     later = [e for e in events if int(e.get("incarnation", 0)) > 0]
@@ -102,7 +134,9 @@ def figures_from_events(events: list[dict[str, Any]], t_requeue: float, job_id: 
     start, resume, step = first("start"), first("resume"), first("step")
     resumed = int(resume["step"]) if resume else None
     return RequeueFigures(
-        job_id=job_id, node=node, requeue_step=requeue_step,
+        job_id=job_id,
+        node=node,
+        requeue_step=requeue_step,
         running_again_s=float(start["t"]) - t_requeue if start else None,
         resumed_s=float(resume["t"]) - t_requeue if resume else None,
         training_s=float(step["t"]) - t_requeue if step else None,
@@ -113,10 +147,21 @@ def figures_from_events(events: list[dict[str, Any]], t_requeue: float, job_id: 
     )
 
 
-def run_requeue_drill(node: str, python: str, probe_dir: str, workdir: Path, *, steps: int = 40,
-                      ckpt_every: int = 5, requeue_step: int = 12, step_s: float = 0.2,
-                      port: int = 29650, timeout_s: float = 600.0, release_hold: bool = False,
-                      slurm: SlurmCall = _slurm) -> RequeueFigures:
+def run_requeue_drill(
+    node: str,
+    python: str,
+    probe_dir: str,
+    workdir: Path,
+    *,
+    steps: int = 40,
+    ckpt_every: int = 5,
+    requeue_step: int = 12,
+    step_s: float = 0.2,
+    port: int = 29650,
+    timeout_s: float = 600.0,
+    release_hold: bool = False,
+    slurm: SlurmCall = _slurm,
+) -> RequeueFigures:
     """Submit the job, requeue it at ``requeue_step``, wait for it to finish; the figures.
 
     Slurm holds a requeued batch job back (its begin time moves some two minutes
@@ -131,14 +176,18 @@ def run_requeue_drill(node: str, python: str, probe_dir: str, workdir: Path, *, 
     """
     workdir.mkdir(parents=True, exist_ok=True)
     script = workdir / "requeue.sbatch"
-    script.write_text(batch_script(python, probe_dir, node, workdir, steps, ckpt_every, step_s, port))
+    script.write_text(
+        batch_script(python, probe_dir, node, workdir, steps, ckpt_every, step_s, port)
+    )
     job = slurm(["sbatch", "--parsable", str(script)]).strip().split(";")[0]
     deadline = time.monotonic() + timeout_s
     t_requeue = None
     while t_requeue is None:
         if time.monotonic() > deadline:
             slurm(["scancel", job])
-            raise RuntimeError(f"job {job} on {node} did not reach step {requeue_step} within {timeout_s:g} s")
+            raise RuntimeError(
+                f"job {job} on {node} did not reach step {requeue_step} within {timeout_s:g} s"
+            )
         steps_done = [e for e in _events(workdir) if e.get("ev") == "step"]
         if steps_done and int(steps_done[-1]["step"]) >= requeue_step:
             slurm(["scontrol", "requeue", job])
@@ -147,11 +196,17 @@ def run_requeue_drill(node: str, python: str, probe_dir: str, workdir: Path, *, 
     state = ""
     while time.monotonic() < deadline:
         state = slurm(["squeue", "-h", "-j", job, "-o", "%T"]).strip()
-        if release_hold and state == "PENDING":  # the begin time is set once the job is pending again
+        if (
+            release_hold and state == "PENDING"
+        ):  # the begin time is set once the job is pending again
             slurm(["scontrol", "update", f"JobId={job}", "StartTime=now"])
-        if not state or any(e.get("ev") == "done" and int(e.get("incarnation", 0)) > 0 for e in _events(workdir)):
+        if not state or any(
+            e.get("ev") == "done" and int(e.get("incarnation", 0)) > 0 for e in _events(workdir)
+        ):
             break
         time.sleep(0.2)
     else:
         slurm(["scancel", job])
-    return figures_from_events(_events(workdir), t_requeue, job, node, requeue_step, state or "gone (finished)")
+    return figures_from_events(
+        _events(workdir), t_requeue, job, node, requeue_step, state or "gone (finished)"
+    )

@@ -77,28 +77,52 @@ def _sub(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def recovery_figures(events: Sequence[Mapping[str, Any]], kill: Mapping[str, Any]) -> RecoveryFigures:
+def recovery_figures(
+    events: Sequence[Mapping[str, Any]], kill: Mapping[str, Any]
+) -> RecoveryFigures:
     """Figures of the restart that followed ``kill`` (``{"t", "rank", "at_step"}``) in ``events``."""
     t_kill, killed = float(kill["t"]), int(kill["rank"])
     before = [e for e in events if e.get("incarnation") == 0]
-    last_step = max((int(e["step"]) for e in before if e.get("ev") == "step"), default=int(kill["at_step"]))
-    reactions = [e for e in before if e.get("ev") in ("sigterm", "error") and e.get("rank") != killed
-                 and float(e["t"]) >= t_kill]
+    last_step = max(
+        (int(e["step"]) for e in before if e.get("ev") == "step"), default=int(kill["at_step"])
+    )
+    reactions = [
+        e
+        for e in before
+        if e.get("ev") in ("sigterm", "error")
+        and e.get("rank") != killed
+        and float(e["t"]) >= t_kill
+    ]
     later = sorted({int(e["incarnation"]) for e in events if int(e.get("incarnation", 0)) > 0})
     inc = later[0] if later else None
     if reactions:
         first = min(reactions, key=lambda e: float(e["t"]))
         t_detect: float | None = float(first["t"])
-        by = ("launcher stopped the surviving ranks (SIGTERM)" if first["ev"] == "sigterm"
-              else f"collective failed on rank {first['rank']}: {str(first.get('reason', ''))[:120]}")
+        by = (
+            "launcher stopped the surviving ranks (SIGTERM)"
+            if first["ev"] == "sigterm"
+            else f"collective failed on rank {first['rank']}: {str(first.get('reason', ''))[:120]}"
+        )
     elif inc is not None:
         t_detect = min(float(e["t"]) for e in _of(events, "start", inc))
         by = "no survivor reaction logged: bounded by the restart's first process start"
     else:
         t_detect, by = None, "not detected: no reaction and no restart"
     if inc is None:
-        return RecoveryFigures(killed, int(kill["at_step"]), _sub(t_detect, t_kill), by, None, None, None, None,
-                               None, last_step, None, None)
+        return RecoveryFigures(
+            killed,
+            int(kill["at_step"]),
+            _sub(t_detect, t_kill),
+            by,
+            None,
+            None,
+            None,
+            None,
+            None,
+            last_step,
+            None,
+            None,
+        )
     t_ready = _max_t(_of(events, "ready", inc))
     resumes = _of(events, "resume", inc)
     t_resume = _max_t(resumes)
@@ -125,8 +149,12 @@ def recovery_figures(events: Sequence[Mapping[str, Any]], kill: Mapping[str, Any
     )
 
 
-def compare_losses(reference: Mapping[str, float], resumed: Mapping[str, float], after_step: int,
-                   atol: float = LOSS_ATOL) -> LossComparison:
+def compare_losses(
+    reference: Mapping[str, float],
+    resumed: Mapping[str, float],
+    after_step: int,
+    atol: float = LOSS_ATOL,
+) -> LossComparison:
     """Compare the losses of steps ``> after_step`` of the resumed run with the reference run.
 
     Keys are step numbers as strings (JSON).  ``matches`` needs at least one step
@@ -135,7 +163,11 @@ def compare_losses(reference: Mapping[str, float], resumed: Mapping[str, float],
     """
     steps = sorted(int(s) for s in reference if int(s) > after_step)
     missing = tuple(s for s in steps if str(s) not in resumed)
-    diffs = [abs(float(resumed[str(s)]) - float(reference[str(s)])) for s in steps if str(s) in resumed]
+    diffs = [
+        abs(float(resumed[str(s)]) - float(reference[str(s)])) for s in steps if str(s) in resumed
+    ]
     worst = max(diffs) if diffs else None
-    ok = bool(diffs) and not missing and worst is not None and math.isfinite(worst) and worst <= atol
+    ok = (
+        bool(diffs) and not missing and worst is not None and math.isfinite(worst) and worst <= atol
+    )
     return LossComparison(len(diffs), steps[0] if steps else None, worst, missing, ok)

@@ -30,7 +30,11 @@ def test_ckpt_local(node, measure, judge: Judge) -> None:
     judge_tier(judge, measure(CKPT["local"]))
 
 
-@pytest.mark.check("ckpt_shared", area="resilience", title="Checkpoint to the shared filesystem (all nodes at once)")
+@pytest.mark.check(
+    "ckpt_shared",
+    area="resilience",
+    title="Checkpoint to the shared filesystem (all nodes at once)",
+)
 def test_ckpt_shared(node, nodes, nvtest_context, measure, judge: Judge) -> None:
     judge_tier(judge, measure(CKPT["shared"]))
     agg = aggregate(nvtest_context, CKPT["shared"], nodes)

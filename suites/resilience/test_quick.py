@@ -18,7 +18,9 @@ from nvtest.resilience.recipe import resilience_recipe
 from nvtest.thresholds import SkuProfile
 
 
-@pytest.mark.check("resilience_quick", area="resilience", title="Checkpoint tiers, quick (memory, local disk)")
+@pytest.mark.check(
+    "resilience_quick", area="resilience", title="Checkpoint tiers, quick (memory, local disk)"
+)
 def test_resilience_quick(node, measure, judge: Judge, sku: SkuProfile | None) -> None:
     entries = {}
     for tier, probe in CKPT_QUICK.items():
@@ -31,6 +33,11 @@ def test_resilience_quick(node, measure, judge: Judge, sku: SkuProfile | None) -
     local = entries.get("local") or {}
     gbps = local.get("write_gbps")
     save_s = float(est["save_gib"]) * 2**30 / (gbps * 1e9) if gbps else None
-    judge_estimate(judge, est, float(rec["targets"]["injob_recovery_s"]), save_s,
-                   f"{est['save_gib']} GiB per node / {gbps} GB/s measured local write",
-                   "the in-job recovery target (assumed, not measured here)")
+    judge_estimate(
+        judge,
+        est,
+        float(rec["targets"]["injob_recovery_s"]),
+        save_s,
+        f"{est['save_gib']} GiB per node / {gbps} GB/s measured local write",
+        "the in-job recovery target (assumed, not measured here)",
+    )

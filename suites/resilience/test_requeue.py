@@ -27,9 +27,17 @@ def test_requeue(node, nvtest_context, judge: Judge, sku: SkuProfile | None) -> 
     probe_dir = nvtest_context.probe_dirs.get(node.name, str(probes_dir()))
     port = 29650 + sorted(n.name for n in nvtest_context.nodes).index(node.name)
     try:
-        fig = run_requeue_drill(node.name, node.python, probe_dir, workdir, steps=int(rec["steps"]) + 10,
-                                ckpt_every=int(rec["ckpt_every"]), requeue_step=int(rec["ckpt_every"]) + 2,
-                                port=port, timeout_s=600 * nvtest_context.config.timeout_scale)
+        fig = run_requeue_drill(
+            node.name,
+            node.python,
+            probe_dir,
+            workdir,
+            steps=int(rec["steps"]) + 10,
+            ckpt_every=int(rec["ckpt_every"]),
+            requeue_step=int(rec["ckpt_every"]) + 2,
+            port=port,
+            timeout_s=600 * nvtest_context.config.timeout_scale,
+        )
     except RuntimeError as exc:
         judge.fail(str(exc))
         return

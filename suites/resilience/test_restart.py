@@ -46,13 +46,17 @@ def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None) -> N
         gbps, why = None, str(exc)
     if gbps:
         save_s = float(est["save_gib"]) * 2**30 / (gbps * 1e9)
-        source = f"{est['save_gib']} GiB per node / {gbps:.3g} GB/s measured write on the {tier} tier"
+        source = (
+            f"{est['save_gib']} GiB per node / {gbps:.3g} GB/s measured write on the {tier} tier"
+        )
     else:
         save_s, source = None, f"no {tier} tier bandwidth: {why}"
     judge_estimate(judge, est, fig["recovery_s"], save_s, source)
 
 
-@pytest.mark.check("restart_inprocess", area="resilience", title="In-process restart (nvidia-resiliency-ext)")
+@pytest.mark.check(
+    "restart_inprocess", area="resilience", title="In-process restart (nvidia-resiliency-ext)"
+)
 def test_restart_inprocess(node, measure, judge: Judge, sku: SkuProfile | None) -> None:
     rec = resilience_recipe(sku)
     doc = measure(INPROCESS)
@@ -61,5 +65,10 @@ def test_restart_inprocess(node, measure, judge: Judge, sku: SkuProfile | None) 
     judge.detail("inprocess", r)
     if not r.get("resumed"):
         judge.fail(f"training did not continue after the in-process restart: {r.get('reason')}")
-    judge_target(judge, "recovery_s", r.get("recovery_s"), float(rec["targets"]["inprocess_recovery_s"]),
-                 "inprocess_recovery_s")
+    judge_target(
+        judge,
+        "recovery_s",
+        r.get("recovery_s"),
+        float(rec["targets"]["inprocess_recovery_s"]),
+        "inprocess_recovery_s",
+    )

@@ -14,10 +14,17 @@ import yaml
 PROBES = Path(__file__).resolve().parents[2] / "nvtest" / "probes"
 
 
-def run_probe(script: str, *args: str, timeout: float = 600, env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_probe(
+    script: str, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run ``nvtest/probes/<script> ARGS`` with this interpreter; its JSON document."""
-    proc = subprocess.run([sys.executable, str(PROBES / script), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    proc = subprocess.run(
+        [sys.executable, str(PROBES / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
     assert proc.stdout.strip(), proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -31,10 +38,20 @@ def tiny_sku(tmp: Path, name: str = "resil-cpu", **recipe: Any) -> dict[str, Any
         "match": {"gpu_count": 0},
         "expect": {"gpus": 0},
         "recipe": {
-            "ckpt": {"size_mib": 8, "quick_size_mib": 4, "chunk_mib": 1, "mem_path": str(tmp / "shm"),
-                     "local_path": str(tmp / "local"), "shared_path": None},
-            "resilience": {"steps": 16, "ckpt_every": 4, "launcher": "auto",
-                           "estimate": {"mtbf_h": 24, "interval_min": 30, "save_gib": 8, "tier": "local"}},
+            "ckpt": {
+                "size_mib": 8,
+                "quick_size_mib": 4,
+                "chunk_mib": 1,
+                "mem_path": str(tmp / "shm"),
+                "local_path": str(tmp / "local"),
+                "shared_path": None,
+            },
+            "resilience": {
+                "steps": 16,
+                "ckpt_every": 4,
+                "launcher": "auto",
+                "estimate": {"mtbf_h": 24, "interval_min": 30, "save_gib": 8, "tier": "local"},
+            },
             **recipe,
         },
     }
@@ -47,7 +64,9 @@ def sku_dir(tmp_path: Path):
     def make(**recipe: Any) -> Path:
         d = tmp_path / "skus"
         d.mkdir(exist_ok=True)
-        (d / "resil-cpu.yaml").write_text(yaml.safe_dump(tiny_sku(tmp_path, **recipe)), encoding="utf-8")
+        (d / "resil-cpu.yaml").write_text(
+            yaml.safe_dump(tiny_sku(tmp_path, **recipe)), encoding="utf-8"
+        )
         return d
 
     return make

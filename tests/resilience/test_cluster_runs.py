@@ -29,14 +29,37 @@ def cluster_run(tmp_path_factory):
     (d / "skus").mkdir()
     (d / "skus" / "resil-cpu.yaml").write_text(yaml.safe_dump(sku))
     suite = d / "suite.yaml"
-    suite.write_text(yaml.safe_dump({"name": "r", "description": "r",
-                                     "checks": ["resilience/test_ckpt_tiers.py::test_ckpt_shared"]}))
+    suite.write_text(
+        yaml.safe_dump(
+            {
+                "name": "r",
+                "description": "r",
+                "checks": ["resilience/test_ckpt_tiers.py::test_ckpt_shared"],
+            }
+        )
+    )
     with SSHDCluster(2, prefix="res", python=sys.executable) as cluster:
         inv = write_inventory(cluster, d / "inventory.yaml")
-        proc = run_nvtest("run", "--backend", "ssh", "--inventory", str(inv), "--insecure-host-keys",
-                          "--sku-dir", str(d / "skus"), "--sku", "resil-cpu", "--suite", str(suite),
-                          "--out", str(d / "reports"), "--progress", "plain",
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+        proc = run_nvtest(
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(inv),
+            "--insecure-host-keys",
+            "--sku-dir",
+            str(d / "skus"),
+            "--sku",
+            "resil-cpu",
+            "--suite",
+            str(suite),
+            "--out",
+            str(d / "reports"),
+            "--progress",
+            "plain",
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            timeout=600,
+        )
     doc = json.loads((d / "reports" / "latest" / "results.json").read_text())
     return proc, doc
 
@@ -49,7 +72,9 @@ def test_shared_tier_all_nodes_at_once_with_aggregate(cluster_run):
     for node, r in res.items():
         assert r["verdict"] == "pass", (node, r)
         m = metrics(r)
-        assert m["write_gbps"] > 0 and m["aggregate_write_gbps"] > 0 and m["aggregate_read_gbps"] > 0
+        assert (
+            m["write_gbps"] > 0 and m["aggregate_write_gbps"] > 0 and m["aggregate_read_gbps"] > 0
+        )
         agg = r["details"]["aggregate"]
         assert agg["nodes"] == 2 and agg["bytes"] == 2 * 8 * 2**20 and not agg["left_out"]
         spans.append(agg["write_span_s"])

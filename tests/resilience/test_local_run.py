@@ -19,8 +19,12 @@ from tests.resilience.conftest import by_check, metrics
 
 pytestmark = pytest.mark.slow
 
-CHECKS = ["resilience/test_ckpt_tiers.py", "resilience/test_restart.py::test_restart_injob",
-          "resilience/test_requeue.py", "resilience/test_stragglers.py"]
+CHECKS = [
+    "resilience/test_ckpt_tiers.py",
+    "resilience/test_restart.py::test_restart_injob",
+    "resilience/test_requeue.py",
+    "resilience/test_stragglers.py",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +37,21 @@ def run(tmp_path_factory):
     (skus / "resil-cpu.yaml").write_text(yaml.safe_dump(tiny_sku(d)))
     suite = d / "suite.yaml"
     suite.write_text(yaml.safe_dump({"name": "r", "description": "r", "checks": CHECKS}))
-    proc = run_nvtest("run", "--sku-dir", str(skus), "--sku", "resil-cpu", "--suite", str(suite),
-                      "--out", str(d / "reports"), "--progress", "plain",
-                      env={**os.environ, "NVTEST_STRAGGLER_INJECT": "1:0.15", "OMP_NUM_THREADS": "1"},
-                      timeout=900)
+    proc = run_nvtest(
+        "run",
+        "--sku-dir",
+        str(skus),
+        "--sku",
+        "resil-cpu",
+        "--suite",
+        str(suite),
+        "--out",
+        str(d / "reports"),
+        "--progress",
+        "plain",
+        env={**os.environ, "NVTEST_STRAGGLER_INJECT": "1:0.15", "OMP_NUM_THREADS": "1"},
+        timeout=900,
+    )
     doc = json.loads((d / "reports" / "latest" / "results.json").read_text())
     return proc, doc
 
@@ -70,7 +85,10 @@ def test_killed_rank_detected_and_training_resumes_on_the_same_trajectory(run):
     assert m["loss_max_abs_diff"] <= 1e-6
     rec = r["details"]["recovery"]
     assert rec["resumed_from_step"] % 4 == 0 and rec["resumed_from_step"] <= rec["kill_step"]
-    assert r["details"]["loss_comparison"]["matches"] and r["details"]["loss_comparison"]["steps_compared"] > 0
+    assert (
+        r["details"]["loss_comparison"]["matches"]
+        and r["details"]["loss_comparison"]["steps_compared"] > 0
+    )
     eff = r["details"]["effective_time"]
     assert 0 < eff["effective_fraction"] < 1 and "C/T" in eff["formula"]
     assert r["details"]["recovery_s_target"]["target_s"] == 120

@@ -36,15 +36,22 @@ def _ev(t, ev, rank, inc, **kw):
 
 
 EVENTS = [
-    _ev(0.0, "start", 0, 0), _ev(0.0, "start", 1, 0),
-    _ev(1.0, "step", 0, 0, step=9), _ev(1.0, "step", 1, 0, step=9),
-    _ev(1.1, "step", 0, 0, step=10), _ev(1.1, "step", 1, 0, step=10),
+    _ev(0.0, "start", 0, 0),
+    _ev(0.0, "start", 1, 0),
+    _ev(1.0, "step", 0, 0, step=9),
+    _ev(1.0, "step", 1, 0, step=9),
+    _ev(1.1, "step", 0, 0, step=10),
+    _ev(1.1, "step", 1, 0, step=10),
     _ev(1.35, "error", 0, 0, reason="RuntimeError: Connection closed by peer"),
     _ev(1.4, "sigterm", 0, 0),
-    _ev(2.0, "start", 0, 1), _ev(2.1, "start", 1, 1),
-    _ev(5.0, "ready", 0, 1), _ev(5.2, "ready", 1, 1),
-    _ev(5.5, "resume", 0, 1, step=8), _ev(5.6, "resume", 1, 1, step=8),
-    _ev(5.8, "step", 0, 1, step=9), _ev(5.9, "step", 1, 1, step=9),
+    _ev(2.0, "start", 0, 1),
+    _ev(2.1, "start", 1, 1),
+    _ev(5.0, "ready", 0, 1),
+    _ev(5.2, "ready", 1, 1),
+    _ev(5.5, "resume", 0, 1, step=8),
+    _ev(5.6, "resume", 1, 1, step=8),
+    _ev(5.8, "step", 0, 1, step=9),
+    _ev(5.9, "step", 1, 1, step=9),
 ]
 
 
@@ -55,7 +62,9 @@ def test_recovery_figures_split_the_timeline():
     assert fig.restart_s == pytest.approx(5.2 - 1.35)
     assert fig.reload_s == pytest.approx(0.4)
     assert fig.recovery_s == pytest.approx(5.9 - 1.2)
-    assert fig.detect_s + fig.restart_s + fig.reload_s + fig.first_step_s == pytest.approx(fig.recovery_s)
+    assert fig.detect_s + fig.restart_s + fig.reload_s + fig.first_step_s == pytest.approx(
+        fig.recovery_s
+    )
     assert (fig.resumed_from_step, fig.last_step_before_kill, fig.steps_lost) == (8, 10, 2)
 
 

@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 def cluster() -> Iterator[SlurmCluster]:
     missing = missing_slurm_binaries()
     if missing:
-        pytest.skip(f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm")
+        pytest.skip(
+            f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm"
+        )
     if os.geteuid() != 0:
         pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root)")
     with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as sim, sim.activated():
@@ -29,10 +31,21 @@ def cluster() -> Iterator[SlurmCluster]:
 
 
 def test_requeued_job_runs_again_and_resumes(cluster, tmp_path):
-    fig = run_requeue_drill("node2", sys.executable, str(PROBES), tmp_path / "requeue", steps=24, ckpt_every=4,
-                            requeue_step=6, step_s=0.25, timeout_s=400,
-                            release_hold=True)
+    fig = run_requeue_drill(
+        "node2",
+        sys.executable,
+        str(PROBES),
+        tmp_path / "requeue",
+        steps=24,
+        ckpt_every=4,
+        requeue_step=6,
+        step_s=0.25,
+        timeout_s=400,
+        release_hold=True,
+    )
     assert fig.completed, fig
     assert fig.resumed_from_step == 4 or fig.resumed_from_step == 8, fig
-    assert fig.running_again_s is not None and 0 < fig.running_again_s < fig.resumed_s < fig.training_s
+    assert (
+        fig.running_again_s is not None and 0 < fig.running_again_s < fig.resumed_s < fig.training_s
+    )
     assert 0 <= fig.steps_lost <= 4 + 1
