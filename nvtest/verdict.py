@@ -12,12 +12,12 @@ A node's verdict is the worst of its checks; a check's the worst of its metrics.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import Enum
+from enum import StrEnum
 
 __all__ = ["Verdict", "worst"]
 
 
-class Verdict(str, Enum):
+class Verdict(StrEnum):
     """The verdict of a metric, a (check, node) item, a node or a run."""
 
     PASS = "pass"

@@ -11,6 +11,7 @@ Units are in field names: MiB, degrees C, W, MHz; PCIe generation and width are 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -70,7 +71,7 @@ class TreeNode(Protocol):
     def value(self) -> str | None: ...
 
     @property
-    def children(self) -> list[tuple[str, TreeNode]]: ...
+    def children(self) -> Sequence[tuple[str, TreeNode]]: ...
 
     def child(self, key: str) -> TreeNode | None: ...
 
