@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from nvtest.testing.slurm_cluster import SlurmCluster
 
 REPO = Path(__file__).resolve().parent.parent
 NVTEST = [sys.executable, "-m", "nvtest.cli"]
@@ -24,3 +30,29 @@ def run_nvtest(*args: str, cwd: Path | None = None, timeout: float = 900, env: d
 @pytest.fixture
 def nvtest_cli():
     return run_nvtest
+
+
+@contextlib.contextmanager
+def started_slurm_cluster(*, activate: bool = False) -> Iterator[SlurmCluster]:
+    """A real 2-node Slurm (``node1``, ``node2``, partition ``nvt``) for a test module.
+
+    Skips, printing the reason, where the Debian packages are missing or not root.
+    ``activate``: also point this process's Slurm clients (SLURM_CONF, munge socket) at it.
+    """
+    from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
+
+    missing = missing_slurm_binaries()
+    reason = None
+    if missing:
+        reason = f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm"
+    elif os.geteuid() != 0:
+        reason = "the Slurm test cluster runs its daemons as root (SlurmUser=root)"
+    if reason:
+        print(f"skipping: {reason}")
+        pytest.skip(reason)
+    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as cluster:
+        if activate:
+            with cluster.activated():
+                yield cluster
+        else:
+            yield cluster

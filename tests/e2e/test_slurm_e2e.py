@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
-from tests.conftest import run_nvtest
+from nvtest.testing.slurm_cluster import SlurmCluster
+from tests.conftest import run_nvtest, started_slurm_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -27,13 +27,9 @@ CHECKS = "host or gpus or ib_ports"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    missing = missing_slurm_binaries()
-    if missing:
-        reason = f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm"
-        print(f"skipping: {reason}")
-        pytest.skip(reason)
-    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as sim:
+    with started_slurm_cluster() as sim:
         yield sim
+
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from nvtest import resources
-from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
-from tests.conftest import run_nvtest
+from nvtest.testing.slurm_cluster import SlurmCluster
+from tests.conftest import run_nvtest, started_slurm_cluster
 from tests.interconnect.conftest import by_check
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -30,16 +30,7 @@ CHECKS = "collectives_multinode or train_multinode or tcp_bw or mpi"
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    import os
-
-    missing = missing_slurm_binaries()
-    if missing:
-        pytest.skip(
-            f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm"
-        )
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root)")
-    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as sim:
+    with started_slurm_cluster() as sim:
         yield sim
 
 

@@ -4,14 +4,14 @@ requeued job (about two minutes) is released at once here, to keep the test shor
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 
 import pytest
 
 from nvtest.resilience.requeue import run_requeue_drill
-from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
+from nvtest.testing.slurm_cluster import SlurmCluster
+from tests.conftest import started_slurm_cluster
 from tests.resilience.conftest import PROBES
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -19,15 +19,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
-    missing = missing_slurm_binaries()
-    if missing:
-        pytest.skip(
-            f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm"
-        )
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root)")
-    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as sim, sim.activated():
+    with started_slurm_cluster(activate=True) as sim:
         yield sim
+
 
 
 def test_requeued_job_runs_again_and_resumes(cluster, tmp_path):

@@ -8,26 +8,19 @@ cluster that is installed but does not start is an error.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
+from nvtest.testing.slurm_cluster import SlurmCluster
+from tests.conftest import started_slurm_cluster
 
 
 @pytest.fixture(scope="package")
 def slurm_cluster() -> Iterator[SlurmCluster]:
-    missing = missing_slurm_binaries()
-    if missing:
-        pytest.skip(
-            f"Slurm is not installed ({', '.join(missing)} missing): apt-get install munge slurm-wlm"
-        )
-    if os.geteuid() != 0:
-        pytest.skip("the Slurm test cluster runs its daemons as root (SlurmUser=root)")
-    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as cluster, cluster.activated():
+    with started_slurm_cluster(activate=True) as cluster:
         yield cluster
 
 
