@@ -106,6 +106,11 @@ def _exit_code_of(run_dir: Path, pytest_rc: int) -> int:
     return EXIT_CHECK_FAILED if verdict in ("fail", "error") else EXIT_OK
 
 
+def _slurm_options(**options: Any) -> dict[str, Any]:
+    """The SlurmTransport keyword options the user set (unset and false ones left out)."""
+    return {k: v for k, v in options.items() if v not in (None, False)}
+
+
 def _rerun_items(prev: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     from nvtest.results import load_results
 
@@ -201,20 +206,16 @@ def run(
         if known_hosts is not None:
             backend_options["known_hosts"] = str(known_hosts.resolve())
     elif backend == "slurm":
-        backend_options = {
-            k: v
-            for k, v in {
-                "partition": partition,
-                "time_limit": time_limit,
-                "account": account,
-                "reservation": reservation,
-                "qos": qos,
-                "exclusive": exclusive,
-                "gpus_per_node": gpus_per_node,
-                "mpi": mpi,
-            }.items()
-            if v not in (None, False)
-        }
+        backend_options = _slurm_options(
+            partition=partition,
+            time_limit=time_limit,
+            account=account,
+            reservation=reservation,
+            qos=qos,
+            exclusive=exclusive,
+            gpus_per_node=gpus_per_node,
+            mpi=mpi,
+        )
     if backend == "slurm" and not (inventory or nodes or partition or os.environ.get("SLURM_JOB_NODELIST")):
         raise _fail(ConfigError("the slurm backend needs --nodes, --partition, --inventory or a Slurm allocation", field="--nodes"))
     if backend == "slurm" and nodes is None and inventory is None:
@@ -476,19 +477,15 @@ def submit(
             raise ConfigError("nvtest submit needs --nodes, --inventory or --partition", field="--nodes")
         if not names:
             raise ConfigError(f"no available node in partition {partition!r}", field="--partition")
-        opts = {
-            k: v
-            for k, v in {
-                "partition": partition,
-                "time_limit": time_limit,
-                "account": account,
-                "reservation": reservation,
-                "qos": qos,
-                "exclusive": exclusive,
-                "gpus_per_node": gpus_per_node,
-            }.items()
-            if v not in (None, False)
-        }
+        opts = _slurm_options(
+            partition=partition,
+            time_limit=time_limit,
+            account=account,
+            reservation=reservation,
+            qos=qos,
+            exclusive=exclusive,
+            gpus_per_node=gpus_per_node,
+        )
         run_id = new_run_id()
         out.mkdir(parents=True, exist_ok=True)
         run_dir = (out / run_id).resolve()
