@@ -8,6 +8,8 @@ load drifts hit both sides alike):
   2 words/element) and triad (``a = b + s*c``: ``np.multiply`` into a scratch
   array then ``np.add``, counted as STREAM's 3 words/element although numpy
   makes two passes), over arrays of the probe's size, best of N;
+* the same STREAM probe against a separately written C copy and triad loop
+  (compiled here with ``cc -O3 -fopenmp``, same array size and thread count);
 * the GEMM probe restricted to numpy (fp64, fp32) against a direct
   ``np.matmul`` timing at the size the probe chose, median TFLOP/s.
 
@@ -78,6 +80,53 @@ def numpy_stream_reference(elements: int, reps: int) -> dict[str, float]:
     }
 
 
+C_REFERENCE = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <omp.h>
+/* A plain copy and triad loop, written apart from nvtest's stream.c, for comparison. */
+int main(int argc, char **argv) {
+    long n = atol(argv[1]); int reps = atoi(argv[2]);
+    double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double)), *c = malloc(n * sizeof(double));
+    #pragma omp parallel for
+    for (long i = 0; i < n; i++) { a[i] = 1.0; b[i] = 2.0; c[i] = 0.5; }
+    double best_copy = 1e30, best_triad = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = omp_get_wtime();
+        #pragma omp parallel for
+        for (long i = 0; i < n; i++) c[i] = a[i];
+        double t1 = omp_get_wtime();
+        #pragma omp parallel for
+        for (long i = 0; i < n; i++) a[i] = b[i] + 3.0 * c[i];
+        double t2 = omp_get_wtime();
+        if (t1 - t0 < best_copy) best_copy = t1 - t0;
+        if (t2 - t1 < best_triad) best_triad = t2 - t1;
+    }
+    printf("%.6f %.6f %.3f\n", 16.0 * n / best_copy / 1e9, 24.0 * n / best_triad / 1e9, a[n / 2]);
+    return 0;
+}
+"""
+
+
+def c_stream_reference(elements: int, threads: int, reps: int = 10) -> dict[str, float]:
+    """Best GB/s of a separately written C copy (2 words) and triad (3 words) loop,
+    compiled here with ``cc -O3 -fopenmp`` and run on ``threads`` OpenMP threads."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = Path(tmp) / "ref.c", Path(tmp) / "ref"
+        src.write_text(C_REFERENCE)
+        subprocess.run(["cc", "-O3", "-fopenmp", "-o", str(exe), str(src)], check=True)
+        out = subprocess.run(
+            [str(exe), str(elements), str(reps)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+        ).stdout.split()
+    return {"copy": float(out[0]), "triad": float(out[1])}
+
+
 def numpy_gemm_reference(dtype: str, size: int, min_seconds: float) -> float:
     """Median TFLOP/s of ``np.matmul`` on random size x size operands, >= ``min_seconds`` timed."""
     dt = np.float64 if dtype == "fp64" else np.float32
@@ -108,11 +157,15 @@ def bench(rounds: int) -> list[dict[str, Any]]:
         st_np = run_probe("stream_probe.py", env={"NVTEST_PROBE_DISABLE": "cc"})
         ref = numpy_stream_reference(st_all["array_elements"], reps=10)
         threads = st_all["threads"]
+        c_all = c_stream_reference(st_all["array_elements"], threads)
+        c_one = c_stream_reference(st_all["array_elements"], 1)
         for kernel in ("copy", "triad"):
-            keep(f"STREAM {kernel} GB/s, C {threads} threads", "probe", stream_rate(st_all, kernel))
-            keep(f"STREAM {kernel} GB/s, C {threads} threads", "ref", ref[kernel])
-            keep(f"STREAM {kernel} GB/s, C 1 thread", "probe", stream_rate(st_one, kernel))
-            keep(f"STREAM {kernel} GB/s, C 1 thread", "ref", ref[kernel])
+            keep(f"STREAM {kernel} GB/s, C {threads} threads vs C loop", "probe", stream_rate(st_all, kernel))
+            keep(f"STREAM {kernel} GB/s, C {threads} threads vs C loop", "ref", c_all[kernel])
+            keep(f"STREAM {kernel} GB/s, C 1 thread vs C loop", "probe", stream_rate(st_one, kernel))
+            keep(f"STREAM {kernel} GB/s, C 1 thread vs C loop", "ref", c_one[kernel])
+            keep(f"STREAM {kernel} GB/s, C 1 thread vs numpy", "probe", stream_rate(st_one, kernel))
+            keep(f"STREAM {kernel} GB/s, C 1 thread vs numpy", "ref", ref[kernel])
             keep(f"STREAM {kernel} GB/s, numpy fallback", "probe", stream_rate(st_np, kernel))
             keep(f"STREAM {kernel} GB/s, numpy fallback", "ref", ref[kernel])
         for dtype in ("fp64", "fp32"):
@@ -162,12 +215,12 @@ def main() -> None:
         f"fidelity bench: {args.rounds} rounds, best of each side; cpus={os.cpu_count()}; "
         f"load average before/after: {load0} / {load}; BLAS/OpenMP env: {env or 'none set'}"
     )
-    print(f"| {'metric':<44} | {'probe':>10} | {'reference':>10} | {'probe/ref':>9} |")
-    print(f"|{'-' * 46}|{'-' * 12}|{'-' * 12}|{'-' * 11}|")
+    print(f"| {'metric':<50} | {'probe':>10} | {'reference':>10} | {'probe/ref':>9} |")
+    print(f"|{'-' * 52}|{'-' * 12}|{'-' * 12}|{'-' * 11}|")
     for r in rows:
         fmt = ".4f" if "TFLOP" in r["metric"] else ".2f"
         print(
-            f"| {r['metric']:<44} | {r['probe']:>10{fmt}} | {r['reference']:>10{fmt}} "
+            f"| {r['metric']:<50} | {r['probe']:>10{fmt}} | {r['reference']:>10{fmt}} "
             f"| {r['ratio']:>9.3f} |"
         )
 
