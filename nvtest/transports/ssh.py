@@ -531,6 +531,9 @@ class SSHTransport(Transport):
             status = chan.recv_exit_status() if chan.exit_status_ready() else -1
             if status >= 0:
                 exit_code = status
+            elif item.stopped or (self._interrupted.is_set() and not cleanup):
+                # our own interrupt killed it before the pump saw the flag
+                error = "interrupted"
             elif not conn.alive():
                 error = "connection lost during the command (the node dropped or its sshd died)"
                 self._forget(name, conn)
