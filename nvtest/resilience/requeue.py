@@ -147,6 +147,10 @@ def figures_from_events(
     )
 
 
+#: Polls (0.2 s apart) without the job in squeue before it counts as gone.
+GONE_POLLS = 15
+
+
 def run_requeue_drill(
     node: str,
     python: str,
@@ -194,13 +198,15 @@ def run_requeue_drill(
             t_requeue = time.time()
         time.sleep(0.1)
     state = ""
+    absent = 0  # consecutive polls without the job: right after a requeue squeue can miss it briefly
     while time.monotonic() < deadline:
         state = slurm(["squeue", "-h", "-j", job, "-o", "%T"]).strip()
+        absent = 0 if state else absent + 1
         if (
             release_hold and state == "PENDING"
         ):  # the begin time is set once the job is pending again
             slurm(["scontrol", "update", f"JobId={job}", "StartTime=now"])
-        if not state or any(
+        if absent >= GONE_POLLS or any(
             e.get("ev") == "done" and int(e.get("incarnation", 0)) > 0 for e in _events(workdir)
         ):
             break
