@@ -38,14 +38,17 @@ def nice_ticks(lo: float, hi: float, n: int = 4) -> list[float]:
     if hi <= lo:
         return [lo]
     raw = (hi - lo) / n
+    if raw <= max(abs(lo), abs(hi)) * 1e-12:  # a span below float resolution: no steps to take
+        return [lo, hi]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step) * step
     ticks = []
-    t = first
-    while t <= hi + step * 1e-9:
+    for k in range(4 * n + 2):  # bounded: ticks by index, never by accumulation
+        t = first + k * step
+        if t > hi + step * 1e-9:
+            break
         ticks.append(round(t, 12))
-        t += step
     return ticks
 
 
