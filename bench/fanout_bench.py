@@ -1,7 +1,9 @@
-"""Fan-out overhead: ``uname -r`` on 16, 64 and 256 simulated nodes, nvtest vs clush.
+"""Fan-out overhead on 16, 64 and 256 simulated nodes, nvtest vs clush.
 
 Starts one simulated cluster (real sshd per node on loopback, see
-:mod:`nvtest.testing.sshd_cluster`) and, for each size, times:
+:mod:`nvtest.testing.sshd_cluster`) and, for each size, times two workloads.
+
+``uname -r``:
 
 - ``nvtest cold``: a new :class:`~nvtest.transports.ssh.SSHTransport`
   (``parallel=64``), connections opened as part of the run;
@@ -9,9 +11,23 @@ Starts one simulated cluster (real sshd per node on loopback, see
 - ``clush``: ``clush -f 64 -w <nodes> -o "-F <ssh_config>" uname -r`` (OpenSSH,
   one process and connection per node, as ClusterShell runs it).
 
-Prints one table row per size with the ratio nvtest cold / clush. Usage::
+inventory:
+
+- ``nvtest``: the ``nvtest inventory --backend ssh --json`` command (a new
+  process: connect, SFTP the probes, run the inventory probe, remove the probes);
+- ``clush``: the same three steps with clush: ``clush -c <probes> --dest DIR``,
+  ``clush <python> DIR/probes/inventory_probe.py``, ``clush rm -rf DIR``.
+
+Each simulated node has its own HOME by default (``SSHDCluster(node_homes=True)``),
+as separate machines do; ``--shared-home`` makes every node's login shell read the
+controller user's own rc files instead (a heavy ``~/.bashrc``, e.g. ``pyenv init``,
+then costs every command on every node the same for both tools, and contention
+on that one home grows with the number of sessions at once).
+
+Prints one table row per size with the ratios nvtest / clush. Usage::
 
     python bench/fanout_bench.py [--sizes 16,64,256] [--parallel 64] [--repeat 1]
+        [--shared-home] [--no-inventory]
 
 Raises the open-file limit to its hard limit first (256 sshd plus their
 connections need more than the common 1024).
@@ -20,15 +36,20 @@ connections need more than the common 1024).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import yaml
+
 from nvtest.inventory import Node, fold_hostlist
+from nvtest.resources import probes_dir
 from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
 from nvtest.transports.ssh import SSHTransport
 
@@ -69,7 +90,15 @@ def time_nvtest(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[
 
 def time_clush(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[float, int]:
     """(seconds, nodes that answered) for one clush run."""
-    argv = [
+    argv = [*clush_argv(cluster, names, parallel), COMMAND]
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    elapsed = time.perf_counter() - t0
+    return elapsed, sum(1 for line in proc.stdout.splitlines() if ": " in line)
+
+
+def clush_argv(cluster: SSHDCluster, names: list[str], parallel: int) -> list[str]:
+    return [
         clush_path(),
         "-f",
         str(parallel),
@@ -77,12 +106,105 @@ def time_clush(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[f
         fold_hostlist(names),
         "-o",
         f"-F {cluster.ssh_config_path}",
-        COMMAND,
+    ]
+
+
+def time_nvtest_inventory(
+    cluster: SSHDCluster, names: list[str], parallel: int
+) -> tuple[float, int]:
+    """(seconds, nodes with facts) for one ``nvtest inventory`` process over ``names``."""
+    full = yaml.safe_load(cluster.inventory_path.read_text(encoding="utf-8"))
+    wanted = set(names)
+    full["nodes"] = [entry for entry in full["nodes"] if entry["names"] in wanted]
+    subset = cluster.dir / f"inventory-{len(names)}.yaml"
+    subset.write_text(yaml.safe_dump(full, sort_keys=False), encoding="utf-8")
+    argv = [
+        str(Path(sys.executable).with_name("nvtest")),
+        "inventory",
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(subset),
+        "--known-hosts",
+        str(cluster.known_hosts_path),
+        "--parallel",
+        str(parallel),
+        "--json",
     ]
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     elapsed = time.perf_counter() - t0
-    return elapsed, sum(1 for line in proc.stdout.splitlines() if ": " in line)
+    try:
+        nodes = json.loads(proc.stdout)["nodes"]
+    except (ValueError, KeyError):
+        print(proc.stderr[-2000:], file=sys.stderr)
+        return elapsed, 0
+    return elapsed, sum(1 for d in nodes.values() if d.get("inventory"))
+
+
+def time_clush_inventory(
+    cluster: SSHDCluster, names: list[str], parallel: int
+) -> tuple[float, int]:
+    """(seconds, nodes that printed facts) for clush copy + run + remove of the same probe."""
+    base = clush_argv(cluster, names, parallel)
+    dest = f"/tmp/clush-bench-{os.getpid()}"
+    src = probes_dir()
+    steps = [
+        [*base, "-c", str(src), "--dest", dest],
+        [*base, "-N", cluster.python, f"{dest}/{src.name}/inventory_probe.py"],
+        [*base, "rm", "-rf", dest],
+    ]
+    t0 = time.perf_counter()
+    outputs = [
+        subprocess.run(a, capture_output=True, text=True, timeout=900, check=False) for a in steps
+    ]
+    elapsed = time.perf_counter() - t0
+    answered = sum(1 for line in outputs[1].stdout.splitlines() if line.startswith("{"))
+    return elapsed, answered
+
+
+Row = tuple[list[float], str]
+
+
+def uname_row(cluster: SSHDCluster, names: list[str], parallel: int) -> Row:
+    """([nvtest cold s, nvtest warm s, clush s], "ok nvtest/clush")."""
+    cold, warm, ok_n = time_nvtest(cluster, names, parallel)
+    clush, ok_c = time_clush(cluster, names, parallel)
+    return [cold, warm, clush], f"{ok_n}/{ok_c}"
+
+
+def inventory_row(cluster: SSHDCluster, names: list[str], parallel: int) -> Row:
+    """([nvtest inventory s, clush copy+run+rm s], "ok nvtest/clush")."""
+    inv_n, ok_n = time_nvtest_inventory(cluster, names, parallel)
+    inv_c, ok_c = time_clush_inventory(cluster, names, parallel)
+    return [inv_n, inv_c], f"{ok_n}/{ok_c}"
+
+
+def table(
+    title: str,
+    columns: list[str],
+    all_names: list[str],
+    sizes: list[int],
+    repeat: int,
+    measure: Callable[[list[str]], Row],
+) -> None:
+    """Print one row per size (the first ``size`` of ``all_names``): the best of ``repeat``
+    runs of each column (seconds), nvtest's first column over clush's last, and nvtest's
+    first column in ms per node."""
+    head = " | ".join([f"{'nodes':>5}", *columns, "nvtest/clush", "ms/node", "ok (nvtest/clush)"])
+    print(f"\n{title}\n{head}\n{'-' * len(head)}")
+    for size in sizes:
+        best = [float("inf")] * len(columns)
+        ok = ""
+        for _ in range(repeat):
+            times, ok = measure(all_names[:size])
+            best = [min(b, t) for b, t in zip(best, times, strict=True)]
+        cells = [f"{t:>{len(c)}.2f}" for t, c in zip(best, columns, strict=True)]
+        ratio, per_node = best[0] / best[-1], 1000 * best[0] / size
+        print(
+            " | ".join([f"{size:>5}", *cells, f"{ratio:>12.2f}", f"{per_node:>7.1f}", ok]),
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="16,64,256", help="comma-separated node counts")
     parser.add_argument("--parallel", type=int, default=64, help="nvtest parallel and clush -f")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the best is shown")
+    parser.add_argument(
+        "--shared-home", action="store_true", help="nodes use the controller user's HOME (rc files)"
+    )
+    parser.add_argument("--no-inventory", action="store_true", help="skip the inventory rows")
     args = parser.parse_args(argv)
     reason = sshd_unavailable_reason()
     if reason:
@@ -99,27 +225,28 @@ def main(argv: list[str] | None = None) -> int:
     soft, hard = raise_nofile()
     print(f"open-file limit {soft} (hard {hard}); {os.cpu_count()} CPUs; parallel {args.parallel}")
     t0 = time.perf_counter()
-    with SSHDCluster(max(sizes), prefix="n") as cluster:
-        print(f"started {max(sizes)} sshd nodes in {time.perf_counter() - t0:.1f} s\n")
-        header = f"{'nodes':>5} | {'nvtest cold s':>13} | {'nvtest warm s':>13} | {'clush s':>8} | {'cold/clush':>10} | ok (nvtest/clush)"
-        print(header)
-        print("-" * len(header))
-        for size in sizes:
-            names = cluster.names[:size]
-            best_cold = best_warm = best_clush = float("inf")
-            ok_n = ok_c = 0
-            for _ in range(args.repeat):
-                cold, warm, ok_n = time_nvtest(cluster, names, args.parallel)
-                clush, ok_c = time_clush(cluster, names, args.parallel)
-                best_cold, best_warm, best_clush = (
-                    min(best_cold, cold),
-                    min(best_warm, warm),
-                    min(best_clush, clush),
-                )
-            print(
-                f"{size:>5} | {best_cold:>13.2f} | {best_warm:>13.2f} | {best_clush:>8.2f} | "
-                f"{best_cold / best_clush:>10.2f} | {ok_n}/{ok_c}",
-                flush=True,
+    homes = not args.shared_home
+    with SSHDCluster(max(sizes), prefix="n", node_homes=homes, python=sys.executable) as cluster:
+        print(
+            f"started {max(sizes)} sshd nodes in {time.perf_counter() - t0:.1f} s; "
+            f"node homes: {'own per node' if homes else 'shared (the controller user HOME)'}\n"
+        )
+        table(
+            f"uname -r, parallel {args.parallel}",
+            ["nvtest cold s", "nvtest warm s", "clush s"],
+            cluster.names,
+            sizes,
+            args.repeat,
+            lambda names: uname_row(cluster, names, args.parallel),
+        )
+        if not args.no_inventory:
+            table(
+                f"inventory, parallel {args.parallel}",
+                ["nvtest inventory s", "clush copy+run+rm s"],
+                cluster.names,
+                sizes,
+                args.repeat,
+                lambda names: inventory_row(cluster, names, args.parallel),
             )
     return 0
 

@@ -211,6 +211,10 @@ class SSHDCluster:
             False puts every node on 127.0.0.1 with distinct ports.
         python: the node-side interpreter written into the inventory.
         extra_sshd_config: lines appended to every node's sshd_config.
+        node_homes: give each node its own HOME (``nodeNN/home``, set with sshd's
+            ``SetEnv``), as separate machines have: the login shell on a node then
+            reads that node's (empty) rc files, not the controller user's. Off by
+            default: tests run with the user's real HOME and PATH.
         startup_timeout_s: how long :meth:`start` waits for every sshd to listen.
 
     Attributes:
@@ -232,6 +236,7 @@ class SSHDCluster:
         distinct_addresses: bool = True,
         python: str = "python3",
         extra_sshd_config: str = "",
+        node_homes: bool = False,
         sshd: str = SSHD_PATH,
         startup_timeout_s: float = 60.0,
     ) -> None:
@@ -243,6 +248,7 @@ class SSHDCluster:
         self.sshd = sshd
         self.distinct_addresses = distinct_addresses
         self.extra_sshd_config = extra_sshd_config
+        self.node_homes = node_homes
         self.startup_timeout_s = startup_timeout_s
         self.user = getpass.getuser()
         self._own_dir = base_dir is None
@@ -341,6 +347,10 @@ class SSHDCluster:
 
     def _write_sshd_config(self, node: SimNode, extra: str) -> Path:
         path = node.dir / "sshd_config"
+        if self.node_homes:
+            home = node.dir / "home"
+            home.mkdir(exist_ok=True)
+            extra = f"SetEnv HOME={home}\n" + extra
         path.write_text(
             _SSHD_CONFIG.format(
                 name=node.name,

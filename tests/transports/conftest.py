@@ -12,6 +12,7 @@ Every test using them needs ``/usr/sbin/sshd``; without it they skip and say why
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -38,8 +39,8 @@ def make_cluster() -> Iterator[Callable[[int], SSHDCluster]]:
     _require_sshd()
     clusters: list[SSHDCluster] = []
 
-    def make(n: int) -> SSHDCluster:
-        cluster = SSHDCluster(n, prefix="fault").start()
+    def make(n: int, **options: Any) -> SSHDCluster:
+        cluster = SSHDCluster(n, **{"prefix": "fault", **options}).start()
         clusters.append(cluster)
         return cluster
 

@@ -64,3 +64,18 @@ def test_stop_removes_every_sshd(make_cluster: Callable[[int], SSHDCluster]) -> 
         )
         assert state.stdout.strip() in ("", "Z")
     assert not cluster.dir.exists()
+
+
+def test_node_homes_give_each_node_its_own_home(make_cluster: Callable[..., SSHDCluster]) -> None:
+    cluster = make_cluster(2, node_homes=True)
+    homes = []
+    for name in cluster.names:
+        proc = subprocess.run(
+            ["ssh", "-F", str(cluster.ssh_config_path), name, 'echo "$HOME"'],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert proc.returncode == 0, proc.stderr
+        homes.append(proc.stdout.strip())
+    assert homes == [str(node.dir / "home") for node in cluster.nodes]
