@@ -18,6 +18,12 @@ inventory:
 - ``clush``: the same three steps with clush: ``clush -c <probes> --dest DIR``,
   ``clush <python> DIR/probes/inventory_probe.py``, ``clush rm -rf DIR``.
 
+a whole run:
+
+- ``nvtest run --backend ssh --suite quick -k host``: what a user runs for one
+  trivial check (facts from every node, the ``host`` check per node, results,
+  JUnit XML, report.html), against the same clush copy + run + remove.
+
 Each simulated node has its own HOME by default (``SSHDCluster(node_homes=True)``),
 as separate machines do; ``--shared-home`` makes every node's login shell read the
 controller user's own rc files instead (a heavy ``~/.bashrc``, e.g. ``pyenv init``,
@@ -27,7 +33,7 @@ on that one home grows with the number of sessions at once).
 Prints one table row per size with the ratios nvtest / clush. Usage::
 
     python bench/fanout_bench.py [--sizes 16,64,256] [--parallel 64] [--repeat 1]
-        [--shared-home] [--no-inventory]
+        [--shared-home] [--no-inventory] [--no-run]
 
 Raises the open-file limit to its hard limit first (256 sshd plus their
 connections need more than the common 1024).
@@ -109,15 +115,59 @@ def clush_argv(cluster: SSHDCluster, names: list[str], parallel: int) -> list[st
     ]
 
 
-def time_nvtest_inventory(
-    cluster: SSHDCluster, names: list[str], parallel: int
-) -> tuple[float, int]:
-    """(seconds, nodes with facts) for one ``nvtest inventory`` process over ``names``."""
+def subset_inventory(cluster: SSHDCluster, names: list[str]) -> Path:
+    """An inventory file with only ``names`` of the cluster's inventory."""
     full = yaml.safe_load(cluster.inventory_path.read_text(encoding="utf-8"))
     wanted = set(names)
     full["nodes"] = [entry for entry in full["nodes"] if entry["names"] in wanted]
     subset = cluster.dir / f"inventory-{len(names)}.yaml"
     subset.write_text(yaml.safe_dump(full, sort_keys=False), encoding="utf-8")
+    return subset
+
+
+def time_nvtest_run(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[float, int]:
+    """(seconds, items passed) for ``nvtest run --backend ssh --suite quick -k host``:
+    the whole run (facts, one check per node, results, JUnit, report.html) as a user runs it."""
+    out = cluster.dir / f"runs-{len(names)}"
+    argv = [
+        str(Path(sys.executable).with_name("nvtest")),
+        "run",
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(subset_inventory(cluster, names)),
+        "--known-hosts",
+        str(cluster.known_hosts_path),
+        "--parallel",
+        str(parallel),
+        "--suite",
+        "quick",
+        "-k",
+        "host",
+        "--sku",
+        "cpu-generic",
+        "--out",
+        str(out),
+        "--progress",
+        "plain",
+    ]
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
+    elapsed = time.perf_counter() - t0
+    try:
+        doc = json.loads((out / "latest" / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        print(proc.stdout[-2000:], proc.stderr[-2000:], file=sys.stderr)
+        return elapsed, 0
+    shutil.rmtree(out, ignore_errors=True)
+    return elapsed, sum(1 for r in doc["results"] if r.get("verdict") == "pass")
+
+
+def time_nvtest_inventory(
+    cluster: SSHDCluster, names: list[str], parallel: int
+) -> tuple[float, int]:
+    """(seconds, nodes with facts) for one ``nvtest inventory`` process over ``names``."""
+    subset = subset_inventory(cluster, names)
     argv = [
         str(Path(sys.executable).with_name("nvtest")),
         "inventory",
@@ -180,6 +230,13 @@ def inventory_row(cluster: SSHDCluster, names: list[str], parallel: int) -> Row:
     return [inv_n, inv_c], f"{ok_n}/{ok_c}"
 
 
+def run_row(cluster: SSHDCluster, names: list[str], parallel: int) -> Row:
+    """([nvtest run s, clush copy+run+rm s], "items passed/nodes clush answered")."""
+    run_n, ok_n = time_nvtest_run(cluster, names, parallel)
+    run_c, ok_c = time_clush_inventory(cluster, names, parallel)
+    return [run_n, run_c], f"{ok_n}/{ok_c}"
+
+
 def table(
     title: str,
     columns: list[str],
@@ -216,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         "--shared-home", action="store_true", help="nodes use the controller user's HOME (rc files)"
     )
     parser.add_argument("--no-inventory", action="store_true", help="skip the inventory rows")
+    parser.add_argument("--no-run", action="store_true", help="skip the nvtest run rows")
     args = parser.parse_args(argv)
     reason = sshd_unavailable_reason()
     if reason:
@@ -247,6 +305,15 @@ def main(argv: list[str] | None = None) -> int:
                 sizes,
                 args.repeat,
                 lambda names: inventory_row(cluster, names, args.parallel),
+            )
+        if not args.no_run:
+            table(
+                f"nvtest run --suite quick -k host (whole run incl. report), parallel {args.parallel}",
+                ["nvtest run s", "clush copy+run+rm s"],
+                cluster.names,
+                sizes,
+                args.repeat,
+                lambda names: run_row(cluster, names, args.parallel),
             )
     return 0
 

@@ -75,9 +75,26 @@ class PairJob(ABC):
     def launcher(self, a: Node, b: Node, label: str) -> Command:
         raise NotImplementedError
 
-    @abstractmethod
     def judge(self, pair: Pair, label: str, results: dict[str, CommandResult]) -> PairOutcome:
-        """The pair's outcome from its nodes' results (server and client, or the launcher)."""
+        """The pair's outcome from its nodes' results (server and client, or the launcher).
+
+        A command that did not complete (timeout, lost connection) makes the pair an
+        ``error`` naming that node; otherwise :meth:`judge_complete` reads the output.
+        """
+        command = "\n".join(f"{n}: {r.command}" for n, r in results.items())
+        for n, r in results.items():
+            if not r.completed:
+                return PairOutcome(
+                    pair, "error", reason=f"{n}: {r.error or 'did not complete'}", command=command
+                )
+        return self.judge_complete(pair, label, results, command)
+
+    @abstractmethod
+    def judge_complete(
+        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
+    ) -> PairOutcome:
+        """The outcome of a pair whose commands all completed; ``command`` is the
+        ``node: command line`` text every outcome carries as its evidence."""
 
 
 @dataclass(frozen=True)

@@ -57,19 +57,6 @@ def outcome_from_value(
     return PairOutcome(pair, "pass", value, unit, command=command)
 
 
-def _commands(results: dict[str, CommandResult]) -> str:
-    return "\n".join(f"{n}: {r.command}" for n, r in results.items())
-
-
-def _incomplete(pair: Pair, results: dict[str, CommandResult], command: str) -> PairOutcome | None:
-    for n, r in results.items():
-        if not r.completed:
-            return PairOutcome(
-                pair, "error", reason=f"{n}: {r.error or 'did not complete'}", command=command
-            )
-    return None
-
-
 class TcpPairJob(PairJob):
     """TCP bandwidth with nvtest's own probe (check ``tcp_bw``, metric ``tcp_gbit_s``)."""
 
@@ -96,21 +83,21 @@ class TcpPairJob(PairJob):
             "--seconds", f"{self.seconds:g}", "--streams", str(self.streams),
         )  # fmt: skip
 
-    def judge(self, pair: Pair, label: str, results: dict[str, CommandResult]) -> PairOutcome:
-        cmd = _commands(results)
-        bad = _incomplete(pair, results, cmd)
-        if bad:
-            return bad
+    def judge_complete(
+        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
+    ) -> PairOutcome:
         a, b = pair
         try:
             doc = parse_probe_json(results[b])
         except ProbeError as exc:
-            return PairOutcome(pair, "error", reason=f"client {b}: {exc}", command=cmd)
+            return PairOutcome(pair, "error", reason=f"client {b}: {exc}", command=command)
         if doc.get("status") != "ok":
-            return PairOutcome(pair, "fail", reason=f"client {b}: {doc.get('reason')}", command=cmd)
+            return PairOutcome(
+                pair, "fail", reason=f"client {b}: {doc.get('reason')}", command=command
+            )
         value = float(doc["results"][0]["gbit_s"])
         return outcome_from_value(
-            self.ctx, self.ctx.states[b].node, pair, self.name, self.metric, value, "Gb/s", cmd
+            self.ctx, self.ctx.states[b].node, pair, self.name, self.metric, value, "Gb/s", command
         )
 
 
@@ -167,11 +154,9 @@ class PerftestPairJob(PairJob):
     def client(self, client: Node, server: Node, label: str, port: int) -> Command:
         return [*self.argv(client, label, port), address(server)]
 
-    def judge(self, pair: Pair, label: str, results: dict[str, CommandResult]) -> PairOutcome:
-        cmd = _commands(results)
-        bad = _incomplete(pair, results, cmd)
-        if bad:
-            return bad
+    def judge_complete(
+        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
+    ) -> PairOutcome:
         a, b = pair
         errors: list[str] = []
         value = None
@@ -183,17 +168,21 @@ class PerftestPairJob(PairJob):
                 log = perftest.parse(r.stdout + "\n" + r.stderr)
             except ParseError as exc:
                 if n == b:
-                    return PairOutcome(pair, "error", reason=f"client {b}: {exc}", command=cmd)
+                    return PairOutcome(pair, "error", reason=f"client {b}: {exc}", command=command)
                 continue
             errors += [f"{n}: {e.message}" for e in log.errors]
             if n == b:
                 value = log.best_bw_avg_gbit_s
         if errors:
-            return PairOutcome(pair, "fail", value, "Gb/s", "; ".join(errors[:3]), command=cmd)
+            return PairOutcome(pair, "fail", value, "Gb/s", "; ".join(errors[:3]), command=command)
         if value is None:
-            return PairOutcome(pair, "error", reason=f"client {b}: no bandwidth row", command=cmd)
+            return PairOutcome(
+                pair, "error", reason=f"client {b}: no bandwidth row", command=command
+            )
         node = self.ctx.states[b].node
-        return outcome_from_value(self.ctx, node, pair, self.name, self.metric, value, "Gb/s", cmd)
+        return outcome_from_value(
+            self.ctx, node, pair, self.name, self.metric, value, "Gb/s", command
+        )
 
 
 class NcclPairJob(PairJob):
@@ -231,11 +220,9 @@ class NcclPairJob(PairJob):
             _quote(x) for x in mpirun_argv(hosts, prog, export=list(self.env), opts=self.mpi)
         )
 
-    def judge(self, pair: Pair, label: str, results: dict[str, CommandResult]) -> PairOutcome:
-        cmd = _commands(results)
-        bad = _incomplete(pair, results, cmd)
-        if bad:
-            return bad
+    def judge_complete(
+        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
+    ) -> PairOutcome:
         a, b = pair
         r = results[a]
         ranks = max(1, self._gpus(self.ctx.states[a].node)) + max(
@@ -249,10 +236,10 @@ class NcclPairJob(PairJob):
             expected_ranks=ranks,
         )
         if v.status != "pass":
-            return PairOutcome(pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=cmd)
+            return PairOutcome(pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=command)
         node = self.ctx.states[a].node
         return outcome_from_value(
-            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", v.busbw_gbps, "GB/s", cmd
+            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", v.busbw_gbps, "GB/s", command
         )
 
 
