@@ -125,13 +125,13 @@ def subset_inventory(cluster: SSHDCluster, names: list[str]) -> Path:
     return subset
 
 
-def time_nvtest_run(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[float, int]:
-    """(seconds, items passed) for ``nvtest run --backend ssh --suite quick -k host``:
-    the whole run (facts, one check per node, results, JUnit, report.html) as a user runs it."""
-    out = cluster.dir / f"runs-{len(names)}"
+def timed_nvtest(
+    subcommand: str, cluster: SSHDCluster, names: list[str], parallel: int, *extra: str
+) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """(seconds, process) for one ``nvtest <subcommand> --backend ssh`` over ``names``."""
     argv = [
         str(Path(sys.executable).with_name("nvtest")),
-        "run",
+        subcommand,
         "--backend",
         "ssh",
         "--inventory",
@@ -140,20 +140,19 @@ def time_nvtest_run(cluster: SSHDCluster, names: list[str], parallel: int) -> tu
         str(cluster.known_hosts_path),
         "--parallel",
         str(parallel),
-        "--suite",
-        "quick",
-        "-k",
-        "host",
-        "--sku",
-        "cpu-generic",
-        "--out",
-        str(out),
-        "--progress",
-        "plain",
+        *extra,
     ]
     t0 = time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, check=False)
-    elapsed = time.perf_counter() - t0
+    return time.perf_counter() - t0, proc
+
+
+def time_nvtest_run(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[float, int]:
+    """(seconds, items passed) for ``nvtest run --backend ssh --suite quick -k host``:
+    the whole run (facts, one check per node, results, JUnit, report.html) as a user runs it."""
+    out = cluster.dir / f"runs-{len(names)}"
+    options = ("--suite", "quick", "-k", "host", "--sku", "cpu-generic", "--out", str(out))
+    elapsed, proc = timed_nvtest("run", cluster, names, parallel, *options, "--progress", "plain")
     try:
         doc = json.loads((out / "latest" / "results.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -167,23 +166,7 @@ def time_nvtest_inventory(
     cluster: SSHDCluster, names: list[str], parallel: int
 ) -> tuple[float, int]:
     """(seconds, nodes with facts) for one ``nvtest inventory`` process over ``names``."""
-    subset = subset_inventory(cluster, names)
-    argv = [
-        str(Path(sys.executable).with_name("nvtest")),
-        "inventory",
-        "--backend",
-        "ssh",
-        "--inventory",
-        str(subset),
-        "--known-hosts",
-        str(cluster.known_hosts_path),
-        "--parallel",
-        str(parallel),
-        "--json",
-    ]
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
-    elapsed = time.perf_counter() - t0
+    elapsed, proc = timed_nvtest("inventory", cluster, names, parallel, "--json")
     try:
         nodes = json.loads(proc.stdout)["nodes"]
     except (ValueError, KeyError):
