@@ -25,7 +25,11 @@ How the job starts, by transport:
 
 Rank -> node: the launch layout gives the expected node of each rank; the probe reports
 where each rank ran (:func:`resolve_rank_nodes`). A node that cannot start its ranks makes
-mpirun fail; :func:`blame_from_output` names it from Open MPI's, ssh's or srun's messages.
+mpirun fail; :func:`blame_from_output` names it from Open MPI's, ssh's or srun's messages;
+when they name none (Open MPI may abort before saying which process failed), each node
+runs the probe's ``--help`` with its own Python and a node where that fails is named.
+The job is then launched once more without the named nodes (when at least two nodes are
+left), so the others are still measured; the named nodes fail with the first launch's line.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from nvtest.check import NodeError, ProbeSkip, parse_probe_json
@@ -250,6 +254,11 @@ class MpiJob:
         observed: rank -> node the probe reported (None: not identifiable); empty without doc.
         blamed: node -> the launcher line naming it where ranks could not start.
         log_node: the node whose evidence log holds the launcher's output (None: srun step).
+        key: the phase key of the launch (its evidence: ``phases.log_path(key, log_node)``).
+        first: the launch that named nodes whose ranks could not start, when this job is
+            its rerun without them (None otherwise).
+        excluded: node -> the first launch's line naming it, for the nodes left out of
+            this rerun.
     """
 
     check: str
@@ -262,85 +271,128 @@ class MpiJob:
     observed: dict[int, str | None] = field(default_factory=dict)
     blamed: dict[str, str] = field(default_factory=dict)
     log_node: str | None = None
+    key: str = ""
+    first: MpiJob | None = None
+    excluded: dict[str, str] = field(default_factory=dict)
 
 
 def run_mpi(
     ctx: RunContext, check: str, args: Sequence[str], *, ranks_per_node: int, timeout_s: float
 ) -> MpiJob:
-    """Launch ``mpi_probe.py args`` over the check's nodes, once per run (cached)."""
+    """Launch ``mpi_probe.py args`` over the check's nodes, once per run (cached).
+
+    When the launcher names nodes whose ranks could not start and at least two nodes are
+    left, the job is launched again without them (phase key ``<check>.rerun``); the
+    returned job is that rerun, with the first launch in ``first`` and the left-out nodes
+    in ``excluded``.
+
+    Raises:
+        NodeError: no node of the check is reachable.
+    """
 
     def compute() -> MpiJob:
         nodes = check_nodes(ctx, check)
         if not nodes:
             raise NodeError("no reachable node for this check")
-        first = nodes[0]
-        k = ranks_per_node
-        expected = {i * k + j: n.name for i, n in enumerate(nodes) for j in range(k)}
-        env = {"OMPI_MCA_mpi_yield_when_idle": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-        opts = mpi_options(ctx, first)
-        transport = ctx.transport
-        plugin = getattr(getattr(transport, "options", None), "mpi", None)
-        log_node: str | None = first.name
-        if getattr(transport, "name", "") == "slurm" and plugin:
-            launcher = f"srun --mpi={plugin}"
-            res = transport.launch_multi(  # type: ignore[attr-defined]
-                nodes,
-                probe_argv(ctx, first, "mpi_probe.py", *args),
-                k,
-                None,
-                env,
-                timeout_s=timeout_s * ctx.config.timeout_scale,
-            )
-            log_node = None
-        else:
-            apps = [
-                (
-                    n.name if len(nodes) > 1 else "localhost",
-                    k,
-                    probe_argv(ctx, n, "mpi_probe.py", *args),
-                )
-                for n in nodes
-            ]
-            if getattr(transport, "name", "") == "slurm":
-                launcher = "mpirun-in-allocation"
-                mca = {**opts.mca, "plm_slurm_args": "--overlap"}
-                opts = MpiOptions(
-                    opts.mpirun, None, opts.tcp_if_include, mca, opts.allow_run_as_root
-                )
-                argv = mpmd_argv(apps, export=sorted(env), opts=opts)
-                cmd = slurm_mpirun_env([n.name for n in nodes], k) + render_command(argv, env)
-            else:
-                launcher = "mpirun"
-                argv = mpmd_argv(apps, export=sorted(env), opts=opts)
-                cmd = render_command(argv, env)
-            res = run_commands(ctx, check, [first], {first.name: cmd}, timeout_s=timeout_s)[
-                first.name
-            ]
-        doc, err = None, None
-        try:
-            doc = parse_probe_json(res)
-        except ProbeError as exc:
-            err = str(exc)
-        observed = resolve_rank_nodes(doc.get("ranks") or [], nodes) if doc else {}
-        blamed = {}
-        if doc is None or doc.get("status") != "ok" or res.exit_code != 0:
-            blamed = blame_from_output(
-                res.stdout + "\n" + res.stderr, nodes, expected, srun=launcher.startswith("srun")
-            )
-        return MpiJob(
-            check,
-            tuple(n.name for n in nodes),
-            launcher,
-            res,
-            doc,
-            err,
-            expected,
-            observed,
-            blamed,
-            log_node,
-        )
+        job = _launch(ctx, check, check, nodes, args, ranks_per_node, timeout_s)
+        rest = [n for n in nodes if n.name not in job.blamed]
+        if not job.blamed or len(rest) < 2:
+            return job
+        again = _launch(ctx, check, f"{check}.rerun", rest, args, ranks_per_node, timeout_s)
+        return replace(again, first=job, excluded=dict(job.blamed))
 
     return fleet_cache(ctx).get(f"mpi:{check}", compute)
+
+
+def _launch(
+    ctx: RunContext,
+    check: str,
+    key: str,
+    nodes: Sequence[Node],
+    args: Sequence[str],
+    ranks_per_node: int,
+    timeout_s: float,
+) -> MpiJob:
+    """One launch of ``mpi_probe.py args`` over ``nodes``, evidence under phase ``key``."""
+    first = nodes[0]
+    k = ranks_per_node
+    expected = {i * k + j: n.name for i, n in enumerate(nodes) for j in range(k)}
+    env = {"OMPI_MCA_mpi_yield_when_idle": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    opts = mpi_options(ctx, first)
+    transport = ctx.transport
+    plugin = getattr(getattr(transport, "options", None), "mpi", None)
+    log_node: str | None = first.name
+    if getattr(transport, "name", "") == "slurm" and plugin:
+        launcher = f"srun --mpi={plugin}"
+        res = transport.launch_multi(  # type: ignore[attr-defined]
+            nodes,
+            probe_argv(ctx, first, "mpi_probe.py", *args),
+            k,
+            None,
+            env,
+            timeout_s=timeout_s * ctx.config.timeout_scale,
+        )
+        log_node = None
+    else:
+        apps = [
+            (
+                n.name if len(nodes) > 1 else "localhost",
+                k,
+                probe_argv(ctx, n, "mpi_probe.py", *args),
+            )
+            for n in nodes
+        ]
+        if getattr(transport, "name", "") == "slurm":
+            launcher = "mpirun-in-allocation"
+            mca = {**opts.mca, "plm_slurm_args": "--overlap"}
+            opts = MpiOptions(opts.mpirun, None, opts.tcp_if_include, mca, opts.allow_run_as_root)
+            argv = mpmd_argv(apps, export=sorted(env), opts=opts)
+            cmd = slurm_mpirun_env([n.name for n in nodes], k) + render_command(argv, env)
+        else:
+            launcher = "mpirun"
+            argv = mpmd_argv(apps, export=sorted(env), opts=opts)
+            cmd = render_command(argv, env)
+        res = run_commands(ctx, key, [first], {first.name: cmd}, timeout_s=timeout_s)[first.name]
+    doc, err = None, None
+    try:
+        doc = parse_probe_json(res)
+    except ProbeError as exc:
+        err = str(exc)
+    observed = resolve_rank_nodes(doc.get("ranks") or [], nodes) if doc else {}
+    blamed = {}
+    if doc is None or doc.get("status") != "ok" or res.exit_code != 0:
+        blamed = blame_from_output(
+            res.stdout + "\n" + res.stderr, nodes, expected, srun=launcher.startswith("srun")
+        )
+    if doc is None and res.completed and not blamed and len(nodes) > 1:
+        blamed = _preflight(ctx, key, nodes)
+    return MpiJob(
+        check,
+        tuple(n.name for n in nodes),
+        launcher,
+        res,
+        doc,
+        err,
+        expected,
+        observed,
+        blamed,
+        log_node,
+        key,
+    )
+
+
+def _preflight(ctx: RunContext, key: str, nodes: Sequence[Node]) -> dict[str, str]:
+    """node -> why it cannot start the probe, from ``<python> mpi_probe.py --help`` on each
+    node (phase ``<key>.preflight``). Used when a launch printed no result and its output
+    named no node: Open MPI does not always print which process failed before it aborts."""
+    commands = {n.name: probe_argv(ctx, n, "mpi_probe.py", "--help") for n in nodes}
+    results = run_commands(ctx, f"{key}.preflight", nodes, commands, timeout_s=120)
+    return {
+        name: f"`{shlex.join(commands[name])}` failed there: "
+        + (r.error or _tail(r) or f"exit {r.exit_code}")
+        for name, r in results.items()
+        if not r.completed or r.exit_code != 0
+    }
 
 
 @dataclass(frozen=True)
@@ -356,13 +408,18 @@ def node_share(job: MpiJob, node: Node) -> NodeShare:
     """This node's share of the job, or the reason it has none.
 
     Raises:
-        AssertionError: ranks could not start on this node (the launcher named it): a
-            ``fail`` verdict.
+        AssertionError: ranks could not start on this node (the launcher named it, in
+            this launch or in the first one before a rerun without it): a ``fail`` verdict.
         NodeError: the node was not in the job, or the launcher did not finish.
         ProbeError: the job failed elsewhere (the nodes the launcher named are in the
             message), rank 0 printed no document, or its status is ``error``.
     """
     res = job.result
+    if node.name in job.excluded:
+        raise AssertionError(
+            f"ranks could not start on {node.name}: {job.excluded[node.name]} "
+            f"(the job ran again without it)"
+        )
     if node.name not in job.nodes:
         raise NodeError(f"{node.name} was not part of the MPI job (down at the start?)")
     if node.name in job.blamed:

@@ -8,9 +8,11 @@ each result exactly. One item per node:
 - ``allreduce_busbw_gbps`` (GB/s): busbw at the largest size, ``algbw * 2 (n - 1) / n``
   as nccl-tests defines it (doc/PERFORMANCE.md);
 - a wrong element fails every node (the job's result is wrong, not one node's);
-- a node whose ranks could not start (mpirun, ssh or srun naming it) fails, and the other
-  nodes' items are errors naming it; a rank that ran elsewhere than the layout says fails
-  its node.
+- a node whose ranks could not start (mpirun, ssh or srun naming it) fails; the job is
+  launched again without it (when two or more nodes are left) and the other nodes are
+  judged on that run (``left_out`` in their details names the node); with fewer nodes
+  left, their items are errors naming it. A rank that ran elsewhere than the layout says
+  fails its node.
 
 On one node (``local``): ``ranks_per_node`` ranks (default 2) on that node. Recipe keys
 (``recipe.mpi``): ``ranks_per_node`` (default: 2 on one node, else 1), ``sizes``, ``iters``,
@@ -43,7 +45,10 @@ def test_mpi(node, nvtest_context, judge: Judge) -> None:
     job = run_mpi(
         ctx, "mpi", _args(recipe), ranks_per_node=k, timeout_s=float(recipe.get("timeout_s", 600))
     )
-    judge.log = ctx.phases.log_path("mpi", job.log_node) if job.log_node else None
+    shown = job.first if job.first and node.name in job.excluded else job
+    judge.log = ctx.phases.log_path(shown.key, shown.log_node) if shown.log_node else None
+    if job.excluded:
+        judge.detail("left_out", job.excluded)
     judge.detail("launcher", job.launcher)
     judge.detail("command", job.result.command)
     judge.detail("rank_nodes", {str(r): n for r, n in sorted(job.observed.items())})
