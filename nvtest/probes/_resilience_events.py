@@ -15,7 +15,8 @@ the restart count the launcher gives the worker group (``TORCHELASTIC_RESTART_CO
 0 for the first start).  Event kinds: ``start`` (process start, before torch is
 imported), ``ready`` (process group up), ``resume`` (checkpoint loaded:
 ``step``, ``load_s``), ``step`` (``step``, ``loss``, ``dt`` seconds),
-``ckpt`` (``step``, ``save_s``), ``sigterm``, ``error`` (``reason``), ``done``.
+``ckpt`` (``step``, ``save_s``), ``hold`` (``step``, ``hold_s``: the requeue drill's
+pause), ``sigterm``, ``error`` (``reason``), ``done``.
 """
 
 from __future__ import annotations

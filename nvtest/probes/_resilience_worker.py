@@ -143,7 +143,10 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
     """Train as the launched rank; returns this rank's summary (rank 0's holds the losses).
 
     ``opts``: steps, seed, lr, ckpt_dir, ckpt_every, events_dir, machinery (bool),
-    slow_rank, slow_s, under_ft (bool), timeout_s, report_every.
+    slow_rank, slow_s, under_ft (bool), timeout_s, report_every; optional hold_at (step) and
+    hold_s (seconds): in incarnation 0, after step ``hold_at`` and its checkpoint, every rank
+    logs a ``hold`` event and sleeps ``hold_s`` seconds (the requeue drill requeues the job
+    there, so the job cannot finish before the requeue lands).
     """
     t_start = time.time()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -222,6 +225,10 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
                                           "step": step})
                 if log:
                     log.emit("ckpt", step=step, save_s=save_s)
+            if opts.get("hold_at") and step == opts["hold_at"] and incarnation == 0:
+                if log:
+                    log.emit("hold", step=step, hold_s=opts.get("hold_s", 0.0))
+                time.sleep(float(opts.get("hold_s", 0.0)))
         scores = rs.gather_scores(torch, dist, timer, rank, world, exclude=COMM_SECTIONS) if opts["machinery"] else None
         dist.barrier()
         if log:

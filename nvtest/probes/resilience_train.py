@@ -67,12 +67,16 @@ def worker_main(argv: list[str]) -> int:
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slow-s", type=float, default=0.0)
     p.add_argument("--timeout-s", type=float, default=120.0)
+    p.add_argument("--hold-at-step", type=int, default=0,
+                   help="first incarnation only: after this step (and its checkpoint) wait --hold-s seconds")
+    p.add_argument("--hold-s", type=float, default=0.0)
     a = p.parse_args(argv)
     import _resilience_worker as rw
 
     opts = {"steps": a.steps, "seed": a.seed, "lr": a.lr, "ckpt_dir": a.ckpt_dir, "ckpt_every": a.ckpt_every,
             "events_dir": a.events_dir, "machinery": a.machinery == "on", "under_ft": a.under_ft,
-            "slow_rank": a.slow_rank, "slow_s": a.slow_s, "timeout_s": a.timeout_s}
+            "slow_rank": a.slow_rank, "slow_s": a.slow_s, "timeout_s": a.timeout_s,
+            "hold_at": a.hold_at_step, "hold_s": a.hold_s}
     summary = rw.train(opts)
     if a.events_dir:
         name = f"summary_rank{summary['rank']}_inc{summary['incarnation']}.json"

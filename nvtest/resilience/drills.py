@@ -32,18 +32,22 @@ __all__ = [
 ]
 
 
-def judge_target(judge: Judge, name: str, value: float | None, target: float, key: str) -> None:
-    """Keep ``value`` beside its target in the details; past the target is a warning."""
+def judge_target(
+    judge: Judge, name: str, value: float | None, target: float | None, key: str
+) -> None:
+    """Keep ``value`` (seconds) beside its target (seconds, recipe ``resilience.targets.<key>``)
+    in the details; past the target is a warning.  ``target`` None: no target is set, the
+    details say so (``within`` None) and nothing is judged."""
     judge.detail(
         f"{name}_target",
         {
             "value": value,
             "target_s": target,
             "source": TARGET_SOURCES.get(key),
-            "within": value is not None and value <= target,
+            "within": None if target is None else value is not None and value <= target,
         },
     )
-    if value is not None and value > target:
+    if target is not None and value is not None and value > target:
         judge.warn(f"{name} {value:.1f} s is past the target of {target:g} s")
 
 

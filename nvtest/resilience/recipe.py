@@ -19,7 +19,9 @@ mapping keeps the defaults of the keys it does not name)::
       slow_rank: 1              # the straggler drill's injected slow rank
       slow_s: 0.0               # its extra seconds per step (0: no injection, the real check)
       straggler_min_score: 0.75 # relative score below this: a straggler
-      targets: {injob_recovery_s: 120, inprocess_recovery_s: 20}
+      requeue_release_hold: false  # true: the requeue check releases Slurm's ~2 min hold
+      targets: {injob_recovery_s: 120, inprocess_recovery_s: 20,
+                requeue_training_again_s: null}  # seconds; past a target warns; null: none
       estimate: {mtbf_h: 24, interval_min: 30, save_gib: 8, tier: local}
 
 Environment overrides (for tests and quick trials, read on the controller):
@@ -61,14 +63,25 @@ RESILIENCE_DEFAULTS: dict[str, Any] = {
     "slow_rank": 1,
     "slow_s": 0.0,
     "straggler_min_score": 0.75,
-    "targets": {"injob_recovery_s": 120.0, "inprocess_recovery_s": 20.0},
+    "requeue_release_hold": False,
+    "targets": {
+        "injob_recovery_s": 120.0,
+        "inprocess_recovery_s": 20.0,
+        "requeue_training_again_s": None,
+    },
     "estimate": {"mtbf_h": 24.0, "interval_min": 30.0, "save_gib": 8.0, "tier": "local"},
 }
 
 #: Where the default targets come from (shown beside them in the report).
 TARGET_SOURCES = {
-    "injob_recovery_s": "issue target for in-job restart: 1-2 min from fault to training again",
-    "inprocess_recovery_s": "issue target for in-process restart: 10-20 s",
+    "injob_recovery_s": (
+        "NVIDIA Resiliency Extension documentation: in-job restart, 1-2 min from fault to training again"
+    ),
+    "inprocess_recovery_s": "NVIDIA Resiliency Extension documentation: in-process restart, 10-20 s",
+    "requeue_training_again_s": (
+        "no published figure for a Slurm requeue: set by the SKU profile or site overlay "
+        "(resilience.targets.requeue_training_again_s), none by default"
+    ),
     "straggler_min_score": "nvidia-resiliency-ext Report.identify_stragglers default threshold 0.75",
 }
 

@@ -35,6 +35,7 @@ and a client-side wall limit of ``timeout_s``; at the limit nvtest runs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shlex
 import shutil
@@ -48,6 +49,7 @@ from nvtest.errors import ConfigError, TransportError
 from nvtest.inventory import Node, expand_hostlist, fold_hostlist
 from nvtest.transports._slurm_cmd import (
     SlurmOptions,
+    _job_options,
     batch_script,
     drain_argv,
     job_name,
@@ -57,6 +59,7 @@ from nvtest.transports._slurm_cmd import (
     scancel_argv,
     srun_multi_argv,
     srun_phase_argv,
+    step_minutes,
 )
 from nvtest.transports._slurm_parse import (
     SlurmNodeState,
@@ -445,6 +448,23 @@ class SlurmTransport(Transport):
         (``--drain-failed``). Raises TransportError when scontrol fails.
         """
         _client(drain_argv(node, reason), f"drain {node}")
+
+    # -- jobs beside the run's allocation ------------------------------------------------
+    @property
+    def holds_nodes_exclusively(self) -> bool:
+        """True when the run's allocation (nvtest's own, or the enclosing one) was asked
+        for with ``--exclusive``: no other job can start on its nodes while it lasts."""
+        return self.options.exclusive and (self.allocate or self.outer_job is not None)
+
+    def side_job_options(self, timeout_s: float | None = None) -> list[str]:
+        """sbatch options of a job nvtest submits beside the run's allocation (the requeue
+        drill's jobs): this run's ``--partition``, ``--account``, ``--reservation`` and
+        ``--qos``, plus ``--time`` of ``timeout_s`` seconds in whole minutes (rounded up)
+        when given; never ``--exclusive`` nor ``--gpus-per-node`` (such a job shares the
+        nodes with the run)."""
+        shared = dataclasses.replace(self.options, exclusive=False, gpus_per_node=None)
+        minutes = None if timeout_s is None else str(step_minutes(timeout_s))
+        return _job_options(shared, time_limit=minutes)
 
     # -- batch --------------------------------------------------------------------------
     def write_batch_script(
