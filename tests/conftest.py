@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,25 @@ def run_nvtest(*args: str, cwd: Path | None = None, timeout: float = 900, env: d
     return subprocess.run(
         [*NVTEST, *args], cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout, env=full_env
     )
+
+
+def run_nvtest_on_slurm(
+    cluster: SlurmCluster, out: Path, *args: str, timeout: float = 900
+) -> tuple[subprocess.CompletedProcess[str], dict | None, str]:
+    """``nvtest run --backend slurm`` on the test cluster (partition ``nvt``, 15 min steps,
+    plain progress, ``OMP_NUM_THREADS=1``) with ``args``, reports under ``out``.
+
+    Returns the process, ``results.json`` (None when the run wrote none) and the tail of
+    its output (for assertion messages).
+    """
+    proc = run_nvtest(
+        "run", "--backend", "slurm", "--partition", "nvt", "--time", "15", *args,
+        "--out", str(out), "--progress", "plain",
+        env={**cluster.env, "OMP_NUM_THREADS": "1"}, timeout=timeout,
+    )  # fmt: skip
+    results = out / "latest" / "results.json"
+    doc = json.loads(results.read_text()) if results.exists() else None
+    return proc, doc, proc.stdout[-4000:] + proc.stderr[-3000:]
 
 
 @pytest.fixture

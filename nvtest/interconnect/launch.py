@@ -18,6 +18,22 @@ rendezvous on the first node::
 
 Global rank = node rank x P + local rank (torch.distributed.elastic static rendezvous), which
 gives the rank -> node map without asking the ranks.
+
+The same command with ``launcher="ft_launcher"`` starts nvidia-resiliency-ext's
+fault-tolerance launcher (``python -m nvidia_resiliency_ext.fault_tolerance.launcher``, a
+torchrun derivative that takes the same options); ``rdzv="c10d"`` replaces the static
+rendezvous with torch's dynamic one, which a restarting job needs (a restarted node rejoins
+a new round; ft_launcher accepts only c10d)::
+
+    python -m torch.distributed.run --nnodes N --nproc-per-node P --rdzv-backend c10d \
+        --rdzv-endpoint ADDR:PORT --rdzv-id ID --rdzv-conf is_host=1|0 --local-addr NODE_ADDR \
+        --max-restarts R SCRIPT ARGS...
+
+``is_host`` is 1 on the first node only: it hosts the rendezvous store on ``ADDR:PORT``
+(several simulated nodes on one machine would otherwise all claim the loopback address).
+``--local-addr`` is the address the other nodes reach this one at (rank 0's workers host
+the job's store there). Under c10d the rendezvous numbers the nodes (sorted by their
+address), so :func:`torchrun_rank_map` does not apply: ask the ranks.
 """
 
 from __future__ import annotations
@@ -27,7 +43,20 @@ from dataclasses import dataclass, field
 
 from nvtest.inventory import Node
 
-__all__ = ["MpiOptions", "mpirun_argv", "rank_hosts", "torchrun_commands"]
+__all__ = [
+    "LAUNCHER_MODULES",
+    "MpiOptions",
+    "mpirun_argv",
+    "rank_hosts",
+    "torchrun_commands",
+    "torchrun_rank_map",
+]
+
+#: ``python -m`` module of each launcher :func:`torchrun_commands` knows.
+LAUNCHER_MODULES = {
+    "torchrun": "torch.distributed.run",
+    "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher",
+}
 
 
 @dataclass(frozen=True)
@@ -96,33 +125,56 @@ def torchrun_commands(
     nproc_per_node: int,
     master_addr: str,
     master_port: int,
+    launcher: str = "torchrun",
+    rdzv: str = "static",
+    max_restarts: int = 0,
+    launcher_args: Sequence[str] = (),
+    rdzv_id: str = "nvtest",
+    local_addr: Callable[[Node], str] | None = None,
 ) -> dict[str, list[str]]:
-    """node name -> its torchrun command (node rank = position in ``nodes``).
+    """node name -> its launcher command (node rank = position in ``nodes``).
 
     ``script(node)`` gives the training script's path on that node and its arguments.
+    ``launcher``: a key of :data:`LAUNCHER_MODULES`. ``rdzv``: ``static`` (``--node-rank``,
+    ``--master-addr/--master-port``) or ``c10d`` (rendezvous store on
+    ``master_addr:master_port``, hosted by the first node; ``rdzv_id`` names the job;
+    ``local_addr(node)``, when given, is passed as ``--local-addr``). ``max_restarts``: worker
+    group restarts each node's launcher may make. ``launcher_args``: more launcher options,
+    put before the script.
+
+    Raises:
+        ValueError: unknown launcher or rendezvous.
     """
+    if launcher not in LAUNCHER_MODULES:
+        raise ValueError(f"unknown launcher {launcher!r}; known: {sorted(LAUNCHER_MODULES)}")
+    if rdzv not in ("static", "c10d"):
+        raise ValueError(f"unknown rendezvous {rdzv!r}: static or c10d")
     n = len(nodes)
-    return {
-        node.name: [
-            node.python,
-            "-m",
-            "torch.distributed.run",
-            "--nnodes",
-            str(n),
-            "--node-rank",
-            str(i),
-            "--nproc-per-node",
-            str(nproc_per_node),
-            "--master-addr",
-            master_addr,
-            "--master-port",
-            str(master_port),
-            "--max-restarts",
-            "0",
+    host = f"[{master_addr}]" if ":" in master_addr else master_addr
+    out = {}
+    for i, node in enumerate(nodes):
+        if rdzv == "static":
+            where = [
+                "--node-rank",
+                str(i),
+                "--master-addr",
+                master_addr,
+                "--master-port",
+                str(master_port),
+            ]
+        else:
+            where = [
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{host}:{master_port}",
+                "--rdzv-id", rdzv_id, "--rdzv-conf", f"is_host={1 if i == 0 else 0}",
+                *(["--local-addr", local_addr(node)] if local_addr else []),
+            ]  # fmt: skip
+        out[node.name] = [
+            node.python, "-m", LAUNCHER_MODULES[launcher],
+            "--nnodes", str(n), "--nproc-per-node", str(nproc_per_node),
+            *where, "--max-restarts", str(max_restarts), *launcher_args,
             *script(node),
         ]  # fmt: skip
-        for i, node in enumerate(nodes)
-    }
+    return out
 
 
 def torchrun_rank_map(nodes: Sequence[Node], nproc_per_node: int) -> dict[int, str]:

@@ -10,7 +10,6 @@ same ``/tmp/spmix_appdir_<uid>_<job>.<step>``).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ import yaml
 
 from nvtest import resources
 from nvtest.testing.slurm_cluster import SlurmCluster
-from tests.conftest import run_nvtest, started_slurm_cluster
+from tests.conftest import run_nvtest_on_slurm, started_slurm_cluster
 from tests.interconnect.conftest import by_check
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -56,17 +55,11 @@ def test_fabric_suite_under_slurm(cluster: SlurmCluster, tmp_path: Path) -> None
         f"cluster: sim\ndefaults: {{python: {sys.executable}, address: 127.0.0.1}}\n"
         "nodes:\n  - names: node[1-2]\n"
     )
-    proc = run_nvtest(
-        "run", "--backend", "slurm", "--partition", "nvt", "--time", "15", "--suite", "fabric",
-        "-k", CHECKS, "--inventory", str(inv),
+    proc, doc, out = run_nvtest_on_slurm(
+        cluster, tmp_path / "out", "--suite", "fabric", "-k", CHECKS, "--inventory", str(inv),
         "--sku-dir", str(_sku_dir(tmp_path)), "--sku", "slurm-sim-cpu",
-        "--out", str(tmp_path / "out"), "--progress", "plain",
-        env={**cluster.env, "OMP_NUM_THREADS": "1"}, timeout=900,
     )  # fmt: skip
-    out = proc.stdout[-4000:] + proc.stderr[-3000:]
-    results = tmp_path / "out" / "latest" / "results.json"
-    assert results.exists(), out
-    doc = json.loads(results.read_text())
+    assert doc is not None, out
     nodes = {"node1", "node2"}
 
     coll = by_check(doc, "collectives_multinode")
