@@ -9,11 +9,13 @@ A line::
     {"t": 1718000000.123, "ev": "step", "rank": 1, "incarnation": 0, "pid": 4242,
      "step": 7, "loss": 3.91, "dt": 0.012}
 
-``t`` is wall-clock time (``time.time()``, seconds since the epoch) so that
+The node-side driver of a job spanning nodes adds ``node`` (the inventory name) to each
+event it returns.  ``t`` is wall-clock time (``time.time()``, seconds since the epoch) so that
 events of different processes on one node share a clock.  ``incarnation`` is
 the restart count the launcher gives the worker group (``TORCHELASTIC_RESTART_COUNT``;
 0 for the first start).  Event kinds: ``start`` (process start, before torch is
-imported), ``ready`` (process group up), ``resume`` (checkpoint loaded:
+imported; ``local_rank``, ``group_rank``, ``host``), ``ready`` (process group up;
+``generation``: the incarnation the ranks agreed on through the store), ``resume`` (checkpoint loaded:
 ``step``, ``load_s``), ``step`` (``step``, ``loss``, ``dt`` seconds),
 ``ckpt`` (``step``, ``save_s``), ``hold`` (``step``, ``hold_s``: the requeue drill's
 pause), ``sigterm``, ``error`` (``reason``), ``done``.
@@ -86,3 +88,40 @@ def tail_steps(path: str, offset: int) -> tuple[int, int | None, int | None]:
     except FileNotFoundError:
         pass
     return offset, last, pid
+
+
+def rank_of_file(path: str) -> int:
+    """The global rank of an event file ``rank<R>.jsonl``."""
+    return int(os.path.basename(path)[4:-6])
+
+
+def local_rank_file(directory: str, local_rank: int) -> str | None:
+    """The event file of the rank whose ``start`` event has ``local_rank`` (None: not started yet)."""
+    if not os.path.isdir(directory):
+        return None
+    for name in sorted(os.listdir(directory)):
+        if not (name.startswith("rank") and name.endswith(".jsonl")):
+            continue
+        path = os.path.join(directory, name)
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline()
+        try:
+            rec = json.loads(first)
+        except json.JSONDecodeError:
+            continue
+        if rec.get("ev") == "start" and rec.get("local_rank") == local_rank:
+            return path
+    return None
+
+
+def read_summaries(directory: str) -> dict[tuple[int, int], dict[str, Any]]:
+    """``(rank, incarnation) -> summary`` of the ``summary_rank<R>_inc<I>.json`` files in ``directory``."""
+    out = {}
+    if not os.path.isdir(directory):
+        return out
+    for name in os.listdir(directory):
+        if name.startswith("summary_rank") and name.endswith(".json"):
+            with open(os.path.join(directory, name), encoding="utf-8") as fh:
+                s = json.load(fh)
+            out[(int(s["rank"]), int(s["incarnation"]))] = s
+    return out

@@ -117,18 +117,22 @@ class LaunchResult:
 
 
 def run_launch(argv: list[str], events_dir: str, log_path: str, timeout_s: float,
-               kill_rank: int | None = None, kill_step: int | None = None) -> LaunchResult:
+               kill_rank: int | None = None, kill_step: int | None = None, *, by_local_rank: bool = False,
+               env: dict[str, str] | None = None) -> LaunchResult:
     """Run the launcher to its exit; kill ``kill_rank`` with SIGKILL when it reports ``kill_step``.
 
     The kill goes to the rank's pid from its own ``step`` event, in incarnation 0 only.
+    ``by_local_rank``: ``kill_rank`` is the local rank on this node (the rank of a job spanning
+    nodes whose global number the rendezvous decides), found by the ``local_rank`` of the
+    ``start`` events; else the global rank.  ``env``: added to the launcher's environment.
     On timeout the launcher's process group is killed and ``exit_code`` is None.
     """
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", **(env or {})}
     t0 = time.time()
     kill: dict[str, Any] | None = None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-        path = os.path.join(events_dir, f"rank{kill_rank}.jsonl")
+        path = None if by_local_rank else os.path.join(events_dir, f"rank{kill_rank}.jsonl")
         offset = 0
         try:
             while proc.poll() is None:
@@ -136,12 +140,16 @@ def run_launch(argv: list[str], events_dir: str, log_path: str, timeout_s: float
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                     break
-                if kill_rank is not None and kill is None:
+                if kill_rank is not None and kill is None and path is None:
+                    path = rev.local_rank_file(events_dir, kill_rank)
+                if kill_rank is not None and kill is None and path is not None:
                     offset, step, pid = rev.tail_steps(path, offset)
                     if step is not None and kill_step is not None and step >= kill_step and pid:
                         os.kill(pid, signal.SIGKILL)
-                        kill = {"t": time.time(), "rank": kill_rank, "pid": pid, "at_step": step,
+                        kill = {"t": time.time(), "rank": rev.rank_of_file(path), "pid": pid, "at_step": step,
                                 "signal": "SIGKILL"}
+                        if by_local_rank:
+                            kill["local_rank"] = kill_rank
                 time.sleep(0.02)
         finally:
             if proc.poll() is None:

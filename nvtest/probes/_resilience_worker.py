@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 import os
 import signal
+import socket
 import time
 from typing import Any
 
@@ -41,20 +42,37 @@ def batch_seed(seed: int, rank: int, step: int) -> int:
     return seed * 1_000_003 + rank * 10_007 + step
 
 
-def latest_checkpoint(ckpt_dir: str) -> tuple[int, str] | None:
-    """``(step, path)`` of the newest complete checkpoint ``step_<n>.pt`` in ``ckpt_dir``."""
-    best: tuple[int, str] | None = None
+def checkpoint_steps(ckpt_dir: str) -> list[int]:
+    """Steps of the complete checkpoints ``step_<n>.pt`` in ``ckpt_dir``, ascending ([] if none)."""
     if not os.path.isdir(ckpt_dir):
-        return None
+        return []
+    steps = []
     for name in os.listdir(ckpt_dir):
         if name.startswith("step_") and name.endswith(".pt"):
             try:
-                step = int(name[5:-3])
+                steps.append(int(name[5:-3]))
             except ValueError:
                 continue
-            if best is None or step > best[0]:
-                best = (step, os.path.join(ckpt_dir, name))
-    return best
+    return sorted(steps)
+
+
+def latest_checkpoint(ckpt_dir: str) -> tuple[int, str] | None:
+    """``(step, path)`` of the newest complete checkpoint ``step_<n>.pt`` in ``ckpt_dir``."""
+    steps = checkpoint_steps(ckpt_dir)
+    return (steps[-1], os.path.join(ckpt_dir, f"step_{steps[-1]}.pt")) if steps else None
+
+
+def agreed_resume_step(torch: Any, dist: Any, ckpt_dir: str) -> int:
+    """The step every rank resumes from: the smallest of the ranks' newest checkpoints (0: none).
+
+    Each rank reads its own checkpoint directory (node-local ones differ when a node
+    lost its last save to the kill); the MIN all-reduce makes every rank load the same
+    step, which every directory still holds (two are kept).
+    """
+    steps = checkpoint_steps(ckpt_dir) if ckpt_dir else []
+    mine = torch.tensor([steps[-1] if steps else 0], dtype=torch.int64)
+    dist.all_reduce(mine, op=dist.ReduceOp.MIN)
+    return int(mine.item())
 
 
 def save_checkpoint(torch: Any, ckpt_dir: str, step: int, state: dict[str, Any], keep: int = 2) -> float:
@@ -80,19 +98,38 @@ def save_checkpoint(torch: Any, ckpt_dir: str, step: int, state: dict[str, Any],
     return time.perf_counter() - t0
 
 
-def incarnation_store(dist: Any, rank: int, world: int, incarnation: int, timeout: Any) -> Any:
-    """The launcher's store under a prefix of its own per incarnation.
+def agreed_generation(store: Any, rank: int) -> int:
+    """The worker group's generation, the same number on every rank of one incarnation.
+
+    The launchers' restart counts differ between nodes of one job (an agent restarted
+    for a membership change does not count it), so the ranks agree through the store:
+    ``nvtest/generation`` holds the current generation ``g``; a rank that finds its own
+    ``nvtest/g<g>/joined/<rank>`` key already set belongs to the next incarnation and
+    moves the counter to ``g + 1`` (compare-and-set: the first such rank does it, the
+    others read the result).  A store that is new per incarnation (ft_launcher's) gives 0.
+    """
+    gen = int(store.add("nvtest/generation", 0))
+    if store.check([f"nvtest/g{gen}/joined/{rank}"]):
+        store.compare_set("nvtest/generation", str(gen), str(gen + 1))
+        gen = int(store.add("nvtest/generation", 0))
+    store.set(f"nvtest/g{gen}/joined/{rank}", "1")
+    return gen
+
+
+def incarnation_store(dist: Any, rank: int, world: int, timeout: Any) -> tuple[Any, int]:
+    """The launcher's store under a prefix of its own per incarnation; ``(store, generation)``.
 
     Without it, the gloo ranks of a restarted group can read the previous
     incarnation's addresses from the shared store and fail to connect
     ("Connection refused"), as seen with torchrun 2.13 restarts.  Under an
     elastic agent (``TORCHELASTIC_USE_AGENT_STORE=True``) the agent hosts the
-    store; otherwise rank 0 does.
+    store; otherwise rank 0 does.  The generation is :func:`agreed_generation`.
     """
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
     base = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world,
                          is_master=not agent and rank == 0, timeout=timeout)
-    return dist.PrefixStore(f"nvtest/incarnation{incarnation}", base)
+    gen = agreed_generation(base, rank)
+    return dist.PrefixStore(f"nvtest/incarnation{gen}", base), gen
 
 
 class Heartbeat:
@@ -151,9 +188,11 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
     t_start = time.time()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     incarnation = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or os.environ.get("SLURM_RESTART_COUNT") or 0)
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
     log = rev.EventLog(opts["events_dir"], rank, incarnation) if opts["events_dir"] else None
     if log:
-        log.emit("start", t=t_start)
+        log.emit("start", t=t_start, local_rank=local_rank, group_rank=int(os.environ.get("GROUP_RANK", 0)),
+                 host=socket.gethostname())
 
     def on_sigterm(signum: int, _frame: Any) -> None:
         if log:
@@ -168,19 +207,23 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
     torch.use_deterministic_algorithms(True)
     hb = Heartbeat(opts["machinery"] and opts["under_ft"])
     timeout = datetime.timedelta(seconds=opts["timeout_s"])
-    dist.init_process_group("gloo", store=incarnation_store(dist, rank, world, incarnation, timeout),
-                            rank=rank, world_size=world, timeout=timeout)
+    store, generation = incarnation_store(dist, rank, world, timeout)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
     timer = rs.SectionTimer(enabled=opts["machinery"])
+    # who writes checkpoints: local rank 0 of every node into its node's directory ("node"),
+    # or global rank 0 alone into a directory every node reads ("job")
+    saver = rank == 0 if opts.get("ckpt_scope") == "job" else local_rank == 0
     try:
         if log:
-            log.emit("ready")
+            log.emit("ready", generation=generation)
         torch.manual_seed(smoke.SEED)
         perm = torch.randperm(smoke.VOCAB, generator=torch.Generator().manual_seed(smoke.SEED))
         model = smoke.build_model(torch)
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         opt = torch.optim.AdamW(ddp.parameters(), lr=opts["lr"])
         start_step = 0
-        found = latest_checkpoint(opts["ckpt_dir"]) if opts["ckpt_dir"] else None
+        resume_at = agreed_resume_step(torch, dist, opts["ckpt_dir"])
+        found = (resume_at, os.path.join(opts["ckpt_dir"], f"step_{resume_at}.pt")) if resume_at else None
         if found:
             t0 = time.perf_counter()
             state = torch.load(found[1], weights_only=True)
@@ -219,7 +262,7 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
             if log and opts["machinery"]:
                 log.emit("step", step=step, loss=losses[step], dt=dt)
             machinery_s += time.perf_counter() - t_m
-            if opts["ckpt_dir"] and opts["ckpt_every"] and step % opts["ckpt_every"] == 0 and rank == 0:
+            if opts["ckpt_dir"] and opts["ckpt_every"] and step % opts["ckpt_every"] == 0 and saver:
                 save_s = save_checkpoint(torch, opts["ckpt_dir"], step,
                                          {"model": model.state_dict(), "optimizer": opt.state_dict(),
                                           "step": step})

@@ -8,6 +8,9 @@ Usage::
     python3 resilience_train.py drill straggler [--slow-rank 1] [--slow-s 0.05]
     python3 resilience_train.py drill overhead
     python3 resilience_train.py drill inprocess
+    python3 resilience_train.py drill launchers [--launcher auto]   # which launcher this node has
+    python3 resilience_train.py drill node --node-name N [--kill-local-rank L --kill-step S]
+                                           [--remove-dir D] -- LAUNCHER ARGV...
     python3 resilience_train.py train ...      # one rank, started by the launcher
 
 ``drill`` is the probe (one JSON document on stdout, the ``_probe_common``
@@ -20,6 +23,10 @@ worker group, which resumes from the newest checkpoint.  The document carries
 both runs' per-step losses and every rank's events; the controller derives
 detection, restart, reload and total recovery times, steps lost, and the loss
 comparison from them (``nvtest.resilience.timeline``).
+
+``launchers`` and ``node``: this node's part of an in-job drill whose ranks span nodes
+(``_resilience_span``; the controller builds every node's launcher command and joins the
+nodes' documents).
 
 ``straggler``: one run in which ``--slow-rank`` sleeps ``--slow-s`` seconds in
 its forward section each step; per-rank section scores (``_resilience_straggler``).
@@ -61,7 +68,9 @@ def worker_main(argv: list[str]) -> int:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--ckpt-dir", default="")
     p.add_argument("--ckpt-every", type=int, default=5)
-    p.add_argument("--events-dir", default="")
+    p.add_argument("--events-dir", default=os.environ.get("NVTEST_DRILL_EVENTS_DIR", ""))
+    p.add_argument("--ckpt-scope", choices=("node", "job"), default="node",
+                   help="node: local rank 0 of each node saves into --ckpt-dir; job: rank 0 alone (shared dir)")
     p.add_argument("--machinery", choices=("on", "off"), default="on")
     p.add_argument("--under-ft", action="store_true")
     p.add_argument("--slow-rank", type=int, default=-1)
@@ -74,7 +83,7 @@ def worker_main(argv: list[str]) -> int:
     import _resilience_worker as rw
 
     opts = {"steps": a.steps, "seed": a.seed, "lr": a.lr, "ckpt_dir": a.ckpt_dir, "ckpt_every": a.ckpt_every,
-            "events_dir": a.events_dir, "machinery": a.machinery == "on", "under_ft": a.under_ft,
+            "events_dir": a.events_dir, "ckpt_scope": a.ckpt_scope, "machinery": a.machinery == "on", "under_ft": a.under_ft,
             "slow_rank": a.slow_rank, "slow_s": a.slow_s, "timeout_s": a.timeout_s,
             "hold_at": a.hold_at_step, "hold_s": a.hold_s}
     summary = rw.train(opts)
@@ -91,13 +100,9 @@ def worker_main(argv: list[str]) -> int:
 
 
 def _summaries(events_dir: str) -> dict[tuple[int, int], dict[str, Any]]:
-    out = {}
-    for name in os.listdir(events_dir):
-        if name.startswith("summary_rank") and name.endswith(".json"):
-            with open(os.path.join(events_dir, name), encoding="utf-8") as fh:
-                s = json.load(fh)
-            out[(int(s["rank"]), int(s["incarnation"]))] = s
-    return out
+    import _resilience_events as rev
+
+    return rev.read_summaries(events_dir)
 
 
 def _one_run(args: argparse.Namespace, workdir: str, name: str, launcher: str, *, machinery: bool = True,
@@ -197,11 +202,13 @@ def drill_inprocess(args: argparse.Namespace, doc: dict[str, Any], workdir: str,
 
 DRILLS = {"injob": drill_injob, "straggler": drill_straggler, "overhead": drill_overhead,
           "inprocess": drill_inprocess}
+#: Kinds for a job spanning nodes (``_resilience_span``): this node's launcher, this node's share.
+SPAN_KINDS = ("launchers", "node")
 
 
 def build_parser() -> pc.ProbeArgumentParser:
-    p = pc.ProbeArgumentParser(prog="resilience_train.py drill", description=__doc__.splitlines()[0])
-    p.add_argument("kind", choices=sorted(DRILLS))
+    p = DrillParser(prog="resilience_train.py drill", description=__doc__.splitlines()[0])
+    p.add_argument("kind", choices=sorted([*DRILLS, *SPAN_KINDS]))
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--ckpt-every", type=int, default=5)
@@ -216,10 +223,33 @@ def build_parser() -> pc.ProbeArgumentParser:
     p.add_argument("--launcher", choices=("auto", "ft_launcher", "torchrun"), default="auto")
     p.add_argument("--timeout-s", type=float, default=300.0)
     p.add_argument("--workdir", default="", help="keep the drill's files here (default: a temporary dir, removed)")
+    p.add_argument("--node-name", default="", help="node: this node's inventory name (stamped on its events)")
+    p.add_argument("--kill-local-rank", type=int, default=-1, help="node: SIGKILL this local rank at --kill-step")
+    p.add_argument("--remove-dir", action="append", default=[],
+                   help="node: remove this directory at the end, and its parent if then empty")
     return p
 
 
+class DrillParser(pc.ProbeArgumentParser):
+    """The drill's options; everything after the first ``--`` is ``launch`` (``node``: the launcher argv)."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        argv = list(sys.argv[1:] if args is None else args)
+        launch: list[str] = []
+        if "--" in argv:
+            cut = argv.index("--")
+            argv, launch = argv[:cut], argv[cut + 1:]
+        ns = super().parse_args(argv, namespace)
+        ns.launch = launch
+        return ns
+
+
 def body(args: argparse.Namespace, doc: dict[str, Any]) -> None:
+    if args.kind in SPAN_KINDS:
+        import _resilience_span as span
+
+        doc["results"] = [span.launchers(args, doc) if args.kind == "launchers" else span.node_share(args, doc)]
+        return
     torch = pc.require("torch")
     doc["library"] = pc.library_label(torch)
     if args.kill_rank >= args.nproc or args.slow_rank >= args.nproc:
@@ -239,12 +269,9 @@ def body(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
 
 def _nvrx_version() -> str | None:
-    try:
-        from importlib.metadata import version
+    import _resilience_span as span
 
-        return version("nvidia-resiliency-ext")
-    except Exception:  # noqa: BLE001
-        return None
+    return span.nvrx_version()
 
 
 if __name__ == "__main__":

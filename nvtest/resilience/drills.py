@@ -3,7 +3,9 @@
 In-job restart metrics (seconds unless said): ``detect_s``, ``restart_s``,
 ``reload_s``, ``recovery_s`` (kill -> every rank has trained a step again),
 ``steps_lost`` (steps), ``loss_max_abs_diff`` (loss units, after the resume
-point against the uninterrupted run).  Straggler metrics: ``min_rank_score``
+point against the uninterrupted run).  The drill spanning nodes
+(:mod:`nvtest.resilience.spanning`) gives each node the figures of its own ranks and the
+job's over all ranks in the details.  Straggler metrics: ``min_rank_score``
 (ratio, 0..1, the slowest rank's relative score).
 """
 
@@ -13,10 +15,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from nvtest.check import Judge, Probe, measure_probe
-from nvtest.errors import NvtestError
+from nvtest.errors import NvtestError, ProbeError
 from nvtest.resilience.effective import estimate
 from nvtest.resilience.recipe import TARGET_SOURCES
-from nvtest.resilience.timeline import compare_losses, recovery_figures
+from nvtest.resilience.spanning import SpanDrill, job_summary, rank_map_json
+from nvtest.resilience.timeline import (
+    RecoveryFigures,
+    compare_losses,
+    ranks_training_again,
+    recovery_figures,
+)
 
 if TYPE_CHECKING:
     from nvtest.context import RunContext
@@ -25,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "judge_estimate",
     "judge_injob",
+    "judge_injob_span",
     "judge_stragglers",
     "judge_target",
     "node_scores",
@@ -51,6 +60,31 @@ def judge_target(
         judge.warn(f"{name} {value:.1f} s is past the target of {target:g} s")
 
 
+def _judge_figures(judge: Judge, fig: RecoveryFigures) -> None:
+    judge("detect_s", fig.detect_s, "s")
+    judge("restart_s", fig.restart_s, "s")
+    judge("reload_s", fig.reload_s, "s")
+    judge("recovery_s", fig.recovery_s, "s")
+    judge("steps_lost", fig.steps_lost, "steps")
+    judge.detail("recovery", fig.to_json())
+
+
+def _judge_trajectory(
+    judge: Judge, reference: Mapping[str, float], resumed: Mapping[str, float], fig: RecoveryFigures
+) -> None:
+    if fig.resumed_from_step is None:
+        judge.fail("the restarted ranks did not resume from a checkpoint")
+        return
+    cmp = compare_losses(reference, resumed, fig.resumed_from_step)
+    judge("loss_max_abs_diff", cmp.max_abs_diff, "loss")
+    judge.detail("loss_comparison", cmp.to_json())
+    if not cmp.matches:
+        judge.fail(
+            f"loss trajectory after the resume (step {fig.resumed_from_step}) differs from the "
+            f"uninterrupted run: max |diff| {cmp.max_abs_diff}, missing steps {list(cmp.missing_steps)}"
+        )
+
+
 def judge_injob(judge: Judge, result: Mapping[str, Any], target_s: float) -> dict[str, Any] | None:
     """Judge one node's in-job drill; returns the recovery figures as JSON (None when no kill happened)."""
     fault, ref = result["fault"], result["reference"]
@@ -70,30 +104,95 @@ def judge_injob(judge: Judge, result: Mapping[str, Any], target_s: float) -> dic
         )
         return None
     fig = recovery_figures(fault["events"], fault["kill"])
-    judge("detect_s", fig.detect_s, "s")
-    judge("restart_s", fig.restart_s, "s")
-    judge("reload_s", fig.reload_s, "s")
-    judge("recovery_s", fig.recovery_s, "s")
-    judge("steps_lost", fig.steps_lost, "steps")
-    judge.detail("recovery", fig.to_json())
+    _judge_figures(judge, fig)
     if not fault.get("completed"):
         judge.fail(
             f"training did not complete after the restart (launcher exit {fault.get('exit_code')}): "
             f"{(fault.get('log_tail') or '')[-300:]}"
         )
-    if fig.resumed_from_step is None:
-        judge.fail("the restarted ranks did not resume from a checkpoint")
-    else:
-        cmp = compare_losses(ref["losses"], fault["losses"], fig.resumed_from_step)
-        judge("loss_max_abs_diff", cmp.max_abs_diff, "loss")
-        judge.detail("loss_comparison", cmp.to_json())
-        if not cmp.matches:
-            judge.fail(
-                f"loss trajectory after the resume (step {fig.resumed_from_step}) differs from the "
-                f"uninterrupted run: max |diff| {cmp.max_abs_diff}, missing steps {list(cmp.missing_steps)}"
-            )
+    _judge_trajectory(judge, ref["losses"], fault["losses"], fig)
     judge_target(judge, "recovery_s", fig.recovery_s, target_s, "injob_recovery_s")
     return fig.to_json()
+
+
+def judge_injob_span(
+    judge: Judge, drill: SpanDrill, node: str, target_s: float
+) -> dict[str, Any] | None:
+    """Judge ``node``'s item of the in-job drill spanning nodes.
+
+    Metrics: this node's ranks' ``detect_s``, ``restart_s``, ``reload_s``, ``recovery_s`` (s)
+    and ``steps_lost`` (steps), and the job's ``loss_max_abs_diff`` (loss). The job's figures
+    over all ranks of all nodes, the kill (seed, node, rank, step) and the rank -> node map
+    are in the details. Fails when the kill did not happen, a node's launcher failed (named),
+    a rank of the job did not train again, the job did not resume from a checkpoint, or the
+    losses after the resume differ from the uninterrupted job's; ``recovery_s`` of this node
+    past ``target_s`` (seconds) warns.
+
+    Returns:
+        The job's recovery figures as JSON (None when no kill happened).
+
+    Raises:
+        ProbeError: the uninterrupted job failed: this node's own failure when it had one,
+            else the failing nodes named (every item of the check gets the error verdict).
+    """
+    ref, fault = drill.reference, drill.fault
+    ranks = fault.rank_nodes() or ref.rank_nodes()
+    mine = sorted(r for r, n in ranks.items() if n == node)
+    kill = fault.kill or {}
+    killed = (
+        f"rank {kill.get('rank')} (local rank {kill.get('local_rank')}) on {kill.get('node')}"
+        if kill
+        else None
+    )
+    judge.detail(
+        "launcher",
+        {
+            "name": drill.launcher,
+            "argv": fault.argv.get(node) or ref.argv.get(node),
+            "fallback_reason": drill.launcher_fallback_reason,
+            "nodes": drill.launchers,
+        },
+    )
+    judge.detail("kill", {**drill.plan.to_json(), "done": fault.kill, "killed": killed})
+    judge.detail("rank_nodes", rank_map_json(ranks))
+    judge.detail("node_ranks", mine)
+    job = job_summary(drill)
+    judge.detail("job", job)
+    if not ref.completed:
+        if node in ref.node_errors:
+            raise ProbeError(f"uninterrupted job: {node}: {ref.node_errors[node]}")
+        bad = (
+            "; ".join(f"{n}: {e}" for n, e in ref.node_errors.items()) or "rank 0 wrote no summary"
+        )
+        raise ProbeError(f"the uninterrupted job failed: {bad}")
+    if not fault.kill:
+        judge.fail(
+            f"the drill never killed local rank {drill.plan.local_rank} on {drill.plan.node} "
+            f"(planned step {drill.plan.step}): {fault.node_errors.get(drill.plan.node, 'no kill logged')}"
+        )
+        return None
+    judge.detail("killed", killed)
+    job_fig = drill.figures()
+    fig = drill.figures(node)
+    if fig is None or job_fig is None:
+        return None
+    _judge_figures(judge, fig)
+    if node in fault.node_errors:
+        judge.fail(f"{node}: {fault.node_errors[node]}")
+    others = {n: e for n, e in fault.node_errors.items() if n != node}
+    if others:
+        judge.fail("the job did not complete: " + "; ".join(f"{n}: {e}" for n, e in others.items()))
+    again = ranks_training_again(fault.events, job_fig.incarnation)
+    judge.detail("ranks_training_again", again)
+    missing = sorted(set(range(drill.world_size)) - set(again))
+    if missing:
+        judge.fail(
+            "ranks that did not train again after the restart: "
+            + ", ".join(f"{r} ({ranks.get(r, '?')})" for r in missing)
+        )
+    _judge_trajectory(judge, ref.losses, fault.losses, job_fig)
+    judge_target(judge, "recovery_s", fig.recovery_s, target_s, "injob_recovery_s")
+    return job_fig.to_json()
 
 
 def judge_estimate(

@@ -14,7 +14,8 @@ mapping keeps the defaults of the keys it does not name)::
       nproc: 2                  # ranks per node in the drills
       steps: 30
       ckpt_every: 5             # steps between drill checkpoints
-      kill_rank: 1
+      kill_rank: 1             # one node: the rank killed in the in-job drill
+      kill_seed: null           # several nodes: seed of the random kill (node, local rank, step)
       launcher: auto            # auto | ft_launcher | torchrun
       slow_rank: 1              # the straggler drill's injected slow rank
       slow_s: 0.0               # its extra seconds per step (0: no injection, the real check)
@@ -59,6 +60,7 @@ RESILIENCE_DEFAULTS: dict[str, Any] = {
     "steps": 30,
     "ckpt_every": 5,
     "kill_rank": 1,
+    "kill_seed": None,
     "launcher": "auto",
     "slow_rank": 1,
     "slow_s": 0.0,

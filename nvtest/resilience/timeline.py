@@ -15,6 +15,13 @@ From them, for the incarnation ``k`` that follows the kill::
     steps_lost = last step completed before the kill - step of the checkpoint resumed from
 
 All times in seconds.  Pure functions: no I/O.
+
+A job spanning nodes gives the events of all its nodes (each stamped with ``node``); its
+launchers' restart counts differ between nodes (an agent restarted for the rendezvous'
+membership change does not count it), so :func:`relabel_incarnations` numbers the
+incarnations per rank by process before the figures are taken, over all ranks or over one
+node's ranks (:func:`of_node`).  Times from different nodes compare through their wall
+clocks: the figures carry the nodes' clock offset (NTP: milliseconds).
 """
 
 from __future__ import annotations
@@ -24,7 +31,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["LossComparison", "RecoveryFigures", "compare_losses", "recovery_figures"]
+__all__ = [
+    "LossComparison",
+    "RecoveryFigures",
+    "compare_losses",
+    "of_node",
+    "rank_nodes",
+    "ranks_training_again",
+    "recovery_figures",
+    "relabel_incarnations",
+]
 
 #: Largest |loss difference| accepted as "the same trajectory" (float32 losses, same ops, same order).
 LOSS_ATOL = 1e-6
@@ -171,3 +187,52 @@ def compare_losses(
         bool(diffs) and not missing and worst is not None and math.isfinite(worst) and worst <= atol
     )
     return LossComparison(len(diffs), steps[0] if steps else None, worst, missing, ok)
+
+
+def relabel_incarnations(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` sorted by time, ``incarnation`` renumbered per rank by process.
+
+    The k-th process of a rank (ordered by its first event's time, told apart by ``pid``
+    and ``node``) is incarnation k; the launcher's own count is kept as
+    ``launcher_incarnation``.  On one node with one restart both numbers agree.
+    """
+    first: dict[tuple[int, Any, int], float] = {}
+    for e in events:
+        key = (int(e["rank"]), e.get("node"), int(e["pid"]))
+        first[key] = min(first.get(key, float("inf")), float(e["t"]))
+    order: dict[tuple[int, Any, int], int] = {}
+    for rank in sorted({k[0] for k in first}):
+        procs = sorted((t, k) for k, t in first.items() if k[0] == rank)
+        for i, (_t, k) in enumerate(procs):
+            order[k] = i
+    out = [
+        {
+            **e,
+            "incarnation": order[(int(e["rank"]), e.get("node"), int(e["pid"]))],
+            "launcher_incarnation": e.get("incarnation"),
+        }
+        for e in events
+    ]
+    out.sort(key=lambda e: float(e["t"]))
+    return out
+
+
+def of_node(events: Sequence[Mapping[str, Any]], node: str) -> list[Mapping[str, Any]]:
+    """The events of the ranks that ran on ``node``."""
+    return [e for e in events if e.get("node") == node]
+
+
+def rank_nodes(events: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """global rank -> node it first ran on (from the ``start`` events)."""
+    out: dict[int, str] = {}
+    for e in sorted(events, key=lambda e: float(e["t"])):
+        if e.get("ev") == "start" and e.get("node") is not None:
+            out.setdefault(int(e["rank"]), str(e["node"]))
+    return out
+
+
+def ranks_training_again(events: Sequence[Mapping[str, Any]], incarnation: int | None) -> list[int]:
+    """Ranks that completed a step in ``incarnation`` (sorted; [] for None)."""
+    if incarnation is None:
+        return []
+    return sorted({int(e["rank"]) for e in _of(events, "step", incarnation)})

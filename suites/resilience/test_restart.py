@@ -11,6 +11,13 @@ same seed.  The recovery time is set beside its target (recipe
 (docs/resilience.md), whose save time is ``estimate.save_gib`` over the
 measured write bandwidth of the ``estimate.tier`` checkpoint tier.
 
+On two nodes or more the drill is ONE job whose ranks span the nodes (``nproc`` per node,
+one launcher per node, c10d rendezvous on the first node), one rank on one node killed; the
+nodes' launchers restart their ranks, which rejoin and resume together
+(:mod:`nvtest.resilience.spanning`).  Each node's item has its own ranks' figures, the job's
+in the details; the effective-time estimate takes the job's recovery time.  One node runs
+the drill as a 2-rank job of its own.
+
 In-process: nvidia-resiliency-ext's in-process restart wrapper, where it
 supports the backend in use; otherwise skipped with the exact reason.
 """
@@ -21,19 +28,32 @@ import pytest
 
 from nvtest.check import Judge
 from nvtest.errors import NvtestError
+from nvtest.interconnect.fleet import require_up
 from nvtest.resilience.ckpt import tier_entry
-from nvtest.resilience.drills import judge_estimate, judge_injob, judge_target
+from nvtest.resilience.drills import judge_estimate, judge_injob, judge_injob_span, judge_target
 from nvtest.resilience.probes import CKPT, INJOB, INPROCESS
 from nvtest.resilience.recipe import resilience_recipe
+from nvtest.resilience.spanning import run_span_drill, spans_nodes
 from nvtest.thresholds import SkuProfile
 
 
 @pytest.mark.check("restart_injob", area="resilience", title="In-job restart after a killed rank")
-def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None) -> None:
+def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None, nvtest_context) -> None:
     rec = resilience_recipe(sku)
-    doc = measure(INJOB)
-    judge.detail("launcher_fallback_reason", doc.get("launcher_fallback_reason"))
-    fig = judge_injob(judge, doc["results"][0], float(rec["targets"]["injob_recovery_s"]))
+    target = float(rec["targets"]["injob_recovery_s"])
+    ctx = nvtest_context
+    if spans_nodes(ctx):
+        require_up(ctx, node)
+        drill = run_span_drill(ctx)
+        judge.log = ctx.phases.log_path("restart_injob.fault", node.name)
+        judge.detail("launcher_fallback_reason", drill.launcher_fallback_reason)
+        fig = judge_injob_span(judge, drill, node.name, target)
+        restart_source = "measured recovery_s of the whole job (all ranks of all nodes)"
+    else:
+        doc = measure(INJOB)
+        judge.detail("launcher_fallback_reason", doc.get("launcher_fallback_reason"))
+        fig = judge_injob(judge, doc["results"][0], target)
+        restart_source = "measured recovery_s of this node's in-job drill"
     if not fig:
         return
     est = rec["estimate"]
@@ -51,7 +71,7 @@ def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None) -> N
         )
     else:
         save_s, source = None, f"no {tier} tier bandwidth: {why}"
-    judge_estimate(judge, est, fig["recovery_s"], save_s, source)
+    judge_estimate(judge, est, fig["recovery_s"], save_s, source, restart_source)
 
 
 @pytest.mark.check(

@@ -1,0 +1,67 @@
+"""The in-job restart drill under a real Slurm (munge, slurmctld, two ``slurmd -N`` nodes on this
+machine): ``nvtest run --backend slurm`` runs it as ONE job whose ranks span node1 and node2,
+kills one rank, and both nodes' ranks come back from the checkpoint on the same trajectory.
+
+Each node's launcher starts in the same srun step (one command per node, dispatched on
+``SLURMD_NODENAME``), as the multi-node training check does. Both nodes are this machine, so
+the inventory gives them the address 127.0.0.1. The checkpoints go to ``ckpt.shared_path``
+(rank 0 writes, every rank reads), the other scope than the ssh test's node-local copies.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nvtest.testing.slurm_cluster import SlurmCluster
+from tests.conftest import run_nvtest_on_slurm, started_slurm_cluster
+from tests.resilience.conftest import by_check, tiny_sku
+from tests.resilience.test_cluster_runs import assert_span_drill
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SlurmCluster]:
+    with started_slurm_cluster() as sim:
+        yield sim
+
+
+def test_injob_drill_spans_both_slurm_nodes(cluster: SlurmCluster, tmp_path: Path) -> None:
+    sku = tiny_sku(tmp_path)
+    sku["recipe"]["ckpt"]["shared_path"] = str(tmp_path / "shared")
+    sku["recipe"]["resilience"]["targets"] = {"injob_recovery_s": 600}  # a busy 2-core machine
+    skus = tmp_path / "skus"
+    skus.mkdir()
+    (skus / "resil-cpu.yaml").write_text(yaml.safe_dump(sku))
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(
+        yaml.safe_dump(
+            {
+                "name": "r",
+                "description": "r",
+                "checks": ["resilience/test_restart.py::test_restart_injob"],
+            }
+        )
+    )
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(
+        f"cluster: sim\ndefaults: {{python: {sys.executable}, address: 127.0.0.1}}\n"
+        "nodes:\n  - names: node[1-2]\n"
+    )
+    proc, doc, out = run_nvtest_on_slurm(
+        cluster, tmp_path / "out", "--suite", str(suite), "--inventory", str(inv),
+        "--sku-dir", str(skus), "--sku", "resil-cpu",
+    )  # fmt: skip
+    assert doc is not None, out
+    res = by_check(doc, "restart_injob")
+    assert set(res) == {"node1", "node2"}, out
+    assert_span_drill(res, {"node1", "node2"}, nproc=2, ckpt_every=4)
+    for r in res.values():
+        assert r["details"]["job"]["ckpt"]["scope"] == "job"
+    assert not any((tmp_path / "shared").iterdir()), "the job's checkpoints were left behind"
+    assert proc.returncode == 0, out
