@@ -1,11 +1,12 @@
 """Resilience drills: in-job recovery time split into its parts, and the drill machinery's step overhead.
 
-Recovery: the in-job drill (``probes/resilience_train.py drill injob``: 2 ranks,
-gloo, one rank SIGKILLed at a random step after the first checkpoint) on each
-node of a simulated 2-node cluster (real sshd per node on loopback, the probe
-run through the ssh transport on both nodes at once), or on this machine when
-sshd is not available (said in the output).  Each node's drill is a 2-rank job
-of its own; the parts come from :mod:`nvtest.resilience.timeline`::
+Recovery: the in-job drill as ``nvtest run --backend ssh`` runs it on a simulated 2-node
+cluster (real sshd per node on loopback): ONE job of 2 ranks per node spanning both nodes
+(``nvtest.resilience.spanning``), one rank of one node SIGKILLed at a random step after the
+first checkpoint, every rank restarted by its node's launcher and resumed from the newest
+checkpoint.  One row per launcher for the job (over all ranks) and one per node (its own
+ranks).  With ``--local`` (or without sshd) the single-node drill (2 ranks) on this machine.
+The parts come from :mod:`nvtest.resilience.timeline`::
 
     detect   kill -> first reaction of a surviving rank
     restart  detection -> every rank of the new incarnation has its process group
@@ -27,18 +28,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from nvtest import resources
 from nvtest.inventory import Node
 from nvtest.resilience.timeline import recovery_figures
 from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
 from nvtest.transports.local import LocalTransport
-from nvtest.transports.ssh import SSHTransport
 
 PROBES = Path(__file__).resolve().parents[1] / "nvtest" / "probes"
+PARTS = ("detect_s", "restart_s", "reload_s", "first_step_s", "recovery_s", "steps_lost")
 
 
 def _doc(stdout: str) -> dict[str, Any]:
@@ -69,31 +76,76 @@ def drill_argv(kind: str, launcher: str, steps: int, repeats: int) -> list[str]:
     ]
 
 
-def recovery_rows(
-    launcher: str, nodes: list[Node], transport: Any, steps: int
+def local_rows(launcher: str, steps: int) -> list[dict[str, Any]]:
+    """The single-node drill on this machine: one row (seconds)."""
+    res = LocalTransport().run(
+        [Node(name="local")], drill_argv("injob", launcher, steps, 1), timeout_s=1800
+    )
+    doc = _doc(res["local"].stdout)
+    if doc.get("status") != "ok":
+        return [{"launcher": launcher, "scope": "local", "error": doc.get("reason")}]
+    fault = doc["results"][0]["fault"]
+    fig = recovery_figures(fault["events"], fault["kill"]).to_json()
+    return [{"launcher": doc["launcher"], "scope": "this machine", **{k: fig[k] for k in PARTS}}]
+
+
+def span_rows(
+    launcher: str, cluster: SSHDCluster, steps: int, workdir: Path
 ) -> list[dict[str, Any]]:
-    """One row per node: the parts of its in-job recovery (seconds)."""
-    res = transport.run(nodes, drill_argv("injob", launcher, steps, 1), timeout_s=1800)
-    rows = []
-    for name, r in sorted(res.items()):
-        doc = _doc(r.stdout)
-        if doc.get("status") != "ok":
-            rows.append({"node": name, "launcher": launcher, "error": doc.get("reason")})
-            continue
-        fault = doc["results"][0]["fault"]
-        fig = recovery_figures(fault["events"], fault["kill"])
+    """``nvtest run --backend ssh`` of ``restart_injob`` on the cluster: the job's row, then each node's."""
+    d = Path(tempfile.mkdtemp(prefix=f"span-{launcher}-", dir=workdir))
+    sku = yaml.safe_load((resources.configs_dir() / "skus" / "cpu-generic.yaml").read_text())
+    sku.update(name="bench-cpu", description="cpu-generic with the bench's drill recipe")
+    sku["recipe"]["resilience"] = {
+        "nproc": 2,
+        "steps": steps,
+        "ckpt_every": 5,
+        "launcher": launcher,
+    }
+    sku["recipe"]["ckpt"] = {
+        **sku["recipe"]["ckpt"],
+        "size_mib": 64,
+        "local_path": str(d / "local"),
+    }
+    (d / "skus").mkdir()
+    (d / "skus" / "bench-cpu.yaml").write_text(yaml.safe_dump(sku))
+    suite = {
+        "name": "b",
+        "description": "b",
+        "checks": ["resilience/test_restart.py::test_restart_injob"],
+    }
+    (d / "suite.yaml").write_text(yaml.safe_dump(suite))
+    inv = yaml.safe_load(cluster.inventory_path.read_text())
+    inv["defaults"]["probe_dir"] = str(PROBES)  # the simulated nodes share this machine's files
+    (d / "inventory.yaml").write_text(yaml.safe_dump(inv))
+    proc = subprocess.run(
+        [sys.executable, "-m", "nvtest.cli", "run", "--backend", "ssh", "--inventory", str(d / "inventory.yaml"),
+         "--insecure-host-keys", "--sku-dir", str(d / "skus"), "--sku", "bench-cpu",
+         "--suite", str(d / "suite.yaml"), "--out", str(d / "reports"), "--progress", "plain"],
+        capture_output=True, text=True, timeout=1800, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    results = d / "reports" / "latest" / "results.json"
+    if not results.exists():
+        return [{"launcher": launcher, "scope": "job", "error": proc.stderr[-300:]}]
+    items = [r for r in json.loads(results.read_text())["results"] if r["check"] == "restart_injob"]
+    rows: list[dict[str, Any]] = []
+    for r in sorted(items, key=lambda r: r["node"]):
+        det = r["details"]
+        job = det.get("job") or {}
+        if not rows:
+            if not job.get("recovery"):
+                return [{"launcher": launcher, "scope": "job", "error": r["reason"]}]
+            kill = job["kill"]
+            rows.append(
+                {"launcher": job["launcher"], "scope": f"job ({job['world_size']} ranks)",
+                 "killed": f"rank {kill['rank']} on {kill['node']} at step {kill['at_step']}",
+                 **{k: job["recovery"][k] for k in PARTS}}
+            )  # fmt: skip
+        rec = det.get("recovery") or {}
         rows.append(
-            {
-                "node": name,
-                "launcher": doc["launcher"],
-                "detect": fig.detect_s,
-                "restart": fig.restart_s,
-                "reload": fig.reload_s,
-                "first_step": fig.first_step_s,
-                "total": fig.recovery_s,
-                "steps_lost": fig.steps_lost,
-            }
-        )
+            {"launcher": job.get("launcher", launcher), "scope": f"{r['node']} (ranks {det.get('node_ranks')})",
+             "verdict": r["verdict"], **{k: rec.get(k) for k in PARTS}}
+        )  # fmt: skip
     return rows
 
 
@@ -115,43 +167,36 @@ def main(argv: list[str] | None = None) -> int:
         return overhead(a.launchers.split(",")[0], a.repeats)
     reason = "--local given" if a.local else sshd_unavailable_reason()
     t0 = time.time()
+    rows: list[dict[str, Any]] = []
     if reason:
-        print(f"# recovery measured on this machine with 2 ranks ({reason})")
-        nodes, transport, cluster = [Node(name="local")], LocalTransport(), None
+        print(f"# recovery measured on this machine, one 2-rank job ({reason})")
+        for launcher in a.launchers.split(","):
+            rows += local_rows(launcher, a.steps)
     else:
         cluster = SSHDCluster(2, prefix="bench", python=sys.executable).start()
-        nodes = [Node(name=n) for n in cluster.names]
-        transport = SSHTransport(parallel=2, ssh_config=str(cluster.ssh_config_path))
         print(
             f"# recovery measured on a simulated 2-node cluster ({', '.join(cluster.names)}; real sshd on "
-            "loopback, both nodes' drills at once on this machine's CPUs)"
+            "loopback, sharing this machine's CPUs): one job of 2 ranks per node spanning both, "
+            "run by `nvtest run --backend ssh`"
         )
-    try:
-        rows = [
-            row
-            for launcher in a.launchers.split(",")
-            for row in recovery_rows(launcher, nodes, transport, a.steps)
-        ]
-    finally:
-        transport.close()
-        if cluster is not None:
+        try:
+            with tempfile.TemporaryDirectory(prefix="nvtest-bench-") as work:
+                for launcher in a.launchers.split(","):
+                    rows += span_rows(launcher, cluster, a.steps, Path(work))
+        finally:
             cluster.stop()
     print(
-        "\n| launcher | node | detect s | restart s | reload s | first step s | total s | steps lost |"
+        "\n| launcher | ranks | detect s | restart s | reload s | first step s | total s | steps lost |"
     )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         if "error" in r:
-            print(f"| {r['launcher']} | {r['node']} | error: {r['error']} | | | | | |")
+            print(f"| {r['launcher']} | {r['scope']} | error: {r['error']} | | | | | |")
             continue
-        print(
-            f"| {r['launcher']} | {r['node']} | "
-            + " | ".join(
-                _fmt(r[k])
-                for k in ("detect", "restart", "reload", "first_step", "total", "steps_lost")
-            )
-            + " |"
-        )
+        print(f"| {r['launcher']} | {r['scope']} | " + " | ".join(_fmt(r[k]) for k in PARTS) + " |")
+    for r in rows:
+        if r.get("killed"):
+            print(f"# {r['launcher']}: killed {r['killed']}")
     print(f"\n# recovery part: {time.time() - t0:.0f} s")
     return overhead(a.launchers.split(",")[0], a.repeats)
 
