@@ -15,7 +15,8 @@ The parts come from :mod:`nvtest.resilience.timeline`::
 
 Overhead: median step time of the same 2-rank run with the drill machinery off
 (no event log, heartbeats, section timers) and on, alternated ``--repeats``
-times; the fastest median of each is compared (goal: under 2 %).  Beside it,
+times in ABBA order; the median over runs of each run's median step is compared
+(goal: under 2 %).  Beside it,
 the seconds per step the ranks spend in heartbeats and event writes, timed
 directly around those calls (robust against a busy machine's noise).
 
@@ -212,7 +213,7 @@ def overhead(launcher: str, repeats: int) -> int:
         print(f"\noverhead: error: {doc.get('reason')}")
         return 1
     o = doc["results"][0]
-    print("\n| step time (2 ranks, 60 steps, this machine) | median s (best of repeats) |")
+    print("\n| step time (2 ranks, 60 steps, this machine) | median s (median over runs) |")
     print("| --- | ---: |")
     print(f"| machinery off | {o['off_s']:.4f} |")
     print(f"| machinery on (events, heartbeats, section timers) | {o['on_s']:.4f} |")

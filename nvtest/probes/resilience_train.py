@@ -175,11 +175,13 @@ def drill_straggler(args: argparse.Namespace, doc: dict[str, Any], workdir: str,
 
 
 def drill_overhead(args: argparse.Namespace, doc: dict[str, Any], workdir: str, launcher: str) -> dict[str, Any]:
-    """Plain run (machinery off) and drill run (on), alternated ``--repeats`` times."""
+    """Plain run (machinery off) and drill run (on), ``--repeats`` pairs in ABBA order
+    (off, on, then on, off, ...) so that a drift of the machine's speed cancels; each
+    mode's figure is the median over its runs of the run's median step time (s)."""
     runs: dict[str, list[float]] = {"off": [], "on": []}
     direct: list[float] = []
-    for _ in range(args.repeats):
-        for mode in ("off", "on"):
+    for i in range(args.repeats):
+        for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):
             r = _one_run(args, workdir, f"overhead-{mode}", launcher, machinery=mode == "on")
             if not r["completed"]:
                 raise pc.ProbeError(f"overhead run ({mode}) failed: {r['log_tail'][-400:]}")
@@ -187,8 +189,8 @@ def drill_overhead(args: argparse.Namespace, doc: dict[str, Any], workdir: str, 
             runs[mode].append(pc.stats(times)["median"])
             if mode == "on":
                 direct.append(r["machinery_s_per_step"] or 0.0)
-    off, on = min(runs["off"]), min(runs["on"])
-    per_step = min(direct)
+    off, on = pc.stats(runs["off"])["median"], pc.stats(runs["on"])["median"]
+    per_step = pc.stats(direct)["median"]
     return {"drill": "overhead", "launcher": launcher, "step_median_s": runs, "off_s": off, "on_s": on,
             "overhead_pct": 100.0 * (on - off) / off, "machinery_s_per_step": per_step,
             "direct_overhead_pct": 100.0 * per_step / (off + per_step)}
