@@ -20,19 +20,30 @@ REPO = Path(__file__).resolve().parent.parent
 NVTEST = [sys.executable, "-m", "nvtest.cli"]
 
 
-def run_nvtest(*args: str, cwd: Path | None = None, timeout: float = 900, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_nvtest(
+    *args: str, cwd: Path | None = None, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the nvtest CLI in a subprocess (as a user would) and capture its output."""
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
     return subprocess.run(
-        [*NVTEST, *args], cwd=cwd or REPO, capture_output=True, text=True, timeout=timeout, env=full_env
+        [*NVTEST, *args],
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
     )
 
 
 def run_nvtest_on_slurm(
-    cluster: SlurmCluster, out: Path, *args: str, timeout: float = 900
+    cluster: SlurmCluster,
+    out: Path,
+    *args: str,
+    timeout: float = 900,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], dict | None, str]:
     """``nvtest run --backend slurm`` on the test cluster (partition ``nvt``, 15 min steps,
-    plain progress, ``OMP_NUM_THREADS=1``) with ``args``, reports under ``out``.
+    plain progress, ``OMP_NUM_THREADS=1``, plus ``env``) with ``args``, reports under ``out``.
 
     Returns the process, ``results.json`` (None when the run wrote none) and the tail of
     its output (for assertion messages).
@@ -40,7 +51,7 @@ def run_nvtest_on_slurm(
     proc = run_nvtest(
         "run", "--backend", "slurm", "--partition", "nvt", "--time", "15", *args,
         "--out", str(out), "--progress", "plain",
-        env={**cluster.env, "OMP_NUM_THREADS": "1"}, timeout=timeout,
+        env={**cluster.env, "OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout,
     )  # fmt: skip
     results = out / "latest" / "results.json"
     doc = json.loads(results.read_text()) if results.exists() else None

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from nvtest.check import Probe
 from nvtest.inventory import Node
-from nvtest.resilience.recipe import ckpt_recipe, resilience_recipe
+from nvtest.resilience.recipe import ckpt_recipe, resilience_recipe, slow_s_on
 from nvtest.thresholds import SkuProfile
 
 __all__ = ["CKPT", "CKPT_QUICK", "INJOB", "INPROCESS", "STRAGGLER", "ckpt_args", "drill_args"]
@@ -58,7 +58,7 @@ def drill_args(kind: str) -> ArgsFn:
             "--slow-rank",
             str(r["slow_rank"]),
             "--slow-s",
-            str(r["slow_s"]),
+            str(slow_s_on(r, node.name)),
             "--launcher",
             str(r["launcher"]),
             "--timeout-s",

@@ -27,7 +27,8 @@ mapping keeps the defaults of the keys it does not name)::
 
 Environment overrides (for tests and quick trials, read on the controller):
 ``NVTEST_CKPT_SIZE_MIB`` (both sizes), ``NVTEST_RESILIENCE_STEPS``,
-``NVTEST_STRAGGLER_INJECT=RANK:SECONDS`` (slow_rank, slow_s).
+``NVTEST_STRAGGLER_INJECT=[NODE/]RANK:SECONDS`` (slow_rank, slow_s; with ``NODE/`` only on
+that node).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ __all__ = [
     "RESILIENCE_DEFAULTS",
     "ckpt_recipe",
     "resilience_recipe",
+    "slow_s_on",
     "TARGET_SOURCES",
 ]
 
@@ -115,6 +117,15 @@ def resilience_recipe(sku: SkuProfile | None) -> dict[str, Any]:
         rec["steps"] = int(env)
     inject = os.environ.get("NVTEST_STRAGGLER_INJECT")
     if inject:
-        rank, _, secs = inject.partition(":")
+        where, _, secs = inject.partition(":")
+        node, _, rank = where.rpartition("/")
         rec["slow_rank"], rec["slow_s"] = int(rank), float(secs or 0.05)
+        rec["slow_node"] = node or None
     return rec
+
+
+def slow_s_on(rec: dict[str, Any], node: str) -> float:
+    """The straggler drill's injected seconds per step on ``node``: ``rec["slow_s"]``, or 0
+    on every node but ``rec["slow_node"]`` when the injection names one."""
+    target = rec.get("slow_node")
+    return float(rec["slow_s"]) if target in (None, node) else 0.0

@@ -20,9 +20,20 @@ from tests.resilience.conftest import by_check, metrics, tiny_sku
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 
 
-def run_on_ssh_cluster(d, sku: dict, checks: list[str], prefix: str, timeout: float = 600):
+#: Two simulated nodes x 2 ranks share this machine's 2 cores, so healthy ranks' section
+#: times differ by more than on real nodes (scores down to ~0.6 were seen under load): the
+#: tests' bound is lower than the default 0.75 and the injected delay larger (a rank whose
+#: forward section sleeps 0.3 s more per step scores well below 0.1).
+OVERSUBSCRIBED_MIN_SCORE = 0.4
+INJECT = "res02/1:0.3"
+
+
+def run_on_ssh_cluster(
+    d, sku: dict, checks: list[str], prefix: str, timeout: float = 600, env: dict | None = None
+):
     """``nvtest run --backend ssh`` of ``checks`` with ``sku`` on a new 2-node simulated cluster
-    (node names ``<prefix>01``, ``<prefix>02``); ``(process, results.json)``."""
+    (node names ``<prefix>01``, ``<prefix>02``), ``env`` added to the controller's environment;
+    ``(process, results.json)``."""
     reason = sshd_unavailable_reason()
     if reason:
         pytest.skip(reason)
@@ -36,7 +47,7 @@ def run_on_ssh_cluster(d, sku: dict, checks: list[str], prefix: str, timeout: fl
             "run", "--backend", "ssh", "--inventory", str(inv), "--insecure-host-keys",
             "--sku-dir", str(d / "skus"), "--sku", "resil-cpu", "--suite", str(suite),
             "--out", str(d / "reports"), "--progress", "plain",
-            env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=timeout,
+            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout,
         )  # fmt: skip
     doc = json.loads((d / "reports" / "latest" / "results.json").read_text())
     return proc, doc
@@ -47,7 +58,9 @@ def cluster_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("resil-ssh")
     sku = tiny_sku(d)
     sku["recipe"]["ckpt"]["shared_path"] = str(d / "shared")
-    return run_on_ssh_cluster(d, sku, ["resilience/test_ckpt_tiers.py::test_ckpt_shared"], "res")
+    sku["recipe"]["resilience"]["straggler_min_score"] = OVERSUBSCRIBED_MIN_SCORE
+    checks = ["resilience/test_ckpt_tiers.py::test_ckpt_shared", "resilience/test_stragglers.py"]
+    return run_on_ssh_cluster(d, sku, checks, "res", env={"NVTEST_STRAGGLER_INJECT": INJECT})
 
 
 def test_shared_tier_all_nodes_at_once_with_aggregate(cluster_run):
@@ -65,7 +78,29 @@ def test_shared_tier_all_nodes_at_once_with_aggregate(cluster_run):
         assert agg["nodes"] == 2 and agg["bytes"] == 2 * 8 * 2**20 and not agg["left_out"]
         spans.append(agg["write_span_s"])
     assert spans[0] == spans[1]  # one aggregate for the fleet, the same on every item
-    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_slowed_rank_on_one_node_is_the_only_straggler(cluster_run):
+    """NVTEST_STRAGGLER_INJECT=res02/1:0.3: rank 1 of res02 sleeps 0.3 s more per step."""
+    proc, doc = cluster_run
+    res = by_check(doc, "straggler")
+    assert set(res) == {"res01", "res02"}, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert_one_straggler(res, slow_node="res02")
+    assert proc.returncode == 1  # the straggler fails its item, nothing else
+
+
+def assert_one_straggler(res: dict, slow_node: str) -> None:
+    """Rank 1 of ``slow_node`` is named a straggler, no rank of another node is, and the slow
+    node's step time is the fleet's slowest (its node_relative_score below the others')."""
+    for node, r in res.items():
+        slow = [s["rank"] for s in r["details"]["straggler"]["stragglers"]]
+        if node == slow_node:
+            assert r["verdict"] == "fail" and slow == [1], r
+            assert "rank 1" in r["reason"], r
+        else:
+            assert r["verdict"] == "pass" and slow == [], r
+    scores = {node: metrics(r)["node_relative_score"] for node, r in res.items()}
+    assert scores[slow_node] < 1.0 and max(scores.values()) == 1.0, scores
 
 
 @pytest.fixture(scope="module", params=["auto", "torchrun"])

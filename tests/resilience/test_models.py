@@ -243,3 +243,17 @@ def test_span_items_name_the_failing_node_and_the_ranks_not_back():
     off = Judge(None, "restart_injob", "b", None)
     judge_injob_span(off, _span_drill(SPAN, kill, losses={"5": 0.0, "6": 0.0}), "b", 120.0)
     assert off.verdict == "fail" and "differs from the uninterrupted run" in off.summary()
+
+
+def test_straggler_injection_on_one_node_or_every_node(monkeypatch):
+    from nvtest.resilience.recipe import resilience_recipe, slow_s_on
+
+    monkeypatch.setenv("NVTEST_STRAGGLER_INJECT", "gpu002/1:0.3")
+    rec = resilience_recipe(None)
+    assert (rec["slow_rank"], rec["slow_node"]) == (1, "gpu002")
+    assert slow_s_on(rec, "gpu002") == 0.3 and slow_s_on(rec, "gpu001") == 0.0
+    monkeypatch.setenv("NVTEST_STRAGGLER_INJECT", "0:0.2")
+    rec = resilience_recipe(None)
+    assert rec["slow_rank"] == 0 and slow_s_on(rec, "gpu001") == slow_s_on(rec, "x") == 0.2
+    monkeypatch.delenv("NVTEST_STRAGGLER_INJECT")
+    assert slow_s_on(resilience_recipe(None), "gpu001") == 0.0  # the real check: no injection
