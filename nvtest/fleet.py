@@ -186,7 +186,7 @@ def apply_fleet(
             if Verdict(m["verdict"]).rank < new.rank:
                 m["verdict"] = new.value
             note = (
-                f"{worse:.1f}% {'slower' if lower else 'below'} than the fleet median "
+                f"{worse:.1f}% {'slower than' if lower else 'below'} the fleet median "
                 f"{med:.4g} {m.get('unit')} (n={st.n}"
                 + (f", robust z {st.robust_z:.1f})" if st.robust_z is not None else ")")
             )

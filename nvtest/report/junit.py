@@ -16,7 +16,9 @@ test reports) and GitHub reporters read it::
     </testsuites>
 
 A node that was unreachable and has no result gets one ``reachability[<node>]``
-error case, so CI sees it. Characters XML 1.0 cannot carry (control bytes
+error case, so CI sees it; a run that was interrupted or ended with a harness
+error (``nvtest.results.incomplete_reason``) gets one ``nvtest`` / ``run`` error
+case carrying the reason, so CI never reads a partial run as green. Characters XML 1.0 cannot carry (control bytes
 from tool output) are replaced by U+FFFD.
 """
 
@@ -29,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nvtest.report.model import labels_text, safe_log_link
+from nvtest.results import incomplete_reason
 
 __all__ = ["render_junit"]
 
@@ -128,6 +131,19 @@ def render_junit(doc: Mapping[str, Any]) -> str:
                 case, "error", message=_x(f"unreachable: {nd['down_reason']}"), type="nvtest.error"
             ).text = _x(f"unreachable: {nd['down_reason']}")
             cases.append(case)
+    incomplete = incomplete_reason(run) or (doc.get("summary") or {}).get("incomplete")
+    if incomplete:
+        counts["tests"] += 1
+        counts["errors"] += 1
+        case = ET.Element("testcase", classname="nvtest", name="run", time="0.000")
+        text = (
+            f"{incomplete}: the items that were running or not reached have no result; "
+            "the results cover only what was measured before the run stopped"
+        )
+        ET.SubElement(case, "error", message=_x(incomplete), type="nvtest.incomplete").text = _x(
+            text
+        )
+        cases.append(case)
     duration = f"{float(run.get('duration_s') or 0):.3f}"
     attrs = {k: str(v) for k, v in counts.items()}
     root = ET.Element("testsuites", {"name": "nvtest", "time": duration, **attrs})

@@ -71,3 +71,48 @@ def test_control_characters_and_unreachable_nodes_without_results():
     names = [c.get("name") for c in root.iter("testcase")]
     assert "reachability[gpu9999]" in names
     assert int(root.get("tests")) == len(doc["results"]) + 1
+
+
+def _run_case(xml_text: str) -> tuple[ET.Element, ET.Element | None]:
+    root = ET.fromstring(xml_text.split("\n", 1)[1])
+    case = next(
+        (
+            c
+            for c in root.iter("testcase")
+            if c.get("classname") == "nvtest" and c.get("name") == "run"
+        ),
+        None,
+    )
+    return root, case
+
+
+def test_interrupted_run_is_an_error_in_junit():
+    doc = synthetic_doc(4)
+    doc["results"] = [r for r in doc["results"] if r["verdict"] in ("pass", "skip")]
+    for nd in doc["nodes"].values():
+        nd.pop("down_reason", None)
+    doc["run"].update(interrupted=True, interrupt_signal="SIGINT")
+    root, case = _run_case(render_junit(doc))
+    assert case is not None
+    err = case.find("error")
+    assert err is not None and "run interrupted (SIGINT)" in err.get("message")
+    suite = root.find("testsuite")
+    for el in (root, suite):
+        assert int(el.get("errors")) >= 1
+        assert int(el.get("failures")) == 0
+        assert int(el.get("tests")) == len(doc["results"]) + 1
+
+
+def test_harness_error_is_an_error_in_junit():
+    doc = synthetic_doc(4)
+    doc["run"].update(harness_error="KeyError: 'x'")
+    _, case = _run_case(render_junit(doc))
+    assert case is not None and "nvtest failed: KeyError" in case.find("error").get("message")
+
+
+def test_finished_run_has_no_run_case():
+    doc = synthetic_doc(4)
+    doc["run"].pop("interrupted", None)
+    doc["run"].pop("harness_error", None)
+    _, case = _run_case(render_junit(doc))
+    assert case is None
