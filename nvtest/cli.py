@@ -119,10 +119,46 @@ def _rerun_items(prev: Path) -> tuple[list[tuple[str, str]], dict[str, Any]]:
     return items, doc
 
 
+#: RunConfig.backend_options key -> the `nvtest run` option that sets it.
+_OPTION_PARAMS = {
+    "parallel": "parallel",
+    "connect_timeout_s": "connect_timeout",
+    "insecure_host_keys": "insecure_host_keys",
+    "connect_retries": "connect_retries",
+    "ssh_config": "ssh_config",
+    "known_hosts": "known_hosts",
+    "partition": "partition",
+    "time_limit": "time_limit",
+    "account": "account",
+    "reservation": "reservation",
+    "qos": "qos",
+    "exclusive": "exclusive",
+    "gpus_per_node": "gpus_per_node",
+    "mpi": "mpi",
+}
+
+
+def _previous_config(run_dir: Path) -> dict[str, Any]:
+    """The ``run_config.json`` of an earlier run ({} when it has none, e.g. an old run).
+
+    Raises:
+        ConfigError: the file exists but is not valid JSON.
+    """
+    path = run_dir / "run_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ConfigError(f"unreadable: {exc}", path=str(path)) from exc
+    return data if isinstance(data, dict) else {}
+
+
 @app.command(
     epilog="Example: nvtest run --suite delivery --inventory rack07.yaml --backend ssh --out reports/",
 )
 def run(
+    ctx: typer.Context,
     suite: Annotated[
         str | None, typer.Option(help="Suite name (nvtest list suites) or a suite YAML file. Default: delivery.")
     ] = None,
@@ -161,35 +197,64 @@ def run(
     import pytest
 
     from nvtest.context import RunConfig
-    from nvtest.inventory import expand_hostlist, load_inventory
-    from nvtest.results import load_results
+    from nvtest.inventory import expand_hostlist, fold_hostlist, load_inventory, select_nodes
     from nvtest.skus import load_catalog
     from nvtest.suites import load_suite, suite_targets
 
     rerun_items = None
     rerun_of = None
+    prev_options: dict[str, Any] = {}
+
+    def unset(param: str) -> bool:
+        source = ctx.get_parameter_source(param)  # click's ParameterSource (vendored by typer)
+        return source is None or source.name == "DEFAULT"
+
     try:
-        if rerun_failed is not None and suite is None:
-            suite = str(load_results(rerun_failed)["run"].get("suite") or "delivery")
+        if rerun_failed is not None:
+            # what the user does not give again is taken from the earlier run
+            rerun_items, prev = _rerun_items(rerun_failed)
+            rerun_of = str(prev["run"].get("run_id"))
+            if not rerun_items:
+                console.print(f"nothing failed in {rerun_failed}: nothing to rerun")
+                raise typer.Exit(EXIT_OK)
+            before = _previous_config(rerun_failed)
+            if suite is None:
+                suite = str(before.get("suite") or prev["run"].get("suite") or "delivery")
+            if unset("backend"):
+                backend = str(before.get("backend") or prev["run"].get("backend") or backend)
+            if inventory is None and nodes is None and before.get("inventory"):
+                inventory = Path(before["inventory"])
+            if nodes is None:
+                nodes = fold_hostlist(sorted({n for _, n in rerun_items}))
+            if sku is None and before.get("sku"):
+                sku = str(before["sku"])
+            if sku_dir is None and before.get("sku_dirs"):
+                sku_dir = [Path(d) for d in before["sku_dirs"]]
+            if overlay is None and before.get("overlay"):
+                overlay = Path(before["overlay"])
+            if unset("timeout_scale") and before.get("timeout_scale"):
+                timeout_scale = float(before["timeout_scale"])
+            if duration is None and before.get("duration_s") is not None:
+                duration = float(before["duration_s"])
+            if backend == before.get("backend"):
+                prev_options = {
+                    k: v
+                    for k, v in (before.get("backend_options") or {}).items()
+                    if k in _OPTION_PARAMS and unset(_OPTION_PARAMS[k])
+                }
         spec = load_suite(suite or "delivery")
         if inventory is not None:
-            load_inventory(inventory)
-        if nodes is not None:
+            if nodes is not None:
+                select_nodes(load_inventory(inventory), nodes)
+            else:
+                load_inventory(inventory)
+        elif nodes is not None:
             expand_hostlist(nodes)
         catalog = load_catalog(list(sku_dir or []), overlay)
         if sku:
             catalog.get(sku)
         if backend not in ("local", "ssh", "slurm"):
             raise ConfigError(f"unknown backend {backend!r}; known: local, ssh, slurm", field="--backend")
-        if rerun_failed is not None:
-            rerun_items, prev = _rerun_items(rerun_failed)
-            rerun_of = str(prev["run"].get("run_id"))
-            if not rerun_items:
-                console.print(f"nothing failed in {rerun_failed}: nothing to rerun")
-                raise typer.Exit(EXIT_OK)
-            if inventory is None and nodes is None:
-                nodes = ",".join(sorted({n for _, n in rerun_items}))
-                backend = prev["run"].get("backend", backend)
     except NvtestError as exc:
         raise _fail(exc) from exc
 
@@ -216,14 +281,13 @@ def run(
             gpus_per_node=gpus_per_node,
             mpi=mpi,
         )
+    backend_options.update(prev_options)
     if backend == "slurm" and not (inventory or nodes or partition or os.environ.get("SLURM_JOB_NODELIST")):
         raise _fail(ConfigError("the slurm backend needs --nodes, --partition, --inventory or a Slurm allocation", field="--nodes"))
     if backend == "slurm" and nodes is None and inventory is None:
         from nvtest.transports.slurm import discover_nodes
 
         names = discover_nodes(partition=partition, nodelist=os.environ.get("SLURM_JOB_NODELIST"))
-        from nvtest.inventory import fold_hostlist
-
         nodes = fold_hostlist(names)
 
     preset = os.environ.get("NVTEST_RUN_DIR")  # set by the batch script of `nvtest submit`

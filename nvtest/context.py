@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nvtest import __version__
 from nvtest.errors import ConfigError
 from nvtest.facts import NodeFacts, facts_from_probe
-from nvtest.inventory import Inventory, Node, inventory_from_hostlist, load_inventory
+from nvtest.inventory import Inventory, Node, inventory_from_hostlist, load_inventory, select_nodes
 from nvtest.phase import PhaseRunner
 from nvtest.resources import probes_dir
 from nvtest.results import ResultStore
@@ -99,6 +99,8 @@ class RunContext:
         run_dir.mkdir(parents=True, exist_ok=True)
         if cfg.inventory:
             inv = load_inventory(Path(cfg.inventory))
+            if cfg.nodes:
+                inv = select_nodes(inv, cfg.nodes)
         elif cfg.nodes:
             settings: dict[str, Any] = {}
             if cfg.backend == "local":

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nvtest.config_io import load_yaml_with_lines, validate_model
 from nvtest.errors import ConfigError
 
-__all__ = ["Inventory", "InventoryFile", "Node", "NodeSettings", "expand_hostlist", "fold_hostlist", "load_inventory"]
+__all__ = ["Inventory", "InventoryFile", "Node", "NodeSettings", "expand_hostlist", "fold_hostlist", "load_inventory", "select_nodes"]
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,28 @@ def load_inventory(path: Path) -> Inventory:
     if data is None:
         raise ConfigError("inventory file is empty", path=str(path))
     spec = validate_model(InventoryFile, data, path=str(path), lines=lines)
+    if not spec.nodes:
+        raise ConfigError("no nodes: `nodes:` is empty", path=str(path), line=lines.get(("nodes",)), field="nodes")
     return build_inventory(spec, source=str(path), lines=lines)
+
+
+def select_nodes(inventory: Inventory, expr: str) -> Inventory:
+    """The nodes of ``inventory`` named by the hostlist ``expr`` (``--inventory`` with ``--nodes``).
+
+    Raises:
+        ConfigError: ``expr`` is not a valid hostlist, or names a node the inventory lacks.
+    """
+    wanted = expand_hostlist(expr)
+    known = inventory.by_name()
+    missing = [n for n in wanted if n not in known]
+    if missing:
+        raise ConfigError(
+            f"--nodes names {fold_hostlist(missing)}, not in the inventory", path=inventory.source, field="nodes"
+        )
+    chosen = set(wanted)
+    return Inventory(
+        nodes=tuple(n for n in inventory.nodes if n.name in chosen), cluster=inventory.cluster, source=inventory.source
+    )
 
 
 def inventory_from_hostlist(expr: str, **settings: Any) -> Inventory:

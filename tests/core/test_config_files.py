@@ -149,3 +149,35 @@ def test_overlong_node_name_rejected():
     assert "at most 253" in str(ei.value)
     with pytest.raises(ConfigError):
         expand_hostlist("  ")
+
+
+def test_inventory_without_nodes_is_an_error(tmp_path: Path):
+    inv = tmp_path / "empty.yaml"
+    inv.write_text("cluster: c\nnodes: []\n")
+    with pytest.raises(ConfigError) as exc:
+        load_inventory(inv)
+    assert exc.value.field == "nodes" and exc.value.line == 2 and "no nodes" in str(exc.value)
+
+
+def test_nodes_select_from_the_inventory(tmp_path: Path):
+    from nvtest.inventory import select_nodes
+
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("nodes:\n  - names: gpu[001-004]\n    port: 2222\n")
+    chosen = select_nodes(load_inventory(inv), "gpu[002,004]")
+    assert [n.name for n in chosen.nodes] == ["gpu002", "gpu004"]
+    assert all(n.port == 2222 for n in chosen.nodes)  # the inventory's settings are kept
+    with pytest.raises(ConfigError) as exc:
+        select_nodes(load_inventory(inv), "gpu[004-005]")
+    assert "gpu005" in str(exc.value) and "not in the inventory" in str(exc.value)
+
+
+def test_run_with_an_empty_inventory_exits_2(tmp_path: Path):
+    from tests.conftest import run_nvtest
+
+    inv = tmp_path / "empty.yaml"
+    inv.write_text("nodes: []\n")
+    proc = run_nvtest("run", "--backend", "ssh", "--inventory", str(inv), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "empty.yaml:1" in proc.stderr and "no nodes" in proc.stderr
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())

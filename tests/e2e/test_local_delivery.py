@@ -168,10 +168,23 @@ def test_rerun_failed_runs_only_failed_items(tmp_path):
     old_dir = (tmp_path / "r" / "latest").resolve()
     old = json.loads((old_dir / "results.json").read_text())
     assert {r["check"] for r in old["results"]} >= {"host", "stream", "gemm"}
+    # nothing given again: the first run's overlay applies, and stream fails again
     again = run_nvtest("run", "--rerun-failed", str(old_dir), "--out", str(tmp_path / "r"), "--progress", "none")
-    assert again.returncode == 0, again.stdout + again.stderr  # without the overlay, stream passes
+    assert again.returncode == 1, again.stdout + again.stderr
     new_dir = (tmp_path / "r" / "latest").resolve()
     assert new_dir != old_dir
     new = json.loads((new_dir / "results.json").read_text())
     assert [r["check"] for r in new["results"]] == ["stream"]
     assert new["run"]["rerun_of"] == old["run"]["run_id"]
+    assert json.loads((new_dir / "run_config.json").read_text())["overlay"] == str(ov.resolve())
+    # an option given again wins: a lenient overlay, and stream passes
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text(
+        "schema_version: 1\nname: lenient\nthresholds:\n"
+        "  stream:\n    triad_gbps: {min: 0.001, unit: GB/s, source: any floor for the test}\n"
+    )
+    third = run_nvtest(
+        "run", "--rerun-failed", str(old_dir), "--overlay", str(lenient),
+        "--out", str(tmp_path / "r"), "--progress", "none",
+    )  # fmt: skip
+    assert third.returncode == 0, third.stdout + third.stderr

@@ -96,3 +96,20 @@ def test_a_stopped_node_gets_errors_and_the_rest_finish(
     assert others and all(r["verdict"] in ("pass", "skip") for r in others), others
     assert {r["node"] for r in others if r["check"] == "host"} == set(cluster.names) - {down}
     assert (run_dir / "report.html").exists()
+
+    # the node is back: --rerun-failed alone reruns its items with the first run's
+    # inventory, backend and options (nothing given again on the command line)
+    again = run_nvtest(
+        "run", "--rerun-failed", str(run_dir), "--out", str(tmp_path), "--progress", "plain",
+        env={"HOME": str(home)}, timeout=600,
+    )  # fmt: skip
+    new_dir = (tmp_path / "latest").resolve()
+    assert again.returncode == 0, again.stdout + again.stderr
+    new = json.loads((new_dir / "results.json").read_text())
+    assert new["run"]["rerun_of"] == doc["run"]["run_id"] and new["run"]["backend"] == "ssh"
+    assert {r["node"] for r in new["results"]} == {down}
+    assert sorted((r["check"], r["node"]) for r in new["results"]) == sorted(
+        (r["check"], r["node"]) for r in mine
+    )
+    config = json.loads((new_dir / "run_config.json").read_text())
+    assert config["inventory"] == str(cluster.inventory_path) and config["nodes"] == down
