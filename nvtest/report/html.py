@@ -37,6 +37,7 @@ from nvtest.report.model import (
     safe_log_link,
     threshold_text,
 )
+from nvtest.report.resilience import fmt_pct, resilience_view
 from nvtest.report.svg import metric_chart
 
 __all__ = ["json_for_script", "make_env", "render_html", "safe_log_link"]
@@ -76,6 +77,7 @@ def make_env() -> Environment:
         labels=labels_text,
         threshold=threshold_text,
         rack=node_rack,
+        pct=fmt_pct,
     )
     env.globals["VERDICTS"] = VERDICTS
     return env
@@ -368,6 +370,7 @@ def template_context(view: ReportView, *, xmlns: bool = False) -> dict[str, Any]
         "sku_names": skus,
         "charts": charts,
         "groups": config_groups(view),
+        "rs": resilience_view(view.doc.get("results") or []),
     }
 
 
