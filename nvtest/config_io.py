@@ -94,7 +94,7 @@ def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | Non
                 probe = probe[:-1]
             line = lines.get(probe)
         field = ".".join(str(p) for p in loc) or None
-        msg = err.get("msg", "invalid value")
+        msg = err.get("msg", "invalid value").removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             msg = "unknown key"
         more = len(errors) - 1

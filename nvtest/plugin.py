@@ -312,7 +312,9 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
             reason = str(exc).splitlines()[0] if str(exc) else "assertion failed"
         elif isinstance(exc, NvtestError):
             verdict = Verdict.ERROR
-            reason = f"{type(exc).__name__}: {exc}"
+            # a probe's own reason already starts "ProbeError: ..." (its exception's name)
+            name, text = type(exc).__name__, str(exc)
+            reason = text if text.startswith(f"{name}: ") else f"{name}: {text}"
         else:
             verdict = Verdict.ERROR
             name = type(exc).__name__ if exc else "error"

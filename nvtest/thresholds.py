@@ -14,15 +14,29 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from nvtest.verdict import Verdict
 
 __all__ = [
+    "CkptRecipe",
     "Evaluation",
     "Overlay",
+    "ResilienceRecipe",
     "SkuExpect",
     "SkuMatch",
     "SkuProfile",
@@ -56,6 +70,9 @@ KNOWN_UNITS = frozenset(
     }
 )
 
+#: Units whose values cannot be negative: a negative bound in one is a config error.
+NON_NEGATIVE_UNITS = KNOWN_UNITS - {"C", "%", "ratio"}
+
 
 class Threshold(BaseModel):
     """Bounds for one metric.
@@ -82,9 +99,27 @@ class Threshold(BaseModel):
             raise ValueError(f"unknown unit {self.unit!r}; known: {', '.join(sorted(KNOWN_UNITS))}")
         if self.min is None and self.max is None and self.warn_min is None and self.warn_max is None:
             raise ValueError("a threshold needs at least one of min, max, warn_min, warn_max")
-        if self.min is not None and self.max is not None and self.min > self.max:
-            raise ValueError(f"min {self.min} > max {self.max}")
+        if self.unit in NON_NEGATIVE_UNITS:
+            for name in ("min", "max", "warn_min", "warn_max"):
+                value = getattr(self, name)
+                if value is not None and value < 0:
+                    raise ValueError(f"{name} {value:g} is negative; a value in {self.unit} cannot be")
+        # the fail bounds enclose the warn band: min <= warn_min <= warn_max <= max
+        for low, high in _ORDERED_BOUNDS:
+            lo, hi = getattr(self, low), getattr(self, high)
+            if lo is not None and hi is not None and lo > hi:
+                raise ValueError(f"{low} {lo:g} > {high} {hi:g}")
         return self
+
+
+_ORDERED_BOUNDS = (
+    ("min", "max"),
+    ("warn_min", "warn_max"),
+    ("min", "warn_min"),
+    ("warn_max", "max"),
+    ("min", "warn_max"),
+    ("warn_min", "max"),
+)
 
 
 class SkuMatch(BaseModel):
@@ -115,6 +150,108 @@ class SkuExpect(BaseModel):
     ecc: bool | None = None
 
 
+PositiveInt = Annotated[StrictInt, Field(gt=0)]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0)]
+PositiveFloat = Annotated[StrictFloat, Field(gt=0)]
+NonNegativeFloat = Annotated[StrictFloat, Field(ge=0)]
+
+
+class CkptRecipe(BaseModel):
+    """Recipe ``ckpt``: the checkpoint tier probe's sizes (MiB) and directories."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    size_mib: PositiveFloat = 2048
+    quick_size_mib: PositiveFloat = 256
+    chunk_mib: PositiveFloat = 16
+    mem_path: Annotated[StrictStr, Field(min_length=1)] = "/dev/shm/nvtest-ckpt"
+    local_path: Annotated[StrictStr, Field(min_length=1)] = "/var/tmp/nvtest-ckpt"
+    shared_path: Annotated[StrictStr, Field(min_length=1)] | None = None
+
+
+class ResilienceTargets(BaseModel):
+    """Recipe ``resilience.targets``: seconds; past a target warns; null: none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    injob_recovery_s: NonNegativeFloat | None = 120.0
+    inprocess_recovery_s: NonNegativeFloat | None = 20.0
+    requeue_training_again_s: NonNegativeFloat | None = None
+
+
+class ResilienceEstimate(BaseModel):
+    """Recipe ``resilience.estimate``: the effective-training-time model's inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mtbf_h: PositiveFloat = 24.0
+    interval_min: PositiveFloat = 30.0
+    save_gib: PositiveFloat = 8.0
+    tier: Literal["mem", "local", "shared"] = "local"
+
+
+class ResilienceRecipe(BaseModel):
+    """Recipe ``resilience``: the restart and straggler drills (docs/resilience.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nproc: PositiveInt = 2
+    steps: PositiveInt = 30
+    ckpt_every: PositiveInt = 5
+    kill_rank: NonNegativeInt = 1
+    kill_seed: StrictInt | None = None
+    launcher: Literal["auto", "ft_launcher", "torchrun"] = "auto"
+    slow_rank: NonNegativeInt = 1
+    slow_s: NonNegativeFloat = 0.0
+    straggler_min_score: Annotated[StrictFloat, Field(gt=0, le=1)] = 0.75
+    requeue_release_hold: StrictBool = False
+    targets: ResilienceTargets = ResilienceTargets()
+    estimate: ResilienceEstimate = ResilienceEstimate()
+
+
+class _RecipeSections(BaseModel):
+    """The recipe sections with a schema; the others stay free-form."""
+
+    model_config = ConfigDict(extra="allow")
+
+    resilience: ResilienceRecipe | None = None
+    ckpt: CkptRecipe | None = None
+
+
+def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationError:
+    detail = InitErrorDetails(type=PydanticCustomError("recipe", message), loc=loc, input=value)
+    return ValidationError.from_exception_data("recipe", [detail])
+
+
+def _check_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+    """Validate the ``resilience`` and ``ckpt`` sections of a recipe mapping (keys,
+    types, ranges, and the cross-key rules over the defaults); return it unchanged."""
+    sections = _RecipeSections.model_validate(recipe)
+    given = recipe.get("resilience") or {}
+    res = sections.resilience or ResilienceRecipe()
+    if res.ckpt_every >= res.steps:
+        key = "ckpt_every" if "ckpt_every" in given or "steps" not in given else "steps"
+        raise _recipe_error(
+            ("resilience", key),
+            f"ckpt_every {res.ckpt_every} must be less than steps {res.steps} "
+            "(the drills kill a rank after the first checkpoint)",
+            given.get(key),
+        )
+    for key in ("kill_rank", "slow_rank") if res.slow_s > 0 else ("kill_rank",):
+        if getattr(res, key) >= res.nproc:
+            blame = key if key in given or "nproc" not in given else "nproc"
+            raise _recipe_error(
+                ("resilience", blame),
+                f"{key} {getattr(res, key)} is not a rank of nproc {res.nproc} (0..{res.nproc - 1})",
+                given.get(blame),
+            )
+    return recipe
+
+
+#: A recipe mapping: free-form per check, with ``resilience`` and ``ckpt`` validated.
+Recipe = Annotated[dict[str, Any], AfterValidator(_check_recipe)]
+
+
 class SkuProfile(BaseModel):
     """A SKU profile file (``configs/skus/*.yaml``), schema version 1."""
 
@@ -125,7 +262,7 @@ class SkuProfile(BaseModel):
     description: str
     match: SkuMatch = SkuMatch()
     expect: SkuExpect = SkuExpect()
-    recipe: dict[str, Any] = Field(default_factory=dict, description="per-check parameters: sizes, dtypes, durations")
+    recipe: Recipe = Field(default_factory=dict, description="per-check parameters: sizes, dtypes, durations")
     thresholds: dict[str, dict[str, Threshold]] = Field(default_factory=dict)
     sources: dict[str, str] = Field(default_factory=dict, description="abbreviation -> full reference")
 
@@ -143,7 +280,7 @@ class Overlay(BaseModel):
     name: str
     description: str | None = None
     applies_to: list[str] | None = Field(default=None, description="SKU names; None: all")
-    recipe: dict[str, Any] = Field(default_factory=dict)
+    recipe: Recipe = Field(default_factory=dict)
     thresholds: dict[str, dict[str, Threshold]] = Field(default_factory=dict)
 
 

@@ -1,7 +1,9 @@
 """The resilience checks' parameters: SKU recipe keys, defaults, and environment overrides.
 
 Recipe keys (``configs/skus/*.yaml`` ``recipe:``, or a site overlay; a partial
-mapping keeps the defaults of the keys it does not name)::
+mapping keeps the defaults of the keys it does not name; the schema, which rejects
+unknown keys and bad values when the file is loaded, is
+:class:`nvtest.thresholds.ResilienceRecipe` / :class:`~nvtest.thresholds.CkptRecipe`)::
 
     ckpt:
       size_mib: 2048            # per node and tier, MiB
@@ -37,7 +39,7 @@ import copy
 import os
 from typing import Any
 
-from nvtest.thresholds import SkuProfile
+from nvtest.thresholds import CkptRecipe, ResilienceRecipe, SkuProfile
 
 __all__ = [
     "CKPT_DEFAULTS",
@@ -48,33 +50,9 @@ __all__ = [
     "TARGET_SOURCES",
 ]
 
-CKPT_DEFAULTS: dict[str, Any] = {
-    "size_mib": 2048,
-    "quick_size_mib": 256,
-    "chunk_mib": 16,
-    "mem_path": "/dev/shm/nvtest-ckpt",
-    "local_path": "/var/tmp/nvtest-ckpt",
-    "shared_path": None,
-}
-
-RESILIENCE_DEFAULTS: dict[str, Any] = {
-    "nproc": 2,
-    "steps": 30,
-    "ckpt_every": 5,
-    "kill_rank": 1,
-    "kill_seed": None,
-    "launcher": "auto",
-    "slow_rank": 1,
-    "slow_s": 0.0,
-    "straggler_min_score": 0.75,
-    "requeue_release_hold": False,
-    "targets": {
-        "injob_recovery_s": 120.0,
-        "inprocess_recovery_s": 20.0,
-        "requeue_training_again_s": None,
-    },
-    "estimate": {"mtbf_h": 24.0, "interval_min": 30.0, "save_gib": 8.0, "tier": "local"},
-}
+#: The defaults, from the schema that validates the SKU profile's and overlay's recipe.
+CKPT_DEFAULTS: dict[str, Any] = CkptRecipe().model_dump()
+RESILIENCE_DEFAULTS: dict[str, Any] = ResilienceRecipe().model_dump()
 
 #: Where the default targets come from (shown beside them in the report).
 TARGET_SOURCES = {
