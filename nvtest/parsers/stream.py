@@ -211,5 +211,9 @@ def parse(text: str) -> StreamResult:
 
 
 def detect(text: str) -> bool:
-    """True when ``text`` holds a STREAM results table."""
-    return "Best Rate MB/s" in text and "Triad" in text
+    """True when ``text`` holds a STREAM results table: its header and a kernel row (what
+    :func:`parse` needs; a table cut short before Triad is still STREAM's)."""
+    return "Best Rate MB/s" in text and _DETECT_ROW_RE.search(text) is not None
+
+
+_DETECT_ROW_RE = re.compile(r"^\s*(?:Copy|Scale|Add|Triad):\s", re.MULTILINE)

@@ -75,3 +75,63 @@ def test_parse_error_exits_2_with_message(app, tmp_path):
 def test_help_has_an_example(app):
     res = runner.invoke(app, ["parse", "--help"])
     assert res.exit_code == 0 and "nvtest parse nccl-tests" in res.output
+
+
+STREAM = CORPUS / "stream" / "ppc-linux-verbose-build-based-on-stream-validates.txt"
+
+
+def _cut(src, tmp_path, stop_before: str):
+    """A copy of ``src`` with every line from the first one starting ``stop_before`` dropped."""
+    lines = src.read_text().splitlines(keepends=True)
+    n = next(i for i, line in enumerate(lines) if line.lstrip().startswith(stop_before))
+    f = tmp_path / f"cut-{src.name}"
+    f.write_text("".join(lines[:n]))
+    return f
+
+
+def test_truncated_nccl_log_shows_failure_and_exits_1(app, tmp_path):
+    f = _cut(NCCL, tmp_path, "# Out of bounds values")
+    res = runner.invoke(app, ["parse", "nccl-tests", str(f), "--json"])
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert doc["passed"] is False
+    assert doc["failures"] == ["tests[0]: run stopped before the summary"]
+    run = doc["record"]["tests"][0]
+    assert (run["passed"], run["completed"]) == (False, False)
+    assert run["failure_reason"] == "run stopped before the summary"
+    assert "warning:" in res.stderr and "run stopped before the summary" in res.stderr
+
+
+def test_truncated_nccl_log_table_shows_signals(app, tmp_path):
+    f = _cut(NCCL, tmp_path, "# Out of bounds values")
+    res = runner.invoke(app, ["parse", "nccl-tests", str(f)])
+    assert res.exit_code == 1, res.output
+    assert "tests[0].completed" in res.stdout and "tests[0].failure_reason" in res.stdout
+    assert "cut short" in res.stderr
+
+
+def test_complete_logs_pass_with_signals(app):
+    res = runner.invoke(app, ["parse", "nccl-tests", str(NCCL), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["passed"] is True and doc["failures"] == []
+    assert doc["record"]["tests"][0]["failure_reason"] is None
+    res = runner.invoke(app, ["parse", str(STREAM)])
+    assert res.exit_code == 0 and "warning" not in res.stderr, res.output
+
+
+def test_stream_cut_mid_table_is_detected_warned_and_exits_1(app, tmp_path):
+    f = _cut(STREAM, tmp_path, "Add:")
+    for args in (["parse", str(f), "--json"], ["parse", "stream", str(f), "--json"]):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 1, res.output
+        doc = json.loads(res.stdout)
+        assert doc["tool"] == "stream" and doc["passed"] is False
+        assert doc["record"]["passed"] is False
+        assert "no validation line (run cut short?)" in doc["warnings"]
+        assert "warning:" in res.stderr and "run cut short?" in res.stderr
+
+
+def test_parse_help_documents_exit_1(app):
+    res = runner.invoke(app, ["parse", "--help"])
+    assert "exit 1" in res.output
