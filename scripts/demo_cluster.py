@@ -28,14 +28,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     t0 = time.monotonic()
-    with SSHDCluster(args.n, prefix=args.prefix) as cluster:
+    # the nodes run probes with this interpreter (the one with nvtest's node-side
+    # packages: numpy, torch, nvidia-resiliency-ext), as an inventory's `python:` would
+    with SSHDCluster(args.n, prefix=args.prefix, python=sys.executable) as cluster:
         home = cluster.client_home()
         first = cluster.nodes[0]
         print(f"{args.n} nodes up in {time.monotonic() - t0:.1f} s: {cluster.hostlist}")
         print(
             f"  {first.name} is sshd on {first.address}:{first.port}; logs in {cluster.dir}/<node>/sshd.log\n"
         )
-        print(f"inventory    {cluster.inventory_path}")
+        print(f"inventory    {cluster.inventory_path}   (node-side python: {sys.executable})")
         print(f"ssh config   {cluster.ssh_config_path}")
         print(f"known_hosts  {cluster.known_hosts_path}")
         print(

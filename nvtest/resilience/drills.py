@@ -202,13 +202,22 @@ def judge_estimate(
     save_s: float | None,
     save_source: str,
     restart_source: str = "measured recovery_s of this node's in-job drill",
+    job_nodes: int = 1,
 ) -> None:
-    """Add the effective-training-time estimate (recipe MTBF and interval) to the details and metrics."""
+    """Add the effective-training-time estimate to the details and metrics
+    (``effective_fraction``, ratio 0..1; formula in :mod:`nvtest.resilience.effective`).
+
+    The job is one training job on ``job_nodes`` nodes: its MTBF ``M`` is the recipe's
+    per-node ``mtbf_h`` (hours) / ``job_nodes``; ``T`` the recipe's ``interval_min``;
+    ``C`` = ``save_s`` (s); ``R`` = ``restart_s`` (s).
+    """
     if restart_s is None or save_s is None:
         judge.detail("effective_time", {"error": "no restart or save time measured"})
         return
+    nodes = max(1, int(job_nodes))
+    node_mtbf_h = float(est_recipe["mtbf_h"])
     est = estimate(
-        float(est_recipe["mtbf_h"]) * 3600.0,
+        node_mtbf_h * 3600.0 / nodes,
         float(est_recipe["interval_min"]) * 60.0,
         save_s,
         restart_s,
@@ -216,7 +225,14 @@ def judge_estimate(
     judge("effective_fraction", est.effective_fraction, "ratio")
     judge.detail(
         "effective_time",
-        {**est.to_json(), "save_source": save_source, "restart_source": restart_source},
+        {
+            **est.to_json(),
+            "node_mtbf_h": node_mtbf_h,
+            "job_nodes": nodes,
+            "mtbf_source": f"{node_mtbf_h:g} h per node / {nodes} node(s) of the job",
+            "save_source": save_source,
+            "restart_source": restart_source,
+        },
     )
 
 

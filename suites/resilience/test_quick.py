@@ -21,7 +21,7 @@ from nvtest.thresholds import SkuProfile
 @pytest.mark.check(
     "resilience_quick", area="resilience", title="Checkpoint tiers, quick (memory, local disk)"
 )
-def test_resilience_quick(node, measure, judge: Judge, sku: SkuProfile | None) -> None:
+def test_resilience_quick(node, nodes, measure, judge: Judge, sku: SkuProfile | None) -> None:
     entries = {}
     for tier, probe in CKPT_QUICK.items():
         doc = measure(probe)
@@ -40,4 +40,5 @@ def test_resilience_quick(node, measure, judge: Judge, sku: SkuProfile | None) -
         save_s,
         f"{est['save_gib']} GiB per node / {gbps} GB/s measured local write",
         "the in-job recovery target (assumed, not measured here)",
+        len(nodes),
     )

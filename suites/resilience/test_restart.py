@@ -49,13 +49,16 @@ def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None, nvte
         judge.detail("launcher_fallback_reason", drill.launcher_fallback_reason)
         fig = judge_injob_span(judge, drill, node.name, target)
         restart_source = "measured recovery_s of the whole job (all ranks of all nodes)"
+        job_nodes = len(drill.nodes)
     else:
         doc = measure(INJOB)
         judge.detail("launcher_fallback_reason", doc.get("launcher_fallback_reason"))
         fig = judge_injob(judge, doc["results"][0], target)
         restart_source = "measured recovery_s of this node's in-job drill"
+        job_nodes = len(ctx.nodes)
     if not fig:
         return
+    drill_log = judge.log  # the tier probe below must not take the item's evidence link
     est = rec["estimate"]
     tier = str(est.get("tier", "local"))
     why = "the tier probe reported no write_gbps"
@@ -71,7 +74,8 @@ def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None, nvte
         )
     else:
         save_s, source = None, f"no {tier} tier bandwidth: {why}"
-    judge_estimate(judge, est, fig["recovery_s"], save_s, source, restart_source)
+    judge.log = drill_log
+    judge_estimate(judge, est, fig["recovery_s"], save_s, source, restart_source, job_nodes)
 
 
 @pytest.mark.check(

@@ -169,4 +169,8 @@ def assert_span_drill(res: dict, nodes: set[str], *, nproc: int, ckpt_every: int
         assert 0 <= m["steps_lost"] <= rec["steps_lost"]
         assert 0 < r["details"]["effective_time"]["effective_fraction"] < 1
         assert "whole job" in r["details"]["effective_time"]["restart_source"]
+        # a job on 2 nodes fails twice as often as one node: M = 24 h / 2
+        assert r["details"]["effective_time"]["job_nodes"] == 2
+        assert r["details"]["effective_time"]["mtbf_s"] == 24 * 3600 / 2
+        assert r["log"] == f"logs/{node}/restart_injob.fault.log", r["log"]  # the drill's evidence
     assert jobs[0] == jobs[1]  # one job, the same job-level figures on both items

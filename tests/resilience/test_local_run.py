@@ -92,6 +92,7 @@ def test_killed_rank_detected_and_training_resumes_on_the_same_trajectory(run):
     eff = r["details"]["effective_time"]
     assert 0 < eff["effective_fraction"] < 1 and "C/T" in eff["formula"]
     assert r["details"]["recovery_s_target"]["target_s"] == 120
+    assert r["log"].endswith("/restart_injob.log"), r["log"]  # the drill's evidence, not the tier's
 
 
 def test_slowed_rank_is_the_only_straggler(run):

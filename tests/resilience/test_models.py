@@ -257,3 +257,19 @@ def test_straggler_injection_on_one_node_or_every_node(monkeypatch):
     assert rec["slow_rank"] == 0 and slow_s_on(rec, "gpu001") == slow_s_on(rec, "x") == 0.2
     monkeypatch.delenv("NVTEST_STRAGGLER_INJECT")
     assert slow_s_on(resilience_recipe(None), "gpu001") == 0.0  # the real check: no injection
+
+
+def test_effective_time_of_a_job_on_n_nodes_divides_the_node_mtbf():
+    from nvtest.check import Judge
+    from nvtest.resilience.drills import judge_estimate
+    from nvtest.resilience.effective import effective_fraction
+
+    est = {"mtbf_h": 24, "interval_min": 30}
+    one, four = Judge(None, "restart_injob", "n1", None), Judge(None, "restart_injob", "n1", None)
+    judge_estimate(one, est, 60.0, 20.0, "save", "restart")
+    judge_estimate(four, est, 60.0, 20.0, "save", "restart", job_nodes=4)
+    d1, d4 = one.details["effective_time"], four.details["effective_time"]
+    assert (d1["mtbf_s"], d4["mtbf_s"]) == (86400.0, 21600.0) and d4["job_nodes"] == 4
+    assert d4["effective_fraction"] == effective_fraction(1800.0, 20.0, 60.0, 21600.0)
+    assert d4["effective_fraction"] < d1["effective_fraction"]
+    assert d4["mtbf_source"] == "24 h per node / 4 node(s) of the job"
