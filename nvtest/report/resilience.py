@@ -59,7 +59,7 @@ FORMULA = "effective = 1 - C/T - (T/2 + R)/M"
 
 #: Each symbol of :data:`FORMULA` and what it stands for.
 SYMBOLS = (
-    ("M", "mean time between failures of the job, s (recipe estimate.mtbf_h; node MTBF / nodes)"),
+    ("M", "mean time between failures of the job, s (recipe estimate.mtbf_h per node / the job's nodes)"),
     ("T", "checkpoint interval, s of training (recipe estimate.interval_min)"),
     ("C", "time one checkpoint blocks training, s (estimate.save_gib per node / measured write bandwidth)"),
     ("R", "restart time after a failure, s (measured in-job recovery_s, or the in-job target in the quick form)"),
@@ -140,6 +140,7 @@ class EstimateRow:
     check: str
     node: str
     mtbf_s: float | None = None
+    mtbf_source: str = ""
     interval_s: float | None = None
     save_s: float | None = None
     save_source: str = ""
@@ -380,6 +381,7 @@ def _estimates(by_check: Mapping[str, list[Mapping[str, Any]]]) -> tuple[list[Es
             for k in _EST_KEYS:
                 setattr(row, k, _num(est.get(k)))
             row.save_source = str(est.get("save_source") or "")
+            row.mtbf_source = str(est.get("mtbf_source") or "")
             row.restart_source = str(est.get("restart_source") or "")
             assumptions = assumptions or str(est.get("assumptions") or "")
             rows.append(row)

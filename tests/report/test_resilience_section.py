@@ -182,3 +182,10 @@ def test_only_skipped_resilience_items_give_no_section(doc):
         r["verdict"], r["metrics"] = "skip", []
     assert resilience_view(doc["results"]) is None
     assert 'id="resilience"' not in render_html(doc)
+
+
+def test_estimate_says_how_the_job_mtbf_was_derived(doc):
+    sdoc = copy.deepcopy(doc)
+    r = next(r for r in sdoc["results"] if r["check"] == "restart_injob")
+    r["details"]["effective_time"]["mtbf_source"] = "24 h per node / 2 node(s) of the job"
+    assert "24 h per node / 2 node(s) of the job" in _section(render_html(sdoc))
