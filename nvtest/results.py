@@ -247,13 +247,22 @@ def summarize(doc: dict[str, Any]) -> None:
 
     The overall verdict is the worst node verdict; a run that did not finish is at
     least ``error`` (``summary.incomplete`` says why), so a partial run never reads
-    as a pass.
+    as a pass, and a node with no result in it is ``error`` with ``unmeasured_reason``
+    (not ``skip``, which means "not applicable").
     """
     results = doc.get("results") or []
     nodes = doc.setdefault("nodes", {})
     verdict_of = node_verdicts(results, nodes)
+    incomplete = incomplete_reason(doc.get("run") or {})
+    measured = {r["node"] for r in results}
     for name, v in verdict_of.items():
-        nodes.setdefault(name, {"name": name})["verdict"] = v
+        node = nodes.setdefault(name, {"name": name})
+        node.pop("unmeasured_reason", None)
+        if incomplete and name not in measured:
+            # nothing measured because the run stopped: not a skip (not applicable)
+            verdict_of[name] = v = Verdict.ERROR.value
+            node["unmeasured_reason"] = f"nothing measured: {incomplete}"
+        node["verdict"] = v
     node_counts = {v.value: 0 for v in Verdict}
     for v in verdict_of.values():
         node_counts[v] += 1
@@ -261,7 +270,6 @@ def summarize(doc: dict[str, Any]) -> None:
     for r in results:
         item_counts[r["verdict"]] += 1
     overall = worst((Verdict(v) for v in verdict_of.values()), default=Verdict.SKIP)
-    incomplete = incomplete_reason(doc.get("run") or {})
     if incomplete:
         overall = worst([overall, Verdict.ERROR])
     summary = {**(doc.get("summary") or {}), "verdict": overall.value, "nodes": node_counts, "items": item_counts}

@@ -65,3 +65,29 @@ def test_torn_last_line_and_rerun_replacement(tmp_path: Path):
     doc = write_results_json(tmp_path)
     assert [(r["check"], r["verdict"]) for r in doc["results"]] == [("stream", "pass")]
     assert load_results(tmp_path)["summary"]["verdict"] == "pass"
+
+
+def test_interrupted_run_nodes_with_nothing_measured_are_errors(tmp_path: Path):
+    store = ResultStore(tmp_path)
+    store.append("run", {"run_id": "r1", "started_at": 1.0})
+    for name in ("n1", "n2", "n3"):
+        store.append("node", {"name": name})
+    store.result(_result("stream", "n1", Verdict.PASS, 1))
+    store.append("end", {"ended_at": 5.0, "interrupted": True, "interrupt_signal": "SIGINT"})
+    store.close()
+    doc = assemble(tmp_path / "results.jsonl")
+    assert doc["nodes"]["n1"]["verdict"] == "pass" and "unmeasured_reason" not in doc["nodes"]["n1"]
+    for name in ("n2", "n3"):
+        assert doc["nodes"][name]["verdict"] == "error"
+        assert doc["nodes"][name]["unmeasured_reason"].startswith("nothing measured: ")
+    assert doc["summary"]["nodes"]["error"] == 2 and doc["summary"]["nodes"]["skip"] == 0
+    assert doc["summary"]["verdict"] == "error" and doc["summary"]["incomplete"]
+
+
+def test_finished_run_node_without_results_stays_skip(tmp_path: Path):
+    store = ResultStore(tmp_path)
+    store.append("run", {"run_id": "r1", "started_at": 1.0})
+    store.append("node", {"name": "n1"})
+    store.append("end", {"ended_at": 5.0, "interrupted": False})
+    store.close()
+    assert assemble(tmp_path / "results.jsonl")["nodes"]["n1"]["verdict"] == "skip"
