@@ -257,8 +257,6 @@ class MpiJob:
         key: the phase key of the launch (its evidence: ``phases.log_path(key, log_node)``).
         first: the launch that named nodes whose ranks could not start, when this job is
             its rerun without them (None otherwise).
-        excluded: node -> the first launch's line naming it, for the nodes left out of
-            this rerun.
     """
 
     check: str
@@ -273,7 +271,11 @@ class MpiJob:
     log_node: str | None = None
     key: str = ""
     first: MpiJob | None = None
-    excluded: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def excluded(self) -> dict[str, str]:
+        """node -> the first launch's line naming it, for the nodes this rerun left out."""
+        return self.first.blamed if self.first else {}
 
 
 def run_mpi(
@@ -299,7 +301,7 @@ def run_mpi(
         if not job.blamed or len(rest) < 2:
             return job
         again = _launch(ctx, check, f"{check}.rerun", rest, args, ranks_per_node, timeout_s)
-        return replace(again, first=job, excluded=dict(job.blamed))
+        return replace(again, first=job)
 
     return fleet_cache(ctx).get(f"mpi:{check}", compute)
 
