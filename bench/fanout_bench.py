@@ -54,8 +54,8 @@ from pathlib import Path
 
 import yaml
 
-from nvtest.inventory import Node, fold_hostlist
-from nvtest.resources import probes_dir
+from nvtest.config.inventory import Node, fold_hostlist
+from nvtest.config.resources import probes_dir
 from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
 from nvtest.transports.ssh import SSHTransport
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from nvtest.interconnect.pairs import build_schedule, estimate_wall_s
+from nvtest.jobs.pairs import build_schedule, estimate_wall_s
 
 
 def _hms(seconds: float) -> str:

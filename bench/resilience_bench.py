@@ -2,11 +2,11 @@
 
 Recovery: the in-job drill as ``nvtest run --backend ssh`` runs it on a simulated 2-node
 cluster (real sshd per node on loopback): ONE job of 2 ranks per node spanning both nodes
-(``nvtest.resilience.spanning``), one rank of one node SIGKILLed at a random step after the
+(``nvtest.checks.resilience.spanning``), one rank of one node SIGKILLed at a random step after the
 first checkpoint, every rank restarted by its node's launcher and resumed from the newest
 checkpoint.  One row per launcher for the job (over all ranks) and one per node (its own
 ranks).  With ``--local`` (or without sshd) the single-node drill (2 ranks) on this machine.
-The parts come from :mod:`nvtest.resilience.timeline`::
+The parts come from :mod:`nvtest.checks.resilience.timeline`::
 
     detect   kill -> first reaction of a surviving rank
     restart  detection -> every rank of the new incarnation has its process group
@@ -39,9 +39,9 @@ from typing import Any
 
 import yaml
 
-from nvtest import resources
-from nvtest.inventory import Node
-from nvtest.resilience.timeline import recovery_figures
+from nvtest.checks.resilience.timeline import recovery_figures
+from nvtest.config import resources
+from nvtest.config.inventory import Node
 from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
 from nvtest.transports.local import LocalTransport
 

@@ -29,7 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from nvtest.inventory import Node
+from nvtest.config.inventory import Node
 from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
 from nvtest.transports.slurm import SlurmTransport
 

@@ -1,18 +1,30 @@
 """The exception tree of nvtest, and the CLI exit code of each branch.
 
+Every exception class of the package is defined here (the node-side probes, which
+import nothing of nvtest, aside); a test fails when a class outside this tree appears.
+
 ::
 
-    NvtestError                      exit 3 (harness error) unless a branch says otherwise
-    ├── ConfigError                  exit 2: a bad inventory, SKU profile, suite or option;
-    │                                 names the file, the line and the field where known
-    ├── TransportError               a node could not be reached or a command could not run
-    │   ├── ConnectError             connect refused, host key rejected, auth failed
-    │   └── CommandTimeout           the command ran past its timeout and was killed
-    ├── ParseError                   a tool's output could not be read (tool, line, expectation)
-    └── ProbeError                   a probe ran but reported that it could not measure
+    Exception
+    ├── NvtestError                  exit 3 (harness error) unless a branch says otherwise
+    │   ├── ConfigError              exit 2: a bad inventory, SKU profile, suite or option;
+    │   │                             names the file, the line and the field where known
+    │   ├── TransportError           a node could not be reached or a command could not run
+    │   │   ├── ConnectError         connect refused, unreachable, auth failed
+    │   │   │   └── HostKeyRejected  the host key is unknown or differs from known_hosts
+    │   │   └── CommandTimeout       the command ran past its timeout and was killed
+    │   ├── ParseError               a text is not the tool's output (tool, line, expectation)
+    │   ├── ProbeError               a probe ran but reported that it could not measure
+    │   ├── NodeError                the node could not run the probe (down, timeout, crash)
+    │   └── ClusterStartError        a test cluster (sshd, Slurm) could not start
+    ├── ProbeSkip                    exit 0: not an error; the check does not apply here
+    └── AssertionError
+        └── CheckFailed              exit 1: a check's judged metrics failed
 
-Transport and parse errors never escape a run: they become an ``error`` verdict
-for the (check, node) they belong to, and the run goes on.
+Inside a run, transport, parse, probe and node errors never escape: they become the
+``error`` verdict of the (check, node) they belong to, a :class:`ProbeSkip` its ``skip``
+verdict and a :class:`CheckFailed` its ``fail`` verdict, and the run goes on.
+:func:`exit_code_of` maps any exception to the CLI's exit code.
 """
 
 from __future__ import annotations
@@ -23,13 +35,19 @@ __all__ = [
     "EXIT_HARNESS",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "CheckFailed",
+    "ClusterStartError",
     "CommandTimeout",
     "ConfigError",
     "ConnectError",
+    "HostKeyRejected",
+    "NodeError",
     "NvtestError",
     "ParseError",
     "ProbeError",
+    "ProbeSkip",
     "TransportError",
+    "exit_code_of",
 ]
 
 EXIT_OK = 0
@@ -84,6 +102,10 @@ class ConnectError(TransportError):
     """The node could not be reached: refused, unreachable, auth or host-key failure."""
 
 
+class HostKeyRejected(ConnectError):
+    """The server's host key is not in known_hosts, or differs from it (never retried)."""
+
+
 class CommandTimeout(TransportError):
     """The command ran past its timeout; its process group was killed."""
 
@@ -112,3 +134,39 @@ class ParseError(NvtestError):
 
 class ProbeError(NvtestError):
     """A probe ran but could not measure (its JSON says why, e.g. a CUDA error)."""
+
+
+class NodeError(NvtestError):
+    """The node could not run the probe (unreachable, timeout, crash): an ``error`` verdict."""
+
+
+class ClusterStartError(NvtestError):
+    """A test cluster (the sshd or Slurm fixtures of :mod:`nvtest.testing`) could not start.
+
+    The message carries the daemons' log tails.
+    """
+
+
+class ProbeSkip(Exception):
+    """The probe says this check does not apply here (the item is ``skip`` with this reason).
+
+    Not an :class:`NvtestError`: a skip is not a harness error.
+    """
+
+    exit_code = EXIT_OK
+
+
+class CheckFailed(AssertionError):
+    """Raised after a check function when its judged metrics fail (a ``fail`` verdict)."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The CLI exit code of ``exc``: its branch's ``exit_code``; 130 for Ctrl-C; else 3."""
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    code = getattr(type(exc), "exit_code", None)
+    if isinstance(exc, (NvtestError, ProbeSkip, CheckFailed)) and isinstance(code, int):
+        return code
+    return EXIT_HARNESS

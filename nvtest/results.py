@@ -37,6 +37,7 @@ __all__ = [
     "ResultStore",
     "assemble",
     "load_results",
+    "write_results",
     "node_verdicts",
 ]
 
@@ -279,16 +280,21 @@ def summarize(doc: dict[str, Any]) -> None:
     doc["summary"] = summary
 
 
-def write_results_json(run_dir: Path) -> dict[str, Any]:
-    """Assemble ``run_dir/results.jsonl`` into ``run_dir/results.json`` (after the post-run
-    analysis of :mod:`nvtest.analysis`: fleet outliers, diagnoses); return the document."""
-    from nvtest.analysis import post_process
+def write_results(run_dir: Path, doc: Mapping[str, Any]) -> Path:
+    """Write ``doc`` as ``run_dir/results.json`` atomically (a temporary file, then rename).
 
-    doc = post_process(assemble(run_dir / "results.jsonl"))
+    Raises:
+        OSError: the file could not be written (the previous results.json, if any, is kept).
+    """
+    path = run_dir / "results.json"
     tmp = run_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=1, default=_json_default), encoding="utf-8")
-    tmp.replace(run_dir / "results.json")
-    return doc
+    try:
+        tmp.write_text(json.dumps(doc, indent=1, default=_json_default), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def load_results(run_dir: Path) -> dict[str, Any]:

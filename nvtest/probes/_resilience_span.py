@@ -1,7 +1,7 @@
 """One node's share of a drill job whose ranks span nodes (``resilience_train.py drill node``).
 
 The controller builds this node's launcher command line (``ft_launcher`` or ``torchrun``
-with a c10d rendezvous on the first node: ``nvtest.interconnect.launch.torchrun_commands``)
+with a c10d rendezvous on the first node: ``nvtest.jobs.launch.torchrun_commands``)
 and passes it after ``--``.  This driver runs it with a fresh event directory for the ranks
 (``NVTEST_DRILL_EVENTS_DIR``, read by ``resilience_train.py train``), SIGKILLs the chosen
 local rank once it has logged the chosen step (when told to: one node of the job is), and

@@ -22,7 +22,7 @@ launcher (``ft_launcher``, else ``torchrun --max-restarts``) restarts the
 worker group, which resumes from the newest checkpoint.  The document carries
 both runs' per-step losses and every rank's events; the controller derives
 detection, restart, reload and total recovery times, steps lost, and the loss
-comparison from them (``nvtest.resilience.timeline``).
+comparison from them (``nvtest.checks.resilience.timeline``).
 
 ``launchers`` and ``node``: this node's part of an in-job drill whose ranks span nodes
 (``_resilience_span``; the controller builds every node's launcher command and joins the

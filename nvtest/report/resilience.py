@@ -54,7 +54,7 @@ RESILIENCE_CHECKS = (
     "resilience_quick",
 )
 
-#: The estimate's formula (docs/resilience.md, ``nvtest.resilience.effective``).
+#: The estimate's formula (docs/resilience.md, ``nvtest.checks.resilience.effective``).
 FORMULA = "effective = 1 - C/T - (T/2 + R)/M"
 
 #: Each symbol of :data:`FORMULA` and what it stands for.

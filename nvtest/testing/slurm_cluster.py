@@ -34,7 +34,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["SlurmCluster", "SlurmClusterError", "missing_slurm_binaries"]
+from nvtest.errors import ClusterStartError
+
+__all__ = ["SlurmCluster", "ClusterStartError", "missing_slurm_binaries"]
 
 #: The daemons and client commands the fixture needs, by path or PATH name.
 REQUIRED_BINARIES = (
@@ -49,10 +51,6 @@ REQUIRED_BINARIES = (
 )
 
 
-class SlurmClusterError(RuntimeError):
-    """The test cluster could not start; the message carries the daemons' log tails."""
-
-
 def missing_slurm_binaries() -> list[str]:
     """The names of :data:`REQUIRED_BINARIES` not found on PATH (or /usr/sbin)."""
     path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"
@@ -62,7 +60,7 @@ def missing_slurm_binaries() -> list[str]:
 def _which(name: str) -> str:
     found = shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin")
     if not found:
-        raise SlurmClusterError(
+        raise ClusterStartError(
             f"{name} not found: install the Debian packages munge and slurm-wlm"
         )
     return found
@@ -159,7 +157,7 @@ class SlurmCluster:
         env: ``{"SLURM_CONF": ...}`` for the Slurm client commands.
 
     Raises:
-        SlurmClusterError: a binary is missing or the cluster did not come up
+        ClusterStartError: a binary is missing or the cluster did not come up
             in time (the message has the log tails).
     """
 
@@ -306,7 +304,7 @@ class SlurmCluster:
         while time.monotonic() < deadline:
             for proc in self._procs:
                 if proc.poll() is not None:
-                    raise SlurmClusterError(
+                    raise ClusterStartError(
                         f"{self._names.get(proc.pid, 'a daemon')} exited {proc.returncode}\n{self.log_tails()}"
                     )
             try:
@@ -315,7 +313,7 @@ class SlurmCluster:
             except (OSError, subprocess.SubprocessError):
                 pass
             time.sleep(0.1)
-        raise SlurmClusterError(
+        raise ClusterStartError(
             f"timed out after {self.start_timeout_s:g} s waiting for {what}\n{self.log_tails()}"
         )
 

@@ -46,7 +46,8 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from nvtest.inventory import Inventory, load_inventory
+from nvtest.config.inventory import Inventory, load_inventory
+from nvtest.errors import ClusterStartError
 
 __all__ = ["SSHD_PATH", "SSHDCluster", "SimNode", "generate_ed25519", "sshd_unavailable_reason"]
 
@@ -223,7 +224,7 @@ class SSHDCluster:
         user_key_path: the private key authorised on every node.
 
     Raises:
-        RuntimeError: from :meth:`start`, when sshd is missing or a node does
+        ClusterStartError: from :meth:`start`, when sshd is missing or a node does
             not come up (with the tail of its log).
     """
 
@@ -290,7 +291,7 @@ class SSHDCluster:
     @property
     def hostlist(self) -> str:
         """The node names as one hostlist expression (``node[01-04]``)."""
-        from nvtest.inventory import fold_hostlist
+        from nvtest.config.inventory import fold_hostlist
 
         return fold_hostlist(self.names)
 
@@ -307,7 +308,7 @@ class SSHDCluster:
         """Generate keys and configs, start every sshd, wait until all listen."""
         reason = sshd_unavailable_reason(self.sshd)
         if reason:
-            raise RuntimeError(reason)
+            raise ClusterStartError(reason)
         self.dir.mkdir(parents=True, exist_ok=True)
         user_pub = generate_ed25519(self.user_key_path)
         self.authorized_keys_path.write_text(user_pub + "\n", encoding="ascii")
@@ -399,7 +400,7 @@ class SSHDCluster:
                 elif proc.poll() is not None:
                     log = self._log_tail(node)
                     if "Address already in use" not in log or tries >= 3:
-                        raise RuntimeError(f"sshd for {name} exited with {proc.returncode}:\n{log}")
+                        raise ClusterStartError(f"sshd for {name} exited with {proc.returncode}:\n{log}")
                     node = SimNode(
                         name, node.address, _free_port(node.address), node.dir, node.host_public_key
                     )
@@ -408,7 +409,7 @@ class SSHDCluster:
                     pending[name] = (node, tries + 1)
             if pending and time.monotonic() > deadline:
                 name = sorted(pending)[0]
-                raise RuntimeError(
+                raise ClusterStartError(
                     f"sshd for {name} did not listen within {self.startup_timeout_s:g} s"
                 )
             if pending:
@@ -506,7 +507,7 @@ class SSHDCluster:
         deadline = time.monotonic() + timeout_s
         while (node.address, node.port) not in _listening():
             if self._procs[name].poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"sshd for {name} did not restart:\n{self._log_tail(node)}")
+                raise ClusterStartError(f"sshd for {name} did not restart:\n{self._log_tail(node)}")
             time.sleep(0.05)
 
     def stop(self) -> None:

@@ -11,49 +11,30 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-from nvtest.inventory import fold_hostlist
+from nvtest.config.inventory import fold_hostlist
+from nvtest.transports.options import SlurmOptions, slurm_job_argv
 
 __all__ = [
-    "SlurmOptions",
     "batch_script",
     "drain_argv",
     "job_name",
     "node_dispatch_command",
+    "release_hold_argv",
+    "requeue_argv",
+    "requeue_batch_script",
     "salloc_argv",
     "sbatch_argv",
     "scancel_argv",
     "srun_multi_argv",
+    "squeue_jobs_argv",
     "srun_phase_argv",
     "step_minutes",
 ]
 
 
-@dataclass(frozen=True)
-class SlurmOptions:
-    """Job options a run passes to Slurm; None / False means Slurm's default.
-
-    Attributes:
-        partition: ``--partition``.
-        time_limit: ``--time`` of an allocation or batch job, in any Slurm
-            format (``30``, ``1:00:00``, ``1-00:00:00``).
-        account: ``--account``.
-        reservation: ``--reservation``.
-        qos: ``--qos``.
-        exclusive: ``--exclusive`` (whole nodes).
-        gpus_per_node: ``--gpus-per-node``.
-        mpi: ``srun --mpi`` plugin of multi-node launches (``pmix``, ``pmi2``).
-    """
-
-    partition: str | None = None
-    time_limit: str | None = None
-    account: str | None = None
-    reservation: str | None = None
-    qos: str | None = None
-    exclusive: bool = False
-    gpus_per_node: int | None = None
-    mpi: str | None = None
+#: Slurm's defaults for every job option.
+NO_OPTIONS = SlurmOptions()
 
 
 def job_name(run_id: str) -> str:
@@ -66,25 +47,6 @@ def step_minutes(timeout_s: float) -> int:
     return max(1, math.ceil(timeout_s / 60.0))
 
 
-def _job_options(opts: SlurmOptions, *, time_limit: str | None) -> list[str]:
-    argv = []
-    if opts.partition:
-        argv.append(f"--partition={opts.partition}")
-    if time_limit:
-        argv.append(f"--time={time_limit}")
-    if opts.account:
-        argv.append(f"--account={opts.account}")
-    if opts.reservation:
-        argv.append(f"--reservation={opts.reservation}")
-    if opts.qos:
-        argv.append(f"--qos={opts.qos}")
-    if opts.exclusive:
-        argv.append("--exclusive")
-    if opts.gpus_per_node:
-        argv.append(f"--gpus-per-node={opts.gpus_per_node}")
-    return argv
-
-
 def salloc_argv(opts: SlurmOptions, nodes: Sequence[str], *, name: str) -> list[str]:
     """``salloc --no-shell`` for exactly ``nodes``; it prints ``Granted job allocation <id>``."""
     return [
@@ -93,7 +55,7 @@ def salloc_argv(opts: SlurmOptions, nodes: Sequence[str], *, name: str) -> list[
         f"--job-name={name}",
         f"--nodes={len(nodes)}",
         f"--nodelist={fold_hostlist(list(nodes))}",
-        *_job_options(opts, time_limit=opts.time_limit),
+        *slurm_job_argv(opts, time_limit=opts.time_limit),
     ]
 
 
@@ -102,7 +64,7 @@ def _step_placement(opts: SlurmOptions, *, timeout_s: float, job_id: str | None)
     minutes = str(step_minutes(timeout_s))
     if job_id:
         return [f"--jobid={job_id}", "--overlap", f"--time={minutes}"]
-    return _job_options(opts, time_limit=minutes)
+    return slurm_job_argv(opts, time_limit=minutes)
 
 
 def srun_phase_argv(
@@ -111,7 +73,7 @@ def srun_phase_argv(
     *,
     timeout_s: float,
     name: str,
-    opts: SlurmOptions = SlurmOptions(),
+    opts: SlurmOptions = NO_OPTIONS,
     job_id: str | None = None,
 ) -> list[str]:
     """One step running ``shell_command`` once on each of ``nodes`` (a per-node phase).
@@ -145,7 +107,7 @@ def srun_multi_argv(
     timeout_s: float,
     name: str,
     gpus_per_task: int | None = None,
-    opts: SlurmOptions = SlurmOptions(),
+    opts: SlurmOptions = NO_OPTIONS,
     job_id: str | None = None,
 ) -> list[str]:
     """One multi-node launch: ``len(nodes) * ntasks_per_node`` ranks, block layout.
@@ -195,6 +157,53 @@ def scancel_argv(job_id: str, step_id: str | None = None) -> list[str]:
 def drain_argv(node: str, reason: str) -> list[str]:
     """``scontrol update`` that drains ``node`` with ``reason`` (one argv element, no shell)."""
     return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
+
+
+def squeue_jobs_argv(jobs: Sequence[str], fields: Sequence[str]) -> list[str]:
+    """``squeue`` of ``jobs`` in any state, one line per job: the ``fields`` each ended by ``|``."""
+    fmt = ",".join(f"{f}:|" for f in fields)
+    return ["squeue", "--states=all", "-h", "-j", ",".join(jobs), "-O", fmt]
+
+
+def requeue_argv(job_id: str) -> list[str]:
+    """``scontrol requeue`` of a batch job (it runs again, ``SLURM_RESTART_COUNT`` + 1)."""
+    return ["scontrol", "requeue", job_id]
+
+
+def release_hold_argv(job_id: str) -> list[str]:
+    """Move a pending job's begin time to now (Slurm holds a requeued job ``cred_expire + 1`` s)."""
+    return ["scontrol", "update", f"JobId={job_id}", "StartTime=now"]
+
+
+def requeue_batch_script(
+    *,
+    name: str,
+    node: str,
+    output: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    options: Sequence[str] = (),
+) -> str:
+    """A one-task requeueable batch job pinned to ``node`` that execs ``argv``.
+
+    ``output``: the ``--output`` path (``%j`` is the job id); ``env``: variables exported
+    first, in this order; ``options``: extra job options (``--partition=...``).
+    """
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    lines = [
+        "#!/bin/sh",
+        f"#SBATCH --job-name={name}",
+        f"#SBATCH --nodelist={node}",
+        "#SBATCH --nodes=1",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --requeue",
+        f"#SBATCH --output={output}",
+        *(f"#SBATCH {opt}" for opt in options),
+    ]
+    if exports:
+        lines.append(f"export {exports}")
+    lines.append(f"exec {shlex.join(list(argv))}")
+    return "\n".join(lines) + "\n"
 
 
 def sbatch_argv(script_path: str) -> list[str]:
@@ -247,7 +256,7 @@ def batch_script(
     ]
     if nodes:
         directives.append(f"--nodelist={fold_hostlist(list(nodes))}")
-    directives += _job_options(opts, time_limit=opts.time_limit)
+    directives += slurm_job_argv(opts, time_limit=opts.time_limit)
     directives += [f"--output={run_dir}/slurm-%j.out", f"--chdir={workdir}"]
     lines = ["#!/bin/bash"]
     lines += [f"#SBATCH {_directive_quote(d)}" for d in directives]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
@@ -298,3 +298,16 @@ def parse_sbatch_job_id(stdout: str) -> str:
     if not job.isdigit():
         raise ValueError(f"sbatch printed no job id: {stdout.strip()[:200]!r}")
     return job
+
+
+def parse_squeue_fields(text: str, fields: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Read ``squeue -h -O F1:|,F2:|,...`` (``fields``, the first a job id): job id -> fields.
+
+    Lines with fewer fields, or no job id, are left out.
+    """
+    out = {}
+    for line in text.splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) >= len(fields) and parts[0]:
+            out[parts[0]] = dict(zip(fields, parts, strict=False))
+    return out

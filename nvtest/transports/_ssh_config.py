@@ -23,8 +23,8 @@ from pathlib import Path
 
 import paramiko
 
+from nvtest.config.inventory import Node
 from nvtest.errors import ConfigError
-from nvtest.inventory import Node
 
 __all__ = ["DEFAULT_SSH_CONFIG", "SSHTarget", "load_ssh_config", "parse_jump", "resolve_target"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import paramiko
 
-from nvtest.errors import ConnectError
+from nvtest.errors import ConnectError, HostKeyRejected
 from nvtest.transports._ssh_config import SSHTarget
 
 __all__ = ["HostKeyCheck", "HostKeyRejected", "KnownHostsCache", "connect", "connect_once"]
@@ -32,10 +32,6 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 #: Seconds before the first connect retry; doubled each time, at most BACKOFF_MAX_S.
 BACKOFF_S = 0.5
 BACKOFF_MAX_S = 4.0
-
-
-class HostKeyRejected(paramiko.SSHException):
-    """The server's host key is not in known_hosts, or differs from it."""
 
 
 class KnownHostsCache:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nvtest.inventory import Node
+from nvtest.config.inventory import Node
 
 __all__ = ["Command", "CommandResult", "Transport", "render_command"]
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from nvtest.inventory import Node
+from nvtest.config.inventory import Node
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
 __all__ = ["LocalTransport", "kill_process_group", "local_hostname"]

@@ -44,18 +44,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from nvtest.config.inventory import Node, expand_hostlist, fold_hostlist
 from nvtest.errors import ConfigError, TransportError
-from nvtest.inventory import Node, expand_hostlist, fold_hostlist
+from nvtest.transports._slurm_client import SQUEUE_FIELDS, SlurmClient, call_client
 from nvtest.transports._slurm_cmd import (
-    SlurmOptions,
-    _job_options,
     batch_script,
     drain_argv,
     job_name,
     node_dispatch_command,
+    requeue_batch_script,
     salloc_argv,
-    sbatch_argv,
     scancel_argv,
     srun_multi_argv,
     srun_phase_argv,
@@ -65,28 +65,31 @@ from nvtest.transports._slurm_parse import (
     SlurmNodeState,
     parse_job_id,
     parse_node_records,
-    parse_sbatch_job_id,
+    parse_squeue_fields,
     split_labelled,
     states_from_records,
 )
 from nvtest.transports._slurm_step import SrunOutcome, SrunProcess, client_env, run_client
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
+from nvtest.transports.options import SlurmOptions, build_options, slurm_job_argv
 
-__all__ = ["SlurmNodeState", "SlurmOptions", "SlurmTransport", "discover_nodes", "node_states"]
+__all__ = [
+    "SQUEUE_FIELDS",
+    "SlurmClient",
+    "SlurmNodeState",
+    "SlurmOptions",
+    "SlurmTransport",
+    "discover_nodes",
+    "node_states",
+    "parse_squeue_fields",
+    "requeue_batch_script",
+]
 
 #: Seconds ``salloc`` may wait for its allocation (env ``NVTEST_SLURM_ALLOC_TIMEOUT``).
 ALLOC_TIMEOUT_S = 600.0
 
 
-def _client(argv: Sequence[str], what: str, timeout_s: float = 60.0) -> str:
-    try:
-        proc = run_client(argv, timeout_s=timeout_s)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise TransportError(f"{what}: {shlex.join(argv)}: {exc}") from exc
-    if proc.returncode != 0:
-        msg = (proc.stderr or proc.stdout).strip()[-500:]
-        raise TransportError(f"{what}: {shlex.join(argv)} exited {proc.returncode}: {msg}")
-    return proc.stdout
+_client = call_client
 
 
 def node_states(names: Sequence[str]) -> dict[str, SlurmNodeState]:
@@ -163,11 +166,9 @@ class SlurmTransport(Transport):
     """Runs each phase as one srun step over its nodes (see the module docstring).
 
     Args:
-        partition, time_limit, account, reservation, qos, exclusive,
-            gpus_per_node: job options of the allocation nvtest requests (and of
-            the per-phase jobs when ``allocate=False``); ``time_limit`` in any
-            Slurm ``--time`` format.
-        mpi: the ``srun --mpi`` plugin of :meth:`launch_multi` (``pmix``, ``pmi2``).
+        options: the fields of :class:`~nvtest.transports.options.SlurmOptions` (job
+            options of the allocation nvtest requests, and of the per-phase jobs when
+            ``allocate=False``; ``mpi``: the ``srun --mpi`` plugin of :meth:`launch_multi`).
         allocate: request one allocation for the run (released at :meth:`close`)
             when not already inside one; False: each phase is its own job.
         run_id: names every job and step ``nvtest-<run-id>``.
@@ -179,28 +180,12 @@ class SlurmTransport(Transport):
     def __init__(
         self,
         *,
-        partition: str | None = None,
-        time_limit: str | None = None,
-        account: str | None = None,
-        reservation: str | None = None,
-        qos: str | None = None,
-        exclusive: bool = False,
-        gpus_per_node: int | None = None,
-        mpi: str | None = None,
         allocate: bool = True,
         run_id: str | None = None,
         log: Callable[[str], None] | None = None,
+        **options: Any,
     ) -> None:
-        self.options = SlurmOptions(
-            partition=partition,
-            time_limit=time_limit,
-            account=account,
-            reservation=reservation,
-            qos=qos,
-            exclusive=exclusive,
-            gpus_per_node=gpus_per_node,
-            mpi=mpi,
-        )
+        self.options = build_options(SlurmOptions, options, where="slurm backend")
         self.allocate = allocate
         self.run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
         self.job_name = job_name(self.run_id)
@@ -464,7 +449,7 @@ class SlurmTransport(Transport):
         nodes with the run)."""
         shared = dataclasses.replace(self.options, exclusive=False, gpus_per_node=None)
         minutes = None if timeout_s is None else str(step_minutes(timeout_s))
-        return _job_options(shared, time_limit=minutes)
+        return slurm_job_argv(shared, time_limit=minutes)
 
     # -- batch --------------------------------------------------------------------------
     def write_batch_script(
@@ -500,11 +485,12 @@ class SlurmTransport(Transport):
         Raises:
             TransportError: sbatch failed or printed no job id.
         """
-        out = _client(sbatch_argv(script_path), "submit")
-        try:
-            return parse_sbatch_job_id(out)
-        except ValueError as exc:
-            raise TransportError(str(exc)) from exc
+        return SlurmClient(lambda argv: _client(argv, "submit")).submit(script_path)
+
+    @staticmethod
+    def client() -> SlurmClient:
+        """The batch-job calls (submit, squeue, requeue, release, cancel) of the real Slurm."""
+        return SlurmClient()
 
     # -- stopping -----------------------------------------------------------------------
     def interrupt(self) -> None:

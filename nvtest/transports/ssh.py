@@ -43,11 +43,12 @@ from typing import Any
 
 import paramiko
 
+from nvtest.config.inventory import Node
 from nvtest.errors import ConnectError
-from nvtest.inventory import Node
 from nvtest.transports._ssh_config import SSHTarget, load_ssh_config, parse_jump, resolve_target
 from nvtest.transports._ssh_connect import HostKeyCheck, KnownHostsCache, connect
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
+from nvtest.transports.options import SshOptions, build_options
 
 __all__ = ["KILL_GRACE_S", "SSHTransport", "wrap_command"]
 
@@ -121,7 +122,7 @@ class _InFlight:
 class SSHTransport(Transport):
     """Runs commands on nodes over SSH (paramiko), ``parallel`` nodes at a time.
 
-    Args:
+    Args (the fields of :class:`~nvtest.transports.options.SshOptions`, then):
         parallel: most commands (and connection attempts) in flight at once.
         connect_timeout_s: limit for each of TCP connect, SSH banner and
             authentication, seconds (the ssh config's ConnectTimeout, when set,
@@ -140,7 +141,7 @@ class SSHTransport(Transport):
             connect retries, staging failures). Never given secrets.
 
     Raises:
-        ConfigError: ``ssh_config`` is given but missing or unparsable.
+        ConfigError: ``ssh_config`` is given but missing or unparsable; an unknown option.
         ValueError: ``parallel`` < 1, ``connect_retries`` < 0, or a bad ``run_id``.
     """
 
@@ -149,15 +150,15 @@ class SSHTransport(Transport):
     def __init__(
         self,
         *,
-        parallel: int = 64,
-        connect_timeout_s: float = 10.0,
-        insecure_host_keys: bool = False,
-        ssh_config: str | None = None,
-        known_hosts: str | None = None,
-        connect_retries: int = 2,
         run_id: str | None = None,
         log: Callable[[str], None] | None = None,
+        **options: Any,
     ) -> None:
+        opts = build_options(SshOptions, options, where="ssh backend")
+        parallel, connect_retries = opts.parallel, opts.connect_retries
+        connect_timeout_s, insecure_host_keys = opts.connect_timeout_s, opts.insecure_host_keys
+        ssh_config, known_hosts = opts.ssh_config, opts.known_hosts
+        self.options = opts
         if parallel < 1:
             raise ValueError("parallel must be at least 1")
         if connect_retries < 0:

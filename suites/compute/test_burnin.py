@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
-from nvtest.facts import NodeFacts
-from nvtest.health import apply
-from nvtest.health.thermal import thermal
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge, Probe
+from nvtest.checks.health import apply
+from nvtest.checks.health.thermal import thermal
+from nvtest.config.thresholds import SkuProfile
+from nvtest.session.facts import NodeFacts
 
 DEFAULT_SECONDS = 600.0
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
-from nvtest.inventory import Node
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge, Probe
+from nvtest.config.inventory import Node
+from nvtest.config.thresholds import SkuProfile
 
 
 def _gemm_args(node: Node, sku: SkuProfile | None) -> list[str]:

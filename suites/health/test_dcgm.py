@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
-from nvtest.facts import NodeFacts
-from nvtest.health import apply
-from nvtest.health.dcgm import dcgm_diag
-from nvtest.inventory import Node
+from nvtest.checks.api import Judge, Probe
+from nvtest.checks.health import apply
+from nvtest.checks.health.dcgm import dcgm_diag
+from nvtest.config.inventory import Node
+from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers import dcgmi
-from nvtest.thresholds import SkuProfile
+from nvtest.session.facts import NodeFacts
 
 
 def _recipe(sku: SkuProfile | None) -> dict:

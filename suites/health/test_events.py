@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
-from nvtest.facts import NodeFacts
-from nvtest.health import apply
-from nvtest.health.kernel_log import KERNEL_LOG_SCRIPT, split_probe, xid_scan
+from nvtest.checks.api import Judge, Probe
+from nvtest.checks.health import apply
+from nvtest.checks.health.kernel_log import KERNEL_LOG_SCRIPT, split_probe, xid_scan
+from nvtest.session.facts import NodeFacts
 
 KERNEL_LOG = Probe("kernel-log", command=("sh", "-c", KERNEL_LOG_SCRIPT), timeout_s=120)
 

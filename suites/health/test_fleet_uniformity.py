@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, NodeError, Probe, raw_output
-from nvtest.context import RunContext
-from nvtest.facts import NodeFacts
-from nvtest.health import apply
-from nvtest.health.uniformity import (
+from nvtest.checks.api import Judge, NodeError, Probe, raw_output
+from nvtest.checks.health import apply
+from nvtest.checks.health.uniformity import (
     VERSIONS_SCRIPT,
     uniformity,
     versions_from_facts,
     versions_from_probe,
 )
+from nvtest.session.context import RunContext
+from nvtest.session.facts import NodeFacts
 
 VERSIONS = Probe("sw-versions", command=("sh", "-c", VERSIONS_SCRIPT), timeout_s=60)
 

@@ -2,22 +2,22 @@
 
 Raw tool output (``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``, sysfs PCIe
 link attributes, the fabric manager's state) is judged by the pure functions of
-:mod:`nvtest.health`; a node without an NVIDIA GPU skips with the reason.
+:mod:`nvtest.checks.health`; a node without an NVIDIA GPU skips with the reason.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
-from nvtest.facts import NodeFacts
-from nvtest.health import apply
-from nvtest.health.ecc import ecc_health
-from nvtest.health.gpus import driver_stack
-from nvtest.health.nvlink import FM_SCRIPT, fabric_manager, nvlink_status, split_sections
-from nvtest.health.pcie import SYSFS_SCRIPT, hops_from_sysfs, pcie_links
+from nvtest.checks.api import Judge, Probe
+from nvtest.checks.health import apply
+from nvtest.checks.health.ecc import ecc_health
+from nvtest.checks.health.gpus import driver_stack
+from nvtest.checks.health.nvlink import FM_SCRIPT, fabric_manager, nvlink_status, split_sections
+from nvtest.checks.health.pcie import SYSFS_SCRIPT, hops_from_sysfs, pcie_links
+from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers import nvidia_smi_nvlink, nvidia_smi_xml
-from nvtest.thresholds import SkuProfile
+from nvtest.session.facts import NodeFacts
 
 SMI_XML = Probe("nvidia-smi-q-x", command=("nvidia-smi", "-q", "-x"), timeout_s=120)
 NVLINK = Probe("nvidia-smi-nvlink", command=("nvidia-smi", "nvlink", "-s"), timeout_s=120)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
-from nvtest.facts import NodeFacts
-from nvtest.health import apply
-from nvtest.health.thermal import thermal
-from nvtest.inventory import Node
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge, Probe
+from nvtest.checks.health import apply
+from nvtest.checks.health.thermal import thermal
+from nvtest.config.inventory import Node
+from nvtest.config.thresholds import SkuProfile
+from nvtest.session.facts import NodeFacts
 
 
 def _args(node: Node, sku: SkuProfile | None) -> list[str]:

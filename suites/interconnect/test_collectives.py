@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe, ProbeSkip
-from nvtest.facts import NodeFacts
-from nvtest.interconnect.fleet import node_recipe, require_up
-from nvtest.interconnect.torchrun_job import node_share, run_torchrun
-from nvtest.inventory import Node
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge, Probe, ProbeSkip
+from nvtest.config.inventory import Node
+from nvtest.config.thresholds import SkuProfile
+from nvtest.jobs.base import node_recipe, require_up
+from nvtest.jobs.torchrun import node_share, run_torchrun
+from nvtest.session.facts import NodeFacts
 
 
 def _common_args(recipe: dict) -> list[str]:

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe, ProbeSkip, raw_output
+from nvtest.checks.api import Judge, Probe, ProbeSkip, raw_output
+from nvtest.checks.interconnect.pair_check import pair_report, report_node
+from nvtest.checks.interconnect.rdma import port_problems, rdma_absent_reason
+from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ParseError
-from nvtest.facts import NodeFacts
-from nvtest.interconnect.fleet import check_nodes, node_recipe
-from nvtest.interconnect.pair_check import pair_report, report_node
-from nvtest.interconnect.pair_jobs import PerftestPairJob, TcpPairJob
-from nvtest.interconnect.rdma import port_problems, rdma_absent_reason
+from nvtest.jobs.base import check_nodes, node_recipe
+from nvtest.jobs.pair_jobs import PerftestPairJob, TcpPairJob
 from nvtest.parsers import ibstat, ibv_devinfo
 from nvtest.parsers.ibstat import IbReport
-from nvtest.thresholds import SkuProfile
+from nvtest.session.facts import NodeFacts
 
 IBSTAT = Probe("ibstat", command=("ibstat",), timeout_s=60)
 IBV_DEVINFO = Probe("ibv_devinfo", command=("ibv_devinfo", "-v"), timeout_s=60)

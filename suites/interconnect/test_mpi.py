@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.interconnect.fleet import check_nodes, node_recipe, require_up
-from nvtest.interconnect.mpi_job import node_share, run_mpi
+from nvtest.checks.api import Judge
+from nvtest.jobs.base import check_nodes, node_recipe, require_up
+from nvtest.jobs.mpi import node_share, run_mpi
 
 
 def _args(recipe: dict) -> list[str]:

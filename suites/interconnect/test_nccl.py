@@ -8,7 +8,7 @@
   Slurm), one rank per GPU; when it does not pass, the nodes are re-tested in pairs (ring)
   and the node common to the failing pairs is blamed (confirmed with a known-good node).
 
-Verdicts (:mod:`nvtest.interconnect.nccl`): busbw at the plateau, wrong results fail whatever
+Verdicts (:mod:`nvtest.jobs.nccl`): busbw at the plateau, wrong results fail whatever
 the bandwidth, a truncated sweep or missing ranks is an error; NCCL WARN lines and the error
 site are in the reason. ``NCCL_DEBUG=INFO`` output goes to the evidence log. Binaries: the
 recipe's ``tests_dir``, ``$NVTEST_NCCL_TESTS_DIR``, or the node's PATH.
@@ -20,15 +20,15 @@ import os
 
 import pytest
 
-from nvtest.check import Judge, NodeError, ProbeSkip
+from nvtest.checks.api import Judge, NodeError, ProbeSkip
+from nvtest.checks.interconnect.pair_check import pair_report, report_node
 from nvtest.errors import ProbeError
-from nvtest.facts import NodeFacts
-from nvtest.interconnect.fleet import check_nodes, fleet_cache, node_recipe, run_commands
-from nvtest.interconnect.launch import mpirun_argv
-from nvtest.interconnect.mpi_job import mpi_options
-from nvtest.interconnect.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
-from nvtest.interconnect.pair_check import pair_report, report_node
-from nvtest.interconnect.pair_jobs import NcclPairJob
+from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe, run_commands
+from nvtest.jobs.launch import mpirun_argv
+from nvtest.jobs.mpi import mpi_options
+from nvtest.jobs.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
+from nvtest.jobs.pair_jobs import NcclPairJob
+from nvtest.session.facts import NodeFacts
 from nvtest.transports.base import render_command
 
 

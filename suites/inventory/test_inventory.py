@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.context import RunContext
-from nvtest.facts import NodeFacts
-from nvtest.health import apply
-from nvtest.health.gpus import gpu_inventory
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge
+from nvtest.checks.health import apply
+from nvtest.checks.health.gpus import gpu_inventory
+from nvtest.config.thresholds import SkuProfile
+from nvtest.session.context import RunContext
+from nvtest.session.facts import NodeFacts
 
 
 @pytest.mark.check("host", area="inventory", title="Host: CPU, memory, OS")
@@ -41,5 +41,5 @@ def test_gpus(
     """GPU count and model against the SKU, ECC on, MIG off, PCIe link width at its maximum,
     and as many NVIDIA GPUs in lspci as nvidia-smi reports (a lost GPU shows as fewer).
     A node that matched no profile only because of its GPU count is judged against the
-    closest profile (see nvtest.health.gpus)."""
+    closest profile (see nvtest.checks.health.gpus)."""
     apply(gpu_inventory(node_facts, sku, nvtest_context.catalog), judge)

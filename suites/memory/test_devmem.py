@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
+from nvtest.checks.api import Judge, Probe
 
 DEVMEM = Probe("devmem", script="devmem_probe.py", timeout_s=900)
 

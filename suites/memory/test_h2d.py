@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
+from nvtest.checks.api import Judge, Probe
 from nvtest.parsers import nvbandwidth
 
 H2D = Probe("h2d", script="h2d_probe.py", timeout_s=900)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
+from nvtest.checks.api import Judge, Probe
 
 STREAM = Probe("stream", script="stream_probe.py", timeout_s=900)
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.resilience.ckpt import aggregate, judge_tier
-from nvtest.resilience.probes import CKPT
+from nvtest.checks.api import Judge
+from nvtest.checks.resilience.ckpt import aggregate, judge_tier
+from nvtest.checks.resilience.probes import CKPT
 
 
 @pytest.mark.check("ckpt_mem", area="resilience", title="Checkpoint to node memory (/dev/shm)")

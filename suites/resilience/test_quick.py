@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.resilience.ckpt import judge_tier, tier_entry
-from nvtest.resilience.drills import judge_estimate
-from nvtest.resilience.probes import CKPT_QUICK
-from nvtest.resilience.recipe import resilience_recipe
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge
+from nvtest.checks.resilience.ckpt import judge_tier, tier_entry
+from nvtest.checks.resilience.drills import judge_estimate
+from nvtest.checks.resilience.probes import CKPT_QUICK
+from nvtest.checks.resilience.recipe import resilience_recipe
+from nvtest.config.thresholds import SkuProfile
 
 
 @pytest.mark.check(

@@ -22,21 +22,26 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from nvtest.check import Judge, ProbeSkip
-from nvtest.interconnect.fleet import check_nodes, fleet_cache, profile_of, require_up
-from nvtest.resilience.recipe import resilience_recipe
-from nvtest.resilience.requeue import DrillSpec, RequeueFigures, judge_requeue, run_requeue_drills
-from nvtest.resources import probes_dir
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge, NodeError, ProbeSkip
+from nvtest.checks.resilience.recipe import resilience_recipe
+from nvtest.checks.resilience.requeue import (
+    DrillSpec,
+    RequeueFigures,
+    judge_requeue,
+    run_requeue_drills,
+)
+from nvtest.config.resources import probes_dir
+from nvtest.config.thresholds import SkuProfile
+from nvtest.jobs.base import check_nodes, fleet_cache, profile_of, require_up
 
 if TYPE_CHECKING:
-    from nvtest.context import RunContext
+    from nvtest.session.context import RunContext
 
 #: Drill ports start here, one per node (the test cluster's nodes share one host).
 BASE_PORT = 29650
 
 
-def _drills(ctx: RunContext) -> dict[str, RequeueFigures | RuntimeError]:
+def _drills(ctx: RunContext) -> dict[str, RequeueFigures | NodeError]:
     """Every node's drill, all at once (the check's first item runs it; the others wait)."""
     nodes = check_nodes(ctx, "requeue")
     names = sorted(n.name for n in ctx.nodes)
@@ -78,7 +83,7 @@ def test_requeue(node, nvtest_context, judge: Judge, sku: SkuProfile | None) -> 
     if result is None:
         judge.fail(f"no requeue drill ran on {node.name}")
         return
-    if isinstance(result, RuntimeError):
+    if isinstance(result, NodeError):
         judge.fail(str(result))
         return
     judge_requeue(

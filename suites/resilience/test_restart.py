@@ -14,7 +14,7 @@ measured write bandwidth of the ``estimate.tier`` checkpoint tier.
 On two nodes or more the drill is ONE job whose ranks span the nodes (``nproc`` per node,
 one launcher per node, c10d rendezvous on the first node), one rank on one node killed; the
 nodes' launchers restart their ranks, which rejoin and resume together
-(:mod:`nvtest.resilience.spanning`).  Each node's item has its own ranks' figures, the job's
+(:mod:`nvtest.checks.resilience.spanning`).  Each node's item has its own ranks' figures, the job's
 in the details; the effective-time estimate takes the job's recovery time.  One node runs
 the drill as a 2-rank job of its own.
 
@@ -26,15 +26,20 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.errors import NvtestError
-from nvtest.interconnect.fleet import require_up
-from nvtest.resilience.ckpt import tier_entry
-from nvtest.resilience.drills import judge_estimate, judge_injob, judge_injob_span, judge_target
-from nvtest.resilience.probes import CKPT, INJOB, INPROCESS
-from nvtest.resilience.recipe import resilience_recipe
-from nvtest.resilience.spanning import run_span_drill, spans_nodes
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge
+from nvtest.checks.resilience.ckpt import tier_entry
+from nvtest.checks.resilience.drills import (
+    judge_estimate,
+    judge_injob,
+    judge_injob_span,
+    judge_target,
+)
+from nvtest.checks.resilience.probes import CKPT, INJOB, INPROCESS
+from nvtest.checks.resilience.recipe import resilience_recipe
+from nvtest.checks.resilience.spanning import run_span_drill, spans_nodes
+from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import NvtestError, ProbeSkip
+from nvtest.jobs.base import require_up
 
 
 @pytest.mark.check("restart_injob", area="resilience", title="In-job restart after a killed rank")
@@ -65,7 +70,7 @@ def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None, nvte
     try:
         entry = tier_entry(measure(CKPT[tier]))
         gbps = entry.get("write_gbps") if entry else None
-    except (NvtestError, KeyError) as exc:
+    except (NvtestError, ProbeSkip, KeyError) as exc:
         gbps, why = None, str(exc)
     if gbps:
         save_s = float(est["save_gib"]) * 2**30 / (gbps * 1e9)

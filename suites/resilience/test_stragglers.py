@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.resilience.drills import judge_stragglers, node_scores
-from nvtest.resilience.probes import STRAGGLER
-from nvtest.resilience.recipe import resilience_recipe
-from nvtest.thresholds import SkuProfile
+from nvtest.checks.api import Judge
+from nvtest.checks.resilience.drills import judge_stragglers, node_scores
+from nvtest.checks.resilience.probes import STRAGGLER
+from nvtest.checks.resilience.recipe import resilience_recipe
+from nvtest.config.thresholds import SkuProfile
 
 
 @pytest.mark.check("straggler", area="resilience", title="Straggler scores per rank and node")

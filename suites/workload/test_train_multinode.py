@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, ProbeSkip
-from nvtest.interconnect.fleet import node_recipe, require_up
-from nvtest.interconnect.torchrun_job import node_share, run_torchrun
-from nvtest.training import judge_training_result
+from nvtest.checks.api import Judge, ProbeSkip
+from nvtest.checks.workload.training import judge_training_result
+from nvtest.jobs.base import node_recipe, require_up
+from nvtest.jobs.torchrun import node_share, run_torchrun
 
 
 @pytest.mark.check(

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge, Probe
-from nvtest.inventory import Node
-from nvtest.thresholds import SkuProfile
-from nvtest.training import judge_training_result
+from nvtest.checks.api import Judge, Probe
+from nvtest.checks.workload.training import judge_training_result
+from nvtest.config.inventory import Node
+from nvtest.config.thresholds import SkuProfile
 
 
 def _args(node: Node, sku: SkuProfile | None) -> list[str]:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.config_io import load_model
+from nvtest.config.inventory import load_inventory
+from nvtest.config.loader import load_model
+from nvtest.config.skus import GpuSummary, load_catalog
+from nvtest.config.suites import list_suites
+from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError
-from nvtest.inventory import load_inventory
-from nvtest.skus import GpuSummary, load_catalog
-from nvtest.suites import list_suites
-from nvtest.thresholds import SkuProfile
 
 
 def test_bundled_profiles_load():
@@ -142,7 +142,7 @@ def test_typo_in_top_level_key_is_named_first(tmp_path: Path):
 
 
 def test_overlong_node_name_rejected():
-    from nvtest.inventory import expand_hostlist
+    from nvtest.config.inventory import expand_hostlist
 
     with pytest.raises(ConfigError) as ei:
         expand_hostlist("n" * 300)
@@ -160,7 +160,7 @@ def test_inventory_without_nodes_is_an_error(tmp_path: Path):
 
 
 def test_nodes_select_from_the_inventory(tmp_path: Path):
-    from nvtest.inventory import select_nodes
+    from nvtest.config.inventory import select_nodes
 
     inv = tmp_path / "inv.yaml"
     inv.write_text("nodes:\n  - names: gpu[001-004]\n    port: 2222\n")

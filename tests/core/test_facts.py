@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nvtest.facts import facts_from_probe
+from nvtest.session.facts import facts_from_probe
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from nvtest.check import Judge
-from nvtest.resources import suites_dir
+from nvtest.checks.api import Judge
+from nvtest.config.resources import suites_dir
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus" / "nvbandwidth"
 

@@ -6,8 +6,8 @@ import os
 import time
 from pathlib import Path
 
-from nvtest.inventory import Node
-from nvtest.phase import PhaseRunner
+from nvtest.config.inventory import Node
+from nvtest.session.phase import PhaseRunner
 from nvtest.transports import get_transport
 from nvtest.transports.base import render_command
 

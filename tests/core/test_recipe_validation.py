@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
+from nvtest.config.skus import load_catalog
 from nvtest.errors import ConfigError
-from nvtest.skus import load_catalog
 from tests.conftest import run_nvtest
 
 HEAD = "schema_version: 1\nname: site\n"

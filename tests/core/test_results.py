@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nvtest.analysis.finish import finish_run
 from nvtest.results import (
     CheckResult,
     MetricResult,
     ResultStore,
     assemble,
     load_results,
-    write_results_json,
 )
 from nvtest.verdict import Verdict
 
@@ -62,7 +62,7 @@ def test_torn_last_line_and_rerun_replacement(tmp_path: Path):
     store.close()
     with (tmp_path / "results.jsonl").open("a") as fh:
         fh.write('{"kind": "result", "check": "gemm", "no')  # crash mid-write
-    doc = write_results_json(tmp_path)
+    doc = finish_run(tmp_path).doc
     assert [(r["check"], r["verdict"]) for r in doc["results"]] == [("stream", "pass")]
     assert load_results(tmp_path)["summary"]["verdict"] == "pass"
 

@@ -7,7 +7,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from nvtest.thresholds import Threshold, evaluate
+from nvtest.config.thresholds import Threshold, evaluate
 from nvtest.verdict import Verdict, worst
 
 T = Threshold

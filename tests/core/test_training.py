@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nvtest.check import Judge
-from nvtest.training import final_loss_ratio, judge_training_result
+from nvtest.checks.api import Judge
+from nvtest.checks.workload.training import final_loss_ratio, judge_training_result
 from nvtest.verdict import Verdict
 
 

@@ -56,7 +56,7 @@ def test_installed_wheel_runs_outside_checkout(wheel: Path, tmp_path: Path):
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    where = subprocess.check_output([str(py), "-c", "import nvtest.resources as r; print(r.suites_dir())"], text=True, cwd=tmp_path)
+    where = subprocess.check_output([str(py), "-c", "import nvtest.config.resources as r; print(r.suites_dir())"], text=True, cwd=tmp_path)
     assert "_bundled" in where and str(REPO) not in where
     work = tmp_path / "work"
     work.mkdir()

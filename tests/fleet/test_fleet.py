@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 import random
 
-from nvtest.analysis import post_process
-from nvtest.diagnosis import diagnose
-from nvtest.fleet import FleetPolicy
+from nvtest.analysis.outliers import FleetPolicy
+from nvtest.analysis.postprocess import post_process
+from nvtest.playbook.diagnosis import diagnose
 
 THR = {"min": 660, "unit": "TFLOP/s", "source": "test"}
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.check import Judge, ProbeSkip
+from nvtest.checks.api import Judge, ProbeSkip
+from nvtest.checks.health import Outcome, apply
+from nvtest.config.skus import Catalog, load_catalog
+from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ProbeError
-from nvtest.health import Outcome, apply
-from nvtest.skus import Catalog, load_catalog
-from nvtest.thresholds import SkuProfile
 from nvtest.verdict import Verdict
 
 CORPUS = Path(__file__).resolve().parent.parent / "data" / "corpus"

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from nvtest.facts import GpuFact, NodeFacts, PciFact
-from nvtest.health.dcgm import dcgm_diag
-from nvtest.health.ecc import ecc_health
-from nvtest.health.gpus import gpu_inventory
-from nvtest.health.kernel_log import split_probe, xid_scan
-from nvtest.health.nvlink import fabric_manager, nvlink_status, split_sections
-from nvtest.health.pcie import hops_from_lspci, hops_from_sysfs, pcie_links
-from nvtest.health.thermal import thermal
-from nvtest.health.uniformity import uniformity, versions_from_probe
+from nvtest.checks.health.dcgm import dcgm_diag
+from nvtest.checks.health.ecc import ecc_health
+from nvtest.checks.health.gpus import gpu_inventory
+from nvtest.checks.health.kernel_log import split_probe, xid_scan
+from nvtest.checks.health.nvlink import fabric_manager, nvlink_status, split_sections
+from nvtest.checks.health.pcie import hops_from_lspci, hops_from_sysfs, pcie_links
+from nvtest.checks.health.thermal import thermal
+from nvtest.checks.health.uniformity import uniformity, versions_from_probe
 from nvtest.parsers import dcgmi, lspci, nvidia_smi_nvlink, nvidia_smi_q, nvidia_smi_xml
 from nvtest.parsers.dcgmi import DcgmDiag, DcgmGpuResult, DcgmTest
+from nvtest.session.facts import GpuFact, NodeFacts, PciFact
 from nvtest.verdict import Verdict
 from tests.health.conftest import corpus, judged
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.cli_skus import gpus_from_text, unknown_sku_help
-from nvtest.skus import GpuSummary
+from nvtest.checks.api import Judge
+from nvtest.cli.skus import gpus_from_text, unknown_sku_help
+from nvtest.config.skus import GpuSummary
 from nvtest.verdict import Verdict
 from tests.health.conftest import corpus
 

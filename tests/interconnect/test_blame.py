@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nvtest.interconnect.blame import PairOutcome, attribute, find_suspects, repair_rounds
-from nvtest.interconnect.pairs import all_pairs, ring
+from nvtest.jobs.blame import PairOutcome, attribute, find_suspects, repair_rounds
+from nvtest.jobs.pairs import all_pairs, ring
 
 
 def _first_pass(pairs, bad: set[str], erring: set[str] = frozenset()):

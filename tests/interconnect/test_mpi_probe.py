@@ -12,14 +12,14 @@ import sys
 
 import pytest
 
-from nvtest.interconnect.launch import MpiOptions
-from nvtest.interconnect.mpi_job import (
+from nvtest.config.inventory import Node
+from nvtest.jobs.launch import MpiOptions
+from nvtest.jobs.mpi import (
     blame_from_output,
     mpmd_argv,
     resolve_rank_nodes,
     slurm_mpirun_env,
 )
-from nvtest.inventory import Node
 from tests.interconnect.conftest import PROBES
 
 PY = sys.executable

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.interconnect.nccl import NICS_ONLY_ENV, NcclRecipe, judge_output, nccl_env, perf_argv
+from nvtest.jobs.nccl import NICS_ONLY_ENV, NcclRecipe, judge_output, nccl_env, perf_argv
 from nvtest.parsers import nccl_tests
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus" / "nccl-tests"
@@ -56,7 +56,7 @@ def test_legacy_wrong_results_out_of_bounds_fail():
         CORPUS / "all_gather-FAILED-then-all_reduce-dgx2-12gpu-legacy-error-column-concatenated.txt"
     ).read_text()
     log = nccl_tests.parse(text)
-    from nvtest.interconnect.nccl import judge_run
+    from nvtest.jobs.nccl import judge_run
 
     gather = judge_run(log.tests[0], op="all_gather", max_bytes=10737418240, expected_ranks=12)
     assert gather.status == "fail" and "out of bounds values: 4" in gather.reason

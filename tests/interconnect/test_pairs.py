@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nvtest.interconnect.pairs import (
+from nvtest.jobs.pairs import (
     all_pairs,
     build_schedule,
     estimate_wall_s,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nvtest import resources
+from nvtest.config import resources
 from nvtest.testing.slurm_cluster import SlurmCluster
 from tests.conftest import run_nvtest_on_slurm, started_slurm_cluster
 from tests.interconnect.conftest import by_check

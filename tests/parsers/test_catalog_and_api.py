@@ -7,8 +7,8 @@ import json
 import pytest
 
 import nvtest.parsers as P
-from nvtest.catalog import XID_CATALOG, describe_xid, is_hardware_fault, lookup_xid
 from nvtest.errors import ParseError
+from nvtest.playbook import XID_CATALOG, describe_xid, is_hardware_fault, lookup_xid
 
 REQUIRED = [
     13,

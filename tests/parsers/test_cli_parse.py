@@ -1,4 +1,4 @@
-"""``nvtest parse`` through typer's CliRunner on a fresh Typer app."""
+"""``nvtest parse`` through typer's CliRunner on the nvtest app."""
 
 from __future__ import annotations
 
@@ -8,21 +8,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from nvtest.cli_parse import register
 from nvtest.parsers import PARSERS
 from tests.parsers.conftest import CORPUS
 
 
 @pytest.fixture
 def app() -> typer.Typer:
-    a = typer.Typer()
-    register(a)
+    import nvtest.cli
 
-    @a.command("version")
-    def _version() -> None:  # a second command keeps "parse" a named subcommand
-        typer.echo("0")
-
-    return a
+    return nvtest.cli.app
 
 
 runner = CliRunner()

@@ -6,7 +6,7 @@ import copy
 import json
 from pathlib import Path
 
-from nvtest.compare import compare_docs, summarise
+from nvtest.analysis.compare import compare_docs, summarise
 from nvtest.report.synthetic import HOSTILE_NODE, synthetic_doc
 from tests.conftest import run_nvtest
 

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
+from nvtest.checks.resilience.effective import effective_fraction
+from nvtest.checks.resilience.recipe import TARGET_SOURCES
 from nvtest.report.html import render_html
 from nvtest.report.pdf import pdf_html
 from nvtest.report.resilience import fmt_pct, resilience_view
 from nvtest.report.synthetic import synthetic_doc
-from nvtest.resilience.effective import effective_fraction
-from nvtest.resilience.recipe import TARGET_SOURCES
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "resilience_results.json"
 

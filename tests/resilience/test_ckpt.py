@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nvtest.check import Judge
-from nvtest.resilience.ckpt import aggregate_of, judge_tier
+from nvtest.checks.api import Judge
+from nvtest.checks.resilience.ckpt import aggregate_of, judge_tier
 from nvtest.verdict import Verdict
 from tests.resilience.conftest import run_probe
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from nvtest.interconnect.launch import LAUNCHER_MODULES
+from nvtest.jobs.launch import LAUNCHER_MODULES
 from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
 from tests.conftest import run_nvtest
 from tests.interconnect.conftest import write_inventory

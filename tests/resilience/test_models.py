@@ -7,13 +7,16 @@ import math
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.interconnect.launch import torchrun_commands
-from nvtest.inventory import Node
-from nvtest.resilience.drills import judge_injob_span
-from nvtest.resilience.effective import daly_interval, effective_fraction, estimate, young_interval
-from nvtest.resilience.spanning import KillPlan, SpanDrill, SpanRun, kill_plan
-from nvtest.resilience.timeline import (
+from nvtest.checks.api import Judge
+from nvtest.checks.resilience.drills import judge_injob_span
+from nvtest.checks.resilience.effective import (
+    daly_interval,
+    effective_fraction,
+    estimate,
+    young_interval,
+)
+from nvtest.checks.resilience.spanning import KillPlan, SpanDrill, SpanRun, kill_plan
+from nvtest.checks.resilience.timeline import (
     compare_losses,
     of_node,
     rank_nodes,
@@ -21,6 +24,8 @@ from nvtest.resilience.timeline import (
     recovery_figures,
     relabel_incarnations,
 )
+from nvtest.config.inventory import Node
+from nvtest.jobs.launch import torchrun_commands
 
 
 def test_effective_fraction_formula():
@@ -246,7 +251,7 @@ def test_span_items_name_the_failing_node_and_the_ranks_not_back():
 
 
 def test_straggler_injection_on_one_node_or_every_node(monkeypatch):
-    from nvtest.resilience.recipe import resilience_recipe, slow_s_on
+    from nvtest.checks.resilience.recipe import resilience_recipe, slow_s_on
 
     monkeypatch.setenv("NVTEST_STRAGGLER_INJECT", "gpu002/1:0.3")
     rec = resilience_recipe(None)
@@ -260,9 +265,9 @@ def test_straggler_injection_on_one_node_or_every_node(monkeypatch):
 
 
 def test_effective_time_of_a_job_on_n_nodes_divides_the_node_mtbf():
-    from nvtest.check import Judge
-    from nvtest.resilience.drills import judge_estimate
-    from nvtest.resilience.effective import effective_fraction
+    from nvtest.checks.api import Judge
+    from nvtest.checks.resilience.drills import judge_estimate
+    from nvtest.checks.resilience.effective import effective_fraction
 
     est = {"mtbf_h": 24, "interval_min": 30}
     one, four = Judge(None, "restart_injob", "n1", None), Judge(None, "restart_injob", "n1", None)

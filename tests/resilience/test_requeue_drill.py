@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.check import Judge
-from nvtest.resilience.requeue import (
+from nvtest.checks.api import Judge
+from nvtest.checks.resilience.requeue import (
     DrillSpec,
     RequeueFigures,
     batch_script,
     judge_requeue,
-    parse_squeue,
     run_requeue_drill,
     run_requeue_drills,
 )
+from nvtest.errors import NodeError, TransportError
+from nvtest.transports.slurm import SQUEUE_FIELDS, SlurmClient, parse_squeue_fields
 from nvtest.verdict import Verdict
 
 
@@ -74,9 +75,9 @@ class FakeSlurm:
         if cmd == "squeue":
             if self.busy_polls:
                 self.busy_polls -= 1
-                raise RuntimeError("squeue ... exited 1: Socket timed out on send/recv operation")
+                raise TransportError("squeue ... exited 1: Socket timed out on send/recv operation")
             if self.purged:
-                raise RuntimeError(
+                raise TransportError(
                     "squeue ... exited 1: slurm_load_jobs error: Invalid job id specified"
                 )
             row = self._row()
@@ -114,13 +115,13 @@ class FakeSlurm:
 def _drill(tmp_path: Path, slurm: FakeSlurm, **kw) -> RequeueFigures:
     return run_requeue_drill(
         "node2", "python3", "/probes", tmp_path / "rq", steps=12, ckpt_every=4, requeue_step=6,
-        timeout_s=30, poll_s=0.01, slurm=slurm, **kw,
+        timeout_s=30, poll_s=0.01, client=SlurmClient(slurm), **kw,
     )  # fmt: skip
 
 
 def test_parse_squeue_reads_pipe_separated_rows() -> None:
     text = "7|PENDING|1|2026-11-29T19:16:15|BeginTime|\n8|RUNNING|0|2026-11-29T19:10:00|None|\n"
-    rows = parse_squeue(text)
+    rows = parse_squeue_fields(text, SQUEUE_FIELDS)
     assert rows["7"] == {
         "JobID": "7",
         "State": "PENDING",
@@ -129,7 +130,7 @@ def test_parse_squeue_reads_pipe_separated_rows() -> None:
         "Reason": "BeginTime",
     }
     assert rows["8"]["State"] == "RUNNING"
-    assert parse_squeue("") == {}
+    assert parse_squeue_fields("", SQUEUE_FIELDS) == {}
 
 
 def test_batch_script_holds_the_first_incarnation_and_carries_job_options(tmp_path: Path) -> None:
@@ -173,7 +174,7 @@ def test_without_release_the_hold_is_left_to_slurm(tmp_path: Path) -> None:
     spec = DrillSpec(
         "node1", "python3", "/p", tmp_path / "a", steps=12, ckpt_every=4, requeue_step=6
     )
-    fig = run_requeue_drills([spec], timeout_s=1.0, poll_s=0.01, slurm=slurm)["node1"]
+    fig = run_requeue_drills([spec], timeout_s=1.0, poll_s=0.01, client=SlurmClient(slurm))["node1"]
     assert isinstance(fig, RequeueFigures) and not fig.completed and fig.running_again_s is None
     assert fig.final_state.startswith("still PENDING (reason BeginTime"), fig.final_state
     assert not slurm.commands("scontrol", "update")
@@ -181,7 +182,7 @@ def test_without_release_the_hold_is_left_to_slurm(tmp_path: Path) -> None:
 
 
 def test_a_job_that_ends_before_its_hold_is_an_error_naming_its_state(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match=r"ended before step 6: COMPLETED"):
+    with pytest.raises(NodeError, match=r"ended before step 6: COMPLETED"):
         _drill(tmp_path, FakeSlurm(finish_early=True))
 
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from nvtest.checks.resilience.requeue import run_requeue_drill
 from nvtest.report.model import fmt_num
-from nvtest.resilience.requeue import run_requeue_drill
 from nvtest.testing.slurm_cluster import SlurmCluster
 from tests.conftest import run_nvtest, started_slurm_cluster
 from tests.resilience.conftest import PROBES, by_check, metrics, tiny_sku

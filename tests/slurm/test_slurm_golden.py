@@ -7,16 +7,15 @@ with ``NVTEST_REGEN_GOLDEN=1`` and review the diff before committing.
 
 from __future__ import annotations
 
-import os
-import shlex
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from nvtest.transports import _slurm_cmd as cmd
-from nvtest.transports._slurm_cmd import SlurmOptions
 from nvtest.transports.base import render_command
+from nvtest.transports.options import SlurmOptions
+from tests.golden import assert_golden, lines, stale_goldens
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -38,8 +37,7 @@ PROBE = render_command(
 NAME = cmd.job_name("20260101-120000-abcd")
 
 
-def _lines(*argvs: list[str]) -> str:
-    return "".join(shlex.join(a) + "\n" for a in argvs)
+_lines = lines
 
 
 CASES: dict[str, Callable[[], str]] = {
@@ -133,22 +131,29 @@ CASES: dict[str, Callable[[], str]] = {
         workdir="/tmp",
         nvtest_argv=["/usr/bin/python3", "-m", "nvtest.cli", "run", "--backend", "slurm"],
     ),
+    "requeue_batch_script": lambda: cmd.requeue_batch_script(
+        name="nvtest-requeue-node2",
+        node="node2",
+        output="/runs/x/requeue/node2/slurm-%j.out",
+        argv=["python3", "/probes/resilience_train.py", "train", "--ckpt-dir", "/runs/x/a b"],
+        env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "29650"},
+        options=["--partition=gpu", "--time=10"],
+    ),
+    "batch_job_calls": lambda: _lines(
+        cmd.squeue_jobs_argv(["7", "8"], ("JobID", "State", "RestartCnt", "EligibleTime", "Reason")),
+        cmd.requeue_argv("7"),
+        cmd.release_hold_argv("7"),
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_matches_golden(case: str) -> None:
-    text = CASES[case]()
-    gold = GOLDEN / f"{case}.txt"
-    if os.environ.get("NVTEST_REGEN_GOLDEN") == "1":
-        GOLDEN.mkdir(parents=True, exist_ok=True)
-        gold.write_text(text, encoding="utf-8")
-    assert gold.exists(), f"no golden file {gold}; run with NVTEST_REGEN_GOLDEN=1"
-    assert text == gold.read_text(encoding="utf-8")
+    assert_golden(GOLDEN, case, CASES[case]())
 
 
 def test_no_stale_golden_files() -> None:
-    assert {p.stem for p in GOLDEN.glob("*.txt")} == set(CASES)
+    assert not stale_goldens(GOLDEN, CASES)
 
 
 def test_step_minutes_round_up() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.inventory import Node
+from nvtest.config.inventory import Node
 from nvtest.testing.slurm_cluster import SlurmCluster
 from nvtest.transports import get_transport
 from nvtest.transports.slurm import SlurmTransport, discover_nodes, node_states

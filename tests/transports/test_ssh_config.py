@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from nvtest.config.inventory import Node
 from nvtest.errors import ConfigError
-from nvtest.inventory import Node
 from nvtest.transports._ssh_config import load_ssh_config, parse_jump, resolve_target
 from nvtest.transports.ssh import kill_script, wrap_command
 

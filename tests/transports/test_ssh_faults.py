@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.inventory import Node
+from nvtest.config.inventory import Node
 from nvtest.testing.sshd_cluster import SSHDCluster, generate_ed25519
 from nvtest.transports.ssh import SSHTransport
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from nvtest.inventory import Node
+from nvtest.config.inventory import Node
 from nvtest.testing.sshd_cluster import SSHDCluster
 from nvtest.transports import get_transport
 from nvtest.transports.ssh import SSHTransport

@@ -1,0 +1,110 @@
+"""Post-run analysis of a results.json document: fleet outliers, systemic failures, diagnosis.
+
+:func:`post_process` runs in :func:`nvtest.results.write_results_json` before the
+document is written, and again in ``nvtest evaluate``. It is pure on the
+document (the SKU catalog is read only for ``recipe.fleet`` policies) and
+idempotent: each result keeps its pre-analysis verdict and reason under
+``"judged"`` and the analysis restarts from them.
+
+Adds to the document:
+
+- per performance metric ``"fleet": {median, mad, delta_pct, robust_z, outlier, n}``
+  (outliers warn, see :mod:`nvtest.analysis.outliers`), item, node and run verdicts recomputed;
+- ``"fleet": {"policy": {...}, "outliers": [...], "systemic": [...]}`` at the top,
+  and a run warning per systemic failure;
+- per failing or erroring result ``"diagnosis": {cause, action, class, rule}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from nvtest.analysis.outliers import FleetPolicy, apply_fleet, systemic_failures
+from nvtest.playbook.diagnosis import diagnose
+from nvtest.results import summarize
+
+__all__ = ["fleet_policies", "post_process", "recompute_summary"]
+
+
+def fleet_policies(
+    doc: Mapping[str, Any], catalog: Any | None = None
+) -> dict[str | None, FleetPolicy]:
+    """SKU name -> :class:`FleetPolicy` from each profile's ``recipe.fleet`` (defaults otherwise).
+
+    Without a catalog, the bundled profiles and the run's overlay (``run.overlay``) are read;
+    any trouble reading them falls back to the defaults.
+    """
+    if catalog is None:
+        try:
+            from pathlib import Path
+
+            from nvtest.config.skus import load_catalog
+
+            ov = (doc.get("run") or {}).get("overlay")
+            catalog = load_catalog([], Path(ov) if ov and Path(ov).is_file() else None)
+        except Exception:  # noqa: BLE001 - a policy lookup never breaks writing results
+            catalog = None
+    out: dict[str | None, FleetPolicy] = {}
+    for sku in doc.get("skus") or {}:
+        prof = catalog.profiles.get(sku) if catalog is not None else None
+        out[sku] = FleetPolicy.from_mapping((prof.recipe.get("fleet") if prof else None) or None)
+    return out
+
+
+def recompute_summary(doc: dict[str, Any]) -> None:
+    """Node verdicts, counts and the overall verdict from the results (in place)."""
+    summarize(doc)
+
+
+def _restore(r: dict[str, Any]) -> None:
+    """Back to the verdicts the checks gave, before any earlier analysis."""
+    judged = r.get("judged")
+    if judged is None:
+        r["judged"] = {
+            "verdict": r["verdict"],
+            "reason": r.get("reason", ""),
+            "metrics": [[m.get("verdict"), m.get("reason", "")] for m in r.get("metrics") or []],
+        }
+        return
+    r["verdict"], r["reason"] = judged["verdict"], judged["reason"]
+    for m, (v, why) in zip(r.get("metrics") or [], judged.get("metrics") or [], strict=False):
+        m["verdict"], m["reason"] = v, why
+    for m in r.get("metrics") or []:
+        m["fleet"] = None
+    r["diagnosis"] = None
+
+
+def post_process(
+    doc: dict[str, Any],
+    *,
+    catalog: Any | None = None,
+    policies: Mapping[str | None, FleetPolicy] | None = None,
+) -> dict[str, Any]:
+    """Fleet outliers, systemic failures and diagnoses on ``doc`` (changed in place and returned)."""
+    results: list[dict[str, Any]] = doc.get("results") or []
+    for r in results:
+        _restore(r)
+    sku_of = {name: nd.get("sku") for name, nd in (doc.get("nodes") or {}).items()}
+    for r in results:
+        sku_of.setdefault(r["node"], None)
+    pol = dict(policies) if policies is not None else fleet_policies(doc, catalog)
+    outliers = apply_fleet(results, sku_of, pol)
+    systemic = systemic_failures(results, sku_of)
+    run = doc.setdefault("run", {})
+    warnings = [w for w in run.get("warnings") or [] if not str(w).startswith("systemic: ")]
+    warnings.extend(f"systemic: {s['message']}" for s in systemic)
+    run["warnings"] = warnings
+    pairs = {(s["sku"], s["check"]) for s in systemic}
+    for r in results:
+        d = diagnose(r, systemic=(sku_of.get(r["node"]), r["check"]) in pairs)
+        r["diagnosis"] = d.to_json() if d else None
+    default = FleetPolicy()
+    doc["fleet"] = {
+        "policy": {str(k): asdict(v) for k, v in pol.items()} or {"default": asdict(default)},
+        "outliers": outliers,
+        "systemic": systemic,
+    }
+    recompute_summary(doc)
+    return doc

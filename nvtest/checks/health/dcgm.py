@@ -1,0 +1,62 @@
+"""``dcgmi diag`` results: the worst of per-test status and error codes (field cases H9, G3).
+
+Input: ``dcgmi diag -r LEVEL -j`` (or the text table) read by :mod:`nvtest.parsers.dcgmi`.
+
+- a test that failed: fail, naming the GPUs;
+- a test that passed with an error code attached (e.g. ``DCGM_FR_MEMORY_ALLOC``): error;
+- a *required* test reporting Skip: error ("Skip is not Pass");
+- a run with no test at all: error;
+- on a SKU without NVLink, findings that only say an NVLink is down are dropped (G3);
+- a warning: warn.
+
+DCGM passing says nothing about NVLink (G2): the ``nvlink`` check judges links itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nvtest.checks.health import Outcome
+from nvtest.config.thresholds import SkuProfile
+from nvtest.parsers.dcgmi import DcgmDiag
+
+__all__ = ["dcgm_diag"]
+
+
+def _nvlink_only(texts: Sequence[str]) -> bool:
+    return bool(texts) and all("nvlink" in t.lower() for t in texts)
+
+
+def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = ()) -> Outcome:
+    """Judge one dcgmi diag run; ``required`` are test names that must not be skipped."""
+    out = Outcome()
+    no_nvlink = bool(sku and sku.expect.nvlinks_per_gpu == 0)
+    if not diag.tests:
+        out.error = "dcgmi diag reported no test"
+        return out
+    out.details["dcgm"] = {
+        "layout": diag.layout,
+        "version": diag.version,
+        "tests": {t.name: t.status for t in diag.tests},
+    }
+    req = {r.lower() for r in required}
+    for t in diag.tests:
+        texts = list(t.warnings) + [w for r in t.results for w in r.warnings]
+        if no_nvlink and t.status in ("fail", "warn") and _nvlink_only(texts):
+            out.note(f"{t.name}: NVLink-down findings ignored on a SKU without NVLink")
+            continue
+        gpus = t.gpus_with("fail")
+        on = f" on GPU {','.join(map(str, gpus))}" if gpus else ""
+        first = f": {texts[0][:160]}" if texts else ""
+        codes = sorted({c for r in t.results for c in r.error_ids})
+        if t.status == "fail":
+            out.fail(f"dcgmi {t.name} failed{on}{first}")
+        elif t.status == "warn":
+            out.warn(f"dcgmi {t.name} warning{first}")
+        elif t.status == "skip" and t.name.lower() in req:
+            out.error = f"required dcgmi test {t.name} skipped (is_allowed / not supported?)"
+        elif t.status == "pass" and codes:
+            out.error = f"dcgmi {t.name} passed with error code(s) {codes}: not a pass"
+    if diag.status == "skip" and not out.failures:
+        out.error = "every dcgmi test was skipped: Skip is not Pass"
+    return out

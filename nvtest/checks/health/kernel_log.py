@@ -1,0 +1,112 @@
+"""Xid and SXid events in the kernel log, judged with the Xid catalog.
+
+Input: ``dmesg`` (or ``journalctl -k`` where dmesg is restricted) read by
+:mod:`nvtest.parsers.dmesg`. Verdicts (sku-reference.md "XID"; field case P10):
+
+- an Xid the catalog calls ``fatal``, or a hardware-fault Xid (the Azure and
+  Imbue lists), or a GPU fallen off the bus: fail, with the catalog's action;
+- other Xids (``error``/``warning``, e.g. 13, 31, 43: usually the program): warn;
+- ``info`` Xids (consequences of an earlier one): noted;
+- NVSwitch SXids: ``Fatal`` fail, ``Non-fatal`` warn.
+
+The log covers the time since boot (or what the ring buffer still holds), not
+just this run. A log that cannot be read is a skip with the reason, never a pass.
+
+Metrics: ``xid_events`` and ``fatal_xid_events`` (count).
+"""
+
+from __future__ import annotations
+
+from nvtest.checks.health import Outcome
+from nvtest.errors import ParseError
+from nvtest.parsers import dmesg
+from nvtest.playbook.xid import describe_xid
+
+__all__ = ["KERNEL_LOG_SCRIPT", "UNREADABLE", "split_probe", "xid_scan"]
+
+#: What the ``kernel-log`` probe prints when neither dmesg nor the journal can be read.
+UNREADABLE = "unreadable"
+
+#: The shell the ``kernel-log`` probe runs: ``### <source>`` then the log, or
+#: ``### unreadable`` then each tool's first error line.
+KERNEL_LOG_SCRIPT = r"""
+if out=$(dmesg 2>&1) && [ -n "$out" ]; then echo '### dmesg'; printf '%s\n' "$out"
+elif out=$(journalctl -k -b --no-pager -q 2>/dev/null) && [ -n "$out" ]; then
+  echo '### journalctl -k'; printf '%s\n' "$out"
+else
+  echo '### unreadable'
+  echo "dmesg: $(dmesg 2>&1 | head -n 1)"
+  echo "journalctl -k: $(journalctl -k -b --no-pager -q 2>&1 | head -n 1)"
+fi
+"""
+
+
+def split_probe(text: str) -> tuple[str, str]:
+    """The ``kernel-log`` probe's output -> (source, log text)."""
+    head, _, body = text.partition("\n")
+    if head.startswith("### "):
+        return head[4:].strip(), body
+    return "dmesg", text
+
+
+def xid_scan(text: str, source: str = "dmesg") -> Outcome:
+    """Judge the GPU events of one kernel log (see the module doc).
+
+    ``source`` names where the text came from, for the messages.
+    """
+    out = Outcome()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if source == UNREADABLE or not lines:
+        why = " | ".join(lines)[:300] or "no output"
+        out.skip = (
+            f"kernel log not readable ({why}); run as root, add the user to group adm/systemd-journal "
+            "or set kernel.dmesg_restrict=0"
+        )
+        return out
+    try:
+        log = dmesg.parse(text)
+    except ParseError as exc:
+        out.skip = f"kernel log not readable ({source}): {exc}"
+        return out
+    xids = [e for e in log.events if e.kind != "sxid"]
+    sxids = [e for e in log.events if e.kind == "sxid"]
+    fatal = 0
+    seen: set[tuple[int, str | None, str]] = set()
+    for e in xids:
+        info = describe_xid(e.code)
+        where = f"GPU {e.pci_address or '?'}"
+        key = (e.code, e.pci_address, info.severity)
+        if key in seen:
+            continue
+        seen.add(key)
+        n = sum(1 for x in xids if x.code == e.code and x.pci_address == e.pci_address)
+        times = f" x{n}" if n > 1 else ""
+        line = f"{where}: Xid {e.code}{times} {info.name}"
+        if e.code == 79:
+            line = f"{where} fell off the bus (Xid 79){times}"
+        if info.severity == "fatal" or info.hardware:
+            fatal += n
+            out.fail(f"{line}: {info.action}")
+        elif info.severity == "info":
+            out.note(f"{line} ({info.cause})")
+        else:
+            out.warn(f"{line}: {info.action}")
+    for e in sxids:
+        line = f"NVSwitch {e.pci_address or '?'}: SXid {e.code} ({e.severity or 'severity not printed'}): {e.message[:120]}"
+        if e.severity == "fatal":
+            fatal += 1
+            out.fail(f"{line}: reset the NVSwitch tray / reboot; RMA if it recurs")
+        else:
+            out.warn(line)
+    if log.probe_failures:
+        out.fail(f"the NVIDIA driver failed to probe {log.probe_failures} device(s)")
+    out.measure("xid_events", len(xids), "count")
+    out.measure("fatal_xid_events", fatal, "count")
+    out.details["kernel_log"] = {
+        "source": source,
+        "xid_codes": list(log.xid_codes),
+        "sxid_events": len(sxids),
+    }
+    if not log.events:
+        out.note(f"no Xid or SXid event in the kernel log ({source}, since boot)")
+    return out

@@ -1,0 +1,148 @@
+"""NVLink: every expected link active at the SKU's speed; fabric manager on NVSwitch systems.
+
+NVLink input: ``nvidia-smi nvlink -s`` read by :mod:`nvtest.parsers.nvidia_smi_nvlink`
+(``<inactive>`` and ``Inactive`` both inactive, field case G1). The SKU's
+``expect.nvlinks_per_gpu`` is the number of links that must be active (12 of 18
+on H100 NVL, field case H1); ``0`` means a PCIe SKU without NVLink: skip, not a
+failure (G3). ``expect.nvlink_gbps_per_link`` is the per-link floor in GB/s as
+nvidia-smi prints it: a link up at a lower speed fails.
+
+Fabric manager input: the ``fabric-manager`` probe's sections (:data:`FM_SCRIPT`):
+service state, ``nv-fabricmanager --version``, ``nvidia-smi --query-gpu=
+index,fabric.state,fabric.status --format=csv`` and the service's journal. On a
+system with NVSwitches (field case D1) it must be active, its version must equal
+the driver's, and every GPU's fabric state must be Completed/Success.
+
+Metrics: ``nvlinks_active`` per GPU (count).
+"""
+
+from __future__ import annotations
+
+import re
+
+from nvtest.checks.health import Outcome
+from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import ParseError
+from nvtest.parsers import nvidia_smi_csv
+from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
+
+__all__ = ["FM_SCRIPT", "fabric_manager", "nvlink_status", "split_sections"]
+
+FM_SCRIPT = r"""
+echo '### service'; systemctl is-active nvidia-fabricmanager 2>&1
+echo '### version'; nv-fabricmanager --version 2>&1
+echo '### fabric'; nvidia-smi --query-gpu=index,fabric.state,fabric.status --format=csv 2>&1
+echo '### journal'; journalctl -u nvidia-fabricmanager -n 40 --no-pager -q 2>&1
+true
+"""
+
+
+def nvlink_status(status: NvLinkStatus | None, sku: SkuProfile | None) -> Outcome:
+    """Judge ``nvidia-smi nvlink -s`` against the SKU (see the module doc).
+
+    ``status`` None means nvidia-smi listed no NVLink at all.
+    """
+    out = Outcome()
+    want = sku.expect.nvlinks_per_gpu if sku else None
+    floor = sku.expect.nvlink_gbps_per_link if sku else None
+    if want == 0:
+        out.skip = f"PCIe SKU without NVLink ({sku.name if sku else '?'} expects no NVLink)"
+        return out
+    gpus = status.gpus if status else ()
+    if not any(g.links for g in gpus):
+        if want:
+            out.fail(
+                f"nvidia-smi reports no NVLink, SKU {sku.name if sku else '?'} expects {want} per GPU"
+            )
+        else:
+            out.skip = "no NVLink reported by nvidia-smi and none expected"
+        return out
+    for g in gpus:
+        active = g.active_count
+        out.measure("nvlinks_active", active, "count", gpu=g.index)
+        inactive = ",".join(str(n) for n in g.inactive_links)
+        expect_txt = f"{want} active" if want else f"all {len(g.links)} active"
+        if want is not None and active < want:
+            out.fail(
+                f"GPU{g.index}: {active}/{len(g.links)} links active, links {inactive} inactive "
+                f"(profile {sku.name if sku else '?'} expects {expect_txt})"
+            )
+        elif want is None and g.inactive_links:
+            out.fail(f"GPU{g.index}: links {inactive} inactive (expects {expect_txt})")
+        elif g.inactive_links:
+            out.note(
+                f"GPU{g.index}: links {inactive} inactive ({active} active, as the SKU expects)"
+            )
+        if floor:
+            slow = [
+                f"{lk.link} ({lk.speed_gbps:g})"
+                for lk in g.links
+                if lk.active and lk.speed_gbps is not None and lk.speed_gbps < floor
+            ]
+            if slow:
+                out.fail(f"GPU{g.index}: links up below {floor:g} GB/s: {', '.join(slow)} GB/s")
+    return out
+
+
+def split_sections(text: str) -> dict[str, str]:
+    """``### name`` headed sections of a probe's output -> {name: body}."""
+    sections: dict[str, str] = {}
+    name: str | None = None
+    for line in text.splitlines():
+        if line.startswith("### "):
+            name = line[4:].strip()
+            sections[name] = ""
+        elif name is not None:
+            sections[name] += line + "\n"
+    return sections
+
+
+_FM_MISMATCH = re.compile(
+    r"fabric manager.*?version ([\d.]+) don't match with driver version ([\d.x<>]+)", re.I
+)
+
+
+def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: int) -> Outcome:
+    """Judge the fabric manager on a system with ``nvswitches`` NVSwitches (0: skip)."""
+    out = Outcome()
+    if nvswitches <= 0:
+        out.skip = "no NVSwitch on this SKU: no fabric manager needed"
+        return out
+    state = sections.get("service", "").strip().splitlines()
+    svc = state[-1].strip() if state else "unknown"
+    out.details["fabric_manager"] = {"service": svc}
+    if svc != "active":
+        out.fail(
+            f"nvidia-fabricmanager is {svc} on an NVSwitch system: CUDA fails with error 802 "
+            "(system not yet initialized)"
+        )
+    m = re.search(r"version is\s*:?\s*([\d.]+)|([\d]+\.[\d]+\.[\d]+)", sections.get("version", ""))
+    fm = (m.group(1) or m.group(2)) if m else None
+    out.details["fabric_manager"]["version"] = fm
+    if fm and driver and fm != driver:
+        out.fail(
+            f"nvidia-fabricmanager {fm} differs from driver {driver}: install the matching package"
+        )
+    for jm in _FM_MISMATCH.finditer(sections.get("journal", "")):
+        out.fail(
+            f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}"
+        )
+    fabric = sections.get("fabric", "")
+    if "not a valid field" in fabric or not fabric.strip():
+        out.note(
+            "GPU fabric state not available from nvidia-smi (driver older than the fabric.* fields)"
+        )
+    else:
+        try:
+            table = nvidia_smi_csv.parse(fabric)
+        except ParseError as exc:
+            out.note(f"GPU fabric state unreadable: {exc}")
+        else:
+            for row in table.rows:
+                vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
+                if len(vals) >= 3 and (vals[1] != "Completed" or vals[2] != "Success"):
+                    out.fail(
+                        f"GPU {vals[0]}: fabric state {vals[1]}, status {vals[2]} "
+                        "(GPU not registered with the NVLink fabric)"
+                    )
+    return out

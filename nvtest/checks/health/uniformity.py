@@ -1,0 +1,97 @@
+"""Software and firmware uniformity across the fleet: the odd node out is named.
+
+Per node, a flat ``{key: version}`` (driver, CUDA, VBIOS, kernel, OFED, HCA
+firmware, NCCL, NCCL net plugin, fabric manager, torch), from the node's facts
+(:func:`versions_from_facts`) and the ``sw-versions`` probe
+(:data:`VERSIONS_SCRIPT`, :func:`versions_from_probe`). Each node's item compares
+its values with the fleet majority (field case D7: a node without the NCCL net
+plugin the others load hangs multi-node jobs with no error).
+
+- a value that differs from a strict majority: fail, naming both;
+- no strict majority (e.g. two nodes, two values): fail on every node, listing all;
+- a key no node reports is ignored; one node alone: nothing to compare (pass, noted).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from nvtest.checks.health import Outcome
+from nvtest.session.facts import NodeFacts
+
+__all__ = ["VERSIONS_SCRIPT", "uniformity", "versions_from_facts", "versions_from_probe"]
+
+VERSIONS_SCRIPT = r"""
+echo "ofed=$(ofed_info -s 2>/dev/null | sed 's/:$//')"
+fw=""; for f in /sys/class/infiniband/*/fw_ver; do [ -r "$f" ] && fw="$fw $(cat "$f")"; done
+echo "hca_firmware=$(printf '%s\n' $fw | sort -u | tr '\n' ' ')"
+lib=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+echo "nccl=$( [ -n "$lib" ] && basename "$(readlink -f "$lib")" )"
+plug=$(ldconfig -p 2>/dev/null | awk '/libnccl-net/{print $NF; exit}')
+[ -z "$plug" ] && plug=$(ls /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so 2>/dev/null)
+echo "nccl_net_plugin=$plug"
+echo "fabricmanager=$(nv-fabricmanager --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)"
+true
+"""
+
+Versions = Mapping[str, str | None]
+
+
+def versions_from_probe(text: str) -> dict[str, str | None]:
+    """``key=value`` lines -> dict; empty values become None."""
+    out: dict[str, str | None] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().isidentifier():
+            out[key.strip()] = value.strip() or None
+    return out
+
+
+def versions_from_facts(facts: NodeFacts) -> dict[str, str | None]:
+    """Driver, CUDA, VBIOS (distinct values), kernel and torch from the inventory facts."""
+    vbios = sorted({g.vbios for g in facts.gpus if g.vbios})
+    return {
+        "driver": facts.driver_version,
+        "cuda": facts.cuda_version,
+        "vbios": " ".join(vbios) or None,
+        "kernel": facts.kernel,
+        "torch": facts.libraries.get("torch"),
+    }
+
+
+def uniformity(node: str, fleet: Mapping[str, Versions]) -> Outcome:
+    """Compare ``fleet[node]`` with the other nodes' values, key by key.
+
+    Metrics: ``versions_differing`` (count of keys where this node is odd or
+    there is no majority).
+    """
+    out = Outcome()
+    mine = fleet.get(node)
+    if mine is None:
+        out.error = f"no versions gathered from {node}"
+        return out
+    out.details["versions"] = dict(mine)
+    n = len(fleet)
+    if n < 2:
+        out.note("one node only: nothing to compare")
+        out.measure("versions_differing", 0, "count")
+        return out
+    keys = sorted({k for v in fleet.values() for k, val in v.items() if val})
+    odd = 0
+    for key in keys:
+        values = Counter(v.get(key) or "(missing)" for v in fleet.values())
+        value = mine.get(key) or "(missing)"
+        top, top_n = values.most_common(1)[0]
+        if len(values) == 1:
+            continue
+        if top_n * 2 > n:
+            if value != top:
+                odd += 1
+                out.fail(f"{key}: {node} has {value}, {top_n} of {n} nodes have {top}")
+        else:
+            odd += 1
+            spread = ", ".join(f"{val} on {c}" for val, c in values.most_common())
+            out.fail(f"{key} differs across nodes with no majority: {spread} ({node}: {value})")
+    out.measure("versions_differing", odd, "count")
+    return out

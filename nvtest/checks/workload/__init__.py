@@ -1,0 +1,1 @@
+"""Judging of the workload checks (training smoke runs)."""

@@ -1,0 +1,33 @@
+"""The ``nvtest`` command line: one module per verb, each registering itself on the app.
+
+==============  ==============================================================
+verb            module
+==============  ==============================================================
+run             :mod:`nvtest.cli.run`
+submit          :mod:`nvtest.cli.submit`
+report          :mod:`nvtest.cli.report`
+compare         :mod:`nvtest.cli.compare`
+evaluate        :mod:`nvtest.cli.evaluate`
+inventory       :mod:`nvtest.cli.inventory`
+parse           :mod:`nvtest.cli.parse`
+list            :mod:`nvtest.cli.list`
+skus            :mod:`nvtest.cli.skus`
+==============  ==============================================================
+
+The app, its consoles and the exit-code table are in :mod:`nvtest.cli.app`; the
+SSH and Slurm options come from one description each (:mod:`nvtest.cli.options`).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from nvtest.cli.app import app, main
+
+__all__ = ["VERBS", "app", "main"]
+
+#: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
+VERBS = ("run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare")
+
+for _verb in VERBS:
+    importlib.import_module(f"nvtest.cli.{_verb}")

@@ -1,0 +1,85 @@
+"""The ``nvtest compare`` command: what got better or worse between two runs.
+
+Reads two run directories' results.json; exits 0 whatever
+changed (2 when a results.json cannot be read).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from nvtest.cli.app import app, console, fail
+from nvtest.errors import EXIT_OK, NvtestError
+
+__all__ = ["compare"]
+
+_STYLE = {
+    "worse": "red",
+    "better": "green",
+    "gone": "yellow",
+    "new": "yellow",
+    "changed": "cyan",
+    "same": "dim",
+}
+
+
+@app.command(
+    "compare",
+    epilog="Example: nvtest compare reports/run-before reports/run-after --html diff.html",
+)
+def compare(
+    run_a: Annotated[Path, typer.Argument(help="The earlier run directory (or its results.json).")],
+    run_b: Annotated[Path, typer.Argument(help="The later run directory (or its results.json).")],
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Also write the comparison as a self-contained HTML page here."
+        ),
+    ] = None,
+    show_all: Annotated[bool, typer.Option("--all", help="List unchanged metrics too.")] = False,
+    tolerance: Annotated[
+        float, typer.Option(help="A relative change within this many percent counts as the same.")
+    ] = 2.0,
+) -> None:
+    """Show per node and metric what got better or worse from RUN_A to RUN_B (e.g. before and after a repair)."""
+    from nvtest.analysis.compare import compare_docs, render_compare_html, summarise
+    from nvtest.report.model import fmt_num
+    from nvtest.results import load_results
+
+    try:
+        doc_a, doc_b = load_results(run_a), load_results(run_b)
+    except NvtestError as exc:
+        raise fail(exc) from exc
+    changes = compare_docs(doc_a, doc_b, tolerance_pct=tolerance)
+    ra, rb = doc_a.get("run") or {}, doc_b.get("run") or {}
+    console.print(
+        f"A {ra.get('run_id')} ({doc_a.get('summary', {}).get('verdict')}) -> B {rb.get('run_id')} ({doc_b.get('summary', {}).get('verdict')})",
+        markup=False,
+        highlight=False,
+    )
+    shown = [c for c in changes if show_all or c.kind != "same"]
+    if shown:
+        t = Table("node", "check", "metric", "A", "B", "Δ", "verdict", "change")
+        for c in shown:
+            metric = c.metric + (f" [{c.labels}]" if c.labels else "") if c.metric else "(item)"
+            delta = "-" if c.delta_pct is None else f"{c.delta_pct:+.1f} %"
+            t.add_row(
+                escape(c.node), escape(c.check), escape(metric), f"{fmt_num(c.a)} {c.unit}".strip(), f"{fmt_num(c.b)} {c.unit}".strip(), delta,
+                f"{c.verdict_a or '-'} -> {c.verdict_b or '-'}", f"[{_STYLE[c.kind]}]{c.kind}[/]",
+            )  # fmt: skip
+        console.print(t)
+    else:
+        console.print("no change beyond the tolerance")
+    counts = summarise(changes)
+    console.print("  ".join(f"{n} {k}" for k, n in counts.items()), markup=False, highlight=False)
+    if html is not None:
+        html.write_text(
+            render_compare_html(changes, doc_a, doc_b, show_same=show_all), encoding="utf-8"
+        )
+        console.print(f"html: {html}", markup=False, highlight=False)
+    raise typer.Exit(EXIT_OK)

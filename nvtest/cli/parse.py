@@ -1,0 +1,175 @@
+"""``nvtest parse``: run a parser on a file collected elsewhere and print the record.
+
+Exit codes: 0 parsed; 1 parsed, but the tool's own output says the run failed or was cut short
+(``passed``/``completed`` false); 2 unknown tool, unreadable file, unrecognised content
+or a ParseError.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from nvtest.cli.app import app
+from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ParseError
+from nvtest.parsers import PARSERS, detect, parse, to_jsonable, tool_names
+
+__all__ = ["parse_command"]
+
+_HELP = """Parse a tool's output file into a typed record.
+
+Without TOOL the tool is recognised from the content.
+
+The tool's own verdict is shown (passed, completed, failure_reason, warnings);
+exit 1 when it says the run failed or was cut short, 2 when the file cannot be
+read or parsed, else 0.
+
+Examples:
+
+  nvtest parse nccl-tests logs/node017/nccl.log --json
+
+  nvtest parse dmesg.txt
+
+  nvtest parse --list
+"""
+
+
+def _rows(prefix: str, value: Any, out: list[tuple[str, str]], limit: int = 400) -> None:
+    """Flatten a JSON-able value into (path, text) rows for the table view."""
+    if len(out) >= limit:
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _rows(f"{prefix}.{k}" if prefix else k, v, out, limit)
+    elif isinstance(value, list) and value and isinstance(value[0], (dict, list)):
+        for i, v in enumerate(value):
+            _rows(f"{prefix}[{i}]", v, out, limit)
+    else:
+        out.append((prefix, json.dumps(value) if not isinstance(value, str) else value))
+
+
+#: Properties of a record that carry the tool's own verdict (not in ``to_jsonable``).
+SIGNALS = ("passed", "completed", "failure_reason")
+
+
+@dataclasses.dataclass
+class _Verdict:
+    """What the record says of the run: its failures and warnings, with their paths."""
+
+    passed: bool | None = None
+    failures: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+
+def _with_signals(record: Any, data: Any, path: str, verdict: _Verdict) -> Any:
+    """``data`` (``to_jsonable(record)``) with the verdict properties of every record in
+    the tree added, first in their mapping; failures and warnings collected in ``verdict``."""
+    if isinstance(record, (list, tuple)) and isinstance(data, list):
+        return [
+            _with_signals(r, d, f"{path}[{i}]", verdict)
+            for i, (r, d) in enumerate(zip(record, data, strict=True))
+        ]
+    if not (dataclasses.is_dataclass(record) and isinstance(data, dict)):
+        return data
+    signals = {
+        name: getattr(record, name)
+        for name in SIGNALS
+        if isinstance(getattr(type(record), name, None), property) and name not in data
+    }
+    where = f"{path}: " if path else ""
+    failed = signals.get("passed") is False or signals.get("completed") is False
+    if failed and signals.get("failure_reason"):
+        verdict.failures.append(f"{where}{signals['failure_reason']}")
+    verdict.warnings.extend(f"{where}{w}" for w in getattr(record, "warnings", ()) or ())
+    before = len(verdict.failures)
+    out = {**signals, **data}
+    for f in dataclasses.fields(record):
+        sub = f"{path}.{f.name}".lstrip(".")
+        out[f.name] = _with_signals(getattr(record, f.name), data[f.name], sub, verdict)
+    if failed and not signals.get("failure_reason") and len(verdict.failures) == before:
+        # no reason here nor below: say which signal is false
+        false = [k for k in ("passed", "completed") if signals.get(k) is False]
+        verdict.failures.append(f"{where}{', '.join(false)}: false")
+    return out
+
+
+def _fail(console: Console, message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(EXIT_CONFIG)
+
+
+@app.command("parse", help=_HELP)
+def parse_command(
+    args: Annotated[
+        list[str] | None, typer.Argument(metavar="[TOOL] FILE", show_default=False)
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
+    list_tools: Annotated[
+        bool, typer.Option("--list", help="List the tools, one per line.")
+    ] = False,
+) -> None:
+    out = Console(soft_wrap=True)
+    err = Console(stderr=True, soft_wrap=True)
+    if list_tools:
+        for name in tool_names():
+            typer.echo(name)
+        return
+    args = args or []
+    if len(args) not in (1, 2):
+        raise _fail(err, "expected [TOOL] FILE")
+    tool, file = (None, args[0]) if len(args) == 1 else (args[0], args[1])
+    if tool is not None and tool not in PARSERS:
+        raise _fail(err, f"unknown tool {tool!r}; known: {', '.join(tool_names())}")
+    try:
+        text = Path(file).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise _fail(err, f"cannot read {file}: {exc.strerror or exc}") from None
+    if tool is None:
+        tool = detect(text)
+        if tool is None:
+            raise _fail(
+                err, f"{file}: no parser recognised the content (tried: {', '.join(PARSERS)})"
+            )
+    try:
+        record = parse(tool, text)
+    except ParseError as exc:
+        raise _fail(err, f"{file}: {exc}") from None
+    verdict = _Verdict()
+    data = _with_signals(record, to_jsonable(record), "", verdict)
+    if isinstance(getattr(type(record), "passed", None), property):
+        verdict.passed = bool(record.passed) and not verdict.failures
+    elif verdict.failures:
+        verdict.passed = False
+    if as_json:
+        doc = {
+            "tool": tool,
+            "passed": verdict.passed,
+            "failures": verdict.failures,
+            "warnings": verdict.warnings,
+            "record": data,
+        }
+        typer.echo(json.dumps(doc, indent=2))
+    else:
+        rows: list[tuple[str, str]] = []
+        _rows("", data, rows)
+        table = Table(title=f"{file} ({tool})", show_lines=False)
+        table.add_column("field")
+        table.add_column("value")
+        for k, v in rows:
+            table.add_row(k, v)
+        out.print(table)
+    for w in verdict.warnings:
+        err.print(f"[yellow]warning:[/yellow] {file}: {w}", highlight=False)
+    if verdict.passed is False:
+        why = "; ".join(verdict.failures) or "passed: false"
+        err.print(
+            f"[yellow]warning:[/yellow] {file}: {tool} run failed or was cut short: {why}",
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_CHECK_FAILED)

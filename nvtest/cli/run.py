@@ -1,0 +1,347 @@
+"""``nvtest run``: run a suite on the nodes and write ``reports/<run-id>/``.
+
+The verb checks its inputs (suite, inventory, SKU, backend), writes
+``run_config.json`` and starts pytest with the nvtest plugin
+(:mod:`nvtest.run.plugin`) on the suite's modules; the plugin ends the run
+through :func:`nvtest.analysis.finish.finish_run`. ``--rerun-failed RUN_DIR``
+reruns the failed and errored items of an earlier run with its inventory, backend,
+options, SKU and overlay unless given again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from nvtest import __version__
+from nvtest.cli.app import app, console, err_console, fail, new_run_id, update_latest
+from nvtest.cli.options import with_options
+from nvtest.errors import (
+    EXIT_CHECK_FAILED,
+    EXIT_CONFIG,
+    EXIT_HARNESS,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    ConfigError,
+    NvtestError,
+)
+from nvtest.transports.options import SlurmOptions, SshOptions, cli_param_of
+
+__all__ = ["exit_code_of_run", "run"]
+
+
+def exit_code_of_run(run_dir: Path, pytest_rc: int) -> int:
+    """The exit code of a finished run from its results.json and pytest's exit code."""
+    from nvtest.results import load_results
+
+    if pytest_rc == 4:
+        return EXIT_CONFIG
+    if pytest_rc == 3:
+        return EXIT_HARNESS
+    try:
+        doc = load_results(run_dir)
+    except ConfigError:
+        return EXIT_HARNESS
+    run = doc.get("run", {})
+    if run.get("interrupted"):
+        return EXIT_INTERRUPTED if run.get("interrupt_signal") in (None, "SIGINT") else EXIT_HARNESS
+    if pytest_rc == 5 or not doc.get("results"):
+        err_console.print("nvtest: error: no check was selected (check -k and --suite)")
+        return EXIT_CONFIG
+    verdict = doc["summary"]["verdict"]
+    return EXIT_CHECK_FAILED if verdict in ("fail", "error") else EXIT_OK
+
+
+@dataclass
+class RunRequest:
+    """What the user asked ``nvtest run`` for, completed from an earlier run on a rerun."""
+
+    suite: str | None
+    inventory: Path | None
+    nodes: str | None
+    backend: str
+    sku: str | None
+    sku_dir: list[Path] | None
+    overlay: Path | None
+    timeout_scale: float
+    duration: float | None
+    ssh: SshOptions
+    slurm: SlurmOptions
+    #: backend option fields taken from the earlier run (not given again)
+    prev_options: dict[str, Any] = field(default_factory=dict)
+    rerun_items: list[tuple[str, str]] | None = None
+    rerun_of: str | None = None
+
+
+def _previous_config(run_dir: Path) -> dict[str, Any]:
+    """The ``run_config.json`` of an earlier run ({} when it has none, e.g. an old run).
+
+    Raises:
+        ConfigError: the file exists but is not valid JSON.
+    """
+    path = run_dir / "run_config.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ConfigError(f"unreadable: {exc}", path=str(path)) from exc
+    return data if isinstance(data, dict) else {}
+
+
+def _from_rerun(req: RunRequest, rerun_failed: Path, unset: Any) -> RunRequest:
+    """``req`` completed from the earlier run: what the user did not give again is taken from it.
+
+    Raises:
+        typer.Exit: (0) nothing failed in the earlier run.
+        ConfigError: its results.json or run_config.json is unreadable.
+    """
+    from nvtest.config.inventory import fold_hostlist
+    from nvtest.results import load_results
+
+    prev = load_results(rerun_failed)
+    items = [(r["check"], r["node"]) for r in prev["results"] if r["verdict"] in ("fail", "error")]
+    if not items:
+        console.print(f"nothing failed in {rerun_failed}: nothing to rerun")
+        raise typer.Exit(EXIT_OK)
+    before = _previous_config(rerun_failed)
+    prun = prev["run"]
+    req = replace(req, rerun_items=items, rerun_of=str(prun.get("run_id")))
+    if req.suite is None:
+        req.suite = str(before.get("suite") or prun.get("suite") or "delivery")
+    if unset("backend"):
+        req.backend = str(before.get("backend") or prun.get("backend") or req.backend)
+    if req.inventory is None and req.nodes is None and before.get("inventory"):
+        req.inventory = Path(before["inventory"])
+    if req.nodes is None:
+        req.nodes = fold_hostlist(sorted({n for _, n in items}))
+    if req.sku is None and before.get("sku"):
+        req.sku = str(before["sku"])
+    if req.sku_dir is None and before.get("sku_dirs"):
+        req.sku_dir = [Path(d) for d in before["sku_dirs"]]
+    if req.overlay is None and before.get("overlay"):
+        req.overlay = Path(before["overlay"])
+    if unset("timeout_scale") and before.get("timeout_scale"):
+        req.timeout_scale = float(before["timeout_scale"])
+    if req.duration is None and before.get("duration_s") is not None:
+        req.duration = float(before["duration_s"])
+    if req.backend == before.get("backend"):
+        params = {**cli_param_of(SshOptions), **cli_param_of(SlurmOptions)}
+        req.prev_options = {
+            k: v for k, v in (before.get("backend_options") or {}).items() if k in params and unset(params[k])
+        }
+    return req
+
+
+def _validate(req: RunRequest) -> Any:
+    """Load what the run will load, so a bad file fails before anything starts; the suite spec.
+
+    Raises:
+        ConfigError: a bad suite, inventory, hostlist, SKU profile, overlay or backend.
+    """
+    from nvtest.config.inventory import expand_hostlist, load_inventory, select_nodes
+    from nvtest.config.skus import load_catalog
+    from nvtest.config.suites import load_suite
+
+    spec = load_suite(req.suite or "delivery")
+    if req.inventory is not None:
+        inv = load_inventory(req.inventory)
+        if req.nodes is not None:
+            select_nodes(inv, req.nodes)
+    elif req.nodes is not None:
+        expand_hostlist(req.nodes)
+    catalog = load_catalog(list(req.sku_dir or []), req.overlay)
+    if req.sku:
+        catalog.get(req.sku)
+    if req.backend not in ("local", "ssh", "slurm"):
+        raise ConfigError(f"unknown backend {req.backend!r}; known: local, ssh, slurm", field="--backend")
+    return spec
+
+
+def _backend_options(req: RunRequest) -> dict[str, Any]:
+    """``run_config.json``'s backend_options: the backend's option set, the earlier run's on top.
+
+    Raises:
+        ConfigError: the slurm backend with no node source.
+    """
+    opts: dict[str, Any] = {}
+    if req.backend == "ssh":
+        opts = {k: v for k, v in req.ssh.as_kwargs().items() if v is not None}
+    elif req.backend == "slurm":
+        opts = req.slurm.as_kwargs()
+    opts.update(req.prev_options)
+    if req.backend == "slurm":
+        if not (req.inventory or req.nodes or opts.get("partition") or os.environ.get("SLURM_JOB_NODELIST")):
+            raise ConfigError("the slurm backend needs --nodes, --partition, --inventory or a Slurm allocation", field="--nodes")
+        if req.nodes is None and req.inventory is None:
+            from nvtest.config.inventory import fold_hostlist
+            from nvtest.transports.slurm import discover_nodes
+
+            names = discover_nodes(partition=opts.get("partition"), nodelist=os.environ.get("SLURM_JOB_NODELIST"))
+            req.nodes = fold_hostlist(names)
+    return opts
+
+
+def _make_run_dir(out: Path) -> tuple[str, Path, Path]:
+    """(run id, run directory, out): a new ``out/<run-id>/``, or the one ``nvtest submit`` chose.
+
+    Raises:
+        ConfigError: the directory cannot be created.
+    """
+    preset = os.environ.get("NVTEST_RUN_DIR")  # set by the batch script of `nvtest submit`
+    try:
+        if preset:
+            run_dir = Path(preset).resolve()
+            run_dir.mkdir(parents=True, exist_ok=True)
+            return run_dir.name, run_dir, run_dir.parent
+        run_id = new_run_id()
+        out.mkdir(parents=True, exist_ok=True)
+        run_dir = (out / run_id).resolve()
+        run_dir.mkdir(parents=True)
+        return run_id, run_dir, out
+    except OSError as exc:
+        raise ConfigError(f"cannot create the run directory: {exc.strerror or exc}", path=str(out), field="--out") from exc
+
+
+def pytest_args(run_dir: Path, targets: list[str], cfg_path: Path, progress: str, keyword: str | None) -> list[str]:
+    """pytest's argv for one run: the suite's modules with only the nvtest plugin's output."""
+    args = [
+        *targets,
+        "-c", str(run_dir / "pytest.ini"),
+        "--rootdir", str(run_dir),
+        "--import-mode=importlib",
+        "-p", "no:cacheprovider",
+        "-p", "no:terminal",
+        "-p", "no:randomly",
+        "-p", "no:xdist",  # one run is one process: a check is a phase of threads, not workers
+        "--capture=no",  # the live view draws on the terminal while checks run
+        "--nvtest-config", str(cfg_path),
+        "--nvtest-progress", progress,
+    ]  # fmt: skip
+    return [*args, "-k", keyword] if keyword else args
+
+
+@app.command(
+    epilog="Example: nvtest run --suite delivery --inventory rack07.yaml --backend ssh --out reports/",
+)
+@with_options(ssh=True, slurm=True)
+def run(
+    ctx: typer.Context,
+    suite: Annotated[
+        str | None, typer.Option(help="Suite name (nvtest list suites) or a suite YAML file. Default: delivery.")
+    ] = None,
+    inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file (nodes, groups, SKU, tags).")] = None,
+    nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist, e.g. 'gpu[001-004]'.")] = None,
+    backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
+    sku: Annotated[str | None, typer.Option(help="Force this SKU profile for every node (nvtest list skus).")] = None,
+    sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
+    overlay: Annotated[Path | None, typer.Option(help="Site overlay file that overrides thresholds.")] = None,
+    out: Annotated[Path, typer.Option(help="Where run directories are created.")] = Path("reports"),
+    keyword: Annotated[str | None, typer.Option("-k", help="pytest -k expression to select checks or nodes.")] = None,
+    timeout_scale: Annotated[float, typer.Option(help="Multiply every probe timeout by this.")] = 1.0,
+    duration: Annotated[
+        float | None, typer.Option(help="Seconds of sustained load for suites that have one (burnin).")
+    ] = None,
+    rerun_failed: Annotated[Path | None, typer.Option(help="Run only the failed and errored items of this run directory.")] = None,
+    progress: Annotated[str, typer.Option(help="auto, live, plain or none.")] = "auto",
+    drain_failed: Annotated[bool, typer.Option(help="slurm: drain nodes that failed, with the reason (opt-in).")] = False,
+    pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf (needs WeasyPrint or Chromium).")] = False,
+    *,
+    ssh: SshOptions,
+    slurm: SlurmOptions,
+) -> None:
+    """Run a suite on the nodes and write reports/<run-id>/ (results.json, junit.xml, report.html)."""
+    import pytest
+
+    from nvtest.config.suites import suite_targets
+    from nvtest.session.context import RunConfig
+
+    def unset(param: str) -> bool:
+        source = ctx.get_parameter_source(param)  # click's ParameterSource (vendored by typer)
+        return source is None or source.name == "DEFAULT"
+
+    req = RunRequest(suite, inventory, nodes, backend, sku, sku_dir, overlay, timeout_scale, duration, ssh, slurm)
+    try:
+        if rerun_failed is not None:
+            req = _from_rerun(req, rerun_failed, unset)
+        spec = _validate(req)
+        backend_options = _backend_options(req)
+        run_id, run_dir, out = _make_run_dir(out)
+    except NvtestError as exc:
+        raise fail(exc) from exc
+    cfg = RunConfig(
+        run_id=run_id,
+        run_dir=str(run_dir),
+        suite=spec.name,
+        backend=req.backend,
+        backend_options=backend_options,
+        inventory=str(req.inventory.resolve()) if req.inventory else None,
+        nodes=req.nodes,
+        sku=req.sku,
+        sku_dirs=[str(p.resolve()) for p in (req.sku_dir or [])],
+        overlay=str(req.overlay.resolve()) if req.overlay else None,
+        command_line=shlex.join(["nvtest", *sys.argv[1:]]),
+        timeout_scale=req.timeout_scale,
+        duration_s=req.duration,
+        rerun_of=req.rerun_of,
+        rerun_items=req.rerun_items,
+    )
+    cfg_path = run_dir / "run_config.json"
+    cfg_path.write_text(cfg.model_dump_json(indent=1), encoding="utf-8")
+    (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}; writing {run_dir}")
+    rc = int(pytest.main(pytest_args(run_dir, suite_targets(spec), cfg_path, progress, keyword)))
+    code = exit_code_of_run(run_dir, rc)
+    if code == EXIT_CONFIG or not (run_dir / "results.json").is_file():
+        # nothing was measured (a usage error, no check selected): leave no empty run behind
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise typer.Exit(code)
+    update_latest(out, run_dir)
+    _after_run(run_dir, cfg, code, drain=drain_failed, pdf=pdf)
+    raise typer.Exit(code)
+
+
+def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool) -> None:
+    """Drain (opt-in), the PDF (opt-in), then the summary on the console."""
+    if drain and cfg.backend == "slurm" and code in (EXIT_OK, EXIT_CHECK_FAILED):
+        from nvtest.run.drain import drain_failed_nodes
+
+        drain_failed_nodes(run_dir, cfg.backend_options)
+    if pdf:
+        from nvtest.report import render_pdf
+
+        try:
+            render_pdf(run_dir)
+        except NvtestError as exc:
+            err_console.print(f"nvtest: error: report.pdf not written: {exc}", markup=False, highlight=False)
+    print_summary(run_dir)
+
+
+def print_summary(run_dir: Path) -> None:
+    """The run's overall verdict, its failing items and the report's path, on the console."""
+    from nvtest.results import load_results
+
+    try:
+        doc = load_results(run_dir)
+    except ConfigError as exc:
+        err_console.print(f"nvtest: no results.json: {exc}")
+        return
+    s = doc["summary"]
+    nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items() if v)
+    incomplete = f"  ({s['incomplete']})" if s.get("incomplete") else ""
+    console.print(f"overall: {s['verdict'].upper()}{incomplete}  nodes: {nodes}", markup=False, highlight=False)
+    bad = [r for r in doc["results"] if r["verdict"] in ("fail", "error")]
+    for r in bad[:20]:
+        console.print(f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}", markup=False, highlight=False)
+    if len(bad) > 20:
+        console.print(f"  ... and {len(bad) - 20} more (see the report)")
+    console.print(f"report: {run_dir / 'report.html'}")
+

@@ -1,0 +1,223 @@
+"""Which nodes a run targets, and how to reach each: the inventory file and ``--nodes``.
+
+An inventory file (YAML) names nodes with hostlist expressions (``gpu[001-128]``,
+expanded by ClusterShell's NodeSet) and gives per-group or per-node settings::
+
+    cluster: rack07
+    defaults: {user: root, python: python3, sku: h100-sxm-80gb}
+    nodes:
+      - names: gpu[001-064]
+        tags: {rack: r07a}
+      - names: gpu[065-128]
+        tags: {rack: r07b}
+      - names: gpu017
+        address: 10.0.0.17
+        port: 2222
+
+Later entries override earlier ones for the same node; ``defaults`` comes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+from pydantic import BaseModel, ConfigDict, Field
+
+from nvtest.config.loader import load_yaml_with_lines, validate_model
+from nvtest.errors import ConfigError
+
+__all__ = ["Inventory", "InventoryFile", "Node", "NodeSettings", "expand_hostlist", "fold_hostlist", "load_inventory", "select_nodes"]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the cluster under test.
+
+    Attributes:
+        name: the node's name in reports (``gpu017``).
+        address: host or IP to connect to; None means ``name`` (or ~/.ssh/config).
+        port: SSH port; None means the SSH config's or 22.
+        user: SSH user; None means the SSH config's or the current user.
+        key_file: path of a private key file; never logged.
+        python: the node-side Python interpreter used to run probes.
+        sku: a forced SKU profile name; None means detect from the node's inventory.
+        tags: free labels (``rack``, ``rail``) shown and filterable in the report.
+        probe_dir: a shared path where the probes already are; None means ship them.
+    """
+
+    name: str
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    key_file: str | None = None
+    python: str = "python3"
+    sku: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    probe_dir: str | None = None
+
+    def public_dict(self) -> dict[str, Any]:
+        """The node's settings for reports: everything but the key file path."""
+        return {
+            "name": self.name,
+            "address": self.address,
+            "port": self.port,
+            "user": self.user,
+            "python": self.python,
+            "sku": self.sku,
+            "tags": dict(self.tags),
+        }
+
+
+class NodeSettings(BaseModel):
+    """Settings that a group entry or ``defaults`` gives its nodes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    key_file: str | None = None
+    python: str | None = None
+    sku: str | None = None
+    tags: dict[str, str] | None = None
+    probe_dir: str | None = None
+
+
+class NodeEntry(NodeSettings):
+    """One ``nodes:`` entry: a hostlist expression and its settings."""
+
+    names: str
+
+
+class InventoryFile(BaseModel):
+    """The schema of an inventory YAML file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cluster: str | None = None
+    defaults: NodeSettings = NodeSettings()
+    nodes: list[NodeEntry]
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """The nodes of a run, in a stable sorted order, and the cluster name."""
+
+    nodes: tuple[Node, ...]
+    cluster: str | None = None
+    source: str | None = None
+
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+
+#: Longest node name accepted: a DNS name is at most 253 characters.
+MAX_NODE_NAME = 253
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """Expand ``gpu[001-004],login1`` into names, sorted as NodeSet sorts them.
+
+    Raises:
+        ConfigError: the expression is not a valid hostlist.
+    """
+    if not expr.strip():
+        raise ConfigError("empty hostlist", field="nodes")
+    try:
+        names = list(NodeSet(expr))
+    except (NodeSetParseError, ValueError) as exc:
+        raise ConfigError(f"invalid hostlist {expr!r}: {exc}", field="nodes") from exc
+    if not names:
+        raise ConfigError(f"hostlist {expr!r} names no node", field="nodes")
+    for name in names:
+        if len(name) > MAX_NODE_NAME:
+            raise ConfigError(f"node name of {len(name)} characters (at most {MAX_NODE_NAME}): {name[:40]}...", field="nodes")
+    return names
+
+
+def fold_hostlist(names: list[str]) -> str:
+    """Fold node names back into a hostlist expression (``gpu[001-004]``)."""
+    return str(NodeSet.fromlist(names)) if names else ""
+
+
+def _merge(base: dict[str, Any], settings: NodeSettings) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in settings.model_dump(exclude_none=True).items():
+        if key == "names":
+            continue
+        if key == "tags":
+            out["tags"] = {**out.get("tags", {}), **value}
+        else:
+            out[key] = value
+    return out
+
+
+def build_inventory(spec: InventoryFile, *, source: str | None = None, lines: dict | None = None) -> Inventory:
+    """Expand an :class:`InventoryFile` into nodes (later entries override earlier)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for i, entry in enumerate(spec.nodes):
+        try:
+            names = expand_hostlist(entry.names)
+        except ConfigError as exc:
+            line = (lines or {}).get(("nodes", i, "names"))
+            raise ConfigError(exc.reason, path=source, line=line, field=f"nodes.{i}.names") from exc
+        for name in names:
+            base = merged.get(name) or _merge({}, spec.defaults)
+            merged[name] = _merge(base, entry)
+    nodes = tuple(
+        Node(name=name, **{k: v for k, v in merged[name].items()}) for name in sorted(merged, key=_natural_key)
+    )
+    return Inventory(nodes=nodes, cluster=spec.cluster, source=source)
+
+
+def _natural_key(name: str) -> tuple[Any, ...]:
+    import re
+
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def load_inventory(path: Path) -> Inventory:
+    """Read and validate an inventory file.
+
+    Raises:
+        ConfigError: naming the file, the line and the field of the first problem.
+    """
+    data, lines = load_yaml_with_lines(path)
+    if data is None:
+        raise ConfigError("inventory file is empty", path=str(path))
+    spec = validate_model(InventoryFile, data, path=str(path), lines=lines)
+    if not spec.nodes:
+        raise ConfigError("no nodes: `nodes:` is empty", path=str(path), line=lines.get(("nodes",)), field="nodes")
+    return build_inventory(spec, source=str(path), lines=lines)
+
+
+def select_nodes(inventory: Inventory, expr: str) -> Inventory:
+    """The nodes of ``inventory`` named by the hostlist ``expr`` (``--inventory`` with ``--nodes``).
+
+    Raises:
+        ConfigError: ``expr`` is not a valid hostlist, or names a node the inventory lacks.
+    """
+    wanted = expand_hostlist(expr)
+    known = inventory.by_name()
+    missing = [n for n in wanted if n not in known]
+    if missing:
+        raise ConfigError(
+            f"--nodes names {fold_hostlist(missing)}, not in the inventory", path=inventory.source, field="nodes"
+        )
+    chosen = set(wanted)
+    return Inventory(
+        nodes=tuple(n for n in inventory.nodes if n.name in chosen), cluster=inventory.cluster, source=inventory.source
+    )
+
+
+def inventory_from_hostlist(expr: str, **settings: Any) -> Inventory:
+    """An inventory of the nodes of a hostlist expression, all with ``settings``."""
+    names = expand_hostlist(expr)
+    return Inventory(nodes=tuple(Node(name=n, **settings) for n in sorted(names, key=_natural_key)))

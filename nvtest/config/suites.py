@@ -1,0 +1,100 @@
+"""Suite definitions: ``configs/suites/<name>.yaml`` lists the check modules a suite runs.
+
+::
+
+    name: delivery
+    description: Full acceptance of delivered nodes.
+    checks:
+      - inventory/test_inventory.py
+      - memory/test_stream.py
+      - compute/test_gemm.py::test_gemm
+
+Paths are relative to the suites directory (``suites/`` in a checkout).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from nvtest.config.loader import load_model
+from nvtest.config.resources import configs_dir, suites_dir
+from nvtest.errors import ConfigError
+
+__all__ = ["SuiteSpec", "check_names", "list_suites", "load_suite", "suite_targets"]
+
+
+class SuiteSpec(BaseModel):
+    """One suite file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    checks: list[str]
+
+
+def list_suites() -> dict[str, SuiteSpec]:
+    """All bundled suites by name.
+
+    Raises:
+        ConfigError: a suite file is invalid.
+    """
+    return {p.stem: load_suite(p.stem) for p in sorted((configs_dir() / "suites").glob("*.yaml"))}
+
+
+def load_suite(name_or_path: str) -> SuiteSpec:
+    """A suite by name (bundled) or by path to a YAML file.
+
+    Raises:
+        ConfigError: unknown suite, invalid file, or a listed check module that does not exist.
+    """
+    path = Path(name_or_path)
+    if not (path.suffix in (".yaml", ".yml") and path.is_file()):
+        path = configs_dir() / "suites" / f"{name_or_path}.yaml"
+        if not path.is_file():
+            known = ", ".join(p.stem for p in sorted((configs_dir() / "suites").glob("*.yaml")))
+            raise ConfigError(f"unknown suite {name_or_path!r}; known: {known}", field="suite")
+    spec = load_model(SuiteSpec, path)
+    for i, entry in enumerate(spec.checks):
+        module = entry.split("::", 1)[0]
+        if not (suites_dir() / module).is_file():
+            raise ConfigError(f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}")
+    return spec
+
+
+def check_names(module: str) -> list[str]:
+    """The check names a suite module defines (its ``@pytest.mark.check("name")`` or,
+    without one, ``test_<name>``), read from its source without importing it."""
+    import ast
+
+    tree = ast.parse((suites_dir() / module.split("::", 1)[0]).read_text(encoding="utf-8"))
+    names: list[str] = []
+    for fn in tree.body:
+        if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test_"):
+            continue
+        name = fn.name.removeprefix("test_")
+        for dec in fn.decorator_list:
+            if (
+                isinstance(dec, ast.Call)
+                and isinstance(dec.func, ast.Attribute)
+                and dec.func.attr == "check"
+                and dec.args
+                and isinstance(dec.args[0], ast.Constant)
+            ):
+                name = str(dec.args[0].value)
+        if "::" not in module or module.endswith(f"::{fn.name}"):
+            names.append(name)
+    return names
+
+
+def suite_targets(spec: SuiteSpec) -> list[str]:
+    """The pytest arguments (absolute node ids) for a suite's checks."""
+    base = suites_dir()
+    out = []
+    for entry in spec.checks:
+        module, _, func = entry.partition("::")
+        target = str(base / module)
+        out.append(f"{target}::{func}" if func else target)
+    return out

@@ -1,0 +1,238 @@
+"""Which node failing pairs point at, and the second pass that confirms it (pure).
+
+A pair test measures a link between two nodes; a failing pair does not say which end is at
+fault. The rules, as the CHS pairwise NCCL test and Imbue's host validation apply them:
+
+1. **Suspects.** Take the failing pairs; repeatedly blame the node that appears in the most
+   still-unexplained failing pairs (at least two): that node is *common* to those failures and
+   they are explained by it. A failing pair left unexplained (each of its nodes failed once)
+   makes both of its nodes suspects (*ambiguous*).
+2. **Known-good nodes**: not suspects, at least one passing pair, no pair that erred.
+3. **Second pass** (:func:`repair_rounds`): each suspect is paired with a known-good node
+   (no node twice in a round) and tested again.
+4. **Attribution** (:func:`attribute`): a suspect that fails again with a known-good node is
+   the faulty node (``fail``); one that passes with a known-good node is cleared (``warn``:
+   the first-pass failure is on its partner or on the path between them). With no known-good
+   node to re-pair with, a *common* suspect fails on the first-pass evidence and an ambiguous
+   one fails with "cannot isolate". A node whose failing pairs are all explained by a suspect
+   confirmed faulty passes (the failure is noted). A pair that could not run (``error``)
+   gives its nodes ``error`` unless they have a worse verdict.
+
+A failing pair is never turned into a pass by a retry: the second pass only decides which of
+its two nodes the failure belongs to.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nvtest.jobs.pairs import Pair, Round
+
+__all__ = ["NodeFinding", "PairOutcome", "Suspicion", "attribute", "find_suspects", "repair_rounds"]
+
+Status = Literal["pass", "fail", "error"]
+
+
+@dataclass(frozen=True)
+class PairOutcome:
+    """The result of one pair test.
+
+    Attributes:
+        pair: (first, second) as scheduled (first = server or launcher).
+        status: ``pass``, ``fail`` (below the floor, wrong results, a tool-reported fabric
+            error) or ``error`` (could not run: unreachable, timeout, unreadable output).
+        value: the measured figure (e.g. Gb/s), None when none.
+        unit: unit of ``value``.
+        reason: why not a pass ("" for a pass).
+        round: the round index; second-pass rounds continue the numbering.
+        second_pass: True for a re-pairing with a known-good node.
+        label: what was measured (e.g. the HCA name); "" when one test per pair.
+        logs: node name -> evidence path of this pair's commands.
+        command: the command lines run, one per line.
+    """
+
+    pair: Pair
+    status: Status
+    value: float | None = None
+    unit: str = ""
+    reason: str = ""
+    round: int = 0
+    second_pass: bool = False
+    label: str = ""
+    logs: dict[str, str] = field(default_factory=dict)
+    command: str = ""
+
+    def peer(self, node: str) -> str:
+        """The other node of the pair."""
+        a, b = self.pair
+        return b if node == a else a
+
+    def describe(self) -> str:
+        """``node01<->node02 [mlx5_0]: 12.3 Gb/s (reason)``."""
+        a, b = self.pair
+        lab = f" [{self.label}]" if self.label else ""
+        val = f"{self.value:.4g} {self.unit}" if self.value is not None else "no value"
+        return f"{a}<->{b}{lab}: {val}" + (f" ({self.reason})" if self.reason else "")
+
+
+@dataclass(frozen=True)
+class Suspicion:
+    """The first pass read: suspects, which are common to several failures, the known-good."""
+
+    suspects: tuple[str, ...]
+    common: frozenset[str]
+    known_good: tuple[str, ...]
+    explained_by: dict[Pair, str]
+
+
+@dataclass(frozen=True)
+class NodeFinding:
+    """One node's verdict from the pair tests it took part in."""
+
+    node: str
+    verdict: Status | Literal["warn"]
+    reason: str
+    outcomes: tuple[PairOutcome, ...]
+
+
+def _key(pair: Pair) -> Pair:
+    a, b = pair
+    return (a, b) if a <= b else (b, a)
+
+
+def find_suspects(nodes: Sequence[str], outcomes: Iterable[PairOutcome]) -> Suspicion:
+    """Read the first pass: see the module docstring, rules 1 and 2."""
+    outs = list(outcomes)
+    failing = sorted({_key(o.pair) for o in outs if o.status == "fail"})
+    unexplained = set(failing)
+    explained_by: dict[Pair, str] = {}
+    common: set[str] = set()
+    while unexplained:
+        counts = Counter(n for p in unexplained for n in p)
+        node, count = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        if count < 2:
+            break
+        common.add(node)
+        for p in [p for p in unexplained if node in p]:
+            explained_by[p] = node
+            unexplained.discard(p)
+    suspects = set(common) | {n for p in unexplained for n in p}
+    passed = {n for o in outs if o.status == "pass" for n in o.pair}
+    erred = {n for o in outs if o.status == "error" for n in o.pair}
+    good = tuple(n for n in nodes if n in passed and n not in suspects and n not in erred)
+    order = sorted(
+        suspects, key=lambda n: (n not in common, list(nodes).index(n) if n in nodes else 0)
+    )
+    return Suspicion(tuple(order), frozenset(common), good, explained_by)
+
+
+def repair_rounds(suspicion: Suspicion) -> list[Round]:
+    """Pair every suspect with a known-good node; rounds keep every node to one pair.
+
+    Suspect i meets known-good node i mod G in round i // G (G known-good nodes), so a round
+    holds at most G pairs and no node twice. Empty when there is no known-good node.
+    """
+    good = suspicion.known_good
+    if not good:
+        return []
+    rounds: list[list[Pair]] = []
+    for i, suspect in enumerate(suspicion.suspects):
+        r = i // len(good)
+        while len(rounds) <= r:
+            rounds.append([])
+        rounds[r].append((good[i % len(good)], suspect))
+    return [tuple(r) for r in rounds]
+
+
+def attribute(
+    nodes: Sequence[str],
+    first: Sequence[PairOutcome],
+    second: Sequence[PairOutcome] = (),
+    suspicion: Suspicion | None = None,
+) -> dict[str, NodeFinding]:
+    """Each node's finding from the first and second pass (module docstring, rules 3 and 4)."""
+    sus = suspicion or find_suspects(nodes, first)
+    by_node: dict[str, list[PairOutcome]] = {n: [] for n in nodes}
+    for o in [*first, *second]:
+        for n in o.pair:
+            by_node.setdefault(n, []).append(o)
+    confirmed: set[str] = set()
+    cleared: set[str] = set()
+    for s in sus.suspects:
+        mine = [o for o in second if s in o.pair]
+        if any(o.status == "fail" for o in mine):
+            confirmed.add(s)
+        elif mine and all(o.status == "pass" for o in mine):
+            cleared.add(s)
+    out: dict[str, NodeFinding] = {}
+    for n in nodes:
+        outs = tuple(by_node.get(n, ()))
+        out[n] = _finding(n, outs, sus, confirmed, cleared)
+    return out
+
+
+def _finding(
+    n: str, outs: tuple[PairOutcome, ...], sus: Suspicion, confirmed: set[str], cleared: set[str]
+) -> NodeFinding:
+    fails = [o for o in outs if o.status == "fail" and not o.second_pass]
+    again = [o for o in outs if o.second_pass and n == o.pair[1]]
+    errors = [o for o in outs if o.status == "error"]
+    listed = "; ".join(o.describe() for o in fails[:4]) + (
+        f" (+{len(fails) - 4} more)" if len(fails) > 4 else ""
+    )
+    if n in confirmed:
+        bad = next(o for o in again if o.status == "fail")
+        return NodeFinding(
+            n,
+            "fail",
+            f"fails with known-good node {bad.peer(n)} too: {bad.describe()}; first pass: {listed}",
+            outs,
+        )
+    if n in cleared:
+        return NodeFinding(
+            n,
+            "warn",
+            f"passed with known-good node {again[0].peer(n)}; first-pass failure(s) lie with the partner or the path: {listed}",
+            outs,
+        )
+    if n in sus.suspects:
+        if again:
+            return NodeFinding(
+                n,
+                "fail",
+                f"re-pairing could not run ({again[0].describe()}); first pass: {listed}",
+                outs,
+            )
+        if n in sus.common:
+            return NodeFinding(
+                n,
+                "fail",
+                f"common to {len(fails)} failing pairs (no known-good node to re-pair with): {listed}",
+                outs,
+            )
+        return NodeFinding(
+            n,
+            "fail",
+            f"pair failed and no known-good node to re-pair with, cannot isolate: {listed}",
+            outs,
+        )
+    if fails:
+        blamed = sorted({sus.explained_by.get(_key(o.pair), o.peer(n)) for o in fails})
+        if all(b in confirmed or (b in sus.common and b not in cleared) for b in blamed):
+            return NodeFinding(
+                n, "pass", f"failing pair(s) attributed to {', '.join(blamed)}", outs
+            )
+        return NodeFinding(
+            n,
+            "warn",
+            f"failed with {', '.join(blamed)}, which passed with a known-good node: {listed}",
+            outs,
+        )
+    if errors:
+        return NodeFinding(n, "error", "; ".join(o.describe() for o in errors[:3]), outs)
+    if not outs:
+        return NodeFinding(n, "error", "no pair test ran on this node", outs)
+    return NodeFinding(n, "pass", "", outs)

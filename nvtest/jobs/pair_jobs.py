@@ -1,0 +1,249 @@
+"""What a pair runs, per tool, and how its output becomes a :class:`PairOutcome`.
+
+- :class:`TcpPairJob`: ``tcp_bw_probe.py serve`` / ``send`` (TCP, any node; the variant that
+  runs where no RDMA device exists). Metric ``tcp_gbit_s`` (Gb/s) of check ``tcp_bw``.
+- :class:`PerftestPairJob`: perftest ``ib_write_bw`` per HCA (``-d HCA -i PORT -p TCPPORT -s
+  SIZE --report_gbits -F -D SECONDS [-x GID] [--use_cuda=GPU]``, the client adds the server's
+  address). Metric ``bw_avg_gbit_s`` (Gb/s, the client's average) of check ``ib_write_bw``.
+- :class:`NcclPairJob`: nccl-tests over mpirun on the two nodes (launcher style), judged by
+  :func:`~nvtest.jobs.nccl.judge_output`; metric ``<op>_busbw_gbps`` (GB/s).
+
+A pair passes when its tool ran, reported no error and its figure is inside the client
+node's SKU threshold; a tool-reported fabric error (perftest ``Couldn't connect``,
+``Completion with error``; a TCP connection that carried no data; NCCL wrong results) fails
+it; a command that never completed (timeout, unreachable) is an ``error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from nvtest.config.inventory import Node
+from nvtest.errors import ParseError, ProbeError
+from nvtest.jobs.base import address, judge_value, probe_argv
+from nvtest.jobs.blame import PairOutcome
+from nvtest.jobs.launch import MpiOptions, mpirun_argv
+from nvtest.jobs.nccl import NcclRecipe, judge_output, perf_argv
+from nvtest.jobs.pair_runner import PairJob
+from nvtest.jobs.pairs import Pair
+from nvtest.parsers import perftest
+from nvtest.session.probe import parse_probe_json
+from nvtest.transports.base import Command, CommandResult
+from nvtest.verdict import Verdict
+
+if TYPE_CHECKING:
+    from nvtest.session.context import RunContext
+
+__all__ = ["NcclPairJob", "PerftestPairJob", "TcpPairJob", "outcome_from_value"]
+
+
+def outcome_from_value(
+    ctx: RunContext,
+    node: Node,
+    pair: Pair,
+    check: str,
+    metric: str,
+    value: float | None,
+    unit: str,
+    command: str,
+) -> PairOutcome:
+    """A measured pair: ``fail`` when the value is outside ``node``'s SKU threshold."""
+    verdict, reason = judge_value(ctx, node, check, metric, value, unit)
+    if verdict is Verdict.FAIL:
+        return PairOutcome(pair, "fail", value, unit, reason, command=command)
+    if verdict is Verdict.ERROR:
+        return PairOutcome(pair, "error", value, unit, reason, command=command)
+    return PairOutcome(pair, "pass", value, unit, command=command)
+
+
+class TcpPairJob(PairJob):
+    """TCP bandwidth with nvtest's own probe (check ``tcp_bw``, metric ``tcp_gbit_s``)."""
+
+    name = "tcp_bw"
+    metric = "tcp_gbit_s"
+
+    def __init__(
+        self, ctx: RunContext, *, seconds: float = 2.0, streams: int = 1, timeout_s: float = 90.0
+    ) -> None:
+        self.ctx = ctx
+        self.seconds = seconds
+        self.streams = streams
+        self.timeout_s = timeout_s
+
+    def server(self, server: Node, client: Node, label: str, port: int) -> Command:
+        return probe_argv(
+            self.ctx, server, "tcp_bw_probe.py", "serve", "--port", str(port),
+            "--streams", str(self.streams), "--timeout-s", str(int(self.timeout_s - 10)),
+        )  # fmt: skip
+
+    def client(self, client: Node, server: Node, label: str, port: int) -> Command:
+        return probe_argv(
+            self.ctx, client, "tcp_bw_probe.py", "send", "--host", address(server), "--port", str(port),
+            "--seconds", f"{self.seconds:g}", "--streams", str(self.streams),
+        )  # fmt: skip
+
+    def judge_complete(
+        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
+    ) -> PairOutcome:
+        a, b = pair
+        try:
+            doc = parse_probe_json(results[b])
+        except ProbeError as exc:
+            return PairOutcome(pair, "error", reason=f"client {b}: {exc}", command=command)
+        if doc.get("status") != "ok":
+            return PairOutcome(
+                pair, "fail", reason=f"client {b}: {doc.get('reason')}", command=command
+            )
+        value = float(doc["results"][0]["gbit_s"])
+        return outcome_from_value(
+            self.ctx, self.ctx.states[b].node, pair, self.name, self.metric, value, "Gb/s", command
+        )
+
+
+class PerftestPairJob(PairJob):
+    """perftest ``ib_write_bw`` per HCA (check ``ib_write_bw``, metric ``bw_avg_gbit_s``).
+
+    Recipe (``recipe.ib_write_bw``): ``size_bytes`` (default 8 MiB), ``seconds`` (``-D``,
+    default 5), ``ib_port`` (default 1), ``gid_index`` (RoCE; ``-x``), ``use_cuda`` (true:
+    ``--use_cuda=<gpu>`` with GPU = HCA position mod the node's GPU count, where the node has
+    GPUs), ``hcas`` (names; default the Active HCAs found on both nodes).
+    """
+
+    name = "ib_write_bw"
+    metric = "bw_avg_gbit_s"
+    tool = "ib_write_bw"
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        hcas: Callable[[Node], Sequence[str]],
+        recipe: Callable[[Node], dict[str, object]],
+        gpus: Callable[[Node], int],
+        timeout_s: float = 120.0,
+    ) -> None:
+        self.ctx = ctx
+        self._hcas = hcas
+        self._recipe = recipe
+        self._gpus = gpus
+        self.timeout_s = timeout_s
+
+    def labels(self, a: Node, b: Node) -> Sequence[str]:
+        theirs = set(self._hcas(b))
+        return [h for h in self._hcas(a) if h in theirs]
+
+    def argv(self, node: Node, label: str, port: int) -> list[str]:
+        """The ib_write_bw command line (server form; the client appends the server address)."""
+        r = self._recipe(node)
+        argv = [
+            self.tool, "-d", label, "-i", str(r.get("ib_port", 1)), "-p", str(port),
+            "-s", str(r.get("size_bytes", 8 * 1024 * 1024)), "--report_gbits", "-F",
+            "-D", str(r.get("seconds", 5)),
+        ]  # fmt: skip
+        if r.get("gid_index") is not None:
+            argv += ["-x", str(r["gid_index"])]
+        gpus = self._gpus(node)
+        if r.get("use_cuda") and gpus:
+            hcas = list(self._hcas(node))
+            argv.append(f"--use_cuda={hcas.index(label) % gpus if label in hcas else 0}")
+        return argv
+
+    def server(self, server: Node, client: Node, label: str, port: int) -> Command:
+        return self.argv(server, label, port)
+
+    def client(self, client: Node, server: Node, label: str, port: int) -> Command:
+        return [*self.argv(client, label, port), address(server)]
+
+    def judge_complete(
+        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
+    ) -> PairOutcome:
+        a, b = pair
+        errors: list[str] = []
+        value = None
+        for n in (b, a):
+            r = results.get(n)
+            if r is None:
+                continue
+            try:
+                log = perftest.parse(r.stdout + "\n" + r.stderr)
+            except ParseError as exc:
+                if n == b:
+                    return PairOutcome(pair, "error", reason=f"client {b}: {exc}", command=command)
+                continue
+            errors += [f"{n}: {e.message}" for e in log.errors]
+            if n == b:
+                value = log.best_bw_avg_gbit_s
+        if errors:
+            return PairOutcome(pair, "fail", value, "Gb/s", "; ".join(errors[:3]), command=command)
+        if value is None:
+            return PairOutcome(
+                pair, "error", reason=f"client {b}: no bandwidth row", command=command
+            )
+        node = self.ctx.states[b].node
+        return outcome_from_value(
+            self.ctx, node, pair, self.name, self.metric, value, "Gb/s", command
+        )
+
+
+class NcclPairJob(PairJob):
+    """nccl-tests on two nodes over mpirun, to localize the node behind a failing multi-node run."""
+
+    server_client = False
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        *,
+        check: str,
+        op: str,
+        recipe: NcclRecipe,
+        gpus: Callable[[Node], int],
+        env: dict[str, str],
+        mpi: MpiOptions,
+        timeout_s: float = 1200.0,
+    ) -> None:
+        self.ctx = ctx
+        self.name = f"{check}.pairs.{op}"
+        self.check = check
+        self.op = op
+        self.recipe = recipe
+        self._gpus = gpus
+        self.env = env
+        self.mpi = mpi
+        self.timeout_s = timeout_s
+
+    def launcher(self, a: Node, b: Node, label: str) -> Command:
+        hosts = [(a.name, max(1, self._gpus(a))), (b.name, max(1, self._gpus(b)))]
+        prog = perf_argv(self.op, self.recipe, 1)
+        env = " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))
+        return f"env {env} " + " ".join(
+            _quote(x) for x in mpirun_argv(hosts, prog, export=list(self.env), opts=self.mpi)
+        )
+
+    def judge_complete(
+        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
+    ) -> PairOutcome:
+        a, b = pair
+        r = results[a]
+        ranks = max(1, self._gpus(self.ctx.states[a].node)) + max(
+            1, self._gpus(self.ctx.states[b].node)
+        )
+        v = judge_output(
+            r.stdout + "\n" + r.stderr,
+            op=self.op,
+            max_bytes=self.recipe.max_bytes,
+            plateau_bytes=self.recipe.plateau_bytes,
+            expected_ranks=ranks,
+        )
+        if v.status != "pass":
+            return PairOutcome(pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=command)
+        node = self.ctx.states[a].node
+        return outcome_from_value(
+            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", v.busbw_gbps, "GB/s", command
+        )
+
+
+def _quote(x: str) -> str:
+    import shlex
+
+    return shlex.quote(x)

@@ -1,0 +1,1 @@
+"""One run from pytest's side: the plugin (hooks only), the live view, drain."""

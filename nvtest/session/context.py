@@ -1,0 +1,285 @@
+"""The state of one run: its configuration, nodes, transport, SKUs, facts and store.
+
+The CLI writes a :class:`RunConfig` as ``run_config.json`` in the run directory
+and starts pytest with ``--nvtest-config`` pointing at it; the plugin builds one
+:class:`RunContext` from it and keeps it in ``config.stash``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nvtest import __version__
+from nvtest.config.inventory import (
+    Inventory,
+    Node,
+    inventory_from_hostlist,
+    load_inventory,
+    select_nodes,
+)
+from nvtest.config.resources import probes_dir
+from nvtest.config.skus import Catalog, MatchResult, load_catalog
+from nvtest.errors import ConfigError
+from nvtest.results import ResultStore
+from nvtest.session.facts import NodeFacts, facts_from_probe
+from nvtest.session.phase import PhaseRunner
+from nvtest.transports import Transport, get_transport
+from nvtest.transports.local import local_hostname
+
+__all__ = ["NodeState", "RunConfig", "RunContext"]
+
+
+class RunConfig(BaseModel):
+    """Everything a run needs, as written by ``nvtest run`` to ``run_config.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    run_dir: str
+    suite: str = "delivery"
+    backend: str = "local"
+    backend_options: dict[str, Any] = Field(default_factory=dict)
+    inventory: str | None = None
+    nodes: str | None = None
+    sku: str | None = None
+    sku_dirs: list[str] = Field(default_factory=list)
+    overlay: str | None = None
+    command_line: str = ""
+    timeout_scale: float = 1.0
+    duration_s: float | None = None
+    rerun_of: str | None = None
+    rerun_items: list[tuple[str, str]] | None = None
+
+
+@dataclass
+class NodeState:
+    """What the run knows of one node: facts, SKU match, reachability."""
+
+    node: Node
+    facts: NodeFacts | None = None
+    match: MatchResult | None = None
+    down_reason: str | None = None
+    facts_log: str | None = None
+
+
+@dataclass
+class RunContext:
+    """The live state of a run; one per pytest session."""
+
+    config: RunConfig
+    inventory: Inventory
+    transport: Transport
+    catalog: Catalog
+    store: ResultStore
+    phases: PhaseRunner
+    run_dir: Path
+    states: dict[str, NodeState] = field(default_factory=dict)
+    probe_dirs: dict[str, str] = field(default_factory=dict)
+    check_nodes: dict[str, list[str]] = field(default_factory=dict)
+    interrupted: bool = False
+    started: bool = False
+    interrupt_signal: str | None = None
+    listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
+    _facts_lock: threading.Lock = field(default_factory=threading.Lock)
+    _facts_done: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> RunContext:
+        """Build the context: inventory, transport, catalog, store.
+
+        Raises:
+            ConfigError: bad inventory, hostlist, SKU or backend.
+        """
+        run_dir = Path(cfg.run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if cfg.inventory:
+            inv = load_inventory(Path(cfg.inventory))
+            if cfg.nodes:
+                inv = select_nodes(inv, cfg.nodes)
+        elif cfg.nodes:
+            settings: dict[str, Any] = {}
+            if cfg.backend == "local":
+                settings["python"] = sys.executable
+            inv = inventory_from_hostlist(cfg.nodes, **settings)
+        elif cfg.backend == "local":
+            inv = Inventory(nodes=(Node(name=local_hostname(), python=sys.executable),))
+        else:
+            raise ConfigError(f"backend {cfg.backend!r} needs --inventory or --nodes", field="nodes")
+        if cfg.backend == "local" and len(inv.nodes) != 1:
+            raise ConfigError(
+                f"the local backend runs one node (this machine); got {len(inv.nodes)}: use --backend ssh or slurm",
+                field="nodes",
+            )
+        catalog = load_catalog([Path(d) for d in cfg.sku_dirs], Path(cfg.overlay) if cfg.overlay else None)
+        if cfg.sku:
+            catalog.get(cfg.sku)
+        for node in inv.nodes:
+            if node.sku:
+                catalog.get(node.sku)
+        store = ResultStore(run_dir)
+        opts = dict(cfg.backend_options)
+        if cfg.backend in ("ssh", "slurm"):
+            opts.setdefault("run_id", cfg.run_id)
+            opts.setdefault("log", lambda msg: store.append("warning", {"message": msg}))
+        transport = get_transport(cfg.backend, **opts)
+        ctx = cls(
+            config=cfg,
+            inventory=inv,
+            transport=transport,
+            catalog=catalog,
+            store=store,
+            phases=PhaseRunner(transport, run_dir),
+            run_dir=run_dir,
+            states={n.name: NodeState(node=n) for n in inv.nodes},
+        )
+        return ctx
+
+    # -- events -------------------------------------------------------------------------
+    def emit(self, kind: str, payload: dict[str, Any]) -> None:
+        """Store an event and tell the listeners (the progress view)."""
+        self.store.append(kind, payload)
+        for fn in self.listeners:
+            fn(kind, payload)
+
+    def start(self) -> None:
+        """Write the run record (the run has begun)."""
+        self.started = True
+        cfg = self.config
+        self.emit(
+            "run",
+            {
+                "run_id": cfg.run_id,
+                "nvtest_version": __version__,
+                "command_line": cfg.command_line,
+                "started_at": time.time(),
+                "host": socket.gethostname(),
+                "user": os.environ.get("USER") or os.environ.get("LOGNAME"),
+                "backend": cfg.backend,
+                "suite": cfg.suite,
+                "cluster": self.inventory.cluster,
+                "inventory_file": self.inventory.source,
+                "forced_sku": cfg.sku,
+                "overlay": self.catalog.overlay_file,
+                "rerun_of": cfg.rerun_of,
+                "python": sys.version.split()[0],
+            },
+        )
+
+    # -- nodes --------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[Node]:
+        return list(self.inventory.nodes)
+
+    def gather_facts(self) -> None:
+        """Stage the probes and run the inventory probe on every node, once.
+
+        A node whose probe cannot run (unreachable, timeout) is marked down: its
+        later items get an ``error`` verdict at once, with this reason.
+        """
+        with self._facts_lock:
+            if self._facts_done:
+                return
+            self._facts_done = True
+            self.emit("phase", {"check": "inventory", "nodes": len(self.nodes)})
+            try:
+                self.probe_dirs = self.transport.stage(self.nodes, probes_dir())
+            except Exception as exc:  # a staging failure on one node must not stop the run
+                self.store.append("warning", {"message": f"staging probes failed: {exc}"})
+                self.probe_dirs = {}
+            results = self.phases.run(
+                "inventory",
+                self.nodes,
+                lambda n: [n.python, f"{self.probe_dirs.get(n.name, str(probes_dir()))}/inventory_probe.py"],
+                timeout_s=120 * self.config.timeout_scale,
+            )
+            for name, state in self.states.items():
+                res = results.get(name)
+                state.facts_log = self.phases.log_path("inventory", name)
+                if res is None or not res.completed:
+                    state.down_reason = (res.error if res else None) or "no result"
+                elif res.exit_code != 0:
+                    state.down_reason = f"inventory probe exited {res.exit_code}: {res.stderr.strip()[-300:]}"
+                else:
+                    try:
+                        state.facts = facts_from_probe(json.loads(res.stdout))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        state.down_reason = f"inventory probe output unreadable: {exc}"
+                self._match_sku(state)
+                self.emit(
+                    "node",
+                    {
+                        "name": name,
+                        "settings": state.node.public_dict(),
+                        "inventory": state.facts.to_json() if state.facts else None,
+                        "down_reason": state.down_reason,
+                        "sku": state.match.name if state.match else None,
+                        "sku_match": list(state.match.reasons) if state.match else [],
+                        "sku_forced": bool(state.match and state.match.forced),
+                        "inventory_log": state.facts_log,
+                    },
+                )
+            for sku in sorted({s.match.name for s in self.states.values() if s.match and s.match.name}):
+                prof = self.catalog.get(sku)
+                self.emit(
+                    "sku",
+                    {
+                        "name": sku,
+                        "description": prof.description,
+                        "file": self.catalog.files.get(sku),
+                        "thresholds": {
+                            c: {
+                                m: {**t.model_dump(exclude_none=True), "origin": self.catalog.origin(sku, c, m)}
+                                for m, t in ms.items()
+                            }
+                            for c, ms in prof.thresholds.items()
+                        },
+                        "sources": prof.sources,
+                        "expect": prof.expect.model_dump(exclude_none=True),
+                    },
+                )
+
+    def _match_sku(self, state: NodeState) -> None:
+        forced = state.node.sku or self.config.sku
+        if forced:
+            state.match = MatchResult(self.catalog.get(forced), (f"forced ({'inventory' if state.node.sku else '--sku'})",), True)
+            return
+        if state.facts is None:
+            state.match = None
+            return
+        state.match = self.catalog.match(state.facts.gpu_summary())
+        if state.match.profile is None:
+            self.store.append(
+                "warning",
+                {
+                    "message": f"{state.node.name}: no SKU profile matches ({'; '.join(state.match.reasons)}); "
+                    f"measuring with no thresholds. Known SKUs: {', '.join(self.catalog.names())}. "
+                    "Force one with --sku or write a profile (docs/skus.md).",
+                },
+            )
+
+    def close(self, *, interrupted: bool, harness_error: str | None = None) -> None:
+        """Write the end record and release the transport and the store."""
+        self.emit(
+            "end",
+            {
+                "ended_at": time.time(),
+                "interrupted": interrupted,
+                "interrupt_signal": self.interrupt_signal,
+                "harness_error": harness_error,
+            },
+        )
+        try:
+            self.transport.close()
+        finally:
+            self.store.close()
