@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from nvtest.testing.slurm_cluster import SlurmCluster
 
 REPO = Path(__file__).resolve().parent.parent
+#: recorded real tool outputs and other test data
+DATA = REPO / "tests" / "data"
+CORPUS = DATA / "corpus"
+#: the node-side probes as shipped
+PROBES = REPO / "nvtest" / "probes"
 NVTEST = [sys.executable, "-m", "nvtest.cli"]
 
 

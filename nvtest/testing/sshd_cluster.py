@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -216,6 +216,9 @@ class SSHDCluster:
             ``SetEnv``), as separate machines have: the login shell on a node then
             reads that node's (empty) rc files, not the controller user's. Off by
             default: tests run with the user's real HOME and PATH.
+        node_env: node name -> environment that node's sessions get (sshd ``SetEnv``),
+            e.g. ``{"PATH": tools.path_prefix()}`` to put stand-in tools
+            (:mod:`nvtest.testing.standin`) first on one node's PATH.
         startup_timeout_s: how long :meth:`start` waits for every sshd to listen.
 
     Attributes:
@@ -238,6 +241,7 @@ class SSHDCluster:
         python: str = "python3",
         extra_sshd_config: str = "",
         node_homes: bool = False,
+        node_env: Mapping[str, Mapping[str, str]] | None = None,
         sshd: str = SSHD_PATH,
         startup_timeout_s: float = 60.0,
     ) -> None:
@@ -250,6 +254,7 @@ class SSHDCluster:
         self.distinct_addresses = distinct_addresses
         self.extra_sshd_config = extra_sshd_config
         self.node_homes = node_homes
+        self.node_env = {k: dict(v) for k, v in (node_env or {}).items()}
         self.startup_timeout_s = startup_timeout_s
         self.user = getpass.getuser()
         self._own_dir = base_dir is None
@@ -348,10 +353,14 @@ class SSHDCluster:
 
     def _write_sshd_config(self, node: SimNode, extra: str) -> Path:
         path = node.dir / "sshd_config"
+        env = dict(self.node_env.get(node.name, {}))
         if self.node_homes:
             home = node.dir / "home"
             home.mkdir(exist_ok=True)
-            extra = f"SetEnv HOME={home}\n" + extra
+            env.setdefault("HOME", str(home))
+        if env:
+            pairs = " ".join(f'"{k}={v}"' for k, v in env.items())
+            extra = f"SetEnv {pairs}\n" + extra
         path.write_text(
             _SSHD_CONFIG.format(
                 name=node.name,

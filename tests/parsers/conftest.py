@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+from tests.conftest import CORPUS
 
 
 def corpus_files() -> list[Path]:

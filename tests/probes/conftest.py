@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-PROBES_SRC = Path(__file__).resolve().parents[2] / "nvtest" / "probes"
+from tests.conftest import PROBES
+
+PROBES_SRC = PROBES
 if str(PROBES_SRC) not in sys.path:
     sys.path.insert(0, str(PROBES_SRC))
 

@@ -12,7 +12,6 @@ import copy
 import html as htmllib
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,8 +22,9 @@ from nvtest.report.html import render_html
 from nvtest.report.pdf import pdf_html
 from nvtest.report.resilience import fmt_pct, resilience_view
 from nvtest.report.synthetic import synthetic_doc
+from tests.conftest import DATA as DATA_DIR
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "resilience_results.json"
+DATA = DATA_DIR / "resilience_results.json"
 
 
 @pytest.fixture

@@ -1,0 +1,126 @@
+"""nccl-tests verdicts on the corpus: normal, wrong results, truncated, failed init, too few ranks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nvtest.jobs.nccl import NICS_ONLY_ENV, NcclRecipe, judge_output, nccl_env, perf_argv
+from nvtest.parsers import nccl_tests
+from tests.conftest import CORPUS as CORPUS_ROOT
+
+CORPUS = CORPUS_ROOT / "nccl-tests"
+NORMAL = (CORPUS / "all_reduce_perf-2node-16xh100-a3mega-normal-8B-8G.txt").read_text()
+GIB = 1024**3
+
+
+def test_normal_two_node_run_passes_with_plateau_busbw():
+    v = judge_output(NORMAL, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
+    assert v.status == "pass", v.reasons
+    assert v.plateau_sizes == (8 * GIB,)
+    assert v.busbw_gbps == pytest.approx(338.82)  # the 8 GiB row, not "Avg bus bandwidth" 70.742
+    assert v.ranks == 16 and v.hosts == ("gpu-node-0001", "gpu-node-0002")
+
+
+def test_plateau_from_the_recipe_averages_the_largest_sizes():
+    v = judge_output(NORMAL, op="all_reduce", max_bytes=8 * GIB, plateau_bytes=2 * GIB)
+    assert v.plateau_sizes == (2 * GIB, 4 * GIB, 8 * GIB)
+    assert v.busbw_gbps == pytest.approx((318.40 + 330.58 + 338.82) / 3)
+
+
+def test_fewer_ranks_than_expected_is_an_error():
+    v = judge_output(NORMAL, op="all_reduce", max_bytes=8 * GIB, expected_ranks=32)
+    assert v.status == "error" and "16 ranks listed, 32 expected" in v.reason
+
+
+def test_truncated_run_is_an_error_not_a_pass():
+    cut = NORMAL[: NORMAL.index("  2147483648")]  # the job died after the 1 GiB row
+    v = judge_output(cut, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
+    assert v.status == "error"
+    assert "stopped at 1073741824 bytes before the requested 8589934592" in v.reason
+
+
+def test_integer_wrong_count_fails_whatever_the_bandwidth():
+    lines = NORMAL.splitlines()
+    i = next(k for k, line in enumerate(lines) if line.strip().startswith("4294967296"))
+    lines[i] = re.sub(r"(\s)0(\s+24365)", r"\g<1>7\2", lines[i])
+    v = judge_output("\n".join(lines), op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
+    assert v.status == "fail" and v.wrong == 7
+    assert "#wrong = 7 (sizes 4294967296)" in v.reason
+    assert v.busbw_gbps == pytest.approx(338.82)  # the bandwidth was fine: still a fail
+
+
+def test_legacy_wrong_results_out_of_bounds_fail():
+    text = (
+        CORPUS / "all_gather-FAILED-then-all_reduce-dgx2-12gpu-legacy-error-column-concatenated.txt"
+    ).read_text()
+    log = nccl_tests.parse(text)
+    from nvtest.jobs.nccl import judge_run
+
+    gather = judge_run(log.tests[0], op="all_gather", max_bytes=10737418240, expected_ranks=12)
+    assert gather.status == "fail" and "out of bounds values: 4" in gather.reason
+    reduce = judge_run(log.tests[1], op="all_reduce", max_bytes=8 * GIB, expected_ranks=12)
+    assert reduce.status == "pass" and reduce.busbw_gbps is not None
+
+
+def test_failed_init_names_the_site_and_host():
+    text = (
+        CORPUS / "all_reduce_perf-2node-init-failure-internal-error-openmpi-abort.txt"
+    ).read_text()
+    v = judge_output(text, op="all_reduce", max_bytes=134217728, expected_ranks=4)
+    assert v.status == "fail" and v.failure_site == "common.cu:959"
+    assert "NCCL failure at common.cu:959 on node001: internal error" in v.reason
+
+
+def test_legacy_cuda_error_fails():
+    text = (CORPUS / "all_reduce_perf-nccl1-legacy-header-cuda-error.txt").read_text()
+    v = judge_output(text, op="all_reduce")
+    assert (
+        v.status == "fail" and "all_reduce.cu:95" in v.reason and "unhandled cuda error" in v.reason
+    )
+
+
+def test_nccl_warn_lines_reach_the_reason_and_details():
+    text = NORMAL.replace(
+        "# Out of bounds values : 0 OK",
+        "gpu-node-0002:6733:6790 [0] NCCL WARN NET/IB : Got completion with error 12, opcode 0\n"
+        "gpu-node-0002: Test NCCL failure common.cu:1279 'remote process exited or there was a network error'\n"
+        "# Out of bounds values : 0 OK",
+    )
+    v = judge_output(text, op="all_reduce", max_bytes=8 * GIB)
+    assert v.status == "fail"
+    assert any("Got completion with error 12" in w for w in v.nccl_warnings)
+    assert "NCCL WARN" in v.reason and "common.cu:1279" in v.reason
+    assert v.details()["failure_site"] == "common.cu:1279"
+
+
+def test_not_nccl_output_is_an_error():
+    v = judge_output("bash: all_reduce_perf: command not found\n", op="all_reduce")
+    assert v.status == "error" and "unreadable" in v.reason
+
+
+def test_recipe_command_line_and_environment():
+    r = NcclRecipe.from_recipe(
+        {
+            "ops": ["all_reduce", "alltoall"],
+            "max_bytes": 2 * GIB,
+            "iters": 20,
+            "env": {"NCCL_IB_QPS_PER_CONNECTION": 4},
+        },
+        tests_dir="/opt/nccl-tests/build",
+    )
+    assert perf_argv("alltoall", r, 8) == [
+        "/opt/nccl-tests/build/alltoall_perf", "-b", "8", "-e", "2147483648", "-f", "2", "-g", "8", "-c", "1", "-n", "20",
+    ]  # fmt: skip
+    env = nccl_env(r, {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "HOME": "/root"}, nics_only=True)
+    assert env == {
+        "NCCL_DEBUG": "INFO",
+        "NCCL_IB_HCA": "mlx5_0,mlx5_1",
+        "NCCL_IB_QPS_PER_CONNECTION": "4",
+        **NICS_ONLY_ENV,
+    }
+    with pytest.raises(ValueError, match="unknown nccl operation"):
+        NcclRecipe.from_recipe({"ops": ["allreduce"]})
+    with pytest.raises(ValueError, match="unknown nccl recipe key"):
+        NcclRecipe.from_recipe({"maxbytes": 1})
