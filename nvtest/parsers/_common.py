@@ -1,4 +1,5 @@
-"""Helpers shared by the parsers: value states, prefix stripping, line iteration, numbers.
+"""Helpers shared by the parsers: value states, prefix stripping, line iteration, numbers,
+and :class:`LineDispatch`, the table of line rules that the line-oriented parsers run.
 
 Nothing here knows about a particular tool's format; each helper is used by at least
 two parsers. All functions are pure and raise only :class:`~nvtest.errors.ParseError`.
@@ -9,12 +10,16 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
 
 from nvtest.errors import ParseError
 
 __all__ = [
+    "LineDefault",
+    "LineDispatch",
+    "LineHandler",
+    "LinePattern",
     "ParseError",
     "ValueState",
     "Reading",
@@ -23,6 +28,7 @@ __all__ = [
     "numbered_lines",
     "parse_state",
     "reading",
+    "skip_line",
     "strip_launcher_prefix",
     "to_float",
     "to_int",
@@ -192,3 +198,118 @@ def lost_gpu(line: str) -> str | None:
         return None
     m = _LOST_GPU_RE.search(line)
     return m.group(1) if m else "unknown"
+
+
+StateT = TypeVar("StateT")
+
+#: What a rule of a :class:`LineDispatch` matches: a prefix of the line (``str``), any one of
+#: several prefixes (``tuple[str, ...]``), a compiled regex tried with ``search`` (so it may match
+#: anywhere; anchor it with ``^`` for a prefix-style match), or a predicate on the line.
+LinePattern = str | tuple[str, ...] | re.Pattern[str] | Callable[[str], bool]
+
+#: A rule's handler, called as ``handler(state, line_number, line, match)``. ``match`` is the
+#: regex's match; for a prefix rule, the match of the (longest) prefix, so ``line[match.end():]``
+#: is the rest; for a predicate rule, an empty match at 0. Returning ``False`` declines the line,
+#: which then goes on to the next rules (a handler may also note something and decline, to let a
+#: later rule take the line too); any other value (normally None) means the line was handled.
+LineHandler = Callable[[StateT, int, str, re.Match[str]], bool | None]
+
+#: A dispatcher's default handler, ``default(state, line_number, line)``: lines no rule took.
+LineDefault = Callable[[StateT, int, str], None]
+
+_EMPTY_RE = re.compile("")
+_PREFIX, _REGEX, _PREDICATE = 0, 1, 2
+
+
+def _rule(pattern: LinePattern) -> tuple[int, object, re.Pattern[str]]:
+    """``(kind, test, regex)`` for ``pattern``: a prefix is tested with ``str.startswith`` (the
+    fast path) and its regex gives the match; a regex is searched; a predicate is called."""
+    if isinstance(pattern, str):
+        return _PREFIX, pattern, re.compile(re.escape(pattern))
+    if isinstance(pattern, tuple):
+        if not pattern or not all(isinstance(p, str) for p in pattern):
+            raise TypeError("a prefix tuple needs at least one str")
+        # longest first, so that the match is the longest prefix the line starts with
+        ordered = sorted(pattern, key=len, reverse=True)
+        return _PREFIX, pattern, re.compile("|".join(re.escape(p) for p in ordered))
+    if isinstance(pattern, re.Pattern):
+        return _REGEX, pattern.search, pattern
+    if callable(pattern):
+        return _PREDICATE, pattern, _EMPTY_RE
+    raise TypeError(f"not a line pattern: {pattern!r}")
+
+
+class LineDispatch(Generic[StateT]):
+    """A table of line rules for a parser that reads its input line by line.
+
+    ``rules`` is a sequence of ``(pattern, handler)`` pairs (:data:`LinePattern`,
+    :data:`LineHandler`). Calling the dispatcher with ``(state, line_number, line)`` tries the
+    rules in order: the first whose pattern matches and whose handler does not decline (return
+    ``False``) handles the line, and no later rule sees it. A line no rule handled goes to
+    ``default`` (:data:`LineDefault`), when there is one. Patterns test the line exactly as
+    given: strip it, and skip blank lines, before the call.
+
+    The table holds no parse state, so one module-level instance serves every parse (and every
+    thread); the state travels in ``state``, typically a small mutable reader object whose
+    methods are the handlers. Handlers raise what the parser raises (ParseError); the
+    dispatcher itself raises only ``TypeError``, at construction, for a pattern of no known kind.
+
+    Example (an nvbandwidth-like format)::
+
+        _LINES = LineDispatch(
+            [
+                ("Running ", _Reader.testcase),                 # a prefix
+                (("SUM ", "COEFFICIENT_OF_VARIATION "), _Reader.total),  # one of several
+                (re.compile(r"^(.*) \\((GB/s|ns)\\)$"), _Reader.matrix),  # a regex
+                (lambda s: s[0].isdigit(), _Reader.row),        # a predicate
+            ],
+            default=_Reader.other,
+        )
+        reader = _Reader()
+        for no, line in numbered_lines(text):
+            if s := line.strip():
+                _LINES(reader, no, s)
+    """
+
+    __slots__ = ("_default", "_rules")
+
+    def __init__(
+        self,
+        rules: Sequence[tuple[LinePattern, LineHandler[StateT]]],
+        default: LineDefault[StateT] | None = None,
+    ) -> None:
+        self._rules: tuple[tuple[int, Any, re.Pattern[str], LineHandler[StateT]], ...] = tuple(
+            (*_rule(pattern), handler) for pattern, handler in rules
+        )
+        self._default = default
+
+    def __call__(self, state: StateT, no: int, line: str) -> bool:
+        """Dispatch one line; True when a rule handled it, False when it went to the default."""
+        for kind, test, rx, handler in self._rules:
+            if kind == _PREFIX:
+                if not line.startswith(test):
+                    continue
+                m = rx.match(line)
+            elif kind == _REGEX:
+                m = test(line)
+                if m is None:
+                    continue
+            elif test(line):
+                m = rx.match(line)
+            else:
+                continue
+            if m is not None and handler(state, no, line, m) is not False:
+                return True
+        if self._default is not None:
+            self._default(state, no, line)
+        return False
+
+    def feed(self, state: StateT, lines: Iterable[tuple[int, str]]) -> StateT:
+        """Dispatch every ``(line_number, line)`` of ``lines`` in order; returns ``state``."""
+        for no, line in lines:
+            self(state, no, line)
+        return state
+
+
+def skip_line(_state: object, _no: int, _line: str, _match: re.Match[str]) -> None:
+    """A :data:`LineHandler` that takes the line and does nothing (lines to pass over)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines
+from nvtest.parsers._common import LineDispatch, ParseError, guarded, numbered_lines
 
 TOOL = "dmesg"
 DESCRIPTION = "kernel log (dmesg, dmesg -T, journalctl -k): Xid, SXid and fallen-off-the-bus events"
@@ -132,6 +132,117 @@ def _xid_event(no: int, raw: str | None, m: re.Match[str]) -> KernelEvent:
     return KernelEvent(no, "xid", int(m.group(2)), m.group(1), rest, raw, _seconds(raw), pid, name)
 
 
+#: An open ``The NVIDIA GPU ...`` block: first line number, raw timestamp, text so far, address.
+_Pending = tuple[int, str | None, str, str | None]
+
+
+class _Reader:
+    """Events and driver facts read so far; the handlers of :data:`_LINES`, which see one
+    logical line's message (``raw`` holds its timestamp as printed)."""
+
+    def __init__(self) -> None:
+        self.events: list[KernelEvent] = []
+        self.driver: str | None = None
+        self.probe = 0
+        self.raw: str | None = None
+        self.pending: _Pending | None = None
+
+    def read(self, no: int, raw: str | None, msg: str) -> None:
+        """One logical line; an ``NVRM:`` line continuing an open GPU block is joined to it."""
+        if "NVRM" not in msg and "SXid" not in msg:
+            return
+        p = self.pending
+        if (
+            p is not None
+            and "Xid" not in msg
+            and msg.startswith("NVRM: ")
+            and not _GPU_START_RE.search(msg)
+        ):
+            self.pending = p = (p[0], p[1], p[2] + " " + msg[6:], p[3])
+            no, raw, msg = p[0], p[1], p[2]
+        self.raw = raw
+        _LINES(self, no, msg)
+
+    def result(self) -> KernelLog:
+        """The :class:`KernelLog`, with a warning for a GPU block that never ended."""
+        warnings: list[str] = []
+        if self.pending is not None:
+            warnings.append(
+                f"line {self.pending[0]}: GPU message without a recognised ending: {self.pending[2][:80]}"
+            )
+        return KernelLog(
+            events=tuple(self.events),
+            driver_version=self.driver,
+            probe_failures=self.probe,
+            warnings=tuple(warnings),
+        )
+
+    def fallen_off_bus(self, no: int, msg: str, _m: re.Match[str]) -> None:
+        """The no-Xid form (570+): the address from the message or the open GPU block."""
+        addr_m = _GPU_START_RE.search(msg)
+        addr = addr_m.group(1) if addr_m else (self.pending[3] if self.pending else None)
+        pid_m = _PCI_ID_RE.search(msg)
+        clean = re.sub(r"\s*NVRM:\s*", " ", msg).strip()
+        self.events.append(
+            KernelEvent(
+                no,
+                "fallen_off_bus",
+                FALLEN_OFF_BUS_XID,
+                addr,
+                clean,
+                self.raw,
+                _seconds(self.raw),
+                pci_id=pid_m.group(1) if pid_m else None,
+            )
+        )
+        self.pending = None
+
+    def xid(self, no: int, msg: str, m: re.Match[str]) -> None:
+        self.pending = None
+        self.events.append(_xid_event(no, self.raw, m))
+
+    def sxid(self, no: int, msg: str, m: re.Match[str]) -> None:
+        self.events.append(
+            KernelEvent(
+                no,
+                "sxid",
+                int(m.group(2)),
+                m.group(1),
+                m.group(4).strip(),
+                self.raw,
+                _seconds(self.raw),
+                severity=m.group(3).lower() if m.group(3) else None,
+            )
+        )
+
+    def gpu_block(self, no: int, msg: str, m: re.Match[str]) -> bool:
+        """``NVRM: The NVIDIA GPU <addr>``: opens a block (declined while one is open)."""
+        if self.pending is not None:
+            return False
+        self.pending = (no, self.raw, msg, m.group(1))
+        return True
+
+    def probe_failed(self, no: int, msg: str, m: re.Match[str]) -> None:
+        self.probe += int(m.group(1))
+        self.pending = None
+
+    def driver_line(self, no: int, msg: str, m: re.Match[str]) -> None:
+        self.driver = m.group(1)
+
+
+#: Messages of logical lines that name NVRM or SXid (joined to an open GPU block).
+_LINES: LineDispatch[_Reader] = LineDispatch(
+    [
+        (lambda s: "fallen off the bus" in s and "Xid" not in s, _Reader.fallen_off_bus),
+        (_XID_RE, _Reader.xid),
+        (_SXID_RE, _Reader.sxid),
+        (_GPU_START_RE, _Reader.gpu_block),
+        (_PROBE_RE, _Reader.probe_failed),
+        (_DRIVER_RE, _Reader.driver_line),
+    ]
+)
+
+
 @guarded(TOOL)
 def parse(text: str) -> KernelLog:
     """Parse a kernel log into a :class:`KernelLog` (events in log order).
@@ -145,82 +256,10 @@ def parse(text: str) -> KernelLog:
         raise ParseError(
             TOOL, "dmesg could not read the kernel buffer", line=1, expected="kernel log lines"
         )
-    events: list[KernelEvent] = []
-    driver: str | None = None
-    probe = 0
-    warnings: list[str] = []
-    pending: tuple[int, str | None, str, str | None] | None = None  # a "The NVIDIA GPU" block
+    reader = _Reader()
     for no, raw, msg in _logical_lines(text):
-        if "NVRM" not in msg and "SXid" not in msg:
-            continue
-        if (
-            pending is not None
-            and "Xid" not in msg
-            and msg.startswith("NVRM: ")
-            and not _GPU_START_RE.search(msg)
-        ):
-            pno, praw, pmsg, paddr = pending
-            pending = (pno, praw, pmsg + " " + msg[6:], paddr)
-            msg = pending[2]
-            no, raw = pno, praw
-        if "fallen off the bus" in msg and "Xid" not in msg:
-            addr_m = _GPU_START_RE.search(msg)
-            addr = addr_m.group(1) if addr_m else (pending[3] if pending else None)
-            pid_m = _PCI_ID_RE.search(msg)
-            clean = re.sub(r"\s*NVRM:\s*", " ", msg).strip()
-            events.append(
-                KernelEvent(
-                    no,
-                    "fallen_off_bus",
-                    FALLEN_OFF_BUS_XID,
-                    addr,
-                    clean,
-                    raw,
-                    _seconds(raw),
-                    pci_id=pid_m.group(1) if pid_m else None,
-                )
-            )
-            pending = None
-            continue
-        m = _XID_RE.search(msg)
-        if m:
-            pending = None
-            events.append(_xid_event(no, raw, m))
-            continue
-        m = _SXID_RE.search(msg)
-        if m:
-            events.append(
-                KernelEvent(
-                    no,
-                    "sxid",
-                    int(m.group(2)),
-                    m.group(1),
-                    m.group(4).strip(),
-                    raw,
-                    _seconds(raw),
-                    severity=m.group(3).lower() if m.group(3) else None,
-                )
-            )
-            continue
-        gm = _GPU_START_RE.search(msg)
-        if gm and pending is None:
-            pending = (no, raw, msg, gm.group(1))
-            continue
-        m2 = _PROBE_RE.search(msg)
-        if m2:
-            probe += int(m2.group(1))
-            pending = None
-            continue
-        m3 = _DRIVER_RE.search(msg)
-        if m3:
-            driver = m3.group(1)
-    if pending is not None:
-        warnings.append(
-            f"line {pending[0]}: GPU message without a recognised ending: {pending[2][:80]}"
-        )
-    return KernelLog(
-        events=tuple(events), driver_version=driver, probe_failures=probe, warnings=tuple(warnings)
-    )
+        reader.read(no, raw, msg)
+    return reader.result()
 
 
 def detect(text: str) -> bool:

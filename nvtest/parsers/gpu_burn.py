@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines
+from nvtest.parsers._common import LineDispatch, ParseError, guarded, numbered_lines
 
 TOOL = "gpu-burn"
 DESCRIPTION = "gpu-burn: per-GPU Gflop/s, error counts, temperatures and the OK/FAULTY summary"
@@ -118,6 +118,143 @@ _RESULTS_RE = re.compile(r"^Results are (\d+) bytes each, thus performing (\d+) 
 _TESTED_RE = re.compile(r"^Tested (\d+) GPUs?:")
 
 
+#: The last progress line: percent done, (iterations, Gflop/s), (errors, tag), temperatures.
+_Progress = tuple[float, list[tuple[int, float]], list[tuple[int, str | None]], list[int]]
+
+
+class _Reader:
+    """What the lines of one run said, per GPU index; the handlers of :data:`_LINES`."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, tuple[str, str | None]] = {}
+        self.status: dict[int, str] = {}
+        self.memory: dict[int, tuple[int, int, int]] = {}
+        self.last: _Progress | None = None
+        self.lines = 0
+        self.tested: int | None = None
+        self.aborted = False
+        self.in_summary = False
+        self.init_errors: list[str] = []
+        self.warnings: list[str] = []
+        self.extra: dict[str, object] = {}
+
+    def progress(self, no: int, line: str, _m: re.Match[str]) -> None:
+        m = _PROGRESS_RE.match(line)
+        if not m:
+            self.warnings.append(f"line {no}: unreadable progress line")
+            return
+        procd = [(int(a), float(b)) for a, b in _PROCD_RE.findall(m.group(2))]
+        errs = [(int(a), t or None) for a, t in _ERR_RE.findall(m.group(3))]
+        temps = [int(t) for t in _TEMP_RE.findall(m.group(4) or "")]
+        self.last = (float(m.group(1)), procd, errs, temps)
+        self.lines += 1
+
+    def summary(self, no: int, line: str, m: re.Match[str]) -> None:
+        self.tested = int(m.group(1))
+        self.in_summary = True
+
+    def gpu_status(self, no: int, line: str, m: re.Match[str]) -> bool:
+        """``GPU 0: OK`` in the summary (declined before it: a device line)."""
+        if not self.in_summary:
+            return False
+        self.status[int(m.group(1))] = m.group(2)
+        return True
+
+    def initialized(self, no: int, line: str, m: re.Match[str]) -> None:
+        self.memory[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
+        self.extra["precision"] = m.group(5)
+
+    def results(self, no: int, line: str, m: re.Match[str]) -> None:
+        self.extra["result_bytes"] = int(m.group(1))
+        self.extra["planned_iterations"] = int(m.group(2))
+
+    def device(self, no: int, line: str, m: re.Match[str]) -> bool:
+        """``GPU 0: NAME (UUID: ...)`` before the summary (declined in it)."""
+        if self.in_summary:
+            return False
+        self.names[int(m.group(1))] = (m.group(2), m.group(3))
+        return True
+
+    def other(self, no: int, line: str) -> None:
+        """Any other line: the abort message, an init error, or ignored."""
+        if line.startswith("No clients are alive"):
+            self.aborted = True
+        elif (
+            line.startswith("Couldn't init")
+            or "CUDA_ERROR" in line
+            or "CUBLAS_STATUS" in line
+            or line.startswith("Error")
+        ):
+            self.init_errors.append(line)
+
+    def gpu(self, i: int) -> GpuBurnGpu:
+        """GPU ``i`` from its device line, summary status, memory line and the last progress."""
+        _, procd, errs, temps = self.last if self.last else (None, [], [], [])
+        name, uuid = self.names.get(i, (None, None))
+        mem = self.memory.get(i, (None, None, None))
+        return GpuBurnGpu(
+            index=i,
+            status=self.status.get(i),
+            name=name,
+            uuid=uuid,
+            iterations=procd[i][0] if i < len(procd) else None,
+            gflops=procd[i][1] if i < len(procd) else None,
+            errors=errs[i][0] if i < len(errs) else None,
+            error_tag=errs[i][1] if i < len(errs) else None,
+            temp_c=temps[i] if i < len(temps) else None,
+            memory_total_mb=mem[0],
+            memory_available_mb=mem[1],
+            memory_used_mb=mem[2],
+        )
+
+    def result(self) -> GpuBurnResult:
+        """The :class:`GpuBurnResult`; ParseError when no gpu-burn line was read."""
+        if self.last is None and not self.status and not self.names:
+            raise ParseError(
+                TOOL,
+                "no gpu-burn output found",
+                expected="'proc'd:' progress line or 'Tested N GPUs:'",
+            )
+        pct, procd, errs, temps = self.last if self.last else (None, [], [], [])
+        n = max(
+            len(procd),
+            len(errs),
+            len(temps),
+            max(self.status, default=-1) + 1,
+            max(self.names, default=-1) + 1,
+        )
+        if procd and errs and len(procd) != len(errs):
+            self.warnings.append(
+                f"progress line lists {len(procd)} throughputs but {len(errs)} error counts"
+            )
+        if self.tested is not None and self.tested != len(self.status):
+            self.warnings.append(f"summary says {self.tested} GPUs but lists {len(self.status)}")
+        return GpuBurnResult(
+            gpus=tuple(self.gpu(i) for i in range(n)),
+            progress_pct=pct,
+            progress_lines=self.lines,
+            tested_count=self.tested,
+            aborted=self.aborted,
+            init_errors=tuple(self.init_errors),
+            warnings=tuple(self.warnings),
+            **self.extra,  # type: ignore[arg-type]
+        )
+
+
+#: Every non-blank line, stripped.
+_LINES: LineDispatch[_Reader] = LineDispatch(
+    [
+        (lambda s: "%" in s and "proc'd" in s, _Reader.progress),
+        (_TESTED_RE, _Reader.summary),
+        (_STATUS_RE, _Reader.gpu_status),
+        (_INIT_RE, _Reader.initialized),
+        (_RESULTS_RE, _Reader.results),
+        (_DEVICE_RE, _Reader.device),
+    ],
+    default=_Reader.other,
+)
+
+
 @guarded(TOOL)
 def parse(text: str) -> GpuBurnResult:
     """Parse gpu-burn output into a :class:`GpuBurnResult`.
@@ -125,110 +262,12 @@ def parse(text: str) -> GpuBurnResult:
     Raises:
         ParseError: no device line, progress line or summary was found.
     """
-    names: dict[int, tuple[str, str | None]] = {}
-    status: dict[int, str] = {}
-    last: tuple[float, list[tuple[int, float]], list[tuple[int, str | None]], list[int]] | None = (
-        None
-    )
-    lines = 0
-    tested: int | None = None
-    aborted = False
-    init_errors: list[str] = []
-    warnings: list[str] = []
-    in_summary = False
-    memory: dict[int, tuple[int, int, int]] = {}
-    extra: dict[str, object] = {}
+    reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
-        if not s:
-            continue
-        if "%" in s and "proc'd" in s:
-            m = _PROGRESS_RE.match(s)
-            if not m:
-                warnings.append(f"line {no}: unreadable progress line")
-                continue
-            procd = [(int(a), float(b)) for a, b in _PROCD_RE.findall(m.group(2))]
-            errs = [(int(a), t or None) for a, t in _ERR_RE.findall(m.group(3))]
-            temps = [int(t) for t in _TEMP_RE.findall(m.group(4) or "")]
-            last = (float(m.group(1)), procd, errs, temps)
-            lines += 1
-            continue
-        m = _TESTED_RE.match(s)
-        if m:
-            tested = int(m.group(1))
-            in_summary = True
-            continue
-        if in_summary:
-            m = _STATUS_RE.match(s)
-            if m:
-                status[int(m.group(1))] = m.group(2)
-                continue
-        m = _INIT_RE.match(s)
-        if m:
-            memory[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), int(m.group(4)))
-            extra["precision"] = m.group(5)
-            continue
-        m = _RESULTS_RE.match(s)
-        if m:
-            extra["result_bytes"], extra["planned_iterations"] = int(m.group(1)), int(m.group(2))
-            continue
-        m = _DEVICE_RE.match(s)
-        if m and not in_summary:
-            names[int(m.group(1))] = (m.group(2), m.group(3))
-            continue
-        if s.startswith("No clients are alive"):
-            aborted = True
-        elif (
-            s.startswith("Couldn't init")
-            or "CUDA_ERROR" in s
-            or "CUBLAS_STATUS" in s
-            or s.startswith("Error")
-        ):
-            init_errors.append(s)
-    if last is None and not status and not names:
-        raise ParseError(
-            TOOL, "no gpu-burn output found", expected="'proc'd:' progress line or 'Tested N GPUs:'"
-        )
-    pct, procd, errs, temps = last if last else (None, [], [], [])
-    n = max(
-        len(procd), len(errs), len(temps), max(status, default=-1) + 1, max(names, default=-1) + 1
-    )
-    if procd and errs and len(procd) != len(errs):
-        warnings.append(
-            f"progress line lists {len(procd)} throughputs but {len(errs)} error counts"
-        )
-    gpus = []
-    for i in range(n):
-        name, uuid = names.get(i, (None, None))
-        mem = memory.get(i, (None, None, None))
-        gpus.append(
-            GpuBurnGpu(
-                index=i,
-                status=status.get(i),
-                name=name,
-                uuid=uuid,
-                iterations=procd[i][0] if i < len(procd) else None,
-                gflops=procd[i][1] if i < len(procd) else None,
-                errors=errs[i][0] if i < len(errs) else None,
-                error_tag=errs[i][1] if i < len(errs) else None,
-                temp_c=temps[i] if i < len(temps) else None,
-                memory_total_mb=mem[0],
-                memory_available_mb=mem[1],
-                memory_used_mb=mem[2],
-            )
-        )
-    if tested is not None and tested != len(status):
-        warnings.append(f"summary says {tested} GPUs but lists {len(status)}")
-    return GpuBurnResult(
-        gpus=tuple(gpus),
-        progress_pct=pct,
-        progress_lines=lines,
-        tested_count=tested,
-        aborted=aborted,
-        init_errors=tuple(init_errors),
-        warnings=tuple(warnings),
-        **extra,  # type: ignore[arg-type]
-    )
+        if s:
+            _LINES(reader, no, s)
+    return reader.result()
 
 
 def detect(text: str) -> bool:

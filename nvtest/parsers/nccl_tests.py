@@ -17,7 +17,15 @@ import functools
 import re
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, to_float, to_int
+from nvtest.parsers._common import (
+    LineDispatch,
+    ParseError,
+    guarded,
+    numbered_lines,
+    skip_line,
+    to_float,
+    to_int,
+)
 
 TOOL = "nccl-tests"
 DESCRIPTION = "nccl-tests *_perf output: per-size algbw/busbw, #wrong, avg busbw, failures (one record per test)"
@@ -372,6 +380,215 @@ def _read_params(b: _Builder, line: str, m: re.Match[str]) -> None:
             b.f[key] = int(mm.group(1))
 
 
+def _rank(m: re.Match[str]) -> NcclRank:
+    """The :class:`NcclRank` of a :data:`_RANK_RE` match."""
+    return NcclRank(
+        rank=int(m.group(1)),
+        host=m.group(4),
+        device=int(m.group(5)),
+        bus_id=m.group(6),
+        gpu_name=m.group(7).strip(),
+        pid=int(m.group(3)) if m.group(3) else None,
+        group=int(m.group(2)) if m.group(2) else None,
+    )
+
+
+def _read_oob(b: _Builder, m: re.Match[str]) -> None:
+    b.f["oob_values"] = int(m.group(1))
+    b.f["oob_ok"] = (m.group(2) or "").upper() != "FAILED" and int(m.group(1)) == 0
+
+
+class _Reader:
+    """State across the tests of one log; its methods are the handlers of :data:`_LINES`
+    (every line) and :data:`_COMMENT` (``#`` lines, which see the line without its ``#``).
+
+    ``pending_name``/``pending_version`` come from lines printed before the parameter line of
+    the test they belong to (``Running: ...``, ``# Collective test starting``, the version line).
+    """
+
+    def __init__(self) -> None:
+        self.done: list[NcclTestRun] = []
+        self.b = _Builder()
+        self.pending_name: str | None = None
+        self.pending_version: str | None = None
+        self.line = ""  # the '#' line being read, as printed
+
+    def close(self) -> None:
+        """Freeze the open test (unless it is empty) and start a new one."""
+        if not self.b.empty:
+            self.done.append(self.b.build())
+        self.b = _Builder()
+
+    def close_started(self) -> None:
+        """Close the open test if it has begun (the line starts a new test)."""
+        if self.b.started:
+            self.close()
+
+    def log(self) -> NcclLog:
+        """Close the last test and return the log; ParseError when no test was found."""
+        self.close()
+        runs = tuple(
+            t for t in self.done if t.n_gpus is not None or t.rows or t.failures or t.columns
+        )
+        if not runs:
+            raise ParseError(
+                TOOL,
+                "no nccl-tests output found",
+                expected="'# nThread ...' line or a results table",
+            )
+        return NcclLog(tests=runs)
+
+    # -- every line ------------------------------------------------------------------------
+
+    def comment(self, no: int, line: str, _m: re.Match[str]) -> None:
+        self.line = line
+        _COMMENT(self, no, line.lstrip("#").strip())
+
+    def row(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """A size row, read by the header's columns, else by column count; declines a digit
+        line that is no row."""
+        b = self.b
+        tokens = line.split()
+        prefix = (
+            b.prefix or _DEFAULT_LAYOUTS.get(len(tokens)) or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
+        )
+        row = _row(no, tokens, prefix) if prefix else None
+        if row is None and b.prefix is not None:
+            fallback = _DEFAULT_LAYOUTS.get(len(tokens))
+            row = _row(no, tokens, fallback) if fallback else None
+            if row is not None and not _plausible(row):
+                # a row cut off mid-line (a killed job) read by column count shifts
+                # time into algbw and algbw into busbw: such a reading is dropped
+                b.warnings.append(
+                    f"line {no}: row does not match the header and reads implausibly (cut off?): not read"
+                )
+                return True
+            if row is not None:
+                b.warnings.append(f"line {no}: row does not match the header; read by column count")
+        if row is None:
+            return False
+        if b.summary_seen:  # a table after a summary: the next test, same columns
+            self.close()
+            self.b.prefix = b.prefix
+        self.b.rows.append(row)
+        return True
+
+    def bare_summary(self, no: int, line: str, _m: re.Match[str]) -> None:
+        """The summary lines without the leading ``#`` (some builds print them so)."""
+        m = _AVG_RE.search(line)
+        if m and to_float(m.group(1)) is not None:
+            self.b.f["avg_busbw_gbps"] = to_float(m.group(1))
+            self.b.summary_seen = True
+        m2 = _OOB_RE.search(line)
+        if m2:
+            _read_oob(self.b, m2)
+
+    def nccl_warning(self, no: int, line: str, _m: re.Match[str]) -> None:
+        self.b.nccl_warnings.append(line)
+
+    def failure(self, no: int, line: str, m: re.Match[str]) -> None:
+        hm = _FAIL_HOST_RE.match(line)
+        host = hm.group(1) if hm and hm.group(1) not in ("Test", "NCCL", "CUDA") else None
+        self.b.failures.append(
+            NcclFailure(no, m.group(1) or "Test", m.group(2), m.group(3) or "", host)
+        )
+
+    def nccl_version(self, no: int, line: str, _m: re.Match[str]) -> None:
+        m = _NCCL_VERSION_RE.match(line)
+        if m:
+            self.b.f["nccl_version"] = m.group(1)
+
+    def test_name(self, no: int, line: str, m: re.Match[str]) -> None:
+        """A ``Running: ... all_reduce_perf ...`` line: the name of the next test."""
+        self.close_started()
+        if "test_name" not in self.b.f:
+            self.pending_name = m.group(1)
+
+    # -- '#' lines, seen without the '#' -----------------------------------------------------
+
+    def params(self, no: int, body: str, _m: re.Match[str]) -> None:
+        m = _PARAM_RE.match(body)
+        if m is None:
+            return
+        self.close_started()
+        _read_params(self.b, body, m)
+        if self.pending_name:
+            self.b.f["test_name"] = self.pending_name
+        if self.pending_version:
+            self.b.f["nccl_tests_version"] = self.pending_version
+        self.pending_name = self.pending_version = None
+
+    def rank(self, no: int, body: str, _m: re.Match[str]) -> None:
+        m = _RANK_RE.match(self.line)
+        if m:
+            self.b.ranks.append(_rank(m))
+        else:
+            self.b.warnings.append(f"line {no}: unreadable rank line")
+
+    def collective(self, no: int, body: str, _m: re.Match[str]) -> None:
+        self.close_started()
+        self.pending_name = body.partition(":")[2].strip() or None
+
+    def version(self, no: int, body: str, _m: re.Match[str]) -> None:
+        m = _VERSION_RE.search(body)
+        self.close_started()
+        self.pending_version = m.group(1) if m else None
+
+    def oob(self, no: int, body: str, _m: re.Match[str]) -> None:
+        m = _OOB_RE.search(body)
+        if m:
+            _read_oob(self.b, m)
+
+    def avg(self, no: int, body: str, _m: re.Match[str]) -> None:
+        m = _AVG_RE.search(body)
+        val = to_float(m.group(1)) if m else None
+        if val is None:
+            self.b.warnings.append(f"line {no}: unreadable average bus bandwidth")
+        else:
+            self.b.f["avg_busbw_gbps"] = val
+        self.b.summary_seen = True
+
+    def header(self, no: int, body: str) -> None:
+        """Any other ``#`` line: a table header (which may start the next test), or a note."""
+        tokens = body.split()
+        hdr = _header(tokens) if tokens else None
+        if hdr:
+            if self.b.summary_seen or self.b.rows:
+                self.close()
+            self.b.prefix, self.b.f["check_column"] = hdr
+            self.b.columns = tuple(tokens)
+        elif body.startswith("Truncated"):
+            self.b.warnings.append(f"line {no}: {body}")
+
+
+#: Every non-blank line, launcher tag removed, left-stripped.
+_LINES: LineDispatch[_Reader] = LineDispatch(
+    [
+        (("#", "nThread"), _Reader.comment),
+        (lambda s: s[0].isdigit(), _Reader.row),
+        (("Avg bus bandwidth", "Out of bounds"), _Reader.bare_summary),
+        (re.compile("NCCL WARN"), _Reader.nccl_warning),
+        (re.compile("NCCL INFO"), skip_line),
+        (_FAIL_RE, _Reader.failure),
+        ("NCCL version", _Reader.nccl_version),
+        (_NAME_RE, _Reader.test_name),
+    ]
+)
+
+#: ``#`` lines (and a parameter line printed without ``#``), seen without the ``#``.
+_COMMENT: LineDispatch[_Reader] = LineDispatch(
+    [
+        ("nThread", _Reader.params),
+        ("Rank", _Reader.rank),
+        ("Collective test starting", _Reader.collective),
+        ("nccl-tests version", _Reader.version),
+        ("Out of bounds", _Reader.oob),
+        ("Avg bus bandwidth", _Reader.avg),
+    ],
+    default=_Reader.header,
+)
+
+
 @guarded(TOOL)
 def parse(text: str) -> NcclLog:
     """Parse a nccl-tests log into an :class:`NcclLog` with one :class:`NcclTestRun` per test.
@@ -379,162 +596,12 @@ def parse(text: str) -> NcclLog:
     Raises:
         ParseError: no parameter line, table header, result row or failure line was found.
     """
-    done: list[NcclTestRun] = []
-    b = _Builder()
-    pending_name: str | None = None
-    pending_version: str | None = None
-
-    def close() -> None:
-        nonlocal b
-        if not b.empty:
-            done.append(b.build())
-        b = _Builder()
-
+    reader = _Reader()
     for no, line in numbered_lines(text, strip_prefix=True):
         s = line.lstrip()
-        if not s:
-            continue
-        if s[0] == "#" or s.startswith("nThread"):
-            body = s.lstrip("#").strip()
-            if body.startswith("nThread"):
-                m = _PARAM_RE.match(body)
-                if m:
-                    if b.started:
-                        close()
-                    _read_params(b, body, m)
-                    if pending_name:
-                        b.f["test_name"] = pending_name
-                    if pending_version:
-                        b.f["nccl_tests_version"] = pending_version
-                    pending_name = pending_version = None
-                continue
-            if body.startswith("Rank"):
-                m = _RANK_RE.match(s if s.startswith("#") else "# " + s)
-                if m:
-                    b.ranks.append(
-                        NcclRank(
-                            rank=int(m.group(1)),
-                            host=m.group(4),
-                            device=int(m.group(5)),
-                            bus_id=m.group(6),
-                            gpu_name=m.group(7).strip(),
-                            pid=int(m.group(3)) if m.group(3) else None,
-                            group=int(m.group(2)) if m.group(2) else None,
-                        )
-                    )
-                else:
-                    b.warnings.append(f"line {no}: unreadable rank line")
-                continue
-            if body.startswith("Collective test starting"):
-                if b.started:
-                    close()
-                pending_name = body.partition(":")[2].strip() or None
-                continue
-            if body.startswith("nccl-tests version"):
-                m = _VERSION_RE.search(body)
-                if b.started:
-                    close()
-                pending_version = m.group(1) if m else None
-                continue
-            if body.startswith("Out of bounds"):
-                m = _OOB_RE.search(body)
-                if m:
-                    b.f["oob_values"] = int(m.group(1))
-                    b.f["oob_ok"] = (m.group(2) or "").upper() != "FAILED" and int(m.group(1)) == 0
-                continue
-            if body.startswith("Avg bus bandwidth"):
-                m = _AVG_RE.search(body)
-                val = to_float(m.group(1)) if m else None
-                if val is None:
-                    b.warnings.append(f"line {no}: unreadable average bus bandwidth")
-                else:
-                    b.f["avg_busbw_gbps"] = val
-                b.summary_seen = True
-                continue
-            tokens = body.split()
-            hdr = _header(tokens) if tokens else None
-            if hdr:
-                if b.summary_seen or b.rows:
-                    close()
-                b.prefix, b.f["check_column"] = hdr
-                b.columns = tuple(tokens)
-            elif body.startswith("Truncated"):
-                b.warnings.append(f"line {no}: {body}")
-            continue
-        if s[0].isdigit():
-            tokens = s.split()
-            prefix = (
-                b.prefix
-                or _DEFAULT_LAYOUTS.get(len(tokens))
-                or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
-            )
-            row = _row(no, tokens, prefix) if prefix else None
-            if row is None and b.prefix is not None:
-                fallback = _DEFAULT_LAYOUTS.get(len(tokens))
-                row = _row(no, tokens, fallback) if fallback else None
-                if row is not None and not _plausible(row):
-                    # a row cut off mid-line (a killed job) read by column count shifts
-                    # time into algbw and algbw into busbw: such a reading is dropped
-                    b.warnings.append(
-                        f"line {no}: row does not match the header and reads implausibly (cut off?): not read"
-                    )
-                    continue
-                if row is not None:
-                    b.warnings.append(
-                        f"line {no}: row does not match the header; read by column count"
-                    )
-            if row is not None:
-                if b.summary_seen:
-                    prev = b.prefix
-                    close()
-                    b.prefix = prev
-                b.rows.append(row)
-                continue
-        if s.startswith("Avg bus bandwidth") or s.startswith("Out of bounds"):
-            # some builds print the summary without the leading '#'
-            m = _AVG_RE.search(s)
-            if m and to_float(m.group(1)) is not None:
-                b.f["avg_busbw_gbps"] = to_float(m.group(1))
-                b.summary_seen = True
-            m2 = _OOB_RE.search(s)
-            if m2:
-                b.f["oob_values"] = int(m2.group(1))
-                b.f["oob_ok"] = (m2.group(2) or "").upper() != "FAILED" and int(m2.group(1)) == 0
-            continue
-        if "NCCL WARN" in s:
-            b.nccl_warnings.append(s)
-            continue
-        if "NCCL INFO" in s:
-            continue
-        if "failure" in s:
-            m = _FAIL_RE.search(s)
-            if m:
-                hm = _FAIL_HOST_RE.match(s)
-                host = hm.group(1) if hm and hm.group(1) not in ("Test", "NCCL", "CUDA") else None
-                b.failures.append(
-                    NcclFailure(no, m.group(1) or "Test", m.group(2), m.group(3) or "", host)
-                )
-                continue
-        if s.startswith("NCCL version"):
-            m = _NCCL_VERSION_RE.match(s)
-            if m:
-                b.f["nccl_version"] = m.group(1)
-            continue
-        if "_perf" in s:
-            m = _NAME_RE.search(s)
-            if m:
-                if b.started:
-                    close()
-                if "test_name" not in b.f:
-                    pending_name = m.group(1)
-                continue
-    close()
-    runs = tuple(t for t in done if t.n_gpus is not None or t.rows or t.failures or t.columns)
-    if not runs:
-        raise ParseError(
-            TOOL, "no nccl-tests output found", expected="'# nThread ...' line or a results table"
-        )
-    return NcclLog(tests=runs)
+        if s:
+            _LINES(reader, no, s)
+    return reader.log()
 
 
 def detect(text: str) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, to_float
+from nvtest.parsers._common import LineDispatch, ParseError, guarded, numbered_lines, to_float
 
 TOOL = "nvbandwidth"
 DESCRIPTION = (
@@ -129,6 +129,136 @@ class _Matrix:
         )
 
 
+class _Reader:
+    """The run read so far and the open testcase and matrix; the handlers of :data:`_LINES`."""
+
+    def __init__(self) -> None:
+        self.info: dict[str, object] = {}
+        self.devices: list[NvbDevice] = []
+        self.cases: list[NvbTestCase] = []
+        self.warnings: list[str] = []
+        self.waived = 0
+        self.name: str | None = None
+        self.mats: list[_Matrix] = []
+        self.cur: _Matrix | None = None
+        self.prev_blank_line: str | None = None  # a one-word line before the devices: hostname
+
+    def close_case(self) -> None:
+        """Freeze the open testcase, if any."""
+        if self.name is not None:
+            self.cases.append(NvbTestCase(self.name, tuple(m.build() for m in self.mats)))
+        self.name, self.mats, self.cur = None, [], None
+
+    def result(self) -> NvbandwidthResult:
+        """Close the last testcase; ParseError when neither a testcase nor a banner was read."""
+        self.close_case()
+        if not self.cases and "version" not in self.info:
+            raise ParseError(
+                TOOL,
+                "no nvbandwidth output found",
+                expected="'nvbandwidth Version' or 'Running <test>.'",
+            )
+        return NvbandwidthResult(
+            testcases=tuple(self.cases),
+            devices=tuple(self.devices),
+            waived=self.waived,
+            warnings=tuple(self.warnings),
+            **self.info,  # type: ignore[arg-type]
+        )
+
+    def running(self, no: int, line: str, m: re.Match[str]) -> None:
+        self.close_case()
+        self.name = line[m.end() :].rstrip(".").strip()
+
+    def waived_line(self, no: int, line: str, _m: re.Match[str]) -> None:
+        self.waived += 1
+
+    def total(self, no: int, line: str, _m: re.Match[str]) -> None:
+        """``SUM <name> <value>`` / ``COEFFICIENT_OF_VARIATION <name> <value>`` of a matrix."""
+        parts = line.split()
+        val = to_float(parts[-1]) if len(parts) >= 3 else None
+        target = self.cur or (self.mats[-1] if self.mats else None)
+        if target is None:
+            self.warnings.append(f"line {no}: {parts[0]} outside a matrix")
+        elif parts[0] == "SUM":
+            target.sum = (parts[1] if len(parts) > 1 else "", val)
+        else:
+            target.cov = val
+
+    def title(self, no: int, line: str, m: re.Match[str]) -> bool:
+        """A matrix title ``... bandwidth (GB/s)`` (declined when it starts with a digit)."""
+        if line[0].isdigit():
+            return False
+        if self.name is None:
+            self.name = "unnamed"
+            self.warnings.append(f"line {no}: matrix without a 'Running' line")
+        self.cur = _Matrix(m.group(1), m.group(2))
+        self.mats.append(self.cur)
+        return True
+
+    def matrix_line(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """The column header or a row of the open matrix (declined outside a matrix)."""
+        cur = self.cur
+        if cur is None:
+            return False
+        toks = line.split()
+        if cur.cols is None:
+            if all(t.isdigit() for t in toks):
+                cur.cols = tuple(int(t) for t in toks)
+            return True
+        if not toks[0].isdigit():
+            return True
+        vals = tuple(None if t == "N/A" else to_float(t) for t in toks[1:])
+        if len(vals) != len(cur.cols):
+            raise ParseError(
+                TOOL,
+                f"matrix row has {len(vals)} cells for {len(cur.cols)} columns",
+                line=no,
+                expected="one value per column",
+            )
+        cur.rows.append(int(toks[0]))
+        cur.cells.append(vals)
+        return True
+
+    def key_value(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """A banner version line or a ``Device N: NAME (BUS)`` line; others are declined."""
+        key = line.partition(":")[0].strip()
+        if key in _VERSION_KEYS:
+            self.info[_VERSION_KEYS[key]] = line.partition(":")[2].strip()
+            return True
+        dm = _DEVICE_RE.match(line)
+        if dm is None:
+            return False
+        self.devices.append(NvbDevice(int(dm.group(1)), dm.group(2), dm.group(3)))
+        if self.prev_blank_line and "hostname" not in self.info and " " not in self.prev_blank_line:
+            self.info["hostname"] = self.prev_blank_line
+        return True
+
+    def other(self, no: int, line: str) -> None:
+        """Any other line: remembered when it may be the hostname printed before the devices."""
+        if (
+            self.name is None
+            and not self.devices
+            and " " not in line
+            and not line.startswith(("NOTE", "Built"))
+        ):
+            self.prev_blank_line = line
+
+
+#: Every non-blank line, stripped.
+_LINES: LineDispatch[_Reader] = LineDispatch(
+    [
+        ("Running ", _Reader.running),
+        ("Waived", _Reader.waived_line),
+        (("SUM ", "COEFFICIENT_OF_VARIATION "), _Reader.total),
+        (_TITLE_RE, _Reader.title),
+        (lambda s: s[0].isdigit(), _Reader.matrix_line),
+        (re.compile(":"), _Reader.key_value),
+    ],
+    default=_Reader.other,
+)
+
+
 @guarded(TOOL)
 def parse(text: str) -> NvbandwidthResult:
     """Parse nvbandwidth output into an :class:`NvbandwidthResult`.
@@ -137,98 +267,12 @@ def parse(text: str) -> NvbandwidthResult:
         ParseError: no ``Running`` testcase and no version banner, or a matrix row that does not
             match its column header.
     """
-    info: dict[str, object] = {}
-    devices: list[NvbDevice] = []
-    cases: list[NvbTestCase] = []
-    warnings: list[str] = []
-    waived = 0
-    name: str | None = None
-    mats: list[_Matrix] = []
-    cur: _Matrix | None = None
-    prev_blank_line: str | None = None
-
-    def close_case() -> None:
-        nonlocal name, mats, cur
-        if name is not None:
-            cases.append(NvbTestCase(name, tuple(m.build() for m in mats)))
-        name, mats, cur = None, [], None
-
+    reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
-        if not s:
-            continue
-        if s.startswith("Running "):
-            close_case()
-            name = s[len("Running ") :].rstrip(".").strip()
-            continue
-        if s.startswith("Waived"):
-            waived += 1
-            continue
-        if s.startswith(("SUM ", "COEFFICIENT_OF_VARIATION ")):
-            parts = s.split()
-            val = to_float(parts[-1]) if len(parts) >= 3 else None
-            target = cur or (mats[-1] if mats else None)
-            if target is None:
-                warnings.append(f"line {no}: {parts[0]} outside a matrix")
-            elif parts[0] == "SUM":
-                target.sum = (parts[1] if len(parts) > 1 else "", val)
-            else:
-                target.cov = val
-            continue
-        tm = _TITLE_RE.match(s)
-        if tm and not s[0].isdigit():
-            if name is None:
-                name = "unnamed"
-                warnings.append(f"line {no}: matrix without a 'Running' line")
-            cur = _Matrix(tm.group(1), tm.group(2))
-            mats.append(cur)
-            continue
-        if cur is not None and s[0].isdigit():
-            toks = s.split()
-            if cur.cols is None:
-                if all(t.isdigit() for t in toks):
-                    cur.cols = tuple(int(t) for t in toks)
-                continue
-            if not toks[0].isdigit():
-                continue
-            vals = tuple(None if t == "N/A" else to_float(t) for t in toks[1:])
-            if len(vals) != len(cur.cols):
-                raise ParseError(
-                    TOOL,
-                    f"matrix row has {len(vals)} cells for {len(cur.cols)} columns",
-                    line=no,
-                    expected="one value per column",
-                )
-            cur.rows.append(int(toks[0]))
-            cur.cells.append(vals)
-            continue
-        if ":" in s:
-            key, _, value = s.partition(":")
-            if key.strip() in _VERSION_KEYS:
-                info[_VERSION_KEYS[key.strip()]] = value.strip()
-                continue
-            dm = _DEVICE_RE.match(s)
-            if dm:
-                devices.append(NvbDevice(int(dm.group(1)), dm.group(2), dm.group(3)))
-                if prev_blank_line and "hostname" not in info and " " not in prev_blank_line:
-                    info["hostname"] = prev_blank_line
-                continue
-        if name is None and not devices and " " not in s and not s.startswith(("NOTE", "Built")):
-            prev_blank_line = s
-    close_case()
-    if not cases and "version" not in info:
-        raise ParseError(
-            TOOL,
-            "no nvbandwidth output found",
-            expected="'nvbandwidth Version' or 'Running <test>.'",
-        )
-    return NvbandwidthResult(
-        testcases=tuple(cases),
-        devices=tuple(devices),
-        waived=waived,
-        warnings=tuple(warnings),
-        **info,  # type: ignore[arg-type]
-    )
+        if s:
+            _LINES(reader, no, s)
+    return reader.result()
 
 
 def detect(text: str) -> bool:

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from nvtest.parsers._common import (
+    LineDispatch,
     ParseError,
     Reading,
     ValueState,
@@ -23,6 +24,7 @@ from nvtest.parsers._common import (
     lost_gpu,
     numbered_lines,
     reading,
+    skip_line,
 )
 
 TOOL = "nvidia-smi"
@@ -177,6 +179,143 @@ def _mig_row(cells: list[str]) -> dict[str, object] | None:
     }
 
 
+class _Reader:
+    """The table read so far; the handlers of :data:`_LINES`. ``section`` is the table the
+    ``|`` rows belong to (``gpus``, ``mig``, ``procs``); ``line_in_gpu`` counts the rows of the
+    open GPU's row group."""
+
+    def __init__(self) -> None:
+        self.info: dict[str, str] = {}
+        self.gpus: list[SmiPlainGpu] = []
+        self.migs: list[dict[str, object]] = []
+        self.procs: list[SmiProcess] = []
+        self.lost: list[str] = []
+        self.section = "gpus"
+        self.cur: dict[str, object] | None = None
+        self.line_in_gpu = 0
+
+    def close(self) -> None:
+        """Freeze the open GPU row group, if any."""
+        if self.cur is not None:
+            self.gpus.append(SmiPlainGpu(**self.cur))  # type: ignore[arg-type]
+        self.cur = None
+
+    def result(self) -> SmiPlain:
+        """The :class:`SmiPlain`; ParseError when neither a header nor a GPU was read."""
+        self.close()
+        if not self.gpus and not self.lost and "driver_version" not in self.info:
+            raise ParseError(
+                TOOL, "no nvidia-smi table found", expected="'NVIDIA-SMI ... Driver Version' header"
+            )
+        warnings = [] if self.gpus or self.lost else ["header without any GPU row"]
+        return SmiPlain(
+            gpus=tuple(self.gpus),
+            mig_devices=tuple(SmiMigDevice(**m) for m in self.migs),  # type: ignore[arg-type]
+            processes=tuple(self.procs),
+            lost_gpus=tuple(self.lost),
+            warnings=tuple(warnings),
+            **self.info,
+        )
+
+    def lost_gpu(self, no: int, line: str, _m: re.Match[str]) -> None:
+        self.lost.append(lost_gpu(line) or "unknown")
+
+    def failed(self, no: int, line: str, _m: re.Match[str]) -> None:
+        raise ParseError(TOOL, line, line=no, expected="the GPU table")
+
+    def header(self, no: int, line: str, _m: re.Match[str]) -> None:
+        for key, rx in (
+            ("smi_version", _HEADER_RE),
+            ("driver_version", _DRIVER_RE),
+            ("cuda_version", _CUDA_RE),
+        ):
+            m = rx.search(line)
+            if m:
+                self.info[key] = m.group(1)
+
+    def mig_section(self, no: int, line: str, _m: re.Match[str]) -> None:
+        self.close()
+        self.section = "mig"
+
+    def procs_section(self, no: int, line: str, _m: re.Match[str]) -> None:
+        self.close()
+        self.section = "procs"
+
+    def row(self, no: int, line: str, _m: re.Match[str]) -> None:
+        """A ``|`` row of the current section's table."""
+        cells = _cells(line)
+        if self.section == "gpus" and len(cells) >= 3:
+            self.gpu_row(cells)
+        elif self.section == "mig" and len(cells) >= 3:
+            row = _mig_row(cells)
+            if row is not None:
+                self.migs.append(row)
+            elif self.migs and not cells[0].strip():
+                self.migs[-1]["bar1_used_mib"], self.migs[-1]["bar1_total_mib"] = _mem(cells[1])
+        elif self.section == "procs" and cells:
+            self.proc_row(cells)
+
+    def gpu_row(self, cells: list[str]) -> None:
+        """Row 1 of a GPU (index, name, bus id) opens it; rows 2 and 3 fill it."""
+        m1 = _ROW1_RE.match(cells[0])
+        mb = _BUS_RE.match(cells[1])
+        if m1 and mb:
+            self.close()
+            ecc = cells[2].strip()
+            self.cur = {
+                "index": int(m1.group(1)),
+                "name": m1.group(2),
+                "persistence_mode": m1.group(3),
+                "bus_id": mb.group(1),
+                "display_active": mb.group(2),
+                "ecc_uncorrectable": reading(ecc) if reading(ecc) is not None else ecc,
+            }
+            self.line_in_gpu = 1
+        elif self.cur is not None and self.line_in_gpu == 1:
+            _gpu_line2(self.cur, cells)
+            self.line_in_gpu = 2
+        elif self.cur is not None and self.line_in_gpu == 2:
+            mig = cells[2].strip()
+            if mig:
+                self.cur["mig_mode"] = mig
+            self.line_in_gpu = 3
+
+    def proc_row(self, cells: list[str]) -> None:
+        m = _PROC_RE.match(cells[0])
+        if m:
+            self.procs.append(
+                SmiProcess(
+                    int(m.group(1)),
+                    int(m.group(4)),
+                    m.group(5),
+                    m.group(6),
+                    reading(m.group(7)),
+                    m.group(2),
+                    m.group(3),
+                )
+            )
+
+    def other(self, no: int, line: str) -> None:
+        """Any other line; a ``+---`` border ends the open GPU's row group."""
+        if line.startswith("+") and self.section == "gpus":
+            self.close()
+
+
+#: Every non-blank line, stripped.
+_LINES: LineDispatch[_Reader] = LineDispatch(
+    [
+        (re.compile("Unable to determine the device handle"), _Reader.lost_gpu),
+        (("NVIDIA-SMI has failed", "No devices were found"), _Reader.failed),
+        (lambda s: "NVIDIA-SMI" in s and "Version" in s, _Reader.header),
+        (re.compile("MIG devices:"), _Reader.mig_section),
+        (re.compile("Processes:"), _Reader.procs_section),
+        (("|=", "|-"), skip_line),
+        ("|", _Reader.row),
+    ],
+    default=_Reader.other,
+)
+
+
 @guarded(TOOL)
 def parse(text: str) -> SmiPlain:
     """Parse plain ``nvidia-smi`` output into an :class:`SmiPlain`.
@@ -185,115 +324,12 @@ def parse(text: str) -> SmiPlain:
         ParseError: no ``NVIDIA-SMI`` header, no GPU row and no lost-GPU line; or nvidia-smi's own
             failure message (``NVIDIA-SMI has failed ...``, ``No devices were found``).
     """
-    info: dict[str, str] = {}
-    gpus: list[SmiPlainGpu] = []
-    migs: list[dict[str, object]] = []
-    procs: list[SmiProcess] = []
-    lost: list[str] = []
-    warnings: list[str] = []
-    section = "gpus"
-    cur: dict[str, object] | None = None
-    line_in_gpu = 0
-
-    def close() -> None:
-        nonlocal cur
-        if cur is not None:
-            gpus.append(SmiPlainGpu(**cur))  # type: ignore[arg-type]
-        cur = None
-
+    reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
-        lg = lost_gpu(s)
-        if lg:
-            lost.append(lg)
-            continue
-        if s.startswith(("NVIDIA-SMI has failed", "No devices were found")):
-            raise ParseError(TOOL, s, line=no, expected="the GPU table")
-        if "NVIDIA-SMI" in s and "Version" in s:
-            for key, rx in (
-                ("smi_version", _HEADER_RE),
-                ("driver_version", _DRIVER_RE),
-                ("cuda_version", _CUDA_RE),
-            ):
-                m = rx.search(s)
-                if m:
-                    info[key] = m.group(1)
-            continue
-        if "MIG devices:" in s:
-            close()
-            section = "mig"
-            continue
-        if "Processes:" in s:
-            close()
-            section = "procs"
-            continue
-        if not s.startswith("|") or s.startswith("|=") or s.startswith("|-"):
-            if s.startswith("+") and section == "gpus":
-                close()
-            continue
-        cells = _cells(s)
-        if section == "gpus" and len(cells) >= 3:
-            m1 = _ROW1_RE.match(cells[0])
-            mb = _BUS_RE.match(cells[1])
-            if m1 and mb:
-                close()
-                cur = {
-                    "index": int(m1.group(1)),
-                    "name": m1.group(2),
-                    "persistence_mode": m1.group(3),
-                    "bus_id": mb.group(1),
-                    "display_active": mb.group(2),
-                }
-                ecc = cells[2].strip()
-                cur["ecc_uncorrectable"] = reading(ecc) if reading(ecc) is not None else ecc
-                line_in_gpu = 1
-                continue
-            if cur is not None and line_in_gpu == 1:
-                _gpu_line2(cur, cells)
-                line_in_gpu = 2
-                continue
-            if cur is not None and line_in_gpu == 2:
-                mig = cells[2].strip()
-                if mig:
-                    cur["mig_mode"] = mig
-                line_in_gpu = 3
-            continue
-        if section == "mig" and len(cells) >= 3:
-            row = _mig_row(cells)
-            if row is not None:
-                migs.append(row)
-            elif migs and not cells[0].strip():
-                migs[-1]["bar1_used_mib"], migs[-1]["bar1_total_mib"] = _mem(cells[1])
-            continue
-        if section == "procs" and cells:
-            m = _PROC_RE.match(cells[0])
-            if m:
-                procs.append(
-                    SmiProcess(
-                        int(m.group(1)),
-                        int(m.group(4)),
-                        m.group(5),
-                        m.group(6),
-                        reading(m.group(7)),
-                        m.group(2),
-                        m.group(3),
-                    )
-                )
-    close()
-    if not gpus and not lost and "driver_version" not in info:
-        raise ParseError(
-            TOOL, "no nvidia-smi table found", expected="'NVIDIA-SMI ... Driver Version' header"
-        )
-    if not gpus and not lost:
-        warnings.append("header without any GPU row")
-    return SmiPlain(
-        gpus=tuple(gpus),
-        mig_devices=tuple(SmiMigDevice(**m) for m in migs),  # type: ignore[arg-type]
-        processes=tuple(procs),
-        lost_gpus=tuple(lost),
-        warnings=tuple(warnings),
-        **info,
-    )
+        if s:
+            _LINES(reader, no, s)
+    return reader.result()
 
 
 def detect(text: str) -> bool:

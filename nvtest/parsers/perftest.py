@@ -16,7 +16,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, split_kv, to_float, to_int
+from nvtest.parsers._common import (
+    LineDispatch,
+    ParseError,
+    guarded,
+    numbered_lines,
+    split_kv,
+    to_float,
+    to_int,
+)
 
 TOOL = "perftest"
 DESCRIPTION = (
@@ -238,6 +246,110 @@ def _lat_row(run: _Run, no: int, tokens: list[str]) -> None:
     )
 
 
+class _Reader:
+    """State of one log: finished runs, the open run, error lines, and the hints (a server
+    waiting for its client, the command line's arguments) that say which side a run is.
+    Its methods are the handlers of :data:`_LINES`."""
+
+    def __init__(self) -> None:
+        self.runs: list[PerftestRun] = []
+        self.errors: list[PerftestError] = []
+        self.cur: _Run | None = None
+        self.command: str | None = None
+        self.waiting = False
+        self.side_hint: str | None = None
+
+    def log(self) -> PerftestLog:
+        """Close the open run and return the log; ParseError when nothing was found."""
+        if self.cur is not None:
+            self.runs.append(self.cur.build())
+        if not self.runs and not self.errors:
+            raise ParseError(
+                TOOL, "no perftest banner, table or error line", expected="'... BW Test' banner"
+            )
+        return PerftestLog(runs=tuple(self.runs), errors=tuple(self.errors), command=self.command)
+
+    def wait(self, no: int, line: str, _m: re.Match[str]) -> None:
+        self.waiting = True
+
+    def banner(self, no: int, line: str, m: re.Match[str]) -> bool:
+        """``RDMA_Write BW Test``: a new run (declines a ``#`` line)."""
+        if line.startswith("#"):
+            return False
+        if self.cur is not None:
+            self.runs.append(self.cur.build())
+        self.cur = _Run(m.group(1), "server" if self.waiting else self.side_hint)
+        self.waiting = False
+        return True
+
+    def header(self, no: int, line: str, _m: re.Match[str]) -> None:
+        if self.cur is None:
+            self.cur = _Run("unknown", self.side_hint)
+        if "BW" in line:
+            unit = re.search(r"BW average\[([^\]]+)\]", line)
+            self.cur.unit = unit.group(1) if unit else "MB/sec"
+            self.cur.header = ["bw"]
+        else:
+            self.cur.header = _lat_header(line)
+
+    def row(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """A table row (declined before any table header)."""
+        if self.cur is None or not self.cur.header:
+            return False
+        if self.cur.header == ["bw"]:
+            _bw_row(self.cur, no, line.split())
+        else:
+            _lat_row(self.cur, no, line.split())
+        return True
+
+    def command_line(self, no: int, line: str, _m: re.Match[str]) -> None:
+        """A comment or shell prompt line; the command, when it names a perftest binary."""
+        cm = _COMMAND_RE.search(line)
+        if cm:
+            self.command = self.command or line[cm.start() :]
+            args = line[cm.end() :].split()
+            self.side_hint = (
+                "client"
+                if args and not args[-1].startswith("-") and not args[-1].isdigit()
+                else "server"
+            )
+
+    def banner_values(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """``Key : value`` pairs of the open run's banner; an error line is passed on."""
+        if self.cur is None or line.startswith(("local address", "remote address", "GID:")):
+            return False
+        for key, value in _banner_pairs(line):
+            spec = _BANNER_KEYS.get(key)
+            if spec:
+                name, typ = spec
+                self.cur.f[name] = to_int(value.split("[")[0]) if typ is int else value
+        return not line.startswith(_ERROR_STARTS)
+
+    def other(self, no: int, line: str) -> None:
+        """Any other line: an error line of the tool, or ignored."""
+        if line.startswith(_ERROR_STARTS) or ("error" in line.lower() and self.cur is None):
+            sm = _STATUS_RE.search(line)
+            self.errors.append(PerftestError(no, line, int(sm.group(1)) if sm else None))
+
+
+def _comment_or_prompt(line: str) -> bool:
+    return line.startswith("#") or "$ " in line or (line.startswith("[") and "]# " in line)
+
+
+#: Every non-blank line, launcher tag removed, stripped.
+_LINES: LineDispatch[_Reader] = LineDispatch(
+    [
+        (re.compile("Waiting for client"), _Reader.wait),
+        (_TEST_RE, _Reader.banner),
+        ("#bytes", _Reader.header),
+        (lambda s: s[0].isdigit(), _Reader.row),
+        (_comment_or_prompt, _Reader.command_line),
+        (re.compile(":"), _Reader.banner_values),
+    ],
+    default=_Reader.other,
+)
+
+
 @guarded(TOOL)
 def parse(text: str) -> PerftestLog:
     """Parse perftest output into a :class:`PerftestLog`.
@@ -245,76 +357,12 @@ def parse(text: str) -> PerftestLog:
     Raises:
         ParseError: neither a test banner, a result table nor an error line was found.
     """
-    runs: list[PerftestRun] = []
-    errors: list[PerftestError] = []
-    cur: _Run | None = None
-    command: str | None = None
-    waiting = False
-    side_hint: str | None = None
+    reader = _Reader()
     for no, line in numbered_lines(text, strip_prefix=True):
         s = line.strip()
-        if not s:
-            continue
-        if "Waiting for client" in s:
-            waiting = True
-            continue
-        m = _TEST_RE.match(s)
-        if m and not s.startswith("#"):
-            if cur is not None:
-                runs.append(cur.build())
-            cur = _Run(m.group(1), "server" if waiting else side_hint)
-            waiting = False
-            continue
-        if s.startswith("#bytes"):
-            if cur is None:
-                cur = _Run("unknown", side_hint)
-            if "BW" in s:
-                unit = re.search(r"BW average\[([^\]]+)\]", s)
-                cur.unit = unit.group(1) if unit else "MB/sec"
-                cur.header = ["bw"]
-            else:
-                cur.header = _lat_header(s)
-            continue
-        if cur is not None and cur.header and s[0].isdigit():
-            tokens = s.split()
-            if cur.header == ["bw"]:
-                _bw_row(cur, no, tokens)
-            else:
-                _lat_row(cur, no, tokens)
-            continue
-        if s.startswith("#") or "$ " in s or (s.startswith("[") and "]# " in s):
-            cm = _COMMAND_RE.search(s)
-            if cm:
-                command = command or s[cm.start() :]
-                args = s[cm.end() :].split()
-                side_hint = (
-                    "client"
-                    if args and not args[-1].startswith("-") and not args[-1].isdigit()
-                    else "server"
-                )
-            continue
-        if (
-            cur is not None
-            and ":" in s
-            and not s.startswith(("local address", "remote address", "GID:"))
-        ):
-            for key, value in _banner_pairs(s):
-                spec = _BANNER_KEYS.get(key)
-                if spec:
-                    name, typ = spec
-                    cur.f[name] = to_int(value.split("[")[0]) if typ is int else value
-            if not s.startswith(_ERROR_STARTS):
-                continue
-        if s.startswith(_ERROR_STARTS) or ("error" in s.lower() and cur is None):
-            sm = _STATUS_RE.search(s)
-            errors.append(PerftestError(no, s, int(sm.group(1)) if sm else None))
-    if cur is not None:
-        runs.append(cur.build())
-    if not runs and not errors:
-        raise ParseError(
-            TOOL, "no perftest banner, table or error line", expected="'... BW Test' banner"
-        )
-    return PerftestLog(runs=tuple(runs), errors=tuple(errors), command=command)
+        if s:
+            _LINES(reader, no, s)
+    return reader.log()
 
 
 def detect(text: str) -> bool:

@@ -14,7 +14,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, to_float, to_int
+from nvtest.parsers._common import (
+    LineDispatch,
+    ParseError,
+    guarded,
+    numbered_lines,
+    to_float,
+    to_int,
+)
 
 TOOL = "stream"
 DESCRIPTION = "STREAM (stream.c 5.x and variants): Copy/Scale/Add/Triad rates and validation"
@@ -96,6 +103,162 @@ _RELERR_RE = re.compile(r"AvgRelAbsErr:\s*(\S*)")
 _ROW_RE = re.compile(r"^(Copy|Scale|Add|Triad):\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)")
 
 
+_SIZES = ((_ARRAY_RE, "array_size"), (_NTIMES_RE, "ntimes"), (_BYTES_RE, "bytes_per_element"))
+_ANY_SIZE_RE = re.compile("|".join(rx.pattern for rx, _ in _SIZES))
+
+
+class _Reader:
+    """What one STREAM run printed; the handlers of :data:`_LINES`.
+
+    ``current`` is the array of the open ``Failed Validation`` block; ``want_relerr`` is set
+    when its ``AvgRelAbsErr:`` value was wrapped onto the next line.
+    """
+
+    def __init__(self) -> None:
+        self.kernels: dict[str, StreamKernel] = {}
+        self.failures: dict[str, dict[str, object]] = {}
+        self.info: dict[str, object] = {}
+        self.prefix: list[str] = []
+        self.validated: bool | None = None
+        self.banner = False
+        self.table_line: int | None = None
+        self.want_relerr: str | None = None
+        self.current: str | None = None
+
+    def read(self, no: int, line: str) -> None:
+        """One non-blank stripped line: a wrapped value, a line before the banner, or
+        a line for :data:`_LINES`."""
+        if self.want_relerr:
+            v = to_float(line)
+            if v is not None:
+                self.failures[self.want_relerr]["avg_rel_abs_err"] = v
+            self.want_relerr = None
+            if v is not None:
+                return
+        if not self.banner and self.before_banner(line):
+            return
+        _LINES(self, no, line)
+
+    def before_banner(self, line: str) -> bool:
+        """True when a line printed before the banner was taken (the version, or a prefix line)."""
+        m = _VERSION_RE.search(line)
+        if m:
+            self.banner = True
+            self.info["version"] = m.group(1)
+            return True
+        if line.startswith("Function") and "Best Rate" in line:
+            self.banner = True
+        elif not line.startswith("-----"):
+            self.prefix.append(line)
+            return True
+        return False
+
+    def result(self) -> StreamResult:
+        """The :class:`StreamResult`; ParseError when no results table was read."""
+        if self.table_line is None or not self.kernels:
+            raise ParseError(
+                TOOL,
+                "no STREAM results table",
+                expected="'Function    Best Rate MB/s ...' and kernel rows",
+            )
+        warnings: list[str] = []
+        missing = [k for k in KERNELS if k not in self.kernels]
+        if missing:
+            warnings.append(f"kernel rows missing: {', '.join(missing)}")
+        if self.validated is None:
+            warnings.append("no validation line (run cut short?)")
+        return StreamResult(
+            kernels=tuple(self.kernels[k] for k in KERNELS if k in self.kernels),
+            validated=self.validated,
+            validation_failures=tuple(
+                StreamValidationFailure(a, **f)  # type: ignore[arg-type]
+                for a, f in self.failures.items()
+            ),
+            prefix_lines=tuple(self.prefix),
+            warnings=tuple(warnings),
+            **self.info,  # type: ignore[arg-type]
+        )
+
+    def header(self, no: int, line: str, _m: re.Match[str]) -> None:
+        if "MB/s" not in line:
+            raise ParseError(
+                TOOL, "table header without MB/s unit", line=no, expected="'Best Rate MB/s'"
+            )
+        self.table_line = no
+
+    def kernel(self, no: int, line: str, m: re.Match[str]) -> bool:
+        """A ``Triad:`` row of the table (declined before the table header)."""
+        if self.table_line is None:
+            return False
+        vals = [to_float(m.group(i)) for i in range(2, 6)]
+        if any(v is None for v in vals):
+            raise ParseError(
+                TOOL, f"non-numeric {m.group(1)} row", line=no, expected="rate and three times"
+            )
+        rate, avg, mn, mx = (float(v) for v in vals)  # type: ignore[arg-type]
+        self.kernels[m.group(1)] = StreamKernel(m.group(1), rate, avg, mn, mx, rate / 1000.0)
+        return True
+
+    def sizes(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """Array size, NTIMES, bytes per element: noted, and the line passed on (False)."""
+        for rx, key in _SIZES:
+            m = rx.search(line)
+            if m:
+                self.info[key] = int(m.group(1))
+        return False
+
+    def threads(self, no: int, line: str, m: re.Match[str]) -> None:
+        self.info["threads_" + m.group(1)] = int(m.group(2))
+
+    def validates(self, no: int, line: str, m: re.Match[str]) -> None:
+        self.validated = self.validated if self.validated is False else True
+        self.info["epsilon"] = to_float(m.group(1))
+
+    def failed(self, no: int, line: str, m: re.Match[str]) -> None:
+        """``Failed Validation on array a[]``: opens that array's failure block."""
+        self.validated = False
+        self.current = m.group(1)
+        self.failures.setdefault(self.current, {})
+        if m.group(2):
+            self.info["epsilon"] = to_float(m.group(2))
+
+    def relerr(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """``AvgRelAbsErr:`` of the open failure block (declined outside one)."""
+        if not self.current:
+            return False
+        m = _RELERR_RE.search(line)
+        v = to_float(m.group(1)) if m and m.group(1) else None
+        if v is None:
+            self.want_relerr = self.current
+        else:
+            self.failures[self.current]["avg_rel_abs_err"] = v
+        return True
+
+    def errors_found(self, no: int, line: str, m: re.Match[str]) -> None:
+        self.failures.setdefault(m.group(1), {})["errors_found"] = to_int(m.group(2))
+
+    def other(self, no: int, line: str) -> None:
+        """Any other line: a validation failure worded otherwise, or ignored."""
+        if "Failed Validation" in line or ("ERROR" in line.upper() and "validat" in line.lower()):
+            self.validated = False
+
+
+#: The lines after the banner (non-blank, stripped).
+_LINES: LineDispatch[_Reader] = LineDispatch(
+    [
+        ("Function", _Reader.header),
+        (_ROW_RE, _Reader.kernel),
+        (_ANY_SIZE_RE, _Reader.sizes),
+        (_THREADS_RE, _Reader.threads),
+        (_VALIDATES_RE, _Reader.validates),
+        (_FAILED_RE, _Reader.failed),
+        (re.compile("AvgRelAbsErr:"), _Reader.relerr),
+        (_ERRORS_RE, _Reader.errors_found),
+    ],
+    default=_Reader.other,
+)
+
+
 @guarded(TOOL)
 def parse(text: str) -> StreamResult:
     """Parse STREAM output into a :class:`StreamResult`.
@@ -103,111 +266,12 @@ def parse(text: str) -> StreamResult:
     Raises:
         ParseError: no ``Function    Best Rate MB/s`` table, or a kernel row that is not numeric.
     """
-    kernels: dict[str, StreamKernel] = {}
-    failures: dict[str, dict[str, object]] = {}
-    info: dict[str, object] = {}
-    prefix: list[str] = []
-    warnings: list[str] = []
-    validated: bool | None = None
-    banner = False
-    table_line: int | None = None
-    want_relerr: str | None = None
-    current: str | None = None
+    reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
-        if want_relerr and s:
-            v = to_float(s)
-            if v is not None:
-                failures[want_relerr]["avg_rel_abs_err"] = v
-            want_relerr = None
-            if v is not None:
-                continue
-        if not banner:
-            m = _VERSION_RE.search(s)
-            if m:
-                banner = True
-                info["version"] = m.group(1)
-                continue
-            if s.startswith("Function") and "Best Rate" in s:
-                banner = True
-            elif s and not s.startswith("-----"):
-                prefix.append(s)
-                continue
-        if s.startswith("Function"):
-            if "MB/s" not in s:
-                raise ParseError(
-                    TOOL, "table header without MB/s unit", line=no, expected="'Best Rate MB/s'"
-                )
-            table_line = no
-            continue
-        m = _ROW_RE.match(s)
-        if m and table_line is not None:
-            vals = [to_float(m.group(i)) for i in range(2, 6)]
-            if any(v is None for v in vals):
-                raise ParseError(
-                    TOOL, f"non-numeric {m.group(1)} row", line=no, expected="rate and three times"
-                )
-            rate, avg, mn, mx = (float(v) for v in vals)  # type: ignore[arg-type]
-            kernels[m.group(1)] = StreamKernel(m.group(1), rate, avg, mn, mx, rate / 1000.0)
-            continue
-        for rx, key in (
-            (_ARRAY_RE, "array_size"),
-            (_NTIMES_RE, "ntimes"),
-            (_BYTES_RE, "bytes_per_element"),
-        ):
-            m = rx.search(s)
-            if m:
-                info[key] = int(m.group(1))
-        m = _THREADS_RE.search(s)
-        if m:
-            info["threads_" + m.group(1)] = int(m.group(2))
-            continue
-        m = _VALIDATES_RE.search(s)
-        if m:
-            validated = validated if validated is False else True
-            info["epsilon"] = to_float(m.group(1))
-            continue
-        m = _FAILED_RE.search(s)
-        if m:
-            validated = False
-            current = m.group(1)
-            failures.setdefault(current, {})
-            if m.group(2):
-                info["epsilon"] = to_float(m.group(2))
-            continue
-        if "AvgRelAbsErr:" in s and current:
-            m = _RELERR_RE.search(s)
-            v = to_float(m.group(1)) if m and m.group(1) else None
-            if v is None:
-                want_relerr = current
-            else:
-                failures[current]["avg_rel_abs_err"] = v
-            continue
-        m = _ERRORS_RE.search(s)
-        if m:
-            failures.setdefault(m.group(1), {})["errors_found"] = to_int(m.group(2))
-            continue
-        if "Failed Validation" in s or ("ERROR" in s.upper() and "validat" in s.lower()):
-            validated = False
-    if table_line is None or not kernels:
-        raise ParseError(
-            TOOL,
-            "no STREAM results table",
-            expected="'Function    Best Rate MB/s ...' and kernel rows",
-        )
-    missing = [k for k in KERNELS if k not in kernels]
-    if missing:
-        warnings.append(f"kernel rows missing: {', '.join(missing)}")
-    if validated is None:
-        warnings.append("no validation line (run cut short?)")
-    return StreamResult(
-        kernels=tuple(kernels[k] for k in KERNELS if k in kernels),
-        validated=validated,
-        validation_failures=tuple(StreamValidationFailure(a, **f) for a, f in failures.items()),  # type: ignore[arg-type]
-        prefix_lines=tuple(prefix),
-        warnings=tuple(warnings),
-        **info,  # type: ignore[arg-type]
-    )
+        if s:
+            reader.read(no, s)
+    return reader.result()
 
 
 def detect(text: str) -> bool:

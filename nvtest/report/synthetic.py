@@ -83,193 +83,313 @@ _THRESHOLDS: dict[str, dict[str, dict[str, Any]]] = {
 }
 
 
+_SKU = "h100-sxm-80gb"
+_STARTED = 1_790_000_000.0
+_DOWN_REASON = "ssh: connect timed out after 10 s (no route to host)"
+_VERDICTS = ("pass", "warn", "fail", "error", "skip")
+#: Worst-of ranks: of a metric's verdicts, and of a result's (for the node and run verdicts).
+_METRIC_RANK = {"pass": 0, "warn": 1, "fail": 2}
+_RESULT_RANK = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
+_UNREACHABLE = {
+    "cause": "node unreachable over SSH",
+    "action": "check the BMC console, power and the management network",
+    "class": "node",
+}
+#: The diagnosis of a failed result, per check.
+_FAIL_DIAGNOSES: dict[str, dict[str, str]] = {
+    "gemm": {
+        "cause": "one GPU far below the fleet: thermal or power throttling, or a degraded HBM stack",
+        "action": "check nvidia-smi -q -d PERFORMANCE for clock-throttle reasons; reseat or RMA the GPU",
+        "class": "gpu",
+    },
+    "h2d": {
+        "cause": "PCIe link trained below x16",
+        "action": "reseat the GPU or riser; check lspci -vv LnkSta",
+        "class": "pcie",
+    },
+    "stream": {
+        "cause": "a DIMM missing or in the wrong slot",
+        "action": "compare dmidecode -t memory with the vendor's population guide",
+        "class": "memory",
+    },
+}
+
+Thresholds = dict[str, dict[str, dict[str, Any]]]
+#: (node, check) -> that result's metrics, in node then check order.
+RawMetrics = dict[tuple[str, str], list[dict[str, Any]]]
+
+
 def _fleet(values: list[float]) -> tuple[float, float]:
     med = statistics.median(values)
     mad = statistics.median(abs(v - med) for v in values) or 1e-9
     return med, mad
 
 
-def synthetic_doc(
-    nodes: int = 64, *, seed: int = 7, hostile: bool = False, fail_rate: float = 0.03
-) -> dict[str, Any]:
-    """A results.json document (schema version 1) for ``nodes`` synthetic nodes."""
-    rnd = random.Random(seed)
-    names = [f"gpu{i:04d}" for i in range(1, nodes + 1)]
-    if hostile and names:
-        names[0] = HOSTILE_NODE
-    sku = "h100-sxm-80gb"
+def _thresholds(sku: str) -> Thresholds:
+    """The SKU thresholds as a document carries them: profile origin, one from a site overlay."""
     thresholds = {
         c: {m: {**t, "proposed": False, "origin": f"profile:{sku}"} for m, t in ms.items()}
         for c, ms in _THRESHOLDS.items()
     }
     thresholds["stream"]["triad_gbps"]["origin"] = "overlay:/etc/nvtest/site.yaml"
-    down = {names[-1]} if nodes >= 8 else set()
-    drained: dict[str, str] = {}
-    started = 1_790_000_000.0
-    node_docs: dict[str, Any] = {}
-    raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    return thresholds
+
+
+def _gpus(rnd: random.Random, idx: int, hostile: bool) -> list[dict[str, Any]]:
+    """The 8 GPUs of node number ``idx`` (1% of them trained at x8)."""
+    gpus = []
+    for g in range(8):
+        gen = 5
+        width = 16 if rnd.random() > 0.01 else 8
+        gpus.append(
+            {
+                "index": g,
+                "name": HOSTILE_GPU if hostile and g == 0 and idx == 0 else "NVIDIA H100 80GB HBM3",
+                "uuid": f"GPU-{rnd.getrandbits(64):016x}",
+                "serial": f"{1650923000000 + idx * 8 + g}",
+                "pci_bus_id": f"00000000:{0x18 + g * 0x10:02X}:00.0",
+                "memory_mib": 81559,
+                "vbios": "96.00.99.00.01" if idx % 50 else "96.00.74.00.0B",
+                "ecc_mode": "Enabled",
+                "persistence_mode": "Enabled",
+                "mig_mode": "Disabled",
+                "pcie_gen_current": gen,
+                "pcie_gen_max": 5,
+                "pcie_width_current": width,
+                "pcie_width_max": 16,
+            }
+        )
+    return gpus
+
+
+def _inventory(n: str, gpus: list[dict[str, Any]]) -> dict[str, Any]:
+    """The inventory of a reachable node ``n``: host facts, GPUs and 8 ConnectX-7 functions."""
+    pci = [
+        {"slot": f"0000:{0x1a + k * 0x10:02x}:00.0", "class_name": "Infiniband controller", "class_id": "0207", "vendor": "Mellanox Technologies",
+         "vendor_id": "15b3", "device": "MT2910 Family [ConnectX-7]", "device_id": "1021", "driver": "mlx5_core"}
+        for k in range(8)
+    ]  # fmt: skip
+    return {
+        "host": n,
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+        "sockets": 2,
+        "cores": 112,
+        "threads": 224,
+        "memory_total_kib": 2113322448,
+        "os": "Ubuntu 22.04.4 LTS",
+        "kernel": "5.15.0-105-generic",
+        "python": "3.10.12",
+        "libraries": {
+            "numpy": "1.26.4",
+            "torch": "2.3.0",
+            "cupy": None,
+            "pynvml": "12.535.133",
+            "mpi4py": None,
+        },
+        "tools": {"nvidia-smi": "/usr/bin/nvidia-smi"},
+        "driver_version": "550.54.15",
+        "cuda_version": "12.4",
+        "gpus": gpus,
+        "pci": pci,
+        "gpu_absent_reason": None,
+        "notes": [],
+        "gpu_count": 8,
+        "bmc_firmware": "1.2.3",
+    }
+
+
+def _node_doc(n: str, idx: int, gpus: list[dict[str, Any]], down: bool) -> dict[str, Any]:
+    """The ``nodes`` entry of node number ``idx`` (no verdict yet); ``down``: unreachable."""
+    return {
+        "name": n,
+        "settings": {
+            "name": n,
+            "address": None,
+            "port": None,
+            "user": None,
+            "python": None,
+            "sku": None,
+            "tags": {"rack": f"r{idx // 16 + 1:02d}", "rail": str(idx % 8)},
+        },
+        "inventory": None if down else _inventory(n, gpus),
+        "down_reason": _DOWN_REASON if down else None,
+        "sku": _SKU,
+        "sku_match": ["8x NVIDIA H100 80GB HBM3 -> h100-sxm-80gb"],
+        "sku_forced": False,
+        "inventory_log": f"logs/{n}/inventory.log",
+    }
+
+
+def _metric(
+    thresholds: Thresholds,
+    name: str,
+    value: float | None,
+    unit: str,
+    check: str,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """An unjudged metric (verdict pass, no fleet statistics yet) with its threshold."""
+    return {
+        "name": name,
+        "value": value,
+        "unit": unit,
+        "verdict": "pass",
+        "reason": "",
+        "threshold": thresholds.get(check, {}).get(name),
+        "labels": labels or {},
+        "fleet": None,
+    }
+
+
+def _node_metrics(
+    rnd: random.Random, thresholds: Thresholds, gpus: list[dict[str, Any]], fail_rate: float
+) -> dict[str, list[dict[str, Any]]]:
+    """One node's metrics per check: 2% of nodes slow in STREAM, ``fail_rate`` of them with
+    one slow GEMM GPU, and H2D halved on a GPU trained below x16."""
 
     def metric(
         name: str, value: float | None, unit: str, check: str, labels: dict[str, str] | None = None
     ) -> dict[str, Any]:
-        t = thresholds.get(check, {}).get(name)
-        return {
-            "name": name,
-            "value": value,
-            "unit": unit,
-            "verdict": "pass",
-            "reason": "",
-            "threshold": t,
-            "labels": labels or {},
-            "fleet": None,
-        }
+        return _metric(thresholds, name, value, unit, check, labels)
 
-    for idx, n in enumerate(names):
-        rack = f"r{idx // 16 + 1:02d}"
-        gpus = []
+    raw: dict[str, list[dict[str, Any]]] = {}
+    slow = rnd.random()
+    raw["host"] = [
+        metric("cpu_cores", 112.0, "count", "host"),
+        metric("memory_gib", 2015.4, "GiB", "host"),
+    ]
+    raw["gpus"] = [metric("gpu_count", 8.0, "count", "gpus")]
+    base = rnd.gauss(380, 6)
+    raw["stream"] = [
+        metric(k, round(base * f * (0.9 if slow < 0.02 else 1.0), 2), "GB/s", "stream")
+        for k, f in (
+            ("copy_gbps", 1.05),
+            ("scale_gbps", 1.0),
+            ("add_gbps", 1.02),
+            ("triad_gbps", 1.0),
+        )
+    ]
+    raw["devmem"] = [
+        metric("copy_gbps", round(rnd.gauss(2950, 25), 1), "GB/s", "devmem", {"gpu": str(g)})
+        for g in range(8)
+    ]
+    gemm = []
+    bad_gpu = rnd.randrange(8) if rnd.random() < fail_rate else None
+    for dtype, mean, sd in (("bf16", 720, 8), ("fp8", 1420, 15)):
         for g in range(8):
-            gen = 5
-            width = 16 if rnd.random() > 0.01 else 8
-            gpus.append(
-                {
-                    "index": g,
-                    "name": HOSTILE_GPU
-                    if hostile and g == 0 and idx == 0
-                    else "NVIDIA H100 80GB HBM3",
-                    "uuid": f"GPU-{rnd.getrandbits(64):016x}",
-                    "serial": f"{1650923000000 + idx * 8 + g}",
-                    "pci_bus_id": f"00000000:{0x18 + g * 0x10:02X}:00.0",
-                    "memory_mib": 81559,
-                    "vbios": "96.00.99.00.01" if idx % 50 else "96.00.74.00.0B",
-                    "ecc_mode": "Enabled",
-                    "persistence_mode": "Enabled",
-                    "mig_mode": "Disabled",
-                    "pcie_gen_current": gen,
-                    "pcie_gen_max": 5,
-                    "pcie_width_current": width,
-                    "pcie_width_max": 16,
-                }
+            scale = 0.55 if g == bad_gpu else 1.0
+            value = round(rnd.gauss(mean, sd) * scale, 1)
+            gemm.append(
+                metric(f"{dtype}_tflops", value, "TFLOP/s", "gemm", {"gpu": str(g), "dtype": dtype})
             )
-        pci = [
-            {"slot": f"0000:{0x1a + k * 0x10:02x}:00.0", "class_name": "Infiniband controller", "class_id": "0207", "vendor": "Mellanox Technologies",
-             "vendor_id": "15b3", "device": "MT2910 Family [ConnectX-7]", "device_id": "1021", "driver": "mlx5_core"}
-            for k in range(8)
-        ]  # fmt: skip
-        node_docs[n] = {
-            "name": n,
-            "settings": {
-                "name": n,
-                "address": None,
-                "port": None,
-                "user": None,
-                "python": None,
-                "sku": None,
-                "tags": {"rack": rack, "rail": str(idx % 8)},
-            },
-            "inventory": None
-            if n in down
-            else {
-                "host": n,
-                "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
-                "sockets": 2,
-                "cores": 112,
-                "threads": 224,
-                "memory_total_kib": 2113322448,
-                "os": "Ubuntu 22.04.4 LTS",
-                "kernel": "5.15.0-105-generic",
-                "python": "3.10.12",
-                "libraries": {
-                    "numpy": "1.26.4",
-                    "torch": "2.3.0",
-                    "cupy": None,
-                    "pynvml": "12.535.133",
-                    "mpi4py": None,
-                },
-                "tools": {"nvidia-smi": "/usr/bin/nvidia-smi"},
-                "driver_version": "550.54.15",
-                "cuda_version": "12.4",
-                "gpus": gpus,
-                "pci": pci,
-                "gpu_absent_reason": None,
-                "notes": [],
-                "gpu_count": 8,
-                "bmc_firmware": "1.2.3",
-            },
-            "down_reason": "ssh: connect timed out after 10 s (no route to host)"
-            if n in down
-            else None,
-            "sku": sku,
-            "sku_match": ["8x NVIDIA H100 80GB HBM3 -> h100-sxm-80gb"],
-            "sku_forced": False,
-            "inventory_log": f"logs/{n}/inventory.log",
-        }
-        slow = rnd.random()
-        raw[(n, "host")] = [
-            metric("cpu_cores", 112.0, "count", "host"),
-            metric("memory_gib", 2015.4, "GiB", "host"),
-        ]
-        raw[(n, "gpus")] = [metric("gpu_count", 8.0, "count", "gpus")]
-        base = rnd.gauss(380, 6)
-        raw[(n, "stream")] = [
-            metric(k, round(base * f * (0.9 if slow < 0.02 else 1.0), 2), "GB/s", "stream")
-            for k, f in (
-                ("copy_gbps", 1.05),
-                ("scale_gbps", 1.0),
-                ("add_gbps", 1.02),
-                ("triad_gbps", 1.0),
-            )
-        ]
-        raw[(n, "devmem")] = [
-            metric("copy_gbps", round(rnd.gauss(2950, 25), 1), "GB/s", "devmem", {"gpu": str(g)})
-            for g in range(8)
-        ]
-        gemm = []
-        bad_gpu = rnd.randrange(8) if rnd.random() < fail_rate else None
-        for dtype, mean, sd in (("bf16", 720, 8), ("fp8", 1420, 15)):
-            for g in range(8):
-                scale = 0.55 if g == bad_gpu else 1.0
-                value = round(rnd.gauss(mean, sd) * scale, 1)
-                gemm.append(
-                    metric(
-                        f"{dtype}_tflops", value, "TFLOP/s", "gemm", {"gpu": str(g), "dtype": dtype}
-                    )
-                )
-        raw[(n, "gemm")] = gemm
-        raw[(n, "h2d")] = [
-            metric(
-                "h2d_gbps",
-                round(
-                    rnd.gauss(52, 0.6)
-                    * (0.5 if int(str(gpus[g]["pcie_width_current"])) < 16 else 1.0),
-                    2,
-                ),
-                "GB/s",
-                "h2d",
-                {"gpu": str(g)},
-            )
-            for g in range(8)
-        ]
-        raw[(n, "nccl")] = [
-            metric(
-                "busbw_gbps",
-                round(rnd.gauss(470, 4), 1),
-                "GB/s",
-                "nccl",
-                {"op": "all_reduce", "size": "8G"},
-            )
-        ]
-        raw[(n, "ib_ports")] = []
+    raw["gemm"] = gemm
+    raw["h2d"] = [
+        metric(
+            "h2d_gbps",
+            round(
+                rnd.gauss(52, 0.6) * (0.5 if int(str(gpus[g]["pcie_width_current"])) < 16 else 1.0),
+                2,
+            ),
+            "GB/s",
+            "h2d",
+            {"gpu": str(g)},
+        )
+        for g in range(8)
+    ]
+    raw["nccl"] = [
+        metric(
+            "busbw_gbps",
+            round(rnd.gauss(470, 4), 1),
+            "GB/s",
+            "nccl",
+            {"op": "all_reduce", "size": "8G"},
+        )
+    ]
+    raw["ib_ports"] = []
+    return raw
 
-    # judge: thresholds, then fleet outliers against the median
+
+def _fleet_stats(raw: RawMetrics, down: set[str]) -> dict[tuple[str, str], tuple[float, float]]:
+    """(check, metric) -> (median, MAD) over the reachable nodes."""
     series: dict[tuple[str, str], list[float]] = {}
     for (n, c), ms in raw.items():
         if n in down:
             continue
         for m in ms:
             series.setdefault((c, m["name"]), []).append(float(m["value"]))
-    stats = {k: _fleet(v) for k, v in series.items()}
+    return {k: _fleet(v) for k, v in series.items()}
+
+
+def _judge_metric(m: dict[str, Any], med: float, mad: float) -> None:
+    """Set the fleet statistics, verdict and reason of metric ``m``: thresholds first, then
+    an outlier (robust z beyond 3.5) or a value under ``warn_min`` is a warn."""
+    z = 0.6745 * (m["value"] - med) / mad
+    outlier = abs(z) > 3.5
+    m["fleet"] = {
+        "median": med,
+        "mad": round(mad, 4),
+        "delta_pct": round(100 * (m["value"] - med) / med, 2),
+        "robust_z": round(z, 2),
+        "outlier": outlier,
+    }
+    th = m["threshold"]
+    if th and th.get("min") is not None and m["value"] < th["min"]:
+        m["verdict"] = "fail"
+        m["reason"] = f"{m['value']:.4g} {m['unit']} < min {th['min']:.4g} {m['unit']}"
+    elif th and th.get("max") is not None and m["value"] > th["max"]:
+        m["verdict"] = "fail"
+        m["reason"] = f"{m['value']:.4g} {m['unit']} > max {th['max']:.4g}"
+    elif outlier or (th and th.get("warn_min") is not None and m["value"] < th["warn_min"]):
+        m["verdict"] = "warn"
+        m["reason"] = (
+            f"{m['fleet']['delta_pct']:+.1f}% from the fleet median {med:.4g} {m['unit']} (robust z {z:.1f})"
+        )
+    else:
+        m["reason"] = (
+            f"{m['value']:.4g} {m['unit']} >= {th['min']:.4g}"
+            if th and th.get("min") is not None
+            else "measured only, no threshold"
+        )
+
+
+def _judge(
+    r: dict[str, Any],
+    metrics: list[dict[str, Any]],
+    stats: dict[tuple[str, str], tuple[float, float]],
+) -> None:
+    """Judge ``metrics`` and set result ``r``'s metrics, verdict (the worst), reason and the
+    diagnosis of a failed check."""
+    c = r["check"]
+    worst = "pass"
+    bad: list[str] = []
+    for m in metrics:
+        _judge_metric(m, *stats[(c, m["name"])])
+        if _METRIC_RANK[m["verdict"]] > _METRIC_RANK[worst]:
+            worst = m["verdict"]
+        if m["verdict"] != "pass":
+            bad.append(
+                f"{m['name']}[{' '.join(f'{k}={v}' for k, v in m['labels'].items())}]: {m['reason']}"
+            )
+    r["metrics"] = metrics
+    r["verdict"] = worst
+    r["reason"] = "; ".join(bad[:3])
+    if worst == "fail" and c in _FAIL_DIAGNOSES:
+        r["diagnosis"] = dict(_FAIL_DIAGNOSES[c])
+
+
+def _results(
+    rnd: random.Random,
+    names: list[str],
+    down: set[str],
+    hostile: bool,
+    raw: RawMetrics,
+    drained: dict[str, str],
+) -> tuple[list[dict[str, Any]], float]:
+    """Every (check, node) result, check by check, 50 ms apart, and the last start time.
+    Unreachable nodes give errors; the first two failing nodes are added to ``drained``."""
+    stats = _fleet_stats(raw, down)
     results = []
-    t = started
+    t = _STARTED
     for c, _area, _title in _CHECKS:
         for n in names:
             t += 0.05
@@ -278,132 +398,106 @@ def synthetic_doc(
                                  "duration_s": round(rnd.uniform(1, 30), 3), "started_at": t, "details": None,
                                  "diagnosis": None, "nodeid": f"suites/test_{c}.py::test_{c}[{n}]"}  # fmt: skip
             if n in down:
-                r.update(
-                    verdict="error",
-                    reason=f"unreachable: {node_docs[n]['down_reason']}",
-                    metrics=[],
-                )
-                r["diagnosis"] = {
-                    "cause": "node unreachable over SSH",
-                    "action": "check the BMC console, power and the management network",
-                    "class": "node",
-                }
-                results.append(r)
-                continue
-            if c == "ib_ports" and hostile and n == names[0]:
+                r.update(verdict="error", reason=f"unreachable: {_DOWN_REASON}", metrics=[])
+                r["diagnosis"] = dict(_UNREACHABLE)
+            elif c == "ib_ports" and hostile and n == names[0]:
                 r.update(
                     verdict="skip",
                     reason="no RDMA tools: </script><b>ibstat</b> not found \u2028 on the node",
                 )
-                results.append(r)
-                continue
-            worst = "pass"
-            bad: list[str] = []
-            for m in raw[(n, c)]:
-                med, mad = stats[(c, m["name"])]
-                z = 0.6745 * (m["value"] - med) / mad
-                outlier = abs(z) > 3.5
-                m["fleet"] = {
-                    "median": med,
-                    "mad": round(mad, 4),
-                    "delta_pct": round(100 * (m["value"] - med) / med, 2),
-                    "robust_z": round(z, 2),
-                    "outlier": outlier,
-                }
-                th = m["threshold"]
-                if th and th.get("min") is not None and m["value"] < th["min"]:
-                    m["verdict"] = "fail"
-                    m["reason"] = f"{m['value']:.4g} {m['unit']} < min {th['min']:.4g} {m['unit']}"
-                elif th and th.get("max") is not None and m["value"] > th["max"]:
-                    m["verdict"] = "fail"
-                    m["reason"] = f"{m['value']:.4g} {m['unit']} > max {th['max']:.4g}"
-                elif outlier or (
-                    th and th.get("warn_min") is not None and m["value"] < th["warn_min"]
-                ):
-                    m["verdict"] = "warn"
-                    m["reason"] = (
-                        f"{m['fleet']['delta_pct']:+.1f}% from the fleet median {med:.4g} {m['unit']} (robust z {z:.1f})"
-                    )
-                else:
-                    m["reason"] = (
-                        f"{m['value']:.4g} {m['unit']} >= {th['min']:.4g}"
-                        if th and th.get("min") is not None
-                        else "measured only, no threshold"
-                    )
-                rank = {"pass": 0, "warn": 1, "fail": 2}
-                if rank[m["verdict"]] > rank[worst]:
-                    worst = m["verdict"]
-                if m["verdict"] != "pass":
-                    bad.append(
-                        f"{m['name']}[{' '.join(f'{k}={v}' for k, v in m['labels'].items())}]: {m['reason']}"
-                    )
-            r["metrics"] = raw[(n, c)]
-            r["verdict"] = worst
-            r["reason"] = "; ".join(bad[:3])
-            if worst == "fail" and c == "gemm":
-                r["diagnosis"] = {"cause": "one GPU far below the fleet: thermal or power throttling, or a degraded HBM stack",
-                                  "action": "check nvidia-smi -q -d PERFORMANCE for clock-throttle reasons; reseat or RMA the GPU", "class": "gpu"}  # fmt: skip
-            elif worst == "fail" and c == "h2d":
-                r["diagnosis"] = {
-                    "cause": "PCIe link trained below x16",
-                    "action": "reseat the GPU or riser; check lspci -vv LnkSta",
-                    "class": "pcie",
-                }
-            elif worst == "fail" and c == "stream":
-                r["diagnosis"] = {
-                    "cause": "a DIMM missing or in the wrong slot",
-                    "action": "compare dmidecode -t memory with the vendor's population guide",
-                    "class": "memory",
-                }
+            else:
+                _judge(r, raw[(n, c)], stats)
+                if r["verdict"] == "fail" and len(drained) < 2:
+                    drained[n] = f"nvtest {c} fail"
             results.append(r)
-            if worst == "fail" and len(drained) < 2:
-                drained[n] = f"nvtest {c} fail"
+    return results, t
+
+
+def _summary(
+    results: list[dict[str, Any]], names: list[str], node_docs: dict[str, Any]
+) -> dict[str, Any]:
+    """The run's summary (worst verdict, counts per node and per item); sets each node's verdict."""
     verdict_of: dict[str, str] = {}
-    rank = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
     for r in results:
         cur = verdict_of.get(r["node"], "skip")
-        if rank[r["verdict"]] > rank[cur]:
+        if _RESULT_RANK[r["verdict"]] > _RESULT_RANK[cur]:
             verdict_of[r["node"]] = r["verdict"]
     for n in names:
         node_docs[n]["verdict"] = verdict_of.get(n, "skip")
-    node_counts = {v: 0 for v in ("pass", "warn", "fail", "error", "skip")}
+    node_counts = dict.fromkeys(_VERDICTS, 0)
     for v in verdict_of.values():
         node_counts[v] += 1
-    item_counts = {v: 0 for v in ("pass", "warn", "fail", "error", "skip")}
+    item_counts = dict.fromkeys(_VERDICTS, 0)
     for r in results:
         item_counts[r["verdict"]] += 1
-    overall = max(verdict_of.values(), key=lambda v: rank[v]) if verdict_of else "skip"
+    overall = max(verdict_of.values(), key=lambda v: _RESULT_RANK[v]) if verdict_of else "skip"
+    return {"verdict": overall, "nodes": node_counts, "items": item_counts}
+
+
+def _run(
+    nodes: int, seed: int, hostile: bool, last: float, verdict: str, drained: dict[str, str]
+) -> dict[str, Any]:
+    """The ``run`` block: ended a minute after the ``last`` result started."""
+    return {
+        "run_id": f"20260101-120000-{seed:04x}",
+        "nvtest_version": "0.1.0",
+        "command_line": f"nvtest run --suite delivery --inventory rack-{nodes}.yaml --backend ssh",
+        "started_at": _STARTED,
+        "host": "login01",
+        "user": "field",
+        "backend": "ssh",
+        "suite": "delivery",
+        "cluster": ("<b>acme</b> " + HOSTILE_NODE) if hostile else "acme-h100-phase2",
+        "inventory_file": f"/home/field/rack-{nodes}.yaml",
+        "forced_sku": None,
+        "overlay": "/etc/nvtest/site.yaml",
+        "rerun_of": None,
+        "python": "3.11.7",
+        "ended_at": last + 60,
+        "interrupted": False,
+        "interrupt_signal": None,
+        "exit_code": 1 if verdict in ("fail", "error") else 0,
+        "duration_s": round(last + 60 - _STARTED, 3),
+        "warnings": ["host keys not checked (--insecure-host-keys)"]
+        + ([f"node name {HOSTILE_NODE}"] if hostile else []),
+        "drained": drained,
+    }
+
+
+def synthetic_doc(
+    nodes: int = 64, *, seed: int = 7, hostile: bool = False, fail_rate: float = 0.03
+) -> dict[str, Any]:
+    """A results.json document (schema version 1) for ``nodes`` synthetic nodes.
+
+    Nodes are named ``gpu0001``..., 16 to a rack; with 8 nodes or more the last one is
+    unreachable. ``fail_rate`` is the share of nodes (0..1) given one GPU at 55% of the GEMM
+    fleet; ``hostile`` puts :data:`HOSTILE_NODE`/:data:`HOSTILE_GPU` markup in names and reasons.
+    The same arguments give the same document (``seed`` drives every random value).
+    """
+    rnd = random.Random(seed)
+    names = [f"gpu{i:04d}" for i in range(1, nodes + 1)]
+    if hostile and names:
+        names[0] = HOSTILE_NODE
+    thresholds = _thresholds(_SKU)
+    down = {names[-1]} if nodes >= 8 else set()
+    node_docs: dict[str, Any] = {}
+    raw: RawMetrics = {}
+    for idx, n in enumerate(names):
+        gpus = _gpus(rnd, idx, hostile)
+        node_docs[n] = _node_doc(n, idx, gpus, n in down)
+        for c, ms in _node_metrics(rnd, thresholds, gpus, fail_rate).items():
+            raw[(n, c)] = ms
+    drained: dict[str, str] = {}
+    results, last = _results(rnd, names, down, hostile, raw, drained)
+    summary = _summary(results, names, node_docs)
     return {
         "schema_version": 1,
-        "run": {
-            "run_id": f"20260101-120000-{seed:04x}",
-            "nvtest_version": "0.1.0",
-            "command_line": f"nvtest run --suite delivery --inventory rack-{nodes}.yaml --backend ssh",
-            "started_at": started,
-            "host": "login01",
-            "user": "field",
-            "backend": "ssh",
-            "suite": "delivery",
-            "cluster": ("<b>acme</b> " + HOSTILE_NODE) if hostile else "acme-h100-phase2",
-            "inventory_file": f"/home/field/rack-{nodes}.yaml",
-            "forced_sku": None,
-            "overlay": "/etc/nvtest/site.yaml",
-            "rerun_of": None,
-            "python": "3.11.7",
-            "ended_at": t + 60,
-            "interrupted": False,
-            "interrupt_signal": None,
-            "exit_code": 1 if overall in ("fail", "error") else 0,
-            "duration_s": round(t + 60 - started, 3),
-            "warnings": ["host keys not checked (--insecure-host-keys)"]
-            + ([f"node name {HOSTILE_NODE}"] if hostile else []),
-            "drained": drained,
-        },
-        "summary": {"verdict": overall, "nodes": node_counts, "items": item_counts},
+        "run": _run(nodes, seed, hostile, last, summary["verdict"], drained),
+        "summary": summary,
         "nodes": dict(sorted(node_docs.items())),
         "skus": {
-            sku: {
-                "name": sku,
+            _SKU: {
+                "name": _SKU,
                 "description": "NVIDIA HGX H100 SXM5 80GB, 8 GPUs",
                 "file": "configs/skus/h100-sxm-80gb.yaml",
                 "thresholds": thresholds,
