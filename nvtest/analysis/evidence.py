@@ -320,8 +320,9 @@ def _run_section(out: Path, step: dict[str, Any]) -> list[str]:
         return [head, "", f"No results.json: {step.get('reason') or 'the run wrote none'}", ""]
     summary = doc.get("summary") or {}
     skus = sorted({str(n.get("sku")) for n in (doc.get("nodes") or {}).values()})
+    items = ", ".join(f"{n} {v}" for v, n in (summary.get("items") or {}).items() if n) or "none"
     lines = [head, "", f"Run `{run_dir}`: verdict **{summary.get('verdict')}**, SKU {', '.join(skus) or '-'}, "
-             f"items {summary.get('items')}.", "",
+             f"items: {items}.", "",
              "| check | verdict | metric | measured | threshold | ratio | reason |",
              "| --- | --- | --- | ---: | --- | ---: | --- |"]  # fmt: skip
     for r in doc.get("results") or []:

@@ -444,17 +444,22 @@ class Sanitiser:
 
     def tree(self, root: Path) -> TreeReport:
         """Sanitise every file under ``root`` (sorted, depth first), then rename files and
-        directories whose names hold an identifier. Removed files are listed, never kept.
+        directories whose names hold an identifier. Removed files (binary, links, or a file
+        that could not be read or rewritten) are listed, never kept.
 
         Raises:
-            OSError: a file cannot be read, written or renamed.
+            OSError: a file or directory cannot be renamed or removed.
         """
         report = TreeReport()
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames.sort()
             for name in sorted(filenames):
                 path = Path(dirpath) / name
-                outcome = self.file(path)
+                try:
+                    outcome = self.file(path)
+                except OSError as exc:  # never leave a file that was not sanitised
+                    path.unlink(missing_ok=True)
+                    outcome = f"removed: could not be rewritten ({exc.strerror or exc})"
                 if outcome.startswith("removed"):
                     rel = self.text(str(path.relative_to(root)))
                     report.removed.append({"path": rel, "why": outcome.split(": ", 1)[1]})
