@@ -6,7 +6,9 @@
 #
 #   bash install.sh [VENV] [CHECKOUT]
 #
-# VENV: the virtualenv (default ./.venv-evidence; an existing one is reused as it is).
+# VENV: the virtualenv (default ./.venv-evidence; an existing one is reused as it is). A new
+#   one sees the packages of the Python that creates it ($PYTHON, default python3), its venv
+#   or conda env included.
 # CHECKOUT: an nvtest checkout, installed editable (its current code runs); without it the
 #   bundled nvtest wheel is installed.
 # GPU_EVIDENCE_SYSTEM_SITE=0: create the virtualenv without the system's packages.
@@ -36,6 +38,16 @@ if [ ! -x "$VENV/bin/python" ]; then
   if ! "$PY" -m venv $site "$VENV" 2>/dev/null; then
     # no ensurepip (Debian without python3-venv): a venv without pip, driven by the system's pip
     "$PY" -m venv $site --without-pip "$VENV"
+  fi
+  if [ -n "$site" ]; then
+    # the packages $PY sees, its own venv or conda env included (--system-site-packages alone
+    # shows only the base interpreter's), after the virtualenv's own
+    venv_site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$PY" -c 'import site, sysconfig
+paths = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+if site.ENABLE_USER_SITE:
+    paths.append(site.getusersitepackages())
+print("\n".join(dict.fromkeys(paths)))' > "$venv_site/_gpu_machine_site.pth"
   fi
 fi
 if "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then

@@ -225,14 +225,14 @@ def run_steps(out: Path, *, short: bool, python: str = sys.executable) -> list[S
     seconds = 3 if short else 120
     burnin = (*base, "--suite", "burnin", "--duration", str(seconds), "--out", str(out / "runs" / "burnin"))
     return [
-        Step("delivery", "run", "nvtest", delivery, 90.0 if short else 270.0, "runs/delivery.console.txt",
+        Step("delivery", "run", "nvtest", delivery, 90.0 if short else 300.0, "runs/delivery.console.txt",
              min_start_s=30.0),
-        Step("burnin", "run", "nvtest", burnin, 60.0 if short else seconds + 120.0, "runs/burnin.console.txt",
+        Step("burnin", "run", "nvtest", burnin, 60.0 if short else seconds + 90.0, "runs/burnin.console.txt",
              min_start_s=30.0),
     ]  # fmt: skip
 
 
-def fit_burnin(step: Step, left_s: float, overhead_s: float = 90.0) -> Step | None:
+def fit_burnin(step: Step, left_s: float, overhead_s: float = 60.0) -> Step | None:
     """The burn-in run shortened to fit ``left_s`` seconds: its ``--duration`` cut so that
     duration + ``overhead_s`` (inventory, health, report) fits, at least 30 s of load;
     None when even that does not fit. Other steps come back unchanged."""

@@ -77,7 +77,7 @@ def test_bundle_is_small_and_every_wheel_fits_the_gpu_machine(bundle: Path) -> N
 
 def _offline_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
-    return {**env, "PIP_CONFIG_FILE": os.devnull}
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "GPU_EVIDENCE_SYSTEM_SITE": "0"}
 
 
 def test_installs_offline_into_a_fresh_venv_wheel_then_checkout(bundle: Path, tmp_path: Path) -> None:
@@ -97,6 +97,7 @@ def test_installs_offline_into_a_fresh_venv_wheel_then_checkout(bundle: Path, tm
                            cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert wheel.returncode == 0, wheel.stderr[-3000:]
     assert "resolving failed" not in wheel.stderr
+    assert not list(env_dir.rglob("_gpu_machine_site.pth"))  # nothing of this machine's site-packages
     where = subprocess.check_output([str(py), "-c", "import nvtest; print(nvtest.__file__)"], text=True, cwd=tmp_path)
     assert str(env_dir) in where
     version = subprocess.run([str(nvtest), "--version"], capture_output=True, text=True, cwd=tmp_path)
@@ -112,3 +113,23 @@ def test_installs_offline_into_a_fresh_venv_wheel_then_checkout(bundle: Path, tm
     assert "resolving failed" not in editable.stderr
     where = subprocess.check_output([str(py), "-c", "import nvtest; print(nvtest.__file__)"], text=True, cwd=tmp_path)
     assert where.strip() == str(REPO / "nvtest" / "__init__.py")
+
+
+def test_a_new_venv_sees_the_packages_of_the_python_that_made_it(bundle: Path, tmp_path: Path) -> None:
+    """On the GPU machine torch and cupy come from the machine, even when its Python is itself a
+    venv (this test's: it has torch) whose packages ``--system-site-packages`` alone would hide."""
+    env_dir = tmp_path / "venv"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, "PIP_CONFIG_FILE": os.devnull,
+           "PYTHON": sys.executable}  # fmt: skip
+    proc = subprocess.run(["bash", str(bundle / "install.sh"), str(env_dir), str(REPO)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (pth,) = env_dir.rglob("_gpu_machine_site.pth")
+    assert sys.prefix in pth.read_text()
+    check = subprocess.run(
+        [str(env_dir / "bin" / "python"), "-c", "import torch, nvtest, sys; print(torch.__file__); print(nvtest.__file__)"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stderr[-2000:]
+    torch_file, nvtest_file = check.stdout.split()
+    assert torch_file.startswith(sys.prefix) and nvtest_file == str(REPO / "nvtest" / "__init__.py")
