@@ -534,10 +534,14 @@ def evidence(
 ) -> None:
     """Run every GPU capture and probe and the delivery and burn-in suites on this node;
     write the evidence (manifest.json, summary.md, captures, probes, runs) into OUT, sanitised."""
-    kit = Kit(
-        out=out, short=short, budget_s=budget_s or (SHORT_BUDGET_S if short else BUDGET_S),
-        only=frozenset(s.strip() for s in steps.split(",") if s.strip()) if steps else None,
-    )  # fmt: skip
+    only = frozenset(s.strip() for s in steps.split(",") if s.strip()) if steps else None
+    known = {"capture", "probe", "run"} | {
+        s.name for s in capture_steps() + probe_steps(probes_dir(), short=short, gpus=0) + run_steps(out, short=short)
+    }
+    if only and only - known:
+        raise fail(ConfigError(f"unknown step(s) {', '.join(sorted(only - known))}; known: {', '.join(sorted(known))}",
+                               field="--steps"))  # fmt: skip
+    kit = Kit(out=out, short=short, budget_s=budget_s or (SHORT_BUDGET_S if short else BUDGET_S), only=only)
     try:
         manifest = kit.collect()
     except NvtestError as exc:

@@ -243,11 +243,13 @@ def test_sigterm_stops_the_step_and_the_kit_still_summarises_and_sanitises(tmp_p
     assert "sanitised" in manifest and (out / "summary.md").is_file()
 
 
-def test_out_holding_other_files_is_refused(tmp_path: Path) -> None:
+def test_out_holding_other_files_and_unknown_steps_are_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine\n")
-    proc = run_nvtest("evidence", "--out", str(tmp_path), "--steps", "none", timeout=60)
+    proc = run_nvtest("evidence", "--out", str(tmp_path), "--steps", "capture", timeout=60)
     assert proc.returncode == 2 and "notes.txt" in proc.stderr
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+    typo = run_nvtest("evidence", "--out", str(tmp_path / "ev"), "--steps", "gemm,devmen", timeout=60)
+    assert typo.returncode == 2 and "unknown step(s) devmen" in typo.stderr and not (tmp_path / "ev").exists()
 
 
 # ------------------------------------------------------------------ the read-only rule
