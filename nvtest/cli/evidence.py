@@ -28,13 +28,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import signal
 import site
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -323,6 +324,16 @@ class Kit:
         rec: dict[str, Any] = {"exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3),
                                "deadline_s": round(deadline, 1), "started_at": started,
                                "files": [out_rel, err_rel]}  # fmt: skip
+        dropped = self._invalid_field(step, outcome, err_text)
+        if dropped is not None:  # a field this driver does not know: once more without it
+            retry = replace(step, argv=dropped[0])
+            left = self._left() - kill_after
+            if left >= step.min_start_s:
+                outcome, out_rel, err_rel = self._execute(retry, min(step.deadline_s, left), kill_after)
+                out_text, err_text = _read(self.out / out_rel), _read(self.out / err_rel)
+                rec.update(argv=list(retry.argv), requested_argv=list(step.argv), exit_code=outcome.exit_code,
+                           duration_s=round(rec["duration_s"] + outcome.duration_s, 3),
+                           notes=[f"{dropped[1]!r} is not a valid field on this driver: queried without it"])  # fmt: skip
         if self._stop_reason:
             rec.update(status="stopped", reason=f"stopped: {self._stop_reason}")
         elif outcome.timed_out:
@@ -340,6 +351,21 @@ class Kit:
         if version is None:
             rec["version_reason"] = f"no version found ({' '.join(version_argv or []) or 'in its output'})"
         return self._record(step, **rec)
+
+    @staticmethod
+    def _invalid_field(step: Step, outcome: StepOutcome, err_text: str) -> tuple[tuple[str, ...], str] | None:
+        """For a broad ``--query-gpu`` capture that nvidia-smi refused for one field (``Field
+        "x" is not a valid field to query.``): the argv without it, and the field."""
+        m = re.search(r'Field "([^"]+)" is not a valid field to query', err_text)
+        if not step.drop_invalid_fields or outcome.exit_code in (0, None) or not m:
+            return None
+        out: list[str] = []
+        for arg in step.argv:
+            if arg.startswith("--query-gpu="):
+                fields = [f for f in arg.split("=", 1)[1].split(",") if f != m.group(1)]
+                arg = "--query-gpu=" + ",".join(fields)
+            out.append(arg)
+        return (tuple(out), m.group(1)) if tuple(out) != step.argv else None
 
     def probe(self, step: Step) -> dict[str, Any]:
         """Run one probe alone: the status and reason of its JSON document (``ok``, ``skip``,

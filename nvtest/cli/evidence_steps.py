@@ -14,8 +14,9 @@ back the figures):
   node (``--backend local``), each with its whole run directory.
 
 Read-only: nothing here changes clocks, power limits, persistence, compute mode, ECC or
-MIG, or resets a GPU; :data:`READ_ONLY_NVIDIA_SMI` lists the only nvidia-smi argument
-lists the kit runs and ``tests/cli/test_evidence.py`` holds every planned step to it.
+MIG, or resets a GPU; :func:`read_only_nvidia_smi` accepts the only nvidia-smi argument
+lists the kit runs and ``tests/cli/test_evidence.py`` holds every planned step and every
+call the kit made to it.
 
 Deadlines (seconds) fit the whole kit in 8 minutes on one GPU node: each step stops at
 ``min(its deadline, what is left of the budget)`` (``timeout -k``); the short form
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,6 +44,7 @@ __all__ = [
     "capture_steps",
     "fit_burnin",
     "probe_steps",
+    "read_only_nvidia_smi",
     "run_steps",
     "version_probes",
 ]
@@ -80,6 +83,17 @@ READ_ONLY_NVIDIA_SMI = frozenset(
 )
 
 
+def read_only_nvidia_smi(args: Sequence[str]) -> bool:
+    """True for an nvidia-smi argument list the kit may run: one of
+    :data:`READ_ONLY_NVIDIA_SMI`, or a CSV ``--query-gpu`` of fields the kit queries (a
+    subset, when a driver refused one)."""
+    if tuple(args) in READ_ONLY_NVIDIA_SMI:
+        return True
+    if len(args) == 2 and args[0].startswith("--query-gpu=") and args[1] == "--format=csv":
+        return set(args[0].split("=", 1)[1].split(",")) <= set(QUERY_GPU_FIELDS) | set(FABRIC_QUERY)
+    return False
+
+
 @dataclass(frozen=True)
 class Step:
     """One step of the kit.
@@ -96,6 +110,8 @@ class Step:
         needs: a tool the step needs on PATH beyond ``tool`` (nvbandwidth for the
             nvbandwidth h2d probe), or None.
         min_start_s: not started with less than this left of the budget.
+        drop_invalid_fields: a ``--query-gpu`` capture that nvidia-smi refuses for one field
+            (older or newer drivers name some fields differently) runs once more without it.
     """
 
     name: str
@@ -107,6 +123,7 @@ class Step:
     empty_reason: str | None = None
     needs: str | None = None
     min_start_s: float = 5.0
+    drop_invalid_fields: bool = False
 
 
 @dataclass(frozen=True)
@@ -167,7 +184,8 @@ def capture_steps() -> list[Step]:
     ]
     steps = [
         Step(name, "capture", "nvidia-smi", ("nvidia-smi", *args), 30.0, f"captures/{name}{ext}",
-             empty_reason="nvidia-smi reports no NVLink" if "nvlink" in name else None)
+             empty_reason="nvidia-smi reports no NVLink" if "nvlink" in name else None,
+             drop_invalid_fields=name == "nvidia-smi-query-gpu")
         for name, args, ext in smi
     ]  # fmt: skip
     steps += [

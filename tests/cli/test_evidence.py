@@ -19,9 +19,9 @@ import pytest
 from nvtest.checks.health.nvlink import FM_SCRIPT
 from nvtest.cli.evidence_steps import (
     FABRIC_QUERY,
-    READ_ONLY_NVIDIA_SMI,
     capture_steps,
     probe_steps,
+    read_only_nvidia_smi,
     run_steps,
 )
 from nvtest.config.resources import probes_dir
@@ -128,6 +128,9 @@ def _standins(bin_dir: Path) -> tuple[StandInTools, list[str]]:
             "--query-gpu=index,fabric.state,fabric.status --format=csv": Recording(
                 stderr='Field "fabric.state" is not a valid field to query.\n', exit_code=2
             ),
+            "--query-gpu=*clocks_throttle_reasons.active*": Recording(
+                stderr='Field "clocks_throttle_reasons.active" is not a valid field to query.\n', exit_code=2
+            ),
             "--query-gpu=*": Recording.of_file(smi / "query-gpu-csv-nounits-tesla-p100-NA-fan.csv.txt"),
         },
     )
@@ -163,6 +166,9 @@ def test_gpu_captures_on_recorded_outputs_keep_exit_codes_versions_and_reasons(t
         assert steps[name]["status"] == "ok" and steps[name]["exit_code"] == 0, steps[name]
         # no --version on this driver: the version comes from the -q capture's header
         assert steps[name]["version"] == "driver 565.57.01, CUDA 12.7", steps[name]
+    broad = steps["nvidia-smi-query-gpu"]
+    assert "clocks_throttle_reasons.active" in broad["requested_argv"][1] and "clocks_throttle" not in broad["argv"][1]
+    assert broad["notes"] == ["'clocks_throttle_reasons.active' is not a valid field on this driver: queried without it"]
     assert steps["nvidia-smi-nvlink-e"]["status"] == "empty"
     fabric = steps["nvidia-smi-query-gpu-fabric"]
     assert fabric["status"] == "failed" and fabric["exit_code"] == 2 and "not a valid field" in fabric["reason"]
@@ -189,7 +195,7 @@ def test_gpu_captures_on_recorded_outputs_keep_exit_codes_versions_and_reasons(t
     # read-only: every call the kit made is in the allow-list
     calls = [line.split(" ", 1) + [""] for line in tools.calls()]
     smi_calls = {tuple(args.split()) for tool, args, *_ in calls if tool == "nvidia-smi"}
-    assert smi_calls <= READ_ONLY_NVIDIA_SMI, smi_calls - READ_ONLY_NVIDIA_SMI
+    assert len(smi_calls) == 10 and all(read_only_nvidia_smi(c) for c in smi_calls), smi_calls
     assert {args for tool, args, *_ in calls if tool == "dcgmi"} <= {"discovery -l", "diag -r 1", "--version"}
 
 
@@ -289,7 +295,7 @@ def test_every_planned_command_is_read_only() -> None:
     steps = capture_steps() + probe_steps(probes_dir(), short=False, gpus=8) + run_steps(Path("/out"), short=False)
     for s in steps:
         if s.argv[0] == "nvidia-smi":
-            assert tuple(s.argv[1:]) in READ_ONLY_NVIDIA_SMI, s
+            assert read_only_nvidia_smi(s.argv[1:]), s
         if s.argv[0] == "dcgmi":
             assert s.argv[1:] in (("discovery", "-l"), ("diag", "-r", "1")), s
         if s.group == "run":
