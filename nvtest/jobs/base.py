@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from nvtest.config.inventory import Node
 from nvtest.config.resources import probes_dir
 from nvtest.config.thresholds import SkuProfile, evaluate
-from nvtest.errors import NodeError
 from nvtest.transports.base import Command, CommandResult
 from nvtest.verdict import Verdict
 
@@ -89,10 +88,11 @@ def check_nodes(ctx: RunContext, check: str) -> list[Node]:
 
 
 def require_up(ctx: RunContext, node: Node) -> None:
-    """Raise :class:`~nvtest.checks.api.NodeError` when the node was down at the start."""
-    reason = ctx.states[node.name].down_reason
-    if reason:
-        raise NodeError(f"node unreachable: {reason}")
+    """Raise the node's down error (:meth:`~nvtest.session.context.NodeState.down_error`:
+    a :class:`~nvtest.errors.NodeError` worded by its cause) when it was down at the start."""
+    state = ctx.states[node.name]
+    if state.down_reason:
+        raise state.down_error()
 
 
 def address(node: Node) -> str:

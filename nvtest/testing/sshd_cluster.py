@@ -195,8 +195,7 @@ PrintMotd no
 PrintLastLog no
 X11Forwarding no
 AllowTcpForwarding yes
-Subsystem sftp internal-sftp
-LogLevel VERBOSE
+{sftp}LogLevel VERBOSE
 {extra}"""
 
 
@@ -219,6 +218,8 @@ class SSHDCluster:
         node_env: node name -> environment that node's sessions get (sshd ``SetEnv``),
             e.g. ``{"PATH": tools.path_prefix()}`` to put stand-in tools
             (:mod:`nvtest.testing.standin`) first on one node's PATH.
+        no_sftp: names of nodes whose sshd has no ``Subsystem sftp`` line (hardened
+            sites turn SFTP off): a client's SFTP request there is refused.
         startup_timeout_s: how long :meth:`start` waits for every sshd to listen.
 
     Attributes:
@@ -242,6 +243,7 @@ class SSHDCluster:
         extra_sshd_config: str = "",
         node_homes: bool = False,
         node_env: Mapping[str, Mapping[str, str]] | None = None,
+        no_sftp: Iterable[str] = (),
         sshd: str = SSHD_PATH,
         startup_timeout_s: float = 60.0,
     ) -> None:
@@ -255,6 +257,7 @@ class SSHDCluster:
         self.extra_sshd_config = extra_sshd_config
         self.node_homes = node_homes
         self.node_env = {k: dict(v) for k, v in (node_env or {}).items()}
+        self.no_sftp = frozenset(no_sftp)
         self.startup_timeout_s = startup_timeout_s
         self.user = getpass.getuser()
         self._own_dir = base_dir is None
@@ -368,6 +371,7 @@ class SSHDCluster:
                 port=node.port,
                 dir=node.dir,
                 authorized_keys=self.authorized_keys_path,
+                sftp="" if node.name in self.no_sftp else "Subsystem sftp internal-sftp\n",
                 extra=extra,
             ),
             encoding="ascii",

@@ -51,6 +51,9 @@ class SSHTarget:
         proxy_command: OpenSSH ProxyCommand (tokens expanded), or None.
         known_hosts_files: files whose entries are trusted host keys.
         connect_timeout_s: the config's ConnectTimeout, seconds, or None.
+        key_source: where ``key_files`` came from: ``"inventory"`` (its key_file: a
+            missing file is a configuration error) or ``"ssh_config"`` (IdentityFile: a
+            missing one is skipped, as OpenSSH does).
     """
 
     alias: str
@@ -63,6 +66,7 @@ class SSHTarget:
     proxy_command: str | None = None
     known_hosts_files: tuple[str, ...] = ()
     connect_timeout_s: float | None = None
+    key_source: str = "ssh_config"
 
     @property
     def endpoint(self) -> str:
@@ -180,6 +184,7 @@ def resolve_target(
         proxy_command=entry.get("proxycommand") if not jump else None,
         known_hosts_files=files,
         connect_timeout_s=float(timeout) if timeout and timeout.isdigit() else None,
+        key_source="inventory" if node.key_file else "ssh_config",
     )
 
 
