@@ -112,6 +112,24 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "REBOOT",
     ),
     _r(
+        "rendezvous_unreachable",
+        r"could not reach the rendezvous|rendezvous preflight",
+        "a node could not open a TCP connection to the job's rendezvous address and port "
+        "(a firewall, a route, or an address the other nodes cannot use)",
+        "check the inventory `address` of the node hosting the rendezvous, and that nodes "
+        "may connect to each other on high TCP ports; rerun",
+        "CONFIG",
+    ),
+    _r(
+        "launcher_ssh",
+        r"node-to-node ssh",
+        "the node that starts the job could not ssh to this node (keys, known hosts or name "
+        "resolution between nodes; mpirun needs node-to-node ssh)",
+        "from the first node, try the command in the reason by hand; authorise the key on "
+        "every node and check the inventory addresses; rerun",
+        "CONFIG",
+    ),
+    _r(
         "name_does_not_resolve",
         r"does not resolve|cannot resolve host name|could not resolve|Name or service not known"
         r"|Temporary failure in name resolution",
@@ -169,24 +187,6 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "file system, or an overloaded node",
         "run the inventory's python on the node by hand (`PYTHON -c 1`); fix the wrapper or "
         "the file system it waits on; rerun",
-        "CONFIG",
-    ),
-    _r(
-        "rendezvous_unreachable",
-        r"could not reach the rendezvous|rendezvous preflight",
-        "a node could not open a TCP connection to the job's rendezvous address and port "
-        "(a firewall, a route, or an address the other nodes cannot use)",
-        "check the inventory `address` of the node hosting the rendezvous, and that nodes "
-        "may connect to each other on high TCP ports; rerun",
-        "CONFIG",
-    ),
-    _r(
-        "launcher_ssh",
-        r"node-to-node ssh",
-        "the node that starts the job could not ssh to this node (keys, known hosts or name "
-        "resolution between nodes; mpirun needs node-to-node ssh)",
-        "from the first node, try the command in the reason by hand; authorise the key on "
-        "every node and check the inventory addresses; rerun",
         "CONFIG",
     ),
     _r(
@@ -440,6 +440,10 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
         return None
     check = str(result.get("check"))
     reason = str(result.get("reason") or "")
+    # a cause the transport or the launcher named is known, even when every node has it
+    for rule in TRANSPORT_RULES:
+        if rule.matches(check, verdict, reason):
+            return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
     if systemic and verdict == "fail":
         return Diagnosis(
             "every node of this SKU fails this check: the thresholds, the recipe or the environment are suspect",
@@ -447,9 +451,6 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
             "CONFIG",
             "systemic",
         )
-    for rule in TRANSPORT_RULES:
-        if rule.matches(check, verdict, reason):
-            return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
     if check == "xid_scan" or "Xid" in reason:
         x = _xid(reason)
         if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):

@@ -139,6 +139,19 @@ class Transport(ABC):
         run for the probes directory.
         """
 
+    def node_address(self, node: Node) -> str:
+        """Where the other nodes reach ``node`` (a rendezvous, a perftest server): its
+        inventory ``address``, else its name. Transports that resolve names their own way
+        (ssh: the client config's HostName) say what they resolved."""
+        return node.address or node.name
+
+    def launcher_ssh_config(self, nodes: Sequence[Node]) -> str | None:
+        """For launchers that open their own SSH between ``nodes`` (mpirun): the path, the
+        same on each of them, of an OpenSSH client config saying how to reach every one of
+        them (address, port, user, key, known hosts); None when the transport has none
+        (local: one node; slurm: srun starts the ranks)."""
+        return None
+
     def staging_method(self, node_name: str) -> str | None:
         """How :meth:`stage` put the files on ``node_name`` (``"sftp"``, ``"exec channel
         (tar on stdin)"``, ``"in place"``...), for the run record; None when unknown."""

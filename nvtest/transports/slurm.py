@@ -211,6 +211,7 @@ class SlurmTransport(Transport):
         # two transports never share a staging directory, whatever run ids they were given
         self._root_token = secrets.token_hex(4)
         self._stage_method: str | None = None
+        self._addresses: dict[str, str] | None = None
         #: seconds between SIGTERM and SIGKILL of what a cancelled step left behind, and
         #: after SIGKILL before a survivor is declared unkillable
         self.kill_grace_s = KILL_GRACE_S
@@ -496,6 +497,26 @@ class SlurmTransport(Transport):
     def staging_method(self, node_name: str) -> str | None:
         """How the probes reach the nodes (a copy in the shared directory, or in place)."""
         return self._stage_method
+
+    def node_address(self, node: Node) -> str:
+        """The inventory's ``address``, else Slurm's ``NodeAddr`` for the node (asked once per
+        run with ``scontrol show node -o``), else its name."""
+        if node.address:
+            return node.address
+        with self._lock:
+            known = self._addresses
+        if known is None:
+            try:
+                states = states_from_records(
+                    parse_node_records(_client(["scontrol", "show", "node", "-o"], "node addresses"))
+                )
+                known = {name: st.address for name, st in states.items() if st.address}
+            except TransportError as exc:
+                self._log(f"slurm: node addresses unknown ({exc}): nodes are reached by name")
+                known = {}
+            with self._lock:
+                self._addresses = known
+        return known.get(node.name) or node.name
 
     # -- Slurm state changes (opt-in) ----------------------------------------------------
     def drain(self, node: str, reason: str) -> None:

@@ -27,6 +27,7 @@ Nothing here logs a password, a key or a key file path.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import os
 import re
@@ -35,6 +36,7 @@ import select
 import shlex
 import stat
 import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,7 +56,14 @@ from nvtest.transports._deadline import (
     new_token,
     parse_kill_report,
 )
-from nvtest.transports._ssh_config import SSHTarget, load_ssh_config, parse_jump, resolve_target
+from nvtest.transports._ssh_config import (
+    SSHTarget,
+    launcher_config,
+    launcher_known_hosts,
+    load_ssh_config,
+    parse_jump,
+    resolve_target,
+)
 from nvtest.transports._ssh_connect import HostKeyCheck, KnownHostsCache, connect
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 from nvtest.transports.options import SshOptions, build_options
@@ -213,6 +222,7 @@ class SSHTransport(Transport):
         #: node name -> how its files were copied: ``"sftp"``, or ``"exec channel (tar on
         #: stdin)"`` where the node refused the SFTP subsystem.
         self.stage_methods: dict[str, str] = {}
+        self._launcher_configs: set[str] = set()
 
     # -- public interface ----------------------------------------------------
 
@@ -696,6 +706,22 @@ class SSHTransport(Transport):
         while dest in taken:
             suffix += 1
             dest = f"{self.remote_root}/{local_dir.name or 'files'}-{suffix}"
+        method, error = self._put_dir(node, local_dir, dest)
+        with self._lock:
+            if error is not None:
+                self.stage_errors[node.name] = error
+            else:
+                self._staged[key] = dest
+                self.stage_methods[node.name] = method
+        return dest
+
+    def _put_dir(self, node: Node, local_dir: Path, dest: str) -> tuple[str, str | None]:
+        """Copy ``local_dir`` to ``dest`` on ``node`` (under :attr:`remote_root`): by SFTP,
+        or as a tar stream over the exec channel where the node refuses SFTP.
+
+        Returns (method, None), or (method, why) when the copy failed (also logged).
+        """
+        method = "sftp"
         try:
             conn = self._connection(node)
             with self._lock:
@@ -707,10 +733,9 @@ class SSHTransport(Transport):
                     _upload_tree(sftp, local_dir, dest)
                 finally:
                     sftp.close()
-                method = "sftp"
             else:
-                self._untar(node, conn, local_dir, dest)
                 method = "exec channel (tar on stdin)"
+                self._untar(node, conn, local_dir, dest)
                 self._note(
                     node.name,
                     f"the SFTP subsystem was refused ({refused}): staged {local_dir.name} "
@@ -718,14 +743,64 @@ class SSHTransport(Transport):
                 )
         except Exception as exc:  # any failure is this node's, never the run's
             message = str(exc) if isinstance(exc, ConnectError) else f"copy to {dest} failed: {exc}"
-            with self._lock:
-                self.stage_errors[node.name] = message
             self._note(node.name, f"staging {local_dir.name}: {message}")
-            return dest
+            return method, message
+        return method, None
+
+    def node_address(self, node: Node) -> str:
+        """The inventory's ``address``, else the HostName the ssh client config gives the
+        node (a node whose name resolves only through ~/.ssh/config), else its name."""
+        if node.address:
+            return node.address
+        try:
+            return self._resolve(node).hostname
+        except Exception:  # a config the transport could not read: the name is all we have
+            return node.name
+
+    def launcher_ssh_config(self, nodes: Sequence[Node]) -> str | None:
+        """Write, on every node of ``nodes``, an OpenSSH client config for launchers that
+        open their own SSH between them (mpirun: ``--mca plm_rsh_args "-F <path>"``) and
+        a known_hosts of the host keys the controller checked; return the config's path
+        (``<remote_root>/ssh-<8 hex>/config``, the same on every node).
+
+        Each node's block says how the controller reached it
+        (:func:`~nvtest.transports._ssh_config.launcher_config`). Written once per set of
+        nodes; a node where it could not be written is logged (its launch then fails and is
+        named by the launcher's preflight). None for fewer than two nodes.
+        """
+        nodes = list(nodes)
+        if len(nodes) < 2:
+            return None
+        names = sorted(n.name for n in nodes)
+        tag = hashlib.sha1("\n".join(names).encode()).hexdigest()[:8]
+        dest = f"{self.remote_root}/ssh-{tag}"
         with self._lock:
-            self._staged[key] = dest
-            self.stage_methods[node.name] = method
-        return dest
+            if dest in self._launcher_configs:
+                return f"{dest}/config"
+        hosts, keys = [], []
+        for node in nodes:
+            target = self._resolve(node)
+            hosts.append((node.name, target, node.key_file))
+            with self._lock:
+                conn = self._conns.get(node.name)
+            server_key = conn.transport.get_remote_server_key() if conn and conn.alive() else None
+            if server_key is not None:
+                keys.append((target, server_key.get_name(), server_key.get_base64()))
+        with tempfile.TemporaryDirectory(prefix="nvtest-launcher-") as tmp:
+            local = Path(tmp) / f"ssh-{tag}"
+            local.mkdir(mode=0o700)
+            config = local / "config"
+            config.write_text(launcher_config(hosts, f"{dest}/known_hosts", run_id=self.run_id))
+            config.chmod(0o600)
+            (local / "known_hosts").write_text(launcher_known_hosts(keys))
+            futures = [self._pool.submit(self._put_dir, n, local, dest) for n in nodes]
+            for node, future in zip(nodes, futures, strict=True):
+                _, error = future.result()
+                if error:
+                    self._note(node.name, f"the launchers' ssh config was not written: {error}")
+        with self._lock:
+            self._launcher_configs.add(dest)
+        return f"{dest}/config"
 
     def _open_sftp(self, conn: _Conn) -> tuple[paramiko.SFTPClient | None, str]:
         """An SFTP session, or (None, why) when the node refuses the SFTP subsystem

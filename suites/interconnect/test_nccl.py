@@ -25,7 +25,7 @@ from nvtest.checks.interconnect.pair_check import pair_report, report_node
 from nvtest.errors import ProbeError
 from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe, run_commands
 from nvtest.jobs.launch import mpirun_argv
-from nvtest.jobs.mpi import mpi_options
+from nvtest.jobs.mpi import mpi_options, mpirun_preflight
 from nvtest.jobs.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
 from nvtest.jobs.pair_jobs import NcclPairJob
 from nvtest.session.facts import NodeFacts
@@ -116,13 +116,17 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
         )
         key = None
     else:
+        key = f"nccl_multinode_{op}"
+        unreachable = mpirun_preflight(ctx, key, nodes)
+        if unreachable:  # mpirun would not start its daemons there: say so in seconds
+            reasons = tuple(why for _, why in sorted(unreachable.items()))
+            return NcclVerdict(op=op, status="fail", reasons=reasons), "", key
         argv = mpirun_argv(
             [(n.name, _gpus(ctx, n)) for n in nodes],
             prog,
             export=list(env),
             opts=mpi_options(ctx, first),
         )
-        key = f"nccl_multinode_{op}"
         res = run_commands(
             ctx, key, [first], {first.name: render_command(argv, env)}, timeout_s=1800
         )[first.name]

@@ -53,7 +53,7 @@ def test_children_that_leave_the_step_die_at_the_deadline(
         results, took = within(
             timeout + OVER_DEADLINE_S, lambda: t.run(NODES, commands, timeout_s=timeout)
         )
-        for name, res in results.items():
+        for res in results.values():
             assert res.timed_out and res.failure == "timeout", res
             assert res.error and res.error.startswith(f"timed out after {timeout:g} s; step cancelled")
         pids = [p for d in node_dir.values() for p in escaped_pids(d)]

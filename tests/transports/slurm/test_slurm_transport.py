@@ -210,6 +210,14 @@ def test_interrupt_cancels_steps_and_allocation_keeps_results(cluster: SlurmClus
     t.close()
 
 
+def test_node_address_is_slurms_nodeaddr_unless_the_inventory_gives_one(cluster: SlurmCluster) -> None:
+    t = SlurmTransport(run_id="t-addr")
+    assert t.node_address(Node("node1")) == "127.0.0.1"  # NodeAddr of the test cluster
+    assert t.node_address(Node("node2", address="10.9.8.7")) == "10.9.8.7"
+    assert t.node_address(Node("not-a-slurm-node")) == "not-a-slurm-node"
+    t.close()
+
+
 def test_stage_paths(
     cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
