@@ -150,6 +150,7 @@ def run_torchrun(
             cmds,
             timeout_s=timeout_s,
             env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})},
+            needs=("gpu",),  # the ranks run on the GPUs where there are any
         )
         docs: dict[str, dict[str, Any] | None] = {}
         errors: dict[str, str] = {}

@@ -43,6 +43,17 @@ def _declares_needs(call: ast.Call) -> bool:
     return False
 
 
+def test_every_launch_of_the_suites_says_what_it_needs() -> None:
+    """The checks that launch jobs themselves (``run_commands``) declare needs too."""
+    missing = []
+    for path in sorted(suites_dir().rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "run_commands":
+                if not any(k.arg == "needs" for k in n.keywords):
+                    missing.append(f"{path.name}:{n.lineno}")
+    assert missing == [], f"run_commands(...) without needs=: {missing}"
+
+
 def test_the_walk_finds_the_probes() -> None:
     calls = [c for p in SOURCES for c in _probe_calls(p)]
     assert len(calls) >= 20, "the source walk lost the suites' probes"
