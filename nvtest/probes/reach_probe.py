@@ -23,6 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import contextlib  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -62,7 +63,12 @@ def listen(port: int, peers: int, timeout_s: float) -> dict[str, Any]:
                     conn.sendall(b"ok\n")
                 except OSError:
                     continue
-            came.append({"name": name, "from": addr[0]})
+                came.append({"name": name, "from": addr[0]})
+                # the peer closes first: no TIME_WAIT is left on the rendezvous port for the
+                # launcher that binds it next
+                with contextlib.suppress(OSError):
+                    while conn.recv(64):
+                        pass
     return {"port": port, "expected": peers, "peers": came}
 
 
