@@ -4,7 +4,7 @@ A check names its probe, asks for this node's output with the ``measure``
 fixture (the probe runs on all target nodes at once on first use), and records
 judged metrics with the ``judge`` fixture::
 
-    STREAM = Probe("stream", script="stream_probe.py", timeout_s=600)
+    STREAM = Probe("stream", script="stream_probe.py", timeout_s=600, needs=("host-memory",))
 
     @pytest.mark.check("stream", area="memory", title="Host memory bandwidth (STREAM)")
     def test_stream(node, measure, judge):

@@ -153,7 +153,8 @@ def test_ctrl_c_keeps_results_and_exits_130(tmp_path):
     assert "run interrupted" in (out / "latest" / "report.html").read_text()
     # no probe left behind
     time.sleep(0.5)
-    ps = subprocess.run(["pgrep", "-f", "gemm_probe.py"], capture_output=True, text=True)
+    # this checkout's probes only: other runs on a shared machine may be measuring too
+    ps = subprocess.run(["pgrep", "-f", f"{REPO}/nvtest/probes/gemm_probe.py"], capture_output=True, text=True)
     assert ps.stdout.strip() == "", ps.stdout
 
 
