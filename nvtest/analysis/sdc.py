@@ -12,6 +12,7 @@ Within a group of ``n`` digests (GPUs whose probe failed are ``error`` and not
 counted):
 
 - ``n == 1``: ``warn``, nothing could be compared;
+  (on a CPU fleet each node's CPU is one device, and the messages say CPU)
 - a digest held by a strict majority (``count * 2 > n``): its GPUs pass, every
   other GPU fails, "outputs differ from N other GPUs of the same configuration:
   silent data corruption suspected", with its node, index and serial;
@@ -74,6 +75,11 @@ class Digest:
             bits.append(f"index {self.index}")
         bits.append(f"serial {self.serial}" if self.serial else "serial unknown")
         return f"{self.node} {self.device} ({', '.join(bits)})"
+
+    @property
+    def kind(self) -> str:
+        """``GPU``, or ``CPU`` for a host processor (the CPU fleet's device)."""
+        return "CPU" if self.device == "cpu" else "GPU"
 
     @property
     def workload_label(self) -> str:
@@ -176,7 +182,7 @@ def _judge_group(g: Group) -> list[Finding]:
     if n == 1:
         d = ok[0]
         found.append(Finding(d, Verdict.WARN, (
-            f"{d.workload_label} on {d.where}: the only GPU of its configuration in this run, "
+            f"{d.workload_label} on {d.where}: the only {d.kind} of its configuration in this run, "
             "nothing could be compared"), 0, 0))
         return found
     counts, major = g.counts, g.majority
@@ -186,17 +192,17 @@ def _judge_group(g: Group) -> list[Finding]:
         if major is None:
             split = "/".join(str(c) for _, c in counts.most_common())
             found.append(Finding(d, Verdict.FAIL, (
-                f"{d.workload_label} on {d.where}: no majority among the {n} GPUs of the same "
+                f"{d.workload_label} on {d.where}: no majority among the {n} {d.kind}s of the same "
                 f"configuration (outputs split {split}): silent data corruption suspected on at "
                 "least one; compare each with a known-good GPU"), same, n - 1))
         elif d.digest != major:
             found.append(Finding(d, Verdict.FAIL, (
-                f"{d.workload_label} on {d.where}: outputs differ from {counts[major]} other GPUs "
+                f"{d.workload_label} on {d.where}: outputs differ from {counts[major]} other {d.kind}s "
                 f"of the same configuration: silent data corruption suspected "
                 f"(digest {d.digest[:12]}, majority {major[:12]})"), same, n - 1))
         else:
             found.append(Finding(d, Verdict.PASS, (
-                f"{d.workload_label} on {d.where}: bit-identical to {same} other GPUs of the "
+                f"{d.workload_label} on {d.where}: bit-identical to {same} other {d.kind}s of the "
                 "same configuration"), same, n - 1))
     return found
 
@@ -219,9 +225,10 @@ def _config_differences(groups: Sequence[Group]) -> list[str]:
                 ca, cb = dict(a.config), dict(b.config)
                 keys = sorted(k for k in set(ca) | set(cb) if ca.get(k) != cb.get(k))
                 diff = ", ".join(f"{k} {ca.get(k)} vs {cb.get(k)}" for k in keys)
+                kind = a.members[0].kind
                 lines.append(
-                    f"{label}: {sum(a.counts.values())} GPUs ({_nodes(a)}) and "
-                    f"{sum(b.counts.values())} GPUs ({_nodes(b)}) give different outputs on "
+                    f"{label}: {sum(a.counts.values())} {kind}s ({_nodes(a)}) and "
+                    f"{sum(b.counts.values())} {kind}s ({_nodes(b)}) give different outputs on "
                     f"different configurations ({diff}): a configuration difference, not corruption")
     return lines
 

@@ -117,3 +117,12 @@ def test_config_differences_become_one_run_warning_each():
     post_process(doc, policies={})
     post_process(doc, policies={})  # idempotent
     assert doc["run"]["warnings"] == ["operator note", f"sdc: {report.config_differences[0]}"]
+
+
+def test_on_a_cpu_fleet_the_messages_name_cpus():
+    cpu = {"device": "cpu", "index": None, "serial": None, "status": "ok",
+           "config": {"device_kind": "cpu", "cpu_model": "AMD EPYC", "threads": 1},
+           "workloads": [{**GEMM, "dtype": "fp32", "digest": "a"}]}
+    report = compare(digests_from_docs(fleet({"n1": [cpu]})))
+    (f,) = report.findings
+    assert f.verdict is Verdict.WARN and "on n1 cpu (serial unknown): the only CPU of its configuration" in f.reason
