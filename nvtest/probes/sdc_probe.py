@@ -8,7 +8,8 @@ Usage::
 
 Per device (one spawned process per GPU, all at once; one on the host for
 ``--device cpu``), with ``torch.use_deterministic_algorithms(True)``
-(``CUBLAS_WORKSPACE_CONFIG=:4096:8`` on a GPU, TF32 off), a fixed seed and
+(``CUBLAS_WORKSPACE_CONFIG=:4096:8`` on a GPU, TF32 off, attention by the
+math backend of scaled_dot_product_attention), a fixed seed and
 fixed shapes, and on the CPU a fixed thread count (``--threads``):
 
 - ``gemm_chain`` per dtype: X0 (size x size, uniform [-1, 1), drawn on the
@@ -175,6 +176,9 @@ def sdc_device(device: str, payload: dict[str, Any]) -> dict[str, Any]:
         torch.cuda.set_device(index)
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        for fused in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp"):
+            if hasattr(torch.backends.cuda, fused):  # attention by plain matmul + softmax:
+                getattr(torch.backends.cuda, fused)(False)  # deterministic by construction
         ident = {**hw.gpu_identity("torch", torch, index), "index": index}
         ident.update(nvml.nvml_board_identity(ident.get("pci_bus_id")))
     else:
