@@ -3,17 +3,13 @@
 The document is ``inference_probe.py``'s (docs/probes.md#inference). Metrics, one
 set per (dtype, batch size) and device (labels ``device``, ``library``):
 
-=================================  ========  ============================================
-name                               unit      what
-=================================  ========  ============================================
-``<dtype>_bs<B>_prefill_tokens_per_s``  tokens/s  prompt tokens / time to first token
-``<dtype>_bs<B>_decode_tokens_per_s``   tokens/s  decoded tokens / summed decode-step time
-``<dtype>_bs<B>_ttft_ms``               ms        time to first token (median of repeats)
-``<dtype>_bs<B>_token_p50_ms``          ms        per-token (decode step) latency, p50
-``<dtype>_bs<B>_token_p99_ms``          ms        per-token latency, p99
-``vllm_output_tokens_per_s``            tokens/s  vLLM's benchmark, where it ran
-``vllm_total_tokens_per_s``             tokens/s  vLLM's benchmark (prompt + output tokens)
-=================================  ========  ============================================
+- ``<dtype>_bs<B>_prefill_tokens_per_s`` (tokens/s): prompt tokens / time to first token;
+- ``<dtype>_bs<B>_decode_tokens_per_s`` (tokens/s): decoded tokens / summed decode-step time;
+- ``<dtype>_bs<B>_ttft_ms`` (ms): time to first token, median of the repeats;
+- ``<dtype>_bs<B>_token_p50_ms``, ``<dtype>_bs<B>_token_p99_ms`` (ms): per-token
+  (one decode step) latency;
+- ``vllm_output_tokens_per_s``, ``vllm_total_tokens_per_s`` (tokens/s): vLLM's
+  benchmark, where it ran (total: prompt plus output tokens).
 
 A run whose tokens or logits disagree with the fp32 reference fails whatever its
 speed; a run whose reference check compared no token is an ``error`` (the
