@@ -3,15 +3,16 @@
 Usage::
 
     python3 inference_probe.py [--device auto|cpu|cuda] [--gpus 0,1] [--dtypes bf16,fp16]
-                               [--width 2048] [--depth 4] [--heads 16] [--vocab 32000]
-                               [--prompt-len 512] [--batch-sizes 1,16,64] [--new-tokens 64]
+                               [--width W] [--depth D] [--heads H] [--vocab V]
+                               [--prompt-len P] [--batch-sizes 1,16,64] [--new-tokens T]
                                [--check-tokens 8] [--repeats 3] [--seed 1234] [--threads N]
                                [--vllm-model DIR --vllm-input-len 512 --vllm-output-len 128
                                 --vllm-num-prompts 200 [--vllm-dtype bf16] [--vllm-tp 1]]
                                [--timeout-s 1800]
 
 The model (``_decoder.py``: a decoder-only transformer, weights from
-``--seed``, nothing downloaded) is served on every selected GPU at once (one
+``--seed``, nothing downloaded; shape defaults in :data:`DEFAULTS`, the GPU
+SKUs' recipe on a GPU and the cpu-generic one on the CPU) is served on every selected GPU at once (one
 spawned process per GPU, as the GEMM probe does) in each of ``--dtypes``
 (default: bf16 and fp16 where the GPU has them; fp32 on the CPU), at each
 batch size: an untimed warm-up generation, then ``--repeats`` timed ones
@@ -52,6 +53,14 @@ import _vllm_bench as vllm  # noqa: E402
 
 PROBE = "inference"
 DTYPES = tuple(decoder.TORCH_DTYPES)
+#: Defaults of the model and serving options per device kind: on a GPU the recipe of the
+#: GPU SKU profiles (936.4M parameters), on the CPU cpu-generic's (seconds on one thread).
+DEFAULTS = {
+    "cuda": {"width": 4096, "depth": 4, "heads": 32, "vocab": 32000, "prompt_len": 512,
+             "batch_sizes": [1, 16, 64], "new_tokens": 64, "threads": None},
+    "cpu": {"width": 128, "depth": 2, "heads": 4, "vocab": 256, "prompt_len": 32,
+            "batch_sizes": [1, 4], "new_tokens": 16, "threads": 1},
+}
 
 
 def unsupported(torch: Any, device: str, dtype: str) -> str | None:
@@ -141,18 +150,18 @@ def build_parser() -> contract.ProbeArgumentParser:
     add = parser.add_argument
     add("--dtypes", type=contract.parse_name_list, default=None,
         help="subset of fp32,bf16,fp16 (default: bf16,fp16 on GPU, fp32 on CPU)")
-    add("--width", type=int, default=2048, help="model width (multiple of --heads)")
-    add("--depth", type=int, default=4, help="transformer blocks")
-    add("--heads", type=int, default=16, help="attention heads")
-    add("--vocab", type=int, default=32000, help="vocabulary size")
-    add("--prompt-len", type=int, default=512, help="prompt tokens per sequence")
-    add("--batch-sizes", type=contract.parse_index_list, default=[1, 16, 64],
-        help="comma list of batch sizes (sequences served at once)")
-    add("--new-tokens", type=int, default=64, help="generated tokens per sequence (>= 2)")
+    add("--width", type=int, default=None, help="model width, a multiple of --heads (GPU 4096, CPU 128)")
+    add("--depth", type=int, default=None, help="transformer blocks (GPU 4, CPU 2)")
+    add("--heads", type=int, default=None, help="attention heads (GPU 32, CPU 4)")
+    add("--vocab", type=int, default=None, help="vocabulary size (GPU 32000, CPU 256)")
+    add("--prompt-len", type=int, default=None, help="prompt tokens per sequence (GPU 512, CPU 32)")
+    add("--batch-sizes", type=contract.parse_index_list, default=None,
+        help="comma list of batch sizes, sequences served at once (GPU 1,16,64, CPU 1,4)")
+    add("--new-tokens", type=int, default=None, help="generated tokens per sequence, >= 2 (GPU 64, CPU 16)")
     add("--check-tokens", type=int, default=8, help="first tokens compared with the fp32 reference")
     add("--repeats", type=int, default=3, help="timed generations per batch size")
     add("--seed", type=int, default=1234, help="weights and prompts")
-    add("--threads", type=int, default=None, help="CPU: torch threads (default: all available)")
+    add("--threads", type=int, default=None, help="CPU: torch threads (default 1)")
     add("--vllm-model", default=None, help="checkpoint directory on the node for vllm bench throughput")
     add("--vllm-input-len", type=int, default=512)
     add("--vllm-output-len", type=int, default=128)
@@ -162,6 +171,13 @@ def build_parser() -> contract.ProbeArgumentParser:
     add("--timeout-s", type=float, default=1800.0, help="per GPU process, and for vLLM")
     add("--inject-error", action="store_true", help=argparse.SUPPRESS)
     return parser
+
+
+def with_defaults(args: Any, device: str) -> None:
+    """Fill the options left unset with the :data:`DEFAULTS` of ``device`` (``cuda`` or ``cpu``)."""
+    for key, value in DEFAULTS["cuda" if device == "cuda" else "cpu"].items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
 
 
 def validate(args: Any) -> None:
@@ -183,15 +199,16 @@ def validate(args: Any) -> None:
 
 
 def body(args: Any, doc: dict[str, Any]) -> None:
+    device = hw.resolve_device(args.device)
+    with_defaults(args, device)
     validate(args)
     torch = libs.require("torch")
-    device = hw.resolve_device(args.device)
     cfg = {"width": args.width, "depth": args.depth, "heads": args.heads, "vocab": args.vocab,
            "max_len": args.prompt_len + args.new_tokens}
     payload = {"cfg": cfg, "prompt_len": args.prompt_len, "new_tokens": args.new_tokens,
                "batch_sizes": sorted(set(args.batch_sizes)), "check_tokens": args.check_tokens,
                "repeats": args.repeats, "seed": args.seed, "inject_error": args.inject_error,
-               "threads": args.threads or hw.available_cpus()}
+               "threads": args.threads or hw.available_cpus()}  # GPU: unused
     doc.update(device=device, library=libs.library_label(torch),
                model={**cfg, "seed": args.seed, "prompt_len": args.prompt_len,
                       "new_tokens": args.new_tokens, "batch_sizes": payload["batch_sizes"]})

@@ -183,3 +183,15 @@ def test_vllm_applies_only_to_a_model_already_on_disk(tmp_path: Path, monkeypatc
     assert vb.find_vllm() == (None, "vllm disabled by NVTEST_PROBE_DISABLE")
     entry = vb.run_bench({"model": str(tmp_path)}, 10)
     assert entry == {"status": "skip", "reason": "vllm disabled by NVTEST_PROBE_DISABLE"}
+
+
+def test_shape_defaults_follow_the_device():
+    import inference_probe as ip
+
+    args = ip.build_parser().parse_args([])
+    ip.with_defaults(args, "cpu")
+    assert (args.width, args.depth, args.batch_sizes, args.threads) == (128, 2, [1, 4], 1)
+    args = ip.build_parser().parse_args(["--width", "1024", "--heads", "8"])
+    ip.with_defaults(args, "cuda")
+    assert (args.width, args.heads, args.depth, args.vocab, args.batch_sizes) == (1024, 8, 4, 32000, [1, 16, 64])
+    ip.validate(args)  # the GPU SKUs' recipe shape is valid
