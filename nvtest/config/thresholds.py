@@ -30,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from nvtest.config.workload_recipes import InferenceRecipe, SdcRecipe
 from nvtest.verdict import Verdict
 
 __all__ = [
@@ -216,6 +217,8 @@ class _RecipeSections(BaseModel):
 
     resilience: ResilienceRecipe | None = None
     ckpt: CkptRecipe | None = None
+    inference: InferenceRecipe | None = None
+    sdc: SdcRecipe | None = None
 
 
 def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationError:
@@ -224,7 +227,7 @@ def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationE
 
 
 def _check_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
-    """Validate the ``resilience`` and ``ckpt`` sections of a recipe mapping (keys,
+    """Validate the ``resilience``, ``ckpt``, ``inference`` and ``sdc`` sections of a recipe mapping (keys,
     types, ranges, and the cross-key rules over the defaults); return it unchanged."""
     sections = _RecipeSections.model_validate(recipe)
     given = recipe.get("resilience") or {}
@@ -248,7 +251,7 @@ def _check_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
     return recipe
 
 
-#: A recipe mapping: free-form per check, with ``resilience`` and ``ckpt`` validated.
+#: A recipe mapping: free-form per check, with ``resilience``, ``ckpt``, ``inference`` and ``sdc`` validated.
 Recipe = Annotated[dict[str, Any], AfterValidator(_check_recipe)]
 
 

@@ -37,6 +37,7 @@ from nvtest.parsers import (
     nvidia_smi_xml,
     perftest,
     stream,
+    vllm_bench,
 )
 from nvtest.parsers._common import ValueState
 
@@ -76,6 +77,7 @@ _MODULES: tuple[ModuleType, ...] = (
     perftest,
     stream,
     gpu_burn,
+    vllm_bench,
     ibv_devinfo,
     ibstat,
     dmesg,

@@ -36,3 +36,38 @@ def nvml_gpus() -> list[dict[str, Any]]:
         with contextlib.suppress(Exception):
             nvml.nvmlShutdown()
     return gpus
+
+
+def nvml_board_identity(bus_id: str | None) -> dict[str, Any]:
+    """``{"serial", "uuid", "driver"}`` of the GPU at PCI ``bus_id`` as NVML reports them.
+
+    ``serial`` is the board serial number (``nvmlDeviceGetSerial``, what
+    ``nvidia-smi -q`` prints as Serial Number), ``uuid`` the GPU UUID and
+    ``driver`` the driver version; each None where pynvml, the driver or the
+    field is unavailable.  Never raises.
+    """
+    out: dict[str, Any] = {"serial": None, "uuid": None, "driver": None}
+    nvml, _ = libs.optional_import("pynvml")
+    if nvml is None or not bus_id:
+        return out
+    try:
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no driver
+        return out
+
+    def text(value: Any) -> str:
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    try:
+        with contextlib.suppress(Exception):
+            out["driver"] = text(nvml.nvmlSystemGetDriverVersion())
+        with contextlib.suppress(Exception):
+            h = nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+            with contextlib.suppress(Exception):
+                out["serial"] = text(nvml.nvmlDeviceGetSerial(h))
+            with contextlib.suppress(Exception):
+                out["uuid"] = text(nvml.nvmlDeviceGetUUID(h))
+    finally:
+        with contextlib.suppress(Exception):
+            nvml.nvmlShutdown()
+    return out

@@ -1,4 +1,4 @@
-"""Timing device work and summarising the sample: Timer, repetition counts, stats, GB/s.
+"""Timing device work and summarising the sample: Timer, repetition counts, stats, percentiles, GB/s.
 
 All times are seconds.  On a GPU a :class:`Timer` brackets the work with CUDA
 events (torch or cupy) on the current device, so host launch overhead between
@@ -126,3 +126,24 @@ def reps_for(seconds_per_rep: float, min_seconds: float, min_reps: int, max_reps
         return max_reps
     return max(min_reps, min(max_reps, math.ceil(min_seconds / seconds_per_rep)))
 
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0 <= q <= 100) by linear interpolation between closest ranks.
+
+    The rank of ``q`` is ``(n - 1) * q / 100`` in the sorted sample; between
+    two ranks the value is interpolated (numpy's default ``linear`` method,
+    Hyndman & Fan type 7).  Same unit as the input.
+
+    Raises:
+        ValueError: ``values`` is empty or ``q`` is outside [0, 100].
+    """
+    if not values:
+        raise ValueError("percentile of an empty sample")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile {q} outside [0, 100]")
+    xs = sorted(values)
+    rank = (len(xs) - 1) * q / 100.0
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)

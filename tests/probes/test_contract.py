@@ -13,6 +13,8 @@ SCRIPTS = [
     "h2d_probe.py",
     "burnin_probe.py",
     "train_smoke.py",
+    "inference_probe.py",
+    "sdc_probe.py",
 ]
 NOTHING = {"NVTEST_PROBE_DISABLE": "numpy,torch,cupy,pynvml,cc,nvbandwidth"}
 
