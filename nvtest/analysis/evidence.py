@@ -237,10 +237,15 @@ def _collectives(doc: dict[str, Any], rel: str) -> list[Figure]:
 def _inference(doc: dict[str, Any], rel: str) -> list[Figure]:
     figs = _entries(doc, rel, "inference", "inference", "tokens/s")
     for r in doc.get("results") or []:
+        # the inference check's metric names: <dtype>_bs<batch>_<figure> (checks/workload/inference.py)
+        prefix = f"{r['dtype']}_bs{r['batch']}_" if r.get("dtype") and r.get("batch") else ""
+        reason = None if (r.get("check") or {}).get("ok", True) else "generated tokens differ from the fp32 reference"
+        if r.get("status") in ("skip", "error"):
+            reason = f"{r.get('status')}: {r.get('reason')}"
         for key, value in r.items():
             if re.search(r"tokens_per_s$", key) and isinstance(value, (int, float)):
-                figs.append(Figure("inference", "inference", key, str(r.get("device", "-")), float(value),
-                                   "tokens/s", rel, None, doc.get("library")))  # fmt: skip
+                figs.append(Figure("inference", "inference", prefix + key, str(r.get("device", "-")), float(value),
+                                   "tokens/s", rel, reason, doc.get("library")))  # fmt: skip
     return figs
 
 

@@ -54,7 +54,10 @@ def _evidence(tmp_path: Path, xml: str | None, lspci_status: str = "ok") -> tupl
         "collectives": _probe("collectives", device="cuda", world_size=1, results=[
             {"op": "all_reduce", "size_bytes": 1 << 20, "busbw_gbps": 1.0, "wrong": 0},
             {"op": "all_reduce", "size_bytes": 1 << 26, "busbw_gbps": 2.0, "wrong": 0}]),
-        "inference": _probe("inference", results=[{"device": "cuda:0", "decode_tokens_per_s": 1234.5, "ttft_s": 0.02}]),
+        "inference": _probe("inference", results=[
+            {"device": "cuda:0", "dtype": "bf16", "batch": 1, "decode_tokens_per_s": 1234.5, "ttft_ms": 20.0,
+             "check": {"ok": True}},
+            {"device": "cuda:0", "dtype": "bf16", "batch": 16, "decode_tokens_per_s": 9000.0, "check": {"ok": False}}]),
         "devmem-skip": _probe("devmem", status="skip", reason="no CUDA device: torch.cuda.is_available() is False", results=[]),
     }  # fmt: skip
     for name, doc in docs.items():
@@ -80,7 +83,10 @@ def test_figures_against_the_matched_profile_with_ratios(tmp_path: Path) -> None
     assert _row(summary, "| HBM triad_gbps")[2:6] == ["1600 GB/s", "min 1450 GB/s (proposed)", "1.103", "pass"]
     assert _row(summary, "| host link d2h_gbps | cuda:0 (torch")[2:6] == ["20 GB/s", "min 21 GB/s", "0.952", "fail"]
     assert _row(summary, "| collectives all_reduce_busbw_gbps")[2] == "2 GB/s"  # the largest size
-    assert _row(summary, "| inference decode_tokens_per_s")[2:6] == ["1234 tokens/s", "no threshold", "-", "measured only"]
+    # named as the inference check names its metrics, so the profile's floor applies
+    bs1 = _row(summary, "| inference bf16_bs1_decode_tokens_per_s")
+    assert bs1[2] == "1234 tokens/s" and bs1[3].startswith("min 154 tokens/s") and bs1[5] == "pass"
+    assert _row(summary, "| inference bf16_bs16_decode_tokens_per_s")[5].startswith("fail: generated tokens differ")
     assert "- HBM - (-): skip: no CUDA device" in summary
 
 
