@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nvtest.config.metrics import Hardware
 from nvtest.config.skus import GpuSummary
+from nvtest.config.thresholds import SkuProfile
 
-__all__ = ["GpuFact", "NodeFacts", "PciFact", "facts_from_probe"]
+__all__ = ["GpuFact", "NodeFacts", "PciFact", "facts_from_json", "facts_from_probe", "hardware_of"]
 
 NVIDIA_VENDOR_ID = "10de"
+MELLANOX_VENDOR_ID = "15b3"
 
 
 @dataclass(frozen=True)
@@ -209,3 +212,37 @@ def _int(value: object) -> int | None:
     if isinstance(value, (int, float)):
         return int(value)
     return None
+
+
+def facts_from_json(doc: dict[str, Any]) -> NodeFacts:
+    """:class:`NodeFacts` back from its :meth:`NodeFacts.to_json` (results.json ``nodes.*.inventory``).
+
+    Raises:
+        TypeError: ``doc`` is not a NodeFacts document.
+    """
+    fields = {k: v for k, v in doc.items() if k in NodeFacts.__dataclass_fields__}
+    fields["gpus"] = tuple(GpuFact(**g) for g in doc.get("gpus") or ())
+    fields["pci"] = tuple(PciFact(**p) for p in doc.get("pci") or ())
+    fields["notes"] = tuple(doc.get("notes") or ())
+    return NodeFacts(**fields)
+
+
+def hardware_of(facts: NodeFacts | None, profile: SkuProfile | None, nodes: int = 1) -> Hardware:
+    """What the plausibility bounds need of a node: its profile, GPUs, PCIe links and
+    PCI functions (lspci), host threads; ``nodes`` in the run (aggregates)."""
+    if facts is None:
+        return Hardware(profile=profile, nodes=nodes)
+    pci = facts.pci
+    return Hardware(
+        profile=profile,
+        gpu_pcie=tuple(
+            (g.pcie_gen_max, g.pcie_width_max)
+            for g in facts.gpus
+            if g.pcie_gen_max is not None and g.pcie_width_max is not None
+        ),
+        pci_gpus=sum(1 for p in pci if p.is_nvidia and (p.class_id or "").startswith("03")) if pci else None,
+        pci_hcas=sum(1 for p in pci if p.vendor_id == MELLANOX_VENDOR_ID and (p.class_id or "").startswith("02")) if pci else None,
+        gpus=len(facts.gpus),
+        threads=facts.threads or facts.cores,
+        nodes=nodes,
+    )
