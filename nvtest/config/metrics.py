@@ -94,7 +94,15 @@ __all__ = [
 PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     "dtype": ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8"),
     "kernel": ("copy", "scale", "add", "triad"),
-    "op": ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast", "reduce"),
+    "op": (
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "alltoall",
+        "sendrecv",
+        "broadcast",
+        "reduce",
+    ),
     "direction": ("h2d", "d2h", "bidir"),
 }
 
@@ -123,7 +131,15 @@ CPU_FLOP_PER_CYCLE: dict[str, float] = {
 NVLINKS_PER_GPU_MAX = 18
 #: Per-lane data rate of each PCIe generation after line encoding, GB/s per direction
 #: (PCI-SIG: 2.5/5 GT/s 8b/10b; 8/16/32 GT/s 128b/130b; 64/128 GT/s FLIT).
-PCIE_LANE_GBPS: dict[int, float] = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877, 7: 15.754}
+PCIE_LANE_GBPS: dict[int, float] = {
+    1: 0.25,
+    2: 0.5,
+    3: 0.985,
+    4: 1.969,
+    5: 3.938,
+    6: 7.877,
+    7: 15.754,
+}
 
 #: Profile ``peaks:`` keys and their units: theoretical figures of the hardware (datasheets).
 PEAK_KEYS: dict[str, str] = {
@@ -295,7 +311,14 @@ class Hardware:
         """(value, source) of the profile's ``peaks.<key>``, or None."""
         peaks = getattr(self.profile, "peaks", None) or {}
         p = peaks.get(key)
-        return (float(p.value), f"{self.profile.name if self.profile else '?'} peaks.{key}: {p.source}") if p else None
+        return (
+            (
+                float(p.value),
+                f"{self.profile.name if self.profile else '?'} peaks.{key}: {p.source}",
+            )
+            if p
+            else None
+        )
 
     def has_gpus(self) -> bool:
         expect = self.profile.expect.gpus if self.profile else None
@@ -353,7 +376,9 @@ def _pcie_direction(hw: Hardware) -> tuple[float, str]:
     links = [(g, w) for g, w in hw.gpu_pcie if g in PCIE_LANE_GBPS and w > 0]
     if links:
         g, w = max(links, key=lambda gw: PCIE_LANE_GBPS[gw[0]] * gw[1])
-        return _peak_hi(PCIE_LANE_GBPS[g] * w, f"PCIe Gen{g} x{w} per direction (nvidia-smi max link)")
+        return _peak_hi(
+            PCIE_LANE_GBPS[g] * w, f"PCIe Gen{g} x{w} per direction (nvidia-smi max link)"
+        )
     exp = hw.profile.expect if hw.profile else None
     if exp and exp.pcie_gen in PCIE_LANE_GBPS and exp.pcie_width:
         return _peak_hi(
@@ -389,7 +414,9 @@ def _gpu_fabric(hw: Hardware) -> tuple[float, str]:
     return 2 * hi, f"both directions of {basis}"
 
 
-def _bw(fn: Callable[[Hardware], tuple[float, str]], scale: float = 1.0, note: str = "") -> Callable[[Hardware, Mapping[str, str]], Bound]:
+def _bw(
+    fn: Callable[[Hardware], tuple[float, str]], scale: float = 1.0, note: str = ""
+) -> Callable[[Hardware, Mapping[str, str]], Bound]:
     def rule(hw: Hardware, labels: Mapping[str, str]) -> Bound:
         hi, basis = fn(hw)
         return Bound(0.0, hi * scale, f"{note}{basis}" if note else basis)
@@ -407,7 +434,9 @@ def _device_memory(hw: Hardware, labels: Mapping[str, str]) -> Bound:
     p = hw.peak("hbm_gbps")
     if p:
         return Bound(0.0, *_peak_hi(*p))
-    return Bound(0.0, GPU_MEMORY_CEILING_GBPS, "GPU memory ceiling (no hbm_gbps peak in the profile)")
+    return Bound(
+        0.0, GPU_MEMORY_CEILING_GBPS, "GPU memory ceiling (no hbm_gbps peak in the profile)"
+    )
 
 
 def _collective(hw: Hardware, labels: Mapping[str, str]) -> Bound:
@@ -422,7 +451,13 @@ def _collective(hw: Hardware, labels: Mapping[str, str]) -> Bound:
 def _ib_port(hw: Hardware, labels: Mapping[str, str]) -> Bound:
     rate = hw.profile.expect.ib_rate_gbps if hw.profile else None
     if rate:
-        return Bound(0.0, *_peak_hi(rate, f"{rate:g} Gb/s port rate ({hw.profile.name if hw.profile else '?'} expect.ib_rate_gbps)"))
+        return Bound(
+            0.0,
+            *_peak_hi(
+                rate,
+                f"{rate:g} Gb/s port rate ({hw.profile.name if hw.profile else '?'} expect.ib_rate_gbps)",
+            ),
+        )
     return Bound(0.0, IB_RATE_CEILING_GBIT_S, "XDR port rate (no ib_rate_gbps in the profile)")
 
 
@@ -431,11 +466,19 @@ def _gemm(hw: Hardware, labels: Mapping[str, str], dtype: str) -> Bound:
         threads = hw.threads or 1024
         per = CPU_FLOP_PER_CYCLE.get(dtype, max(CPU_FLOP_PER_CYCLE.values()))
         hi = threads * CPU_CLOCK_CEILING_GHZ * 1e9 * per / 1e12
-        return Bound(0.0, hi, f"{threads} threads x {CPU_CLOCK_CEILING_GHZ:g} GHz x {per:g} {dtype} flop/cycle")
+        return Bound(
+            0.0,
+            hi,
+            f"{threads} threads x {CPU_CLOCK_CEILING_GHZ:g} GHz x {per:g} {dtype} flop/cycle",
+        )
     p = hw.peak(f"{dtype}_tflops")
     if p:
         return Bound(0.0, *_peak_hi(*p))
-    peaks = [(k, v) for k, v in (getattr(hw.profile, "peaks", None) or {}).items() if k.endswith("_tflops")]
+    peaks = [
+        (k, v)
+        for k, v in (getattr(hw.profile, "peaks", None) or {}).items()
+        if k.endswith("_tflops")
+    ]
     if peaks:
         key, top = max(peaks, key=lambda kv: kv[1].value)
         return Bound(0.0, *_peak_hi(float(top.value), f"the profile's fastest dtype, peaks.{key}"))
@@ -448,7 +491,9 @@ def _count_of(listed: int | None, what: str) -> Bound:
     return Bound(0.0, 64.0, f"at most 64 {what} per node (lspci listed none)", integral=True)
 
 
-def _fixed(lo: float | None, hi: float | None, basis: str, *, lo_open: bool = False, integral: bool = False) -> Callable[[Hardware, Mapping[str, str]], Bound]:
+def _fixed(
+    lo: float | None, hi: float | None, basis: str, *, lo_open: bool = False, integral: bool = False
+) -> Callable[[Hardware, Mapping[str, str]], Bound]:
     bound = Bound(lo, hi, basis, lo_open, integral)
     return lambda hw, labels: bound
 
@@ -456,7 +501,11 @@ def _fixed(lo: float | None, hi: float | None, basis: str, *, lo_open: bool = Fa
 #: Bound rules by name (see the module doc); each ``(Hardware, labels) -> Bound``.
 BOUND_RULES: dict[str, Callable[[Hardware, Mapping[str, str]], Bound]] = {
     "host_memory": _bw(_host_memory),
-    "fleet_memory": lambda hw, labels: Bound(0.0, _host_memory(hw)[0] * max(1, hw.nodes), f"{max(1, hw.nodes)} nodes x {_host_memory(hw)[1]}"),
+    "fleet_memory": lambda hw, labels: Bound(
+        0.0,
+        _host_memory(hw)[0] * max(1, hw.nodes),
+        f"{max(1, hw.nodes)} nodes x {_host_memory(hw)[1]}",
+    ),
     "device_memory": _device_memory,
     "host_link": _bw(_host_link),
     "host_link_bidir": _bw(_host_link, 2.0, "both directions of "),
@@ -464,12 +513,24 @@ BOUND_RULES: dict[str, Callable[[Hardware, Mapping[str, str]], Bound]] = {
     "gpu_fabric": _bw(_gpu_fabric),
     "collective": _collective,
     "ib_port": _ib_port,
-    "tcp": lambda hw, labels: Bound(0.0, _host_memory(hw)[0] * 8, f"{_host_memory(hw)[1]}, in Gb/s"),
+    "tcp": lambda hw, labels: Bound(
+        0.0, _host_memory(hw)[0] * 8, f"{_host_memory(hw)[1]}, in Gb/s"
+    ),
     "gpu_count": lambda hw, labels: _count_of(hw.pci_gpus, "NVIDIA GPUs"),
     "hca_count": lambda hw, labels: _count_of(hw.pci_hcas, "Mellanox network functions"),
-    "nvlinks": _fixed(0.0, float(NVLINKS_PER_GPU_MAX), f"a GPU has at most {NVLINKS_PER_GPU_MAX} NVLinks", integral=True),
+    "nvlinks": _fixed(
+        0.0,
+        float(NVLINKS_PER_GPU_MAX),
+        f"a GPU has at most {NVLINKS_PER_GPU_MAX} NVLinks",
+        integral=True,
+    ),
     "lanes": _fixed(0.0, 32.0, "a PCIe link is at most x32", integral=True),
-    "pcie_gen": _fixed(1.0, float(max(PCIE_LANE_GBPS)), f"PCIe generations 1 to {max(PCIE_LANE_GBPS)}", integral=True),
+    "pcie_gen": _fixed(
+        1.0,
+        float(max(PCIE_LANE_GBPS)),
+        f"PCIe generations 1 to {max(PCIE_LANE_GBPS)}",
+        integral=True,
+    ),
     "count": _fixed(0.0, None, "a count is a whole number >= 0", integral=True),
     "cpu_cores": _fixed(1.0, 16384.0, "1 to 16384 cores per host", integral=True),
     "memory_gib": _fixed(0.0, 262144.0, "at most 256 TiB of host memory"),
@@ -489,7 +550,9 @@ def _placeholder_values(spec: MetricSpec, name: str) -> dict[str, str]:
     return {m.group(1): name[len(head) : len(name) - len(tail)]}
 
 
-def plausible_bounds(spec: MetricSpec, name: str, hw: Hardware, labels: Mapping[str, str] | None = None) -> Bound:
+def plausible_bounds(
+    spec: MetricSpec, name: str, hw: Hardware, labels: Mapping[str, str] | None = None
+) -> Bound:
     """The physical bound of metric ``name`` (declared by ``spec``) on hardware ``hw``."""
     labels = labels or {}
     if spec.bound == "gemm":
