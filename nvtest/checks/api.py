@@ -22,9 +22,8 @@ item; a probe that could not run gives it an ``error`` verdict; a probe that rep
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import math
+from typing import TYPE_CHECKING, Any
 
 from nvtest.config.metrics import Hardware
 from nvtest.config.thresholds import SkuProfile, assess

@@ -36,7 +36,16 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from nvtest.config.metrics import PEAK_KEYS, Bound, Hardware, check_names, declared, metric_names, plausible_bounds, suggest
+from nvtest.config.metrics import (
+    PEAK_KEYS,
+    Bound,
+    Hardware,
+    check_names,
+    declared,
+    metric_names,
+    plausible_bounds,
+    suggest,
+)
 from nvtest.verdict import Verdict
 
 __all__ = [
