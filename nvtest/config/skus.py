@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nvtest.config.inventory import Inventory
 from nvtest.config.loader import load_model
 from nvtest.config.resources import configs_dir
 from nvtest.config.thresholds import Overlay, SkuProfile
 from nvtest.errors import ConfigError
 
-__all__ = ["Catalog", "GpuSummary", "MatchResult", "load_catalog"]
+__all__ = ["Catalog", "GpuSummary", "MatchResult", "check_inventory_skus", "load_catalog"]
 
 GENERIC = "cpu-generic"
 
@@ -179,3 +180,19 @@ def apply_overlay(cat: Catalog, ov: Overlay, path: str) -> None:
         cat.profiles[name] = prof.model_copy(update={"thresholds": thresholds, "recipe": recipe})
     cat.overlay = ov
     cat.overlay_file = path
+
+
+def check_inventory_skus(inventory: Inventory, catalog: Catalog) -> None:
+    """Every SKU the inventory names is a profile of ``catalog``.
+
+    Raises:
+        ConfigError: an unknown SKU, naming the inventory file and the line of its ``sku:``.
+    """
+    for name in sorted({n.sku for n in inventory.nodes if n.sku}):
+        if name not in catalog.profiles:
+            try:
+                catalog.get(name)
+            except ConfigError as exc:
+                raise ConfigError(
+                    exc.reason, path=inventory.source, line=inventory.sku_lines.get(name), field="sku"
+                ) from None
