@@ -25,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -95,8 +96,21 @@ KNOWN_UNITS = frozenset(
 #: Units whose values cannot be negative: a negative bound in one is a config error.
 NON_NEGATIVE_UNITS = KNOWN_UNITS - {"C", "%", "ratio"}
 
-#: A bound in a threshold: a finite number (not a bool, not a string, not .nan or .inf).
-FiniteNumber = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+def _bound_number(value: Any) -> Any:
+    """A threshold bound as a number: YAML 1.1 reads ``1e9`` (no dot) as a string, which is
+    taken as the number it spells; ``true``/``false`` and other strings are errors."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {str(value).lower()}")
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, not {value!r}") from None
+    return value
+
+
+#: A bound in a threshold: a finite number (not true/false, not .nan or .inf).
+FiniteNumber = Annotated[float, BeforeValidator(_bound_number), Field(allow_inf_nan=False)]
 
 
 class Threshold(BaseModel):
