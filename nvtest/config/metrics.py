@@ -82,6 +82,7 @@ __all__ = [
     "MetricSpec",
     "check_names",
     "declared",
+    "hardware_from_facts",
     "metric_names",
     "plausible_bounds",
     "suggest",
@@ -323,6 +324,40 @@ class Hardware:
     def has_gpus(self) -> bool:
         expect = self.profile.expect.gpus if self.profile else None
         return bool(self.gpus) or bool(expect)
+
+
+#: PCI vendor IDs of NVIDIA and of Mellanox/NVIDIA networking (lspci -nn).
+NVIDIA_VENDOR_ID = "10de"
+MELLANOX_VENDOR_ID = "15b3"
+
+
+def hardware_from_facts(facts: Mapping[str, Any] | None, profile: SkuProfile | None, nodes: int = 1) -> Hardware:
+    """:class:`Hardware` from a node's facts as JSON (``NodeFacts.to_json()``, results.json
+    ``nodes.<node>.inventory``): GPUs and their max PCIe links (nvidia-smi -q -x), NVIDIA
+    display and Mellanox network functions (lspci), host threads."""
+    if not facts:
+        return Hardware(profile=profile, nodes=nodes)
+    gpus = facts.get("gpus") or []
+    pci = facts.get("pci") or []
+
+    def functions(vendor: str, cls: str) -> int | None:
+        if not pci:
+            return None
+        return sum(1 for p in pci if p.get("vendor_id") == vendor and str(p.get("class_id") or "").startswith(cls))
+
+    return Hardware(
+        profile=profile,
+        gpu_pcie=tuple(
+            (int(g["pcie_gen_max"]), int(g["pcie_width_max"]))
+            for g in gpus
+            if g.get("pcie_gen_max") is not None and g.get("pcie_width_max") is not None
+        ),
+        pci_gpus=functions(NVIDIA_VENDOR_ID, "03"),
+        pci_hcas=functions(MELLANOX_VENDOR_ID, "02"),
+        gpus=len(gpus),
+        threads=facts.get("threads") or facts.get("cores"),
+        nodes=nodes,
+    )
 
 
 @dataclass(frozen=True)

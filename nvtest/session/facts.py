@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from nvtest.config.metrics import Hardware
+from nvtest.config.metrics import Hardware, hardware_from_facts
 from nvtest.config.skus import GpuSummary
 from nvtest.config.thresholds import SkuProfile
 
 __all__ = ["GpuFact", "NodeFacts", "PciFact", "facts_from_json", "facts_from_probe", "hardware_of"]
 
 NVIDIA_VENDOR_ID = "10de"
-MELLANOX_VENDOR_ID = "15b3"
 
 
 @dataclass(frozen=True)
@@ -228,21 +227,5 @@ def facts_from_json(doc: dict[str, Any]) -> NodeFacts:
 
 
 def hardware_of(facts: NodeFacts | None, profile: SkuProfile | None, nodes: int = 1) -> Hardware:
-    """What the plausibility bounds need of a node: its profile, GPUs, PCIe links and
-    PCI functions (lspci), host threads; ``nodes`` in the run (aggregates)."""
-    if facts is None:
-        return Hardware(profile=profile, nodes=nodes)
-    pci = facts.pci
-    return Hardware(
-        profile=profile,
-        gpu_pcie=tuple(
-            (g.pcie_gen_max, g.pcie_width_max)
-            for g in facts.gpus
-            if g.pcie_gen_max is not None and g.pcie_width_max is not None
-        ),
-        pci_gpus=sum(1 for p in pci if p.is_nvidia and (p.class_id or "").startswith("03")) if pci else None,
-        pci_hcas=sum(1 for p in pci if p.vendor_id == MELLANOX_VENDOR_ID and (p.class_id or "").startswith("02")) if pci else None,
-        gpus=len(facts.gpus),
-        threads=facts.threads or facts.cores,
-        nodes=nodes,
-    )
+    """What the plausibility bounds need of a node (:func:`nvtest.config.metrics.hardware_from_facts`)."""
+    return hardware_from_facts(facts.to_json() if facts is not None else None, profile, nodes)
