@@ -161,6 +161,8 @@ def max_nodes_limit() -> int:
     return limit_from_env("NVTEST_MAX_NODES", DEFAULT_MAX_NODES)
 
 
+#: A single node name: no brackets, commas or set operators (NodeSet would return it as is).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?(?:/\s*(\d+)\s*)?$")
 
 
@@ -208,7 +210,7 @@ def expand_hostlist(expr: str, max_nodes: int | None = None) -> list[str]:
             field="nodes",
         )
     try:
-        names = list(NodeSet(expr))
+        names = [expr.strip()] if _PLAIN_NAME.fullmatch(expr.strip()) else list(NodeSet(expr))
     except (NodeSetParseError, ValueError) as exc:
         raise ConfigError(f"invalid hostlist {expr!r}: {exc}", field="nodes") from exc
     if not names:
