@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from nvtest.config.metrics import Hardware
+from nvtest.config.metrics import Hardware, declare_metric
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.results import MetricResult
@@ -44,6 +44,7 @@ __all__ = [
     "Probe",
     "ProbeError",
     "ProbeSkip",
+    "declare_metric",
     "measure_probe",
     "parse_probe_json",
     "raw_output",

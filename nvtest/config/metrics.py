@@ -73,7 +73,9 @@ if TYPE_CHECKING:
     from nvtest.config.thresholds import SkuProfile
 
 __all__ = [
+    "BOUND_RULES",
     "CATALOG",
+    "KNOWN_UNITS",
     "PEAK_KEYS",
     "PEAK_MARGIN",
     "PLACEHOLDERS",
@@ -81,12 +83,41 @@ __all__ = [
     "Hardware",
     "MetricSpec",
     "check_names",
+    "declare_metric",
     "declared",
     "hardware_from_facts",
     "metric_names",
     "plausible_bounds",
     "suggest",
 ]
+
+#: Units nvtest knows; a threshold with another unit is a config error.
+KNOWN_UNITS = frozenset(
+    {
+        "GB/s",  # 10^9 bytes per second
+        "Gb/s",  # 10^9 bits per second (perftest --report_gbits, link rates)
+        "TB/s",
+        "TFLOP/s",
+        "GFLOP/s",
+        "s",
+        "ms",
+        "us",
+        "ns",
+        "W",
+        "C",
+        "%",
+        "count",
+        "bool",
+        "GiB",
+        "MiB",
+        "GT/s",
+        "lanes",
+        "ratio",
+        "tokens/s",
+        "steps",  # training steps (resilience drills)
+        "loss",  # a difference of training loss values
+    }
+)
 
 #: Values of each name placeholder, from the probes and tools that produce them:
 #: dtype (probes/gemm_probe.py UNIT_ROUNDOFF), kernel (probes/stream_probe.py, STREAM's four
@@ -159,7 +190,7 @@ class MetricSpec:
     Attributes:
         checks: the checks that judge it (``pytest.mark.check`` names).
         pattern: the metric name, or a pattern with one placeholder of :data:`PLACEHOLDERS`.
-        unit: the unit it is judged in (one of ``thresholds.KNOWN_UNITS``).
+        unit: the unit it is judged in (one of :data:`KNOWN_UNITS`).
         kind: bandwidth, throughput, latency, duration, count, ratio, temperature, percent,
             size, lanes or generation.
         bound: the name of its rule in :data:`BOUND_RULES`.
@@ -263,6 +294,49 @@ def _index() -> dict[tuple[str, str], MetricSpec]:
 
 
 _INDEX = _index()
+#: Metrics declared at run time by a site's own checks (:func:`declare_metric`).
+EXTRA: list[MetricSpec] = []
+
+
+def declare_metric(checks: str | tuple[str, ...], pattern: str, unit: str, *, kind: str, bound: str, what: str = "") -> MetricSpec:
+    """Declare a metric of a site's own check (the bundled checks' are in :data:`CATALOG`).
+
+    Call it at the top of the check's module, before the check judges it::
+
+        declare_metric("nvme_bw", "read_gbps", "GB/s", kind="bandwidth", bound="host_memory",
+                       what="fio sequential read")
+
+    ``checks``: a check name or several; ``pattern``: a name or a pattern with one
+    placeholder of :data:`PLACEHOLDERS`; ``bound``: a rule of :data:`BOUND_RULES`.
+    Declaring the same metric again the same way does nothing.
+
+    Raises:
+        ConfigError: an unknown unit, bound rule or placeholder, or the metric is already
+            declared otherwise (a bundled metric cannot be redeclared).
+    """
+    from nvtest.errors import ConfigError
+
+    names = (checks,) if isinstance(checks, str) else tuple(checks)
+    spec = MetricSpec(names, pattern, unit, kind, bound, what)
+    if unit not in KNOWN_UNITS:
+        raise ConfigError(f"unknown unit {unit!r}; known: {', '.join(sorted(KNOWN_UNITS))}", field=pattern)
+    if bound not in BOUND_RULES:
+        raise ConfigError(f"unknown bound rule {bound!r}; known: {', '.join(sorted(BOUND_RULES))}", field=pattern)
+    holder = re.search(r"\{(\w+)\}", pattern)
+    if holder and holder.group(1) not in PLACEHOLDERS:
+        raise ConfigError(f"unknown placeholder {holder.group(0)}; known: {', '.join(PLACEHOLDERS)}", field=pattern)
+    for check in names:
+        for name in spec.names():
+            known = _INDEX.get((check, name))
+            if known is not None and (known.unit, known.bound, known.pattern) != (unit, bound, pattern):
+                raise ConfigError(f"{check}.{name} is already declared in {known.unit} ({known.bound})", field=pattern)
+    if all((check, name) in _INDEX for check in names for name in spec.names()):
+        return spec  # declared before, the same way
+    for check in names:
+        for name in spec.names():
+            _INDEX.setdefault((check, name), spec)
+    EXTRA.append(spec)
+    return spec
 
 
 def declared(check: str, metric: str) -> MetricSpec | None:

@@ -38,6 +38,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from nvtest.config.metrics import (
+    KNOWN_UNITS,
     PEAK_KEYS,
     Bound,
     Hardware,
@@ -64,34 +65,6 @@ __all__ = [
     "evaluate",
     "validate_thresholds",
 ]
-
-#: Units nvtest knows; a threshold with another unit is a config error.
-KNOWN_UNITS = frozenset(
-    {
-        "GB/s",  # 10^9 bytes per second
-        "Gb/s",  # 10^9 bits per second (perftest --report_gbits, link rates)
-        "TB/s",
-        "TFLOP/s",
-        "GFLOP/s",
-        "s",
-        "ms",
-        "us",
-        "ns",
-        "W",
-        "C",
-        "%",
-        "count",
-        "bool",
-        "GiB",
-        "MiB",
-        "GT/s",
-        "lanes",
-        "ratio",
-        "tokens/s",
-        "steps",  # training steps (resilience drills)
-        "loss",  # a difference of training loss values
-    }
-)
 
 #: Units whose values cannot be negative: a negative bound in one is a config error.
 NON_NEGATIVE_UNITS = KNOWN_UNITS - {"C", "%", "ratio"}

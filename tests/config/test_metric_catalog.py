@@ -256,3 +256,27 @@ def test_recorded_real_outputs_are_plausible_on_their_hardware(catalog: Catalog)
                 catalog.get("cpu-generic"),
             )
             assert not a.implausible and a.verdict != Verdict.ERROR, (path.name, a.reason)
+
+
+def test_a_sites_own_check_declares_its_metrics():
+    import nvtest
+    from nvtest.errors import ConfigError
+
+    j = Judge(None, "site_nvme", "n1", None)
+    assert j("read_gbps", 6.5, "GB/s").verdict == Verdict.ERROR  # not declared yet: fail closed
+    nvtest.declare_metric("site_nvme", "read_gbps", "GB/s", kind="bandwidth", bound="host_memory", what="fio")
+    nvtest.declare_metric("site_nvme", "read_gbps", "GB/s", kind="bandwidth", bound="host_memory")  # again: no-op
+    m = j("read_gbps", 6.5, "GB/s")
+    assert m.verdict == Verdict.PASS and m.bound is not None and m.bound["rule"] == "host_memory"
+    assert j("read_gbps", -1.0, "GB/s").verdict == Verdict.ERROR
+    for args, words in (
+        (("site_nvme", "read_gbps", "Gb/s"), "already declared in GB/s"),
+        (("stream", "triad_gbps", "GB/s"), "already declared"),
+        (("site_nvme", "x_furlongs", "furlong/s"), "unknown unit"),
+        (("site_nvme", "{size}_gbps", "GB/s"), "unknown placeholder"),
+    ):
+        with pytest.raises(ConfigError) as ei:
+            nvtest.declare_metric(*args, kind="bandwidth", bound="host_link_bidir" if "stream" in args else "host_memory")
+        assert words in ei.value.reason
+    with pytest.raises(ConfigError):
+        nvtest.declare_metric("site_nvme", "write_gbps", "GB/s", kind="bandwidth", bound="warp_speed")
