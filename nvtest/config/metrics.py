@@ -41,6 +41,8 @@ rule               bound
                    ``host_memory`` (gloo and MPI move data through host memory)
 ``ib_port``        0 .. the profile's ``expect.ib_rate_gbps``, else
                    :data:`IB_RATE_CEILING_GBIT_S` (Gb/s)
+``ib_rate``        0 .. :data:`IB_RATE_CEILING_GBIT_S` (a port rate ibstat reports; a rate other
+                   than the SKU's is the ``ib_ports`` check's finding, not implausible)
 ``tcp``            0 .. ``host_memory`` in Gb/s (a TCP stream crosses host memory)
 ``gemm``           device ``cpu``: 0 .. threads x :data:`CPU_CLOCK_CEILING_GHZ` x
                    :data:`CPU_FLOP_PER_CYCLE`; a GPU: ``peaks.<dtype>_tflops``, else the
@@ -253,7 +255,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     _s("mpi", "allreduce_busbw_gbps", "GB/s", "bandwidth", "collective", "MPI_Allreduce busbw at the largest size (mpi probe)"),
     _s("mpi", "barrier_latency_us", "us", "latency", "positive", "MPI_Barrier median (mpi probe)"),
     _s("ib_ports", "hca_count", "count", "count", "hca_count", "HCAs ibstat lists"),
-    _s("ib_ports", "rate_gbps", "Gb/s", "bandwidth", "ib_port", "port rate (ibstat Rate)"),
+    _s("ib_ports", "rate_gbps", "Gb/s", "bandwidth", "ib_rate", "port rate (ibstat Rate)"),
     _s("ib_write_bw", "bw_avg_gbit_s", "Gb/s", "bandwidth", "ib_port", "perftest ib_write_bw BW average per HCA (--report_gbits)"),
     _s("tcp_bw", "tcp_gbit_s", "Gb/s", "bandwidth", "tcp", "TCP stream bandwidth between a pair (tcp_bw probe)"),
     # workload
@@ -622,6 +624,7 @@ BOUND_RULES: dict[str, Callable[[Hardware, Mapping[str, str]], Bound]] = {
     "gpu_fabric": _bw(_gpu_fabric),
     "collective": _collective,
     "ib_port": _ib_port,
+    "ib_rate": _fixed(0.0, IB_RATE_CEILING_GBIT_S, "the fastest InfiniBand port rate (XDR 4x)"),
     "tcp": lambda hw, labels: Bound(
         0.0, _host_memory(hw)[0] * 8, f"{_host_memory(hw)[1]}, in Gb/s"
     ),
