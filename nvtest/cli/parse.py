@@ -21,7 +21,7 @@ from nvtest.cli.app import app
 from nvtest.config.loader import read_bounded
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
 from nvtest.parsers import PARSERS, detect, parse, to_jsonable, tool_names
-from nvtest.parsers._common import binary_reason
+from nvtest.parsers._binary import binary_reason
 
 __all__ = ["DEFAULT_MAX_BYTES", "parse_command"]
 

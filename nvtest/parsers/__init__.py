@@ -38,7 +38,8 @@ from nvtest.parsers import (
     perftest,
     stream,
 )
-from nvtest.parsers._common import ValueState, binary_reason
+from nvtest.parsers._binary import binary_reason
+from nvtest.parsers._common import ValueState
 
 __all__ = [
     "PARSERS",
@@ -97,7 +98,7 @@ def parse(tool: str, text: str) -> Any:
     """Parse ``text`` as the output of ``tool`` (a key of :data:`PARSERS`).
 
     Raises:
-        ParseError: unknown tool, binary data (:func:`~nvtest.parsers._common.binary_reason`:
+        ParseError: unknown tool, binary data (:func:`~nvtest.parsers._binary.binary_reason`:
             no tool's output, whatever a lenient parser would make of it), or the parser
             could not read the text.
     """

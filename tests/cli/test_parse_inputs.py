@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from nvtest.errors import ParseError
 from nvtest.parsers import detect, parse, tool_names
-from nvtest.parsers._common import binary_reason
+from nvtest.parsers._binary import binary_reason
 from tests.conftest import CORPUS
 
 runner = CliRunner()

@@ -53,3 +53,8 @@ def test_the_local_backend_refuses_several_nodes_before_writing(tmp_path: Path):
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "the local backend runs one node" in proc.stderr and "writing" not in proc.stdout
+
+
+def test_submit_help_has_an_example():
+    proc = run_nvtest("submit", "--help", timeout=60)
+    assert proc.returncode == 0 and "Example: nvtest submit" in proc.stdout
