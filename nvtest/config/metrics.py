@@ -139,6 +139,10 @@ PLACEHOLDERS: dict[str, tuple[str, ...]] = {
     ),
     "direction": ("h2d", "d2h", "bidir"),
 }
+#: Placeholders that take any whole number (a batch size, a message size): matched as digits,
+#: shown in name lists as the pattern itself.
+NUMERIC_PLACEHOLDERS = frozenset({"batch", "size"})
+_HOLDER = re.compile(r"\{(\w+)\}")
 
 #: Multiplier on an upper bound taken from a peak or a line rate: tools round, count
 #: MB as 10^6 or 2^20 (perftest), and clocks boost; beyond it no link or device can go.
@@ -206,12 +210,35 @@ class MetricSpec:
     bound: str
     what: str
 
+    @property
+    def open_ended(self) -> bool:
+        """True when a placeholder takes any whole number (the names cannot be listed)."""
+        return any(h in NUMERIC_PLACEHOLDERS for h in _HOLDER.findall(self.pattern))
+
     def names(self) -> tuple[str, ...]:
-        """Every concrete metric name of the pattern."""
-        m = re.search(r"\{(\w+)\}", self.pattern)
-        if m is None:
-            return (self.pattern,)
-        return tuple(self.pattern.replace(m.group(0), v) for v in PLACEHOLDERS[m.group(1)])
+        """Every concrete metric name of the pattern (a numeric placeholder as its example, 1)."""
+        out = [self.pattern]
+        for holder in _HOLDER.findall(self.pattern):
+            values = ("1",) if holder in NUMERIC_PLACEHOLDERS else PLACEHOLDERS[holder]
+            out = [n.replace("{" + holder + "}", v, 1) for n in out for v in values]
+        return tuple(out)
+
+    def regex(self) -> re.Pattern[str]:
+        """The pattern as a regular expression with a named group per placeholder."""
+        parts, pos = [], 0
+        for m in _HOLDER.finditer(self.pattern):
+            parts.append(re.escape(self.pattern[pos : m.start()]))
+            holder = m.group(1)
+            alt = r"\d+" if holder in NUMERIC_PLACEHOLDERS else "|".join(map(re.escape, PLACEHOLDERS[holder]))
+            parts.append(f"(?P<{holder}>{alt})")
+            pos = m.end()
+        parts.append(re.escape(self.pattern[pos:]))
+        return re.compile("".join(parts))
+
+    def values(self, name: str) -> dict[str, str]:
+        """The placeholders' values in ``name`` ({} when ``name`` does not fit)."""
+        m = self.regex().fullmatch(name)
+        return m.groupdict() if m else {}
 
 
 def _s(checks: str, pattern: str, unit: str, kind: str, bound: str, what: str) -> MetricSpec:
@@ -287,6 +314,8 @@ CATALOG: tuple[MetricSpec, ...] = (
 def _index() -> dict[tuple[str, str], MetricSpec]:
     out: dict[tuple[str, str], MetricSpec] = {}
     for spec in CATALOG:
+        if spec.open_ended:
+            continue
         for check in spec.checks:
             for name in spec.names():
                 if (check, name) in out:
@@ -296,6 +325,12 @@ def _index() -> dict[tuple[str, str], MetricSpec]:
 
 
 _INDEX = _index()
+#: check -> the open-ended specs (a numeric placeholder), matched by regular expression.
+_OPEN: dict[str, list[MetricSpec]] = {}
+for _spec in CATALOG:
+    if _spec.open_ended:
+        for _check in _spec.checks:
+            _OPEN.setdefault(_check, []).append(_spec)
 #: Metrics declared at run time by a site's own checks (:func:`declare_metric`).
 EXTRA: list[MetricSpec] = []
 
@@ -308,8 +343,9 @@ def declare_metric(checks: str | tuple[str, ...], pattern: str, unit: str, *, ki
         declare_metric("nvme_bw", "read_gbps", "GB/s", kind="bandwidth", bound="host_memory",
                        what="fio sequential read")
 
-    ``checks``: a check name or several; ``pattern``: a name or a pattern with one
-    placeholder of :data:`PLACEHOLDERS`; ``bound``: a rule of :data:`BOUND_RULES`.
+    ``checks``: a check name or several; ``pattern``: a name or a pattern with
+    placeholders of :data:`PLACEHOLDERS` or :data:`NUMERIC_PLACEHOLDERS`;
+    ``bound``: a rule of :data:`BOUND_RULES`.
     Declaring the same metric again the same way does nothing.
 
     Raises:
@@ -324,17 +360,21 @@ def declare_metric(checks: str | tuple[str, ...], pattern: str, unit: str, *, ki
         raise ConfigError(f"unknown unit {unit!r}; known: {', '.join(sorted(KNOWN_UNITS))}", field=pattern)
     if bound not in BOUND_RULES:
         raise ConfigError(f"unknown bound rule {bound!r}; known: {', '.join(sorted(BOUND_RULES))}", field=pattern)
-    holder = re.search(r"\{(\w+)\}", pattern)
-    if holder and holder.group(1) not in PLACEHOLDERS:
-        raise ConfigError(f"unknown placeholder {holder.group(0)}; known: {', '.join(PLACEHOLDERS)}", field=pattern)
+    for holder in _HOLDER.findall(pattern):
+        if holder not in PLACEHOLDERS and holder not in NUMERIC_PLACEHOLDERS:
+            known_holders = ", ".join([*PLACEHOLDERS, *sorted(NUMERIC_PLACEHOLDERS)])
+            raise ConfigError(f"unknown placeholder {{{holder}}}; known: {known_holders}", field=pattern)
     for check in names:
         for name in spec.names():
-            known = _INDEX.get((check, name))
+            known = declared(check, name)
             if known is not None and (known.unit, known.bound, known.pattern) != (unit, bound, pattern):
                 raise ConfigError(f"{check}.{name} is already declared in {known.unit} ({known.bound})", field=pattern)
-    if all((check, name) in _INDEX for check in names for name in spec.names()):
+    if all(declared(check, name) is not None for check in names for name in spec.names()):
         return spec  # declared before, the same way
     for check in names:
+        if spec.open_ended:
+            _OPEN.setdefault(check, []).append(spec)
+            continue
         for name in spec.names():
             _INDEX.setdefault((check, name), spec)
     EXTRA.append(spec)
@@ -343,17 +383,20 @@ def declare_metric(checks: str | tuple[str, ...], pattern: str, unit: str, *, ki
 
 def declared(check: str, metric: str) -> MetricSpec | None:
     """The catalog entry of ``check``/``metric`` (a concrete name), or None."""
-    return _INDEX.get((check, metric))
+    spec = _INDEX.get((check, metric))
+    if spec is None:
+        spec = next((s for s in _OPEN.get(check, ()) if s.regex().fullmatch(metric)), None)
+    return spec
 
 
 def check_names() -> list[str]:
     """Every check that declares a metric, sorted."""
-    return sorted({c for c, _ in _INDEX})
+    return sorted({c for c, _ in _INDEX} | set(_OPEN))
 
 
 def metric_names(check: str) -> list[str]:
-    """Every concrete metric name ``check`` declares, sorted."""
-    return sorted(m for c, m in _INDEX if c == check)
+    """Every metric name ``check`` declares, sorted (an open-ended one as its pattern)."""
+    return sorted([m for c, m in _INDEX if c == check] + [s.pattern for s in _OPEN.get(check, ())])
 
 
 def suggest(word: str, choices: list[str]) -> str:
@@ -654,21 +697,13 @@ BOUND_RULES: dict[str, Callable[[Hardware, Mapping[str, str]], Bound]] = {
 }
 
 
-def _placeholder_values(spec: MetricSpec, name: str) -> dict[str, str]:
-    m = re.search(r"\{(\w+)\}", spec.pattern)
-    if m is None:
-        return {}
-    head, tail = spec.pattern[: m.start()], spec.pattern[m.end() :]
-    return {m.group(1): name[len(head) : len(name) - len(tail)]}
-
-
 def plausible_bounds(
     spec: MetricSpec, name: str, hw: Hardware, labels: Mapping[str, str] | None = None
 ) -> Bound:
     """The physical bound of metric ``name`` (declared by ``spec``) on hardware ``hw``."""
     labels = labels or {}
     if spec.bound == "gemm":
-        dtype = _placeholder_values(spec, name).get("dtype", "")
+        dtype = spec.values(name).get("dtype", "")
         bound = _gemm(hw, labels, dtype)
     elif spec.bound == "host_link" and name == "bidir_gbps":
         bound = BOUND_RULES["host_link_bidir"](hw, labels)

@@ -9,8 +9,9 @@ the first argument of every judgement it reaches:
 - ``outcome.measure(NAME, value, unit, ...)`` (a health function's :class:`Outcome`),
 - ``assess(check, NAME, ...)`` (a pair job's per-pair judgement through ``judge_value``).
 
-A name is a string, an f-string (each ``{...}`` becomes ``{}``), a parameter bound at
-the call site, a class attribute (``self.metric``, ``job.metric`` with ``job =
+A name is a string, an f-string (each ``{...}`` becomes ``{}``), a call of a scanned
+function that returns an f-string (``metric_name(dtype, batch, suffix)``), a parameter
+bound at the call site, a class attribute (``self.metric``, ``job.metric`` with ``job =
 Class(...)``) or a loop over a module-level literal (``for case, metric in
 CASES.items()``). Anything else is reported as unresolved, so a new judge call that this
 read cannot follow fails the test instead of passing unseen.
@@ -283,7 +284,19 @@ class Reader:
         if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
             return {expr.value}
         if isinstance(expr, ast.JoinedStr):
-            return {"".join(v.value if isinstance(v, ast.Constant) else "{}" for v in expr.values)}
+            return self._fstring(fn, expr, bindings)
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+            where = self.prog.resolve(fn.module, expr.func.id)
+            target = self.prog.fns.get(where) if where else None
+            returned = [
+                n.value for n in ast.walk(target.node) if isinstance(n, ast.Return) and n.value is not None
+            ] if target else []  # fmt: skip
+            if target and returned and all(isinstance(r, (ast.Constant, ast.JoinedStr)) for r in returned):
+                inner = self._bind(fn, expr, target.params, bindings, objects)
+                found: set[str] = set()
+                for r in returned:
+                    found |= self.names(target, r, inner, {}) or set()
+                return found or None
         if isinstance(expr, ast.Name):
             if expr.id in bindings:
                 return set(bindings[expr.id])
@@ -297,6 +310,21 @@ class Reader:
                 got = self.prog.class_attr(*objects[base], expr.attr)
                 return set(got) if got else None
         return None
+
+    def _fstring(self, fn: Fn, expr: ast.JoinedStr, bindings: Bindings) -> set[str]:
+        """An f-string's names: a part that is a bound name takes its values, any other ``{}``."""
+        out = {""}
+        for v in expr.values:
+            if isinstance(v, ast.Constant):
+                parts = {str(v.value)}
+            elif isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name) and v.value.id in bindings:
+                parts = set(bindings[v.value.id])
+            elif isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Name):
+                parts = self._loop_values(fn, v.value.id) or {"{}"}
+            else:
+                parts = {"{}"}
+            out = {o + p for o in out for p in parts}
+        return out
 
     def _loop_values(self, fn: Fn, name: str) -> set[str] | None:
         """Values of ``name`` bound by ``for ... in LITERAL[.items()|.values()]`` in ``fn``."""
@@ -325,6 +353,8 @@ class Reader:
                 )
             elif isinstance(lit, (ast.Tuple, ast.List)):
                 items = lit.elts
+                if len(targets) > 1:  # for key, suffix, unit in ((..., ..., ...), ...)
+                    items = [e.elts[idx] for e in items if isinstance(e, (ast.Tuple, ast.List)) and len(e.elts) > idx]
             else:
                 return None
             vals = {

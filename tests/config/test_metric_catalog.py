@@ -273,10 +273,26 @@ def test_a_sites_own_check_declares_its_metrics():
         (("site_nvme", "read_gbps", "Gb/s"), "already declared in GB/s"),
         (("stream", "triad_gbps", "GB/s"), "already declared"),
         (("site_nvme", "x_furlongs", "furlong/s"), "unknown unit"),
-        (("site_nvme", "{size}_gbps", "GB/s"), "unknown placeholder"),
+        (("site_nvme", "{speed}_gbps", "GB/s"), "unknown placeholder"),
     ):
         with pytest.raises(ConfigError) as ei:
             nvtest.declare_metric(*args, kind="bandwidth", bound="host_link_bidir" if "stream" in args else "host_memory")
         assert words in ei.value.reason
     with pytest.raises(ConfigError):
         nvtest.declare_metric("site_nvme", "write_gbps", "GB/s", kind="bandwidth", bound="warp_speed")
+
+
+def test_open_ended_patterns_match_any_whole_number():
+    import nvtest
+    from nvtest.config.metrics import declared as find
+
+    spec = nvtest.declare_metric(
+        "site_serve", "{dtype}_bs{batch}_decode_tokens_per_s", "tokens/s", kind="throughput", bound="non_negative"
+    )
+    assert find("site_serve", "bf16_bs64_decode_tokens_per_s") is spec
+    assert spec.values("fp8_bs1_decode_tokens_per_s") == {"dtype": "fp8", "batch": "1"}
+    for name in ("bf16_bsx_decode_tokens_per_s", "int3_bs4_decode_tokens_per_s", "bf16_bs4_decode"):
+        assert find("site_serve", name) is None, name
+    j = Judge(None, "site_serve", "n1", None)
+    assert j("bf16_bs16_decode_tokens_per_s", 1200.0, "tokens/s").verdict == Verdict.PASS
+    assert j("bf16_bs16_decode_tokens_per_s", -1.0, "tokens/s").verdict == Verdict.ERROR
