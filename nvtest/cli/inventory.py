@@ -71,17 +71,27 @@ def gather_inventory(
     *,
     inventory: Path | None,
     nodes: str | None,
-    backend: str,
+    backend: str | None,
     ssh: SshOptions | None = None,
 ) -> dict[str, Any]:
     """Run the inventory probe on the nodes; return ``{"nodes": {...}, "summary": {...}}``.
 
+    ``backend`` None: ssh with an inventory or nodes, else local (this machine). Over ssh
+    the inventory's ``known_hosts`` applies unless the options give one.
+
     Raises:
         ConfigError: bad inventory, hostlist or backend.
     """
+    from nvtest.config.inventory import load_inventory
+
+    backend = backend or ("ssh" if inventory is not None or nodes is not None else "local")
     opts: dict[str, Any] = {}
     if backend == "ssh":
         opts = {k: v for k, v in (ssh or SshOptions()).as_kwargs().items() if v is not None}
+        if inventory is not None and "known_hosts" not in opts:
+            known = load_inventory(inventory).known_hosts
+            if known:
+                opts["known_hosts"] = known
     with tempfile.TemporaryDirectory(prefix="nvtest-inventory-") as tmp:
         cfg = RunConfig(
             # unique: two inventories at once against the same nodes stage apart
@@ -146,7 +156,10 @@ def print_inventory(console: Console, data: dict[str, Any]) -> None:
 def inventory_cmd(
     inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file.")] = None,
     nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist.")] = None,
-    backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
+    backend: Annotated[
+        str | None,
+        typer.Option(help="local, ssh or slurm. Default: ssh with --inventory or --nodes, else local."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     *,
     ssh: SshOptions,

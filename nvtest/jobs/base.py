@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nvtest.config.inventory import Node
 from nvtest.config.resources import probes_dir
-from nvtest.config.thresholds import SkuProfile, evaluate
+from nvtest.config.thresholds import SkuProfile, assess
+from nvtest.session.facts import hardware_of
 from nvtest.transports.base import Command, CommandResult
 from nvtest.verdict import Verdict
 
@@ -153,10 +154,12 @@ def run_commands(
 def judge_value(
     ctx: RunContext, node: Node, check: str, metric: str, value: float | None, unit: str
 ) -> tuple[Verdict, str]:
-    """``value`` against the node's SKU threshold for (check, metric): (verdict, reason)."""
+    """``value`` judged as the Judge judges it (declared, plausible on the node's hardware,
+    then the node's SKU threshold for (check, metric)): (verdict, reason)."""
     prof = profile_of(ctx, node)
-    ev = evaluate(value, unit, prof.threshold(check, metric) if prof else None)
-    return ev.verdict, ev.reason
+    hw = hardware_of(ctx.states[node.name].facts, prof, len(ctx.nodes) or 1)
+    a = assess(check, metric, value, unit, prof, hw)
+    return a.verdict, a.reason
 
 
 def controller_env(name: str) -> str | None:

@@ -29,7 +29,7 @@ from nvtest.config.inventory import (
     select_nodes,
 )
 from nvtest.config.resources import probes_dir
-from nvtest.config.skus import Catalog, MatchResult, load_catalog
+from nvtest.config.skus import Catalog, MatchResult, check_inventory_skus, load_catalog
 from nvtest.errors import ConfigError, NodeError, NodeWedged
 from nvtest.results import ResultStore
 from nvtest.session.facts import NodeFacts, facts_from_probe
@@ -155,9 +155,7 @@ class RunContext:
         catalog = load_catalog([Path(d) for d in cfg.sku_dirs], Path(cfg.overlay) if cfg.overlay else None)
         if cfg.sku:
             catalog.get(cfg.sku)
-        for node in inv.nodes:
-            if node.sku:
-                catalog.get(node.sku)
+        check_inventory_skus(inv, catalog)
         store = ResultStore(run_dir)
         opts = dict(cfg.backend_options)
         if cfg.backend in ("ssh", "slurm"):

@@ -119,7 +119,7 @@ recipe:
   stream: {anything: [goes, here]}
 thresholds:
   thermal:
-    gpu_temp_c: {max: 85, warn_min: -5, unit: C, source: site}
+    gpu_temp_max_c: {max: 85, warn_min: -5, unit: C, source: site}
 """
 
 
