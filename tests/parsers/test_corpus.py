@@ -43,8 +43,8 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_39_samples():
-    assert len(corpus_files()) == 39
+def test_corpus_has_42_samples():
+    assert len(corpus_files()) == 42
 
 
 # ---------------------------------------------------------------- nvidia-smi
