@@ -30,6 +30,7 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import _burnin_logic as logic  # noqa: E402
+import _cuda_start as cs  # noqa: E402
 import _probe_common as pc  # noqa: E402
 
 PROBE = "burnin"
@@ -186,7 +187,10 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     payload = {"dtype": dtype, "seconds": args.seconds, "window_s": window_s,
                "inject_sdc": args.inject_sdc}
     if device == "cuda":
-        name, mod, count = pc.select_gpu_backend()
+        try:
+            name, mod, count = pc.select_gpu_backend()
+        except pc.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
+            raise pc.ProbeError(cs.cuda_failure(exc)) from None
         devices = [f"cuda:{i}" for i in pc.gpu_indices(count, args.gpus)]
         payload.update(prefer=[name], size=args.size or 8192)
     else:

@@ -36,6 +36,7 @@ import socket  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
+import _cuda_start as cs  # noqa: E402
 import _probe_common as pc  # noqa: E402
 
 PROBE = "collectives"
@@ -184,8 +185,8 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise pc.ProbeSkip("no CUDA device: torch.cuda.is_available() is False")
+    if device == "cuda" and not torch.cuda.is_available():  # asked for the GPUs: an error
+        raise pc.ProbeError(cs.cuda_failure("torch.cuda.is_available() is False"))
     opts = {"device": device, "ops": args.ops, "sizes": args.sizes, "iters": max(1, args.iters),
             "timeout_s": args.timeout_s}
     doc.update(library=pc.library_label(torch), device=device)

@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from typing import Any  # noqa: E402
 
+import _cuda_start as cs  # noqa: E402
 import _probe_common as pc  # noqa: E402
 
 PROBE = "devmem"
@@ -121,7 +122,12 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         doc.update(library=pc.library_label(torch), device="cpu")
         doc["results"] = measure_device("cpu", payload)["results"]
         return
-    name, mod, count = pc.select_gpu_backend()  # auto or cuda: skip when no GPU
+    try:
+        name, mod, count = pc.select_gpu_backend()  # auto: skip when no GPU
+    except pc.ProbeSkip as exc:
+        if device != "cuda":
+            raise
+        raise pc.ProbeError(cs.cuda_failure(exc)) from None  # asked for the GPUs: an error
     payload = {"backend": name, "array_mib": args.array_mib or 1024, "reps": args.reps}
     doc.update(library=pc.library_label(mod), device="cuda")
     devices = [f"cuda:{i}" for i in pc.gpu_indices(count, args.gpus)]

@@ -32,6 +32,7 @@ import math  # noqa: E402
 import random  # noqa: E402
 from typing import Any  # noqa: E402
 
+import _cuda_start as cs  # noqa: E402
 import _probe_common as pc  # noqa: E402
 
 PROBE = "gemm"
@@ -250,7 +251,10 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         "inject_error": args.inject_error,
     }
     if device == "cuda":
-        name, mod, count = pc.select_gpu_backend()
+        try:
+            name, mod, count = pc.select_gpu_backend()
+        except pc.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
+            raise pc.ProbeError(cs.cuda_failure(exc)) from None
         devices = [f"cuda:{i}" for i in pc.gpu_indices(count, args.gpus)]
         payload.update(dtypes=args.dtypes or list(pc.GEMM_DTYPES), prefer=[name],
                        size=args.size or DEFAULT_GPU_SIZE)

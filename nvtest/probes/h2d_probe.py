@@ -30,6 +30,7 @@ import subprocess  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
+import _cuda_start as cs  # noqa: E402
 import _probe_common as pc  # noqa: E402
 
 PROBE = "h2d"
@@ -172,6 +173,8 @@ def run_nvbandwidth(path: str, doc: dict[str, Any], timeout_s: float) -> None:
 def build_parser() -> pc.ProbeArgumentParser:
     parser = pc.ProbeArgumentParser(prog="h2d_probe.py", description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=pc.parse_index_list, default=None)
+    parser.add_argument("--device", choices=("auto", "cuda"), default="auto",
+                        help="cuda: no usable GPU is an error naming CUDA's words, not a skip")
     parser.add_argument("--mib", type=float, default=256.0, help="MiB per copy")
     parser.add_argument("--reps", type=int, default=10, help="timed repetitions per direction")
     parser.add_argument("--no-nvbandwidth", action="store_true", help="measure with torch/cupy")
@@ -186,7 +189,12 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     if tool:
         run_nvbandwidth(tool, doc, args.timeout_s)
         return
-    name, mod, count = pc.select_gpu_backend()
+    try:
+        name, mod, count = pc.select_gpu_backend()
+    except pc.ProbeSkip as exc:
+        if args.device != "cuda":
+            raise
+        raise pc.ProbeError(cs.cuda_failure(exc)) from None  # asked for the GPUs: an error
     doc.update(library=pc.library_label(mod), implementation=f"{name}-pinned-copies")
     nbytes = int(args.mib * 2**20)
     for index in pc.gpu_indices(count, args.gpus):

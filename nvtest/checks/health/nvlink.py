@@ -135,8 +135,9 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
     else:
         try:
             table = nvidia_smi_csv.parse(fabric)
-        except ParseError as exc:
-            out.note(f"GPU fabric state unreadable: {exc}")
+        except ParseError:
+            said = " ".join(ln.strip() for ln in fabric.splitlines() if ln.strip())[:300]
+            out.fail(f"GPU fabric state not reported: nvidia-smi said: {said}")
         else:
             for row in table.rows:
                 vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
