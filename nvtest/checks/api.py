@@ -96,6 +96,30 @@ class Judge:
         """Keep ``value`` (JSON-able) for the report under ``key``."""
         self.details[key] = value
 
+    def unmeasured(self) -> list[str]:
+        """The SKU's thresholds of this check that no judged metric met, each with its cause.
+
+        A threshold defined at a point that was not measured (a dtype not run, a size not
+        reached) is not a pass: the plugin makes the item an ``error`` with these lines.
+        The cause is the detail that names the point (``skipped bf16 on cuda:0: ...``), else
+        that the check reported no value for it.
+        """
+        if self.sku is None:
+            return []
+        seen = {m.name for m in self.metrics}
+        out = []
+        for metric, thr in sorted(self.sku.threshold_map(self.check).items()):
+            if metric in seen:
+                continue
+            stem = metric.split("_")[0]
+            said = [f"{k}: {v}" for k, v in self.details.items() if stem in str(k)]
+            bound = " ".join(f"{b} {getattr(thr, b):g}" for b in ("min", "max") if getattr(thr, b) is not None)
+            out.append(
+                f"threshold {metric} ({bound} {thr.unit}, {thr.source}) not measured: "
+                f"{'; '.join(said) if said else 'the check reported no value for it'}"
+            )
+        return out
+
     @property
     def verdict(self) -> Verdict:
         base = [m.verdict for m in self.metrics]

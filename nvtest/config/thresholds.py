@@ -280,6 +280,10 @@ class SkuProfile(BaseModel):
         """The threshold of ``check``/``metric``, or None."""
         return self.thresholds.get(check, {}).get(metric)
 
+    def threshold_map(self, check: str) -> dict[str, Threshold]:
+        """Every threshold of ``check``: metric -> :class:`Threshold` (empty when none)."""
+        return dict(self.thresholds.get(check, {}))
+
 
 class Overlay(BaseModel):
     """A site's overlay: thresholds and recipe values that replace a profile's."""
