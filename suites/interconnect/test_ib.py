@@ -25,7 +25,7 @@ from __future__ import annotations
 import pytest
 
 from nvtest.checks.api import Judge, Probe, ProbeError, ProbeSkip, raw_output
-from nvtest.checks.hardware import require_tool
+from nvtest.checks.hardware import expected_hcas, require_tool
 from nvtest.checks.interconnect.pair_check import label_coverage, pair_report, report_node
 from nvtest.checks.interconnect.rdma import port_problems, rdma_report
 from nvtest.checks.shape import golden_for, hca_shape, judge_shape
@@ -161,6 +161,15 @@ def test_ib_write_bw(
         raise ProbeError(f"HCA(s) of this node never measured: {why}")
 
 
+def _rdma_expected(ctx, node) -> bool:
+    """The node must have RDMA NICs (PCI bus, SKU, sysfs, or its tools list HCAs)."""
+    st = ctx.states[node.name]
+    if st.facts is None:
+        return False
+    report, _ = _ports(ctx, node, st.facts) if not st.down_reason else (None, None)
+    return expected_hcas(st.facts, st.match.profile if st.match else None, len(report.cas) if report else 0).count > 0
+
+
 def _has_rdma(ctx, node) -> bool:
     facts = ctx.states[node.name].facts
     if facts is None or not facts.tools.get("ib_write_bw"):
@@ -177,9 +186,9 @@ def _has_rdma(ctx, node) -> bool:
 )
 def test_tcp_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
     ctx = nvtest_context
-    if _has_rdma(ctx, node):
-        raise ProbeSkip("the node has RDMA devices: ib_write_bw measures its links")
-    targets = [n for n in check_nodes(ctx, "tcp_bw") if not _has_rdma(ctx, n)]
+    if _rdma_expected(ctx, node):
+        raise ProbeSkip("the node has RDMA NICs: ib_write_bw measures its links")
+    targets = [n for n in check_nodes(ctx, "tcp_bw") if not _rdma_expected(ctx, n)]
     if len(targets) < 2:
         raise ProbeSkip(f"a pair test needs two nodes without RDMA; this run has {len(targets)}")
     recipe = node_recipe(ctx, targets[0], "tcp_bw")

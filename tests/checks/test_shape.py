@@ -11,8 +11,7 @@ from nvtest.parsers import ibstat
 from nvtest.session.facts import NodeFacts, PciFact
 from tests.conftest import DATA
 
-EIGHT = ((("mlx5_%d" % i), "InfiniBand", 400.0) for i in range(8))
-GOOD = tuple(EIGHT)
+GOOD = tuple((f"mlx5_{i}", "InfiniBand", 400.0) for i in range(8))
 
 
 def _fleet(*odd: tuple) -> dict[str, dict]:
