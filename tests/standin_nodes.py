@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvtest.testing.standin import Recording, StandInTools
-from tests.conftest import CORPUS, DATA
+from tests.conftest import DATA
 
 __all__ = ["PROFILES", "NodeProfile", "Tool", "install"]
 
@@ -182,5 +182,3 @@ def install(profile: NodeProfile | str, bin_dir: Path) -> StandInTools:
         tools.add(name, tool.default, by_args=dict(tool.by_args))
     return tools
 
-
-assert CORPUS.is_dir() and STANDIN.is_dir()

@@ -362,7 +362,7 @@ def _merge_pci(sysfs: list[PciFact], lspci: list[PciFact]) -> list[PciFact]:
     return [by_slot[s] for s in sorted(by_slot)]
 
 
-def smi_words(raw: dict[str, Any]) -> str:
+def _smi_words(raw: dict[str, Any]) -> str:
     """What nvidia-smi said when it did not produce its XML: exit code and its own first lines."""
     said = " ".join(
         line.strip() for line in ((raw.get("stdout") or "") + "\n" + (raw.get("stderr") or "")).splitlines() if line.strip()
@@ -380,7 +380,7 @@ def _gpus_from_raw(
 
     text = raw.get("stdout") or ""
     if "<nvidia_smi_log" not in text:
-        return [], None, None, smi_words(raw)
+        return [], None, None, _smi_words(raw)
     try:
         rec = nvidia_smi_xml.parse(text)
     except ParseError as exc:
@@ -408,12 +408,12 @@ def _gpus_from_raw(
     lost = [f"nvidia-smi cannot reach GPU {bus}" for bus in rec.lost_gpus]
     notes.extend(lost)
     error = "; ".join(lost) if lost else None
-    if not gpus and rc_failed(raw):
-        error = smi_words(raw)
+    if not gpus and _rc_failed(raw):
+        error = _smi_words(raw)
     return gpus, rec.driver_version, rec.cuda_version, error
 
 
-def rc_failed(raw: dict[str, Any]) -> bool:
+def _rc_failed(raw: dict[str, Any]) -> bool:
     rc = raw.get("rc")
     return rc is None or rc != 0
 
