@@ -20,6 +20,8 @@ import nothing of nvtest, aside); a test fails when a class outside this tree ap
     ├── ProbeSkip                    exit 0: not an error; the check does not apply here
     └── AssertionError
         ├── CheckFailed              exit 1: a check's judged metrics failed
+        │   └── UnreportedHardware   hardware the PCI bus or the SKU says is there, and a
+        │                             tool that cannot report on it (the tool's words)
         └── NodeWedged               exit 1: a process survived SIGKILL on the node (unkillable)
 
 Inside a run, transport, parse, probe and node errors never escape: they become the
@@ -49,6 +51,7 @@ __all__ = [
     "ProbeError",
     "ProbeSkip",
     "TransportError",
+    "UnreportedHardware",
     "exit_code_of",
 ]
 
@@ -194,6 +197,11 @@ class NodeWedged(AssertionError):
     ``error``: the node proved it is not good."""
 
     exit_code = EXIT_CHECK_FAILED
+
+
+class UnreportedHardware(CheckFailed):
+    """Hardware the PCI bus (or the SKU profile) shows is there, and a tool that cannot
+    report on it: the check's ``fail``, carrying the tool's own words. Never a skip."""
 
 
 def exit_code_of(exc: BaseException) -> int:

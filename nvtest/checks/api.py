@@ -30,10 +30,18 @@ from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.results import MetricResult
 from nvtest.session.facts import NodeFacts, hardware_of
-from nvtest.session.probe import ArgsFn, Probe, measure_probe, parse_probe_json, raw_output
+from nvtest.session.probe import (
+    ArgsFn,
+    Probe,
+    effective_of,
+    measure_probe,
+    parse_probe_json,
+    raw_output,
+)
 from nvtest.verdict import Verdict, worst
 
 if TYPE_CHECKING:
+    from nvtest.config.inventory import Node
     from nvtest.session.context import RunContext
 
 __all__ = [
@@ -46,6 +54,7 @@ __all__ = [
     "ProbeSkip",
     "declare_metric",
     "measure_probe",
+    "note_probe_run",
     "parse_probe_json",
     "raw_output",
 ]
@@ -134,6 +143,30 @@ class Judge:
         """Keep ``value`` (JSON-able) for the report under ``key``."""
         self.details[key] = value
 
+    def unmeasured(self) -> list[str]:
+        """The SKU's thresholds of this check that no judged metric met, each with its cause.
+
+        A threshold defined at a point that was not measured (a dtype not run, a size not
+        reached) is not a pass: the plugin makes the item an ``error`` with these lines.
+        The cause is the detail that names the point (``skipped bf16 on cuda:0: ...``), else
+        that the check reported no value for it.
+        """
+        if self.sku is None:
+            return []
+        seen = {m.name for m in self.metrics}
+        out = []
+        for metric, thr in sorted(self.sku.threshold_map(self.check).items()):
+            if metric in seen:
+                continue
+            stem = metric.split("_")[0]
+            said = [f"{k}: {v}" for k, v in self.details.items() if stem in str(k)]
+            bound = " ".join(f"{b} {getattr(thr, b):g}" for b in ("min", "max") if getattr(thr, b) is not None)
+            out.append(
+                f"threshold {metric} ({bound} {thr.unit}, {thr.source}) not measured: "
+                f"{'; '.join(said) if said else 'the check reported no value for it'}"
+            )
+        return out
+
     @property
     def verdict(self) -> Verdict:
         base = [m.verdict for m in self.metrics]
@@ -163,3 +196,17 @@ def _number(value: Any) -> float | None:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def note_probe_run(judge: Judge, ctx: RunContext, probe: Probe, node: Node, doc: dict[str, Any] | None) -> None:
+    """Record on ``judge`` what ran for ``node``: the probe's evidence log, the command line
+    sent (``details.requested``) and what the probe says took effect (``details.effective``,
+    from ``doc``; None when it printed no document). The ``measure`` fixture does this for
+    every check; a check that reads a probe's documents itself (a fleet-level comparison)
+    calls it for its own node."""
+    judge.log = ctx.phases.log_path(probe.name, node.name)
+    res = ctx.phases.cached(probe.name) or {}
+    if node.name in res:
+        judge.detail("requested", {"command": res[node.name].command})
+    if doc is not None:
+        judge.detail("effective", effective_of(doc))

@@ -29,9 +29,7 @@ __all__ = ["FACT_CHECKS", "rejudge_from_facts"]
 FACT_CHECKS: dict[str, Callable[[NodeFacts, SkuProfile | None, Catalog], Outcome]] = {
     "host": lambda facts, prof, cat: host_inventory(facts),
     "gpus": lambda facts, prof, cat: gpu_inventory(facts, prof, cat),
-    "driver_stack": lambda facts, prof, cat: driver_stack(
-        facts.driver_version, facts.cuda_version, prof, has_gpus=bool(facts.gpus)
-    ),
+    "driver_stack": lambda facts, prof, cat: driver_stack(facts, prof),
 }
 
 

@@ -132,7 +132,10 @@ def print_inventory(console: Console, data: dict[str, Any]) -> None:
             t.add_row(name, "-", f"[red]{escape(why)}[/red]", "", "", "", "", "", "")
             continue
         gpus = inv["gpus"]
+        on_bus = len((inv.get("bus") or {}).get("gpu") or [])
         gpu_txt = f"{len(gpus)} x {gpus[0]['name']}" if gpus else f"0 ({inv.get('gpu_absent_reason') or 'none'})"
+        if on_bus > len(gpus):
+            gpu_txt = f"[red]{len(gpus)} of {on_bus} on the PCI bus: {inv.get('smi_error') or 'nvidia-smi reports fewer'}[/red]"
         t.add_row(
             name,
             d.get("sku") or "none",

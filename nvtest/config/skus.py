@@ -1,9 +1,11 @@
 """The SKU catalog: load profiles, apply overlays, match a node to its profile.
 
 Profiles are ``configs/skus/*.yaml`` (bundled) plus any directory given with
-``--sku-dir``. Matching uses the node's GPU product names, count and memory
-(from the inventory probe), in the profile's ``match`` block; a node with no
-NVIDIA GPU matches ``cpu-generic``.
+``--sku-dir``. Matching uses, in the profile's ``match`` block, the PCI device ids
+and count of the NVIDIA GPUs on the node's PCI bus (the source that cannot lie by
+failing), then the GPU product names and memory that nvidia-smi reports. A node
+whose bus shows NVIDIA GPUs never matches ``cpu-generic``, even when nvidia-smi
+reports none; ``cpu-generic`` needs a bus that was read and shows no NVIDIA GPU.
 """
 
 from __future__ import annotations
@@ -30,16 +32,23 @@ class GpuSummary:
     """What SKU matching needs to know of a node's GPUs.
 
     Attributes:
-        names: product name per GPU (``NVIDIA H100 80GB HBM3``).
-        memory_mib: total memory per GPU, MiB.
+        names: product name per GPU as nvidia-smi reports it (``NVIDIA H100 80GB HBM3``).
+        memory_mib: total memory per GPU, MiB (nvidia-smi).
+        bus_device_ids: PCI device id of each NVIDIA GPU function on the bus (``2330``).
+        bus_read: whether the PCI bus could be read at all (absence is proven only then).
+        bus_text: how the bus was read, for the reasons (``sysfs ...: 6 functions``).
     """
 
     names: tuple[str, ...] = ()
     memory_mib: tuple[int | None, ...] = ()
+    bus_device_ids: tuple[str, ...] = ()
+    bus_read: bool = True
+    bus_text: str = ""
 
     @property
     def count(self) -> int:
-        return len(self.names)
+        """GPUs the node has: the larger of the bus's and nvidia-smi's counts."""
+        return max(len(self.names), len(self.bus_device_ids))
 
 
 @dataclass(frozen=True)
@@ -90,24 +99,50 @@ class Catalog:
     def match(self, gpus: GpuSummary) -> MatchResult:
         """Find the profile for a node with ``gpus``; the most specific match wins.
 
-        A profile matches when every criterion in its ``match`` block holds.
-        Specificity = the number of criteria. No GPU -> ``cpu-generic``.
+        A profile matches when every criterion in its ``match`` block holds; a
+        criterion on what nvidia-smi reports (name, memory) is not applied when
+        nvidia-smi reports no GPU while the bus shows some (the profile is then
+        matched on the bus alone, and says so). Specificity = the number of
+        criteria applied. No GPU on a bus that was read -> ``cpu-generic``; a bus
+        that could not be read and no GPU reported: no profile (absence unproven).
         Returns a MatchResult with profile None (and the reasons each candidate
         was rejected) when nothing matches.
         """
         if gpus.count == 0:
+            if not gpus.bus_read:
+                return MatchResult(
+                    None, (f"no GPU reported and the PCI bus could not be read ({gpus.bus_text}): absence unproven",)
+                )
             prof = self.profiles.get(GENERIC)
-            return MatchResult(prof, ("no NVIDIA GPU found -> cpu-generic",))
+            where = f" ({gpus.bus_text})" if gpus.bus_text else ""
+            return MatchResult(prof, (f"the PCI bus shows no NVIDIA GPU{where} -> cpu-generic",))
         best: tuple[int, SkuProfile, list[str]] | None = None
         rejected: list[str] = []
+        bus_only = not gpus.names
+        bus_ids = [d for d in gpus.bus_device_ids if d and d != "?"]
         for prof in self.profiles.values():
             m = prof.match
-            if m.gpu_name is None and m.gpu_count is None:
+            if m.gpu_name is None and m.gpu_count is None and not m.pci_device_ids:
+                continue
+            if m.gpu_count == 0:
                 continue
             why: list[str] = []
             ok = True
             score = 0
-            if m.gpu_name is not None:
+            if m.pci_device_ids and bus_ids:
+                score += 1
+                ids = {i.lower() for i in m.pci_device_ids}
+                if all(d.lower() in ids for d in bus_ids):
+                    why.append(f"PCI bus: {len(bus_ids)} x 10de:{bus_ids[0]}")
+                else:
+                    ok = False
+                    rejected.append(f"{prof.name}: PCI device ids {sorted(set(bus_ids))} not in {sorted(ids)}")
+            elif bus_only and not (m.pci_device_ids and bus_ids):
+                ok = False
+                rejected.append(f"{prof.name}: no pci_device_ids to match on the bus alone (nvidia-smi reports no GPU)")
+            if ok and m.gpu_name is not None and bus_only:
+                why.append("GPU name not checked: nvidia-smi reports no GPU")
+            elif ok and m.gpu_name is not None:
                 score += 1
                 if all(re.search(m.gpu_name, n, re.IGNORECASE) for n in gpus.names):
                     why.append(f"GPU name matches /{m.gpu_name}/")
@@ -122,7 +157,7 @@ class Catalog:
                     ok = False
                     rejected.append(f"{prof.name}: {gpus.count} GPUs, profile has {m.gpu_count}")
             mems = [x for x in gpus.memory_mib if x is not None]
-            if ok and (m.gpu_memory_mib_min is not None or m.gpu_memory_mib_max is not None):
+            if ok and not bus_only and (m.gpu_memory_mib_min is not None or m.gpu_memory_mib_max is not None):
                 score += 1
                 lo = m.gpu_memory_mib_min or 0
                 hi = m.gpu_memory_mib_max or 1 << 40

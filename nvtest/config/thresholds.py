@@ -142,6 +142,11 @@ class SkuMatch(BaseModel):
 
     gpu_name: str | None = Field(default=None, description="regular expression, case-insensitive, on the GPU product name")
     gpu_count: int | None = None
+    pci_device_ids: list[str] | None = Field(
+        default=None,
+        description="PCI device ids (vendor 10de) of the SKU's GPUs, lower-case hex (2330): the bus "
+        "identifies the SKU even when nvidia-smi cannot talk to the driver",
+    )
     gpu_memory_mib_min: int | None = None
     gpu_memory_mib_max: int | None = None
 
@@ -161,6 +166,11 @@ class SkuExpect(BaseModel):
     pcie_width: int | None = None
     min_driver: str | None = None
     ecc: bool | None = None
+    hcas: list[str] | None = Field(
+        default=None,
+        description="names of the compute HCAs (ibstat), when the board fixes them; otherwise the "
+        "fleet's majority is the golden shape",
+    )
 
 
 PositiveInt = Annotated[StrictInt, Field(gt=0)]
@@ -346,6 +356,10 @@ class SkuProfile(BaseModel):
     def threshold(self, check: str, metric: str) -> Threshold | None:
         """The threshold of ``check``/``metric``, or None."""
         return self.thresholds.get(check, {}).get(metric)
+
+    def threshold_map(self, check: str) -> dict[str, Threshold]:
+        """Every threshold of ``check``: metric -> :class:`Threshold` (empty when none)."""
+        return dict(self.thresholds.get(check, {}))
 
 
 class Overlay(BaseModel):

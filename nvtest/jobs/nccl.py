@@ -11,9 +11,17 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
    results are final: nothing retries them into a pass.
 2. A failure line (``Test NCCL failure common.cu:959 'internal error'``): **fail**, with the
    error site, host and message, and the ``NCCL WARN`` lines, in the reason.
-3. No result row: **error**. Fewer ranks listed than expected: **error**. The sweep stopped
-   before the requested maximum size: **error** (the plateau was never measured).
+3. No result row: **error**. Fewer ranks listed than expected: **error**. The correctness gate
+   switched off (``validation: 0`` in the tool's parameter line, ``-c 0``): **error**, never a
+   pass (``#wrong`` was not checked). The tool moved its own maximum below the threshold's
+   point (``# Reducing maxBytes to N due to memory limitation``, nccl-tests 2.x) or the sweep
+   stopped before the requested maximum size: **error** naming the gap and its cause (the
+   plateau was never measured).
 4. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
+
+What ran is recorded beside what was asked (:attr:`NcclVerdict.effective`,
+:attr:`NcclVerdict.requested`): the sizes swept, validation, iterations, ranks and hosts, the
+GPUs and the data type.
 
 The plateau is the rows at or above the recipe's ``plateau_bytes`` (default: the largest size
 the recipe names, ``max_bytes``); its busbw is the mean out-of-place busbw of those rows, in
@@ -23,6 +31,7 @@ from 8 bytes up (nccl-tests doc/PERFORMANCE.md: busbw is meaningful at large siz
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -188,6 +197,8 @@ class NcclVerdict:
         reasons: why not a pass.
         nccl_warnings: ``NCCL WARN`` lines (first 20).
         failure_site: ``common.cu:959`` style site of the first failure line, if any.
+        requested: what the command asked for (``max_bytes``, ``plateau_bytes``, ``ranks``).
+        effective: what the tool says it ran (sizes, validation, iterations, ranks, dtype).
     """
 
     op: str
@@ -201,6 +212,8 @@ class NcclVerdict:
     reasons: tuple[str, ...] = ()
     nccl_warnings: tuple[str, ...] = ()
     failure_site: str | None = None
+    requested: Mapping[str, Any] = field(default_factory=dict)
+    effective: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def reason(self) -> str:
@@ -220,7 +233,54 @@ class NcclVerdict:
             "reasons": list(self.reasons),
             "nccl_warnings": list(self.nccl_warnings),
             "failure_site": self.failure_site,
+            "requested": dict(self.requested),
+            "effective": dict(self.effective),
         }
+
+
+#: nccl-tests' own line when it lowers the sweep's maximum (src/common.cu, nccl-tests 2.x).
+REDUCED_RE = re.compile(r"Reducing maxBytes to (\d+) due to ([^\n]+)")
+
+
+def _effective(run: NcclTestRun, reduced_to: int | None) -> dict[str, Any]:
+    return {
+        "min_bytes": run.min_bytes,
+        "max_bytes": reduced_to if reduced_to is not None else run.max_bytes,
+        "max_size_reached": run.max_size_bytes,
+        "sizes": len(run.rows),
+        "validation": run.validation,
+        "iters": run.iters,
+        "warmup_iters": run.warmup_iters,
+        "gpus_per_process": run.n_gpus,
+        "ranks": len(run.ranks),
+        "hosts": list(run.hostnames),
+        "gpus": list(run.gpu_names),
+        "dtypes": sorted({r.dtype for r in run.rows}),
+    }
+
+
+def _gaps(
+    run: NcclTestRun, requested: int | None, plateau_from: int | None, reduced: tuple[int, str] | None
+) -> list[str]:
+    """Why the threshold's point was not measured, naming the cause; or why no gate ran."""
+    out = []
+    if run.validation == 0:
+        out.append(
+            "correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), "
+            "so #wrong was never checked"
+        )
+    if reduced is not None and plateau_from is not None and reduced[0] < plateau_from:
+        out.append(
+            f"the threshold's point ({plateau_from} bytes) was not measured: nccl-tests reduced "
+            f"maxBytes to {reduced[0]} ('Reducing maxBytes to {reduced[0]} due to {reduced[1].strip()}'); "
+            f"the sweep reached {run.max_size_bytes}"
+        )
+    elif run.rows and requested is not None and (run.max_size_bytes or 0) * 2 <= requested:
+        out.append(
+            f"the sweep stopped at {run.max_size_bytes} bytes before the requested {requested} "
+            "(no line of the tool says why)"
+        )
+    return out
 
 
 def judge_run(
@@ -230,18 +290,24 @@ def judge_run(
     max_bytes: int | None = None,
     plateau_bytes: int | None = None,
     expected_ranks: int | None = None,
+    reduced: tuple[int, str] | None = None,
 ) -> NcclVerdict:
-    """Judge one parsed run (see the module docstring for the order of the rules)."""
+    """Judge one parsed run (see the module docstring for the order of the rules).
+
+    ``reduced``: (bytes, cause) of the tool's own ``Reducing maxBytes to N due to <cause>``.
+    """
     requested = max_bytes if max_bytes is not None else run.max_bytes
     plateau_from = plateau_bytes if plateau_bytes is not None else requested
     warns = tuple(run.nccl_warnings[:20])
-    common = {
+    common: dict[str, Any] = {
         "op": op,
         "wrong": run.wrong_total,
         "ranks": len(run.ranks),
         "hosts": run.hostnames,
         "max_size_bytes": run.max_size_bytes,
         "nccl_warnings": warns,
+        "requested": {"max_bytes": requested, "plateau_bytes": plateau_from, "ranks": expected_ranks},
+        "effective": _effective(run, reduced[0] if reduced else None),
     }
     plateau = [r for r in run.rows if plateau_from is not None and r.size_bytes * 2 > plateau_from]
     if plateau:
@@ -270,10 +336,7 @@ def judge_run(
         errors.append("no result row")
     if expected_ranks is not None and run.ranks and len(run.ranks) < expected_ranks:
         errors.append(f"{len(run.ranks)} ranks listed, {expected_ranks} expected")
-    if run.rows and requested is not None and (run.max_size_bytes or 0) * 2 <= requested:
-        errors.append(
-            f"the sweep stopped at {run.max_size_bytes} bytes before the requested {requested}"
-        )
+    errors += _gaps(run, requested, plateau_from, reduced)
     if errors:
         if warns:
             errors.append(f"NCCL WARN: {warns[0]}")
@@ -297,12 +360,14 @@ def judge_output(
         log = nccl_tests.parse(text)
     except ParseError as exc:
         return NcclVerdict(op=op, status="error", reasons=(f"unreadable nccl-tests output: {exc}",))
+    m = REDUCED_RE.search(text)
     return judge_run(
         log.tests[0],
         op=op,
         max_bytes=max_bytes,
         plateau_bytes=plateau_bytes,
         expected_ranks=expected_ranks,
+        reduced=(int(m.group(1)), m.group(2)) if m else None,
     )
 
 

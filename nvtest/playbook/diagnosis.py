@@ -18,6 +18,17 @@ CABLING   cable, optic, riser, seating, switch port
 FIRMWARE  VBIOS, HCA or GSP firmware: align or update
 MONITOR   keep in service, watch the counters or the program
 ========  =================================================================
+
+Order is specificity: a rule that matches the tool's own words for a cause
+(``couldn't communicate with the NVIDIA driver``, ``Driver/library version mismatch``,
+``Error 802: system not yet initialized``, ``Torch not compiled with CUDA enabled``)
+comes before the rules that match only a symptom (fewer GPUs than the bus shows, a GPU
+lost, a value below its floor), so the diagnosis names the most specific cause the
+evidence names, with the Playbook's next step for it. Every rule carries a real
+``example`` of the evidence it is for; tests/playbook walks every rule and checks that
+its example, with any later rule's example beside it, is diagnosed as that rule. A
+systemic failure (every node of the SKU) is diagnosed as such only when no cause is
+named (a threshold failure): the tools' own words win over the fleet pattern.
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ class Rule:
     cls: str
     checks: frozenset[str] | None = None
     verdicts: frozenset[str] = frozenset({"fail", "error"})
+    example: str = ""
 
     def matches(self, check: str, verdict: str, reason: str) -> bool:
         if self.checks is not None and check not in self.checks:
@@ -75,6 +87,7 @@ def _r(
     cls: str,
     checks: tuple[str, ...] | None = None,
     verdicts: tuple[str, ...] = ("fail", "error"),
+    example: str = "",
 ) -> Rule:
     assert cls in CLASSES, cls
     return Rule(
@@ -85,6 +98,7 @@ def _r(
         cls,
         frozenset(checks) if checks else None,
         frozenset(verdicts),
+        example,
     )
 
 
@@ -101,6 +115,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "drain the node and reboot it (a GPU reset cannot reach a wedged driver); "
         "look for Xid errors in the kernel log; rerun acceptance",
         "REBOOT",
+        example='NodeWedged: unkillable: the GPU or driver is likely wedged; reboot (pid 4242 still alive 3 s after SIGKILL)',
     ),
     _r(
         "blocked_by_hang",
@@ -110,6 +125,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "read the log of the check that hung (named in the reason); if nvidia-smi or the "
         "GPU hung, reboot the node; then `nvtest run --rerun-failed RUN_DIR`",
         "REBOOT",
+        example='NodeError: blocked: nvidia-smi hung on this node in nvidia-smi-q-x (timed out after 120 s); not started',
     ),
     _r(
         "rendezvous_unreachable",
@@ -119,6 +135,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "check the inventory `address` of the node hosting the rendezvous, and that nodes "
         "may connect to each other on high TCP ports; rerun",
         "CONFIG",
+        example='NodeError: torchrun not launched: the rendezvous preflight failed on node02: rendezvous preflight: node02 could not reach 10.0.0.1:29500: connection refused',
     ),
     _r(
         "launcher_ssh",
@@ -128,6 +145,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "from the first node, try the command in the reason by hand; authorise the key on "
         "every node and check the inventory addresses; rerun",
         "CONFIG",
+        example='NodeError: mpirun not launched: the node-to-node ssh preflight failed on node03: node-to-node ssh from node01 to node03 failed: Permission denied (publickey).',
     ),
     _r(
         "name_does_not_resolve",
@@ -138,6 +156,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "give the node an `address` in the inventory, or fix DNS / the ssh config's HostName; "
         "then rerun",
         "CONFIG",
+        example="NodeError: node name does not resolve: cannot resolve host name 'gpu017.rack07': Name or service not known",
     ),
     _r(
         "ssh_key_missing",
@@ -145,6 +164,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "the inventory's key_file names no readable file on the controller",
         "fix key_file in the inventory (the path is read on the machine nvtest runs on); rerun",
         "CONFIG",
+        example="NodeError: transport configuration error: the inventory's key_file for gpu017 does not exist: fix key_file (the path is read on this machine, the controller)",
     ),
     _r(
         "ssh_key_passphrase",
@@ -153,6 +173,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "load the key into ssh-agent (`ssh-add KEY`) and drop key_file, or give an "
         "unencrypted deployment key; rerun",
         "CONFIG",
+        example='NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: the key file is passphrase-protected and nvtest asks for no passphrase',
     ),
     _r(
         "ssh_auth",
@@ -160,6 +181,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "the node refused the SSH login (the key is not authorised for this user)",
         "check the inventory's user and key_file and the node's ~/.ssh/authorized_keys; rerun",
         "CONFIG",
+        example='NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: key not accepted',
     ),
     _r(
         "ssh_host_key",
@@ -169,6 +191,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "verify the key's fingerprint out of band, then add it to known_hosts "
         "(`ssh-keyscan -p PORT HOST`); rerun",
         "CONFIG",
+        example='NodeError: host key rejected: host key for [10.0.0.17]:22 (ssh-ed25519 SHA256:abc) does not match known_hosts (~/.ssh/known_hosts): possible man-in-the-middle',
     ),
     _r(
         "staging_failed",
@@ -178,6 +201,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "check that /tmp on the node is writable and not full, and that tar is installed; "
         "or set `probe_dir` in the inventory to a path the node has; rerun",
         "CONFIG",
+        example='NodeError: probes not staged: files not staged: SFTP refused (Channel closed) and the tar over the exec channel failed: No space left on device',
     ),
     _r(
         "inventory_probe_hung",
@@ -188,6 +212,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "run the inventory's python on the node by hand (`PYTHON -c 1`); fix the wrapper or "
         "the file system it waits on; rerun",
         "CONFIG",
+        example='NodeError: inventory probe hung: timed out after 120 s; process group killed',
     ),
     _r(
         "connection_lost",
@@ -196,6 +221,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "went down, or its sshd died)",
         "check the node's console and kernel log for a crash or reboot; then rerun",
         "RETEST",
+        example='NodeError: connection lost during the command (the node dropped or its sshd died)',
     ),
     _r(
         "node_unreachable",
@@ -204,6 +230,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
         "RETEST",
+        example='node unreachable: ssh: connect to host node03 port 22: Connection refused',
     ),
     _r(
         "probe_timeout",
@@ -213,6 +240,28 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "read the log; if nvidia-smi itself hangs, reboot the node; else rerun with --timeout-scale 2",
         "RETEST",
         verdicts=("error",),
+        example='NodeError: timed out after 120 s; process group killed',
+    ),
+    _r(
+        "nouveau_owns_gpus",
+        r"obtained ownership of the NVIDIA device|nouveau, rivafb",
+        "another kernel driver (nouveau or a framebuffer driver) took the GPUs before the NVIDIA driver",
+        "blacklist nouveau (/etc/modprobe.d/blacklist-nouveau.conf), rebuild the initramfs, reboot; rerun",
+        "CONFIG",
+        example="NVRM: This can occur when a driver such as: nouveau, rivafb, nvidiafb or rivatv was "
+        "loaded and obtained ownership of the NVIDIA device(s).",
+    ),
+    _r(
+        "driver_not_loaded",
+        r"couldn't communicate with the NVIDIA driver|NVIDIA driver is not loaded|Found no NVIDIA driver"
+        r"|No NVIDIA graphics adapter probed|probe routine was not called|NVIDIA driver did not take",
+        "the NVIDIA kernel driver is not loaded or did not bind to the GPUs the PCI bus shows "
+        "(the GPUs are there; nothing can talk to them)",
+        "`lsmod | grep nvidia` and `dmesg | grep NVRM`; after a kernel update rebuild the module "
+        "(`dkms status`, `dkms autoinstall`) or reinstall the driver; reboot; rerun",
+        "CONFIG",
+        example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+        "Make sure that the latest NVIDIA driver is installed and running.",
     ),
 )
 
@@ -225,13 +274,17 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "install the fabric manager package of exactly the driver's version, `systemctl enable --now "
         "nvidia-fabricmanager`, then rerun",
         "CONFIG",
+        example="CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+        "functions before calling NumCudaDevices() that might have already set an error? Error 802: "
+        "system not yet initialized",
     ),
     _r(
         "driver_library_mismatch",
-        r"driver/library version mismatch|NVML library version mismatch",
+        r"driver/library version mismatch|NVML library version mismatch|NVRM: API mismatch",
         "user-space NVIDIA libraries differ from the loaded kernel module (driver upgraded without a reboot)",
         "reboot the node so the new kernel module loads; rerun",
         "REBOOT",
+        example="Failed to initialize NVML: Driver/library version mismatch NVML library version: 550.144",
     ),
     _r(
         "cuda_driver_insufficient",
@@ -239,6 +292,72 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "the test binary or container was built for a newer CUDA than the installed driver supports",
         "install a driver that supports the runtime, or use a build for the installed CUDA; the hardware is not at fault",
         "CONFIG",
+        example="Cuda failure common.cu:891 'CUDA driver version is insufficient for CUDA runtime version'",
+    ),
+    _r(
+        "torch_cpu_build",
+        r"Torch not compiled with CUDA enabled",
+        "the node's torch is a CPU-only build: no probe can use the GPUs through it",
+        "install a CUDA build of torch (or cupy) in the Python the nodes run (--python / inventory "
+        "`python`); rerun",
+        "CONFIG",
+        example="CUDA cannot start: torch.cuda.init(): AssertionError: Torch not compiled with CUDA enabled",
+    ),
+    _r(
+        "correctness_gate_off",
+        r"correctness gate switched off|validation: 0",
+        "the tool ran with its correctness check switched off: its figures prove nothing",
+        "run with validation on (nccl-tests -c 1; the recipe must not pass -c 0); rerun",
+        "CONFIG",
+        example="correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), so #wrong was never checked",
+    ),
+    _r(
+        "sweep_shortened",
+        r"Reducing maxBytes|reduced maxBytes",
+        "the tool lowered its own sweep maximum (GPU memory) below the size the threshold is defined at",
+        "lower the recipe's max_bytes/plateau_bytes to what the GPUs hold, or free GPU memory; rerun",
+        "CONFIG",
+        example="the threshold's point (12884901888 bytes) was not measured: nccl-tests reduced maxBytes to "
+        "12703978837 ('Reducing maxBytes to 12703978837 due to memory limitation')",
+    ),
+    _r(
+        "hca_renamed",
+        r"HCA \S+ not in the golden shape",
+        "an HCA is named or placed differently from the other nodes of the SKU (NCCL_IB_HCA lists and "
+        "rail pairing will not match: jobs hang)",
+        "compare `ibdev2netdev -v` with a good node; fix the device naming (udev rules, firmware "
+        "enumeration) or the slot; rerun",
+        "CONFIG",
+        example="HCA mlx5_9 not in the golden shape (named or placed differently?): golden mlx5_0, mlx5_1 "
+        "(fleet majority: 3 of 4 nodes of SKU h100-sxm-80gb)",
+    ),
+    _r(
+        "hca_missing",
+        r"HCA \S+ missing|HCA \S+ not measured: this node lacks it|expected HCA\(s\) missing",
+        "an HCA the SKU (or the fleet) has is missing on this node",
+        "`lspci -d 15b3:` and `ibstat`: reseat the NIC or its cable/riser, check its firmware; RMA "
+        "the NIC if it stays missing",
+        "CABLING",
+        example="HCA mlx5_3 missing: golden mlx5_0, mlx5_1, mlx5_2, mlx5_3 (fleet majority: 3 of 4 nodes of "
+        "SKU h100-sxm-80gb)",
+    ),
+    _r(
+        "cuda_cannot_start",
+        r"CUDA cannot start|cudaErrorNoDevice|CUDA_ERROR_|cudaGetDeviceCount",
+        "CUDA could not start on the GPUs the node must have (the probe's CUDA error says why)",
+        "read the CUDA error in the reason; check the driver (`nvidia-smi`), the fabric manager on NVSwitch "
+        "systems and the CUDA runtime of the node's torch/cupy; rerun",
+        "CONFIG",
+        example="CUDA cannot start: torch.cuda.init(): RuntimeError: CUDA driver initialization failed",
+    ),
+    _r(
+        "tool_missing",
+        r"not found on the node's PATH|not installed|no RDMA tools",
+        "a measuring tool is not installed on the node: nothing was measured there",
+        "install the tool (the package is named in the reason) in the node image; rerun",
+        "CONFIG",
+        verdicts=("error",),
+        example="ProbeError: dcgmi not found on the node's PATH (DCGM, datacenter-gpu-manager): nothing measured",
     ),
     _r(
         "remap_failure",
@@ -246,6 +365,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "GPU memory ran out of spare rows (row remapping failure)",
         "drain the node and RMA the GPU/board",
         "RMA",
+        example='GPU 0 (00000000:18:00.0): row remapping failure (spare rows exhausted): RMA',
     ),
     _r(
         "remap_pending",
@@ -253,6 +373,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "a row remap or page retirement is pending: it applies at the next GPU reset",
         "reset the GPU or reboot, then rerun acceptance (no hardware service needed unless it recurs)",
         "RESET",
+        example='GPU 0 (00000000:18:00.0): row remap pending (4 uncorrectable): reset the GPU or reboot',
     ),
     _r(
         "ecc_uncorrectable",
@@ -260,6 +381,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "uncorrectable GPU memory (ECC) errors",
         "reset the GPU and rerun; RMA if errors recur",
         "RESET",
+        example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
     ),
     _r(
         "ecc_disabled",
@@ -267,6 +389,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "ECC is disabled on the GPU",
         "enable it (`nvidia-smi -e 1`) and reboot; rerun",
         "CONFIG",
+        example='GPU 0 (00000000:18:00.0): ECC mode Disabled, SKU expects Enabled',
     ),
     _r(
         "lost_gpu",
@@ -275,6 +398,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "a GPU stopped answering on PCIe (lost / fallen off the bus)",
         "drain; power-cycle the node (reseat the GPU if it stays missing); RMA if it happens again",
         "REBOOT",
+        example='nvidia-smi reports 7: nvidia-smi cannot reach GPU 0000:DF:00.0: GPU lost',
     ),
     _r(
         "nccl_wrong",
@@ -282,6 +406,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "collective or GEMM results were wrong: silent data corruption on a GPU, NVLink or NIC path",
         "isolate the node; rerun with `-c N` per GPU pair to find the part; RMA it (never retried into a pass)",
         "RMA",
+        example='all_reduce: #wrong = 12 (sizes 1048576): wrong results',
     ),
     _r(
         "pcie_downgrade",
@@ -290,6 +415,18 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "reseat the card, check the riser/cable and the slot; check the BIOS PCIe settings",
         "CABLING",
         ("pcie_link", "gpus"),
+        example='GPU 0 PCIe x8 of x16 (link width downgraded)',
+    ),
+    _r(
+        "pcie_state_unread",
+        r"gave no link attributes",
+        "the kernel shows a GPU or NIC on the PCI bus but no PCIe link state for it (the device "
+        "is not enumerated behind its port as expected, or sysfs is incomplete)",
+        "`lspci -vvv -s <slot>` for LnkCap/LnkSta; check the device's port and driver binding; reseat "
+        "if the link does not train; rerun",
+        "RETEST",
+        ("pcie_link",),
+        example="GPU 0000:1b:00.0 (10de:2330) is on the PCI bus but sysfs gave no link attributes for it",
     ),
     _r(
         "nvlink_inactive",
@@ -299,6 +436,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RMA the baseboard if links stay down",
         "RESET",
         ("nvlink",),
+        example='GPU3: 4/6 links active, links 3,5 inactive (profile a100-sxm-80gb expects 12 active)',
     ),
     _r(
         "ib_polling",
@@ -306,6 +444,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "an IB port has no link partner (cable, optic or switch port down)",
         "check the cable and optic, and that the switch port is enabled",
         "CABLING",
+        example='mlx5_1 port 1: Polling: no link partner',
     ),
     _r(
         "ib_not_active",
@@ -313,6 +452,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "an IB port trained but was not activated (subnet manager, pkey, VF GUID)",
         "check the subnet manager sees the port and its partition configuration",
         "CONFIG",
+        example='mlx5_0 port 1: Initializing, LinkUp: no subnet manager',
     ),
     _r(
         "ib_down",
@@ -321,13 +461,16 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "check the cable, the port configuration (`ibportstate`) and the switch",
         "CABLING",
         ("ib_ports",),
+        example='mlx5_0 port 1: rate 200.0 Gb/s < 400 Gb/s',
     ),
     _r(
         "throttling",
-        r"throttl|hw_slowdown|thermal",
+        r"throttl|hw_slowdown|slowdown under load",
         "clocks were throttled under load (cooling, inlet temperature or power delivery)",
         "check fans, airflow, inlet temperature and PSUs; rerun; RMA a GPU that throttles alone",
         "MONITOR",
+        ("thermal", "burnin"),
+        example='cuda:0: hardware throttling under load (hw_slowdown 12 s): check cooling and power delivery',
     ),
     _r(
         "firmware_drift",
@@ -336,6 +479,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "flash the fleet's firmware version; rerun",
         "FIRMWARE",
         ("sw_uniformity",),
+        example='vbios 96.00.74.00.01 differs: 3 nodes have 96.00.89.00.01',
     ),
     _r(
         "software_drift",
@@ -343,6 +487,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "the software stack differs from the fleet or the SKU (driver, CUDA, NCCL, plugin, OFED)",
         "install the fleet's versions (pin the packages); rerun",
         "CONFIG",
+        example='driver 535.104.05 older than 550.0',
     ),
     _r(
         "dcgm",
@@ -351,6 +496,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "read the dcgmi log for the GPU and test; reset and rerun; RMA if it repeats",
         "RESET",
         ("dcgm_diag",),
+        example='dcgmi memory failed on GPU 0: memory error',
     ),
     _r(
         "dcgm_skipped",
@@ -359,6 +505,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "check DCGM's is_allowed settings and GPU preconditions (idle GPUs, no MIG); rerun",
         "CONFIG",
         ("dcgm_diag",),
+        example='required dcgmi test pcie skipped (is_allowed / not supported?)',
     ),
     _r(
         "unit_mismatch",
@@ -366,6 +513,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "a threshold is in another unit than the measurement",
         "fix the SKU profile or overlay (GB/s vs Gb/s)",
         "CONFIG",
+        example='unit mismatch: measured in Gb/s, threshold in GB/s',
     ),
     _r(
         "below_floor",
@@ -374,6 +522,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "rerun; compare with the fleet statistics; check clocks, throttling and links of this node",
         "RETEST",
         verdicts=("fail",),
+        example='bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s',
     ),
     _r(
         "no_measurement",
@@ -382,6 +531,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "read the log; fix the tool or environment; rerun",
         "RETEST",
         verdicts=("error",),
+        example='ProbeError: probe printed no JSON (exit 1)',
     ),
 )
 
@@ -444,18 +594,24 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
     for rule in TRANSPORT_RULES:
         if rule.matches(check, verdict, reason):
             return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
-    if systemic and verdict == "fail":
+    if check == "xid_scan" or "Xid" in reason:
+        x = _xid(reason)
+        if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
+            return x
+    found = next((r for r in RULES if r.matches(check, verdict, reason)), None)
+    if systemic and verdict == "fail" and (found is None or found.name in SYSTEMIC_SYMPTOMS):
         return Diagnosis(
             "every node of this SKU fails this check: the thresholds, the recipe or the environment are suspect",
             "compare with a known-good node; review the SKU thresholds and software stack before filing RMAs",
             "CONFIG",
             "systemic",
         )
-    if check == "xid_scan" or "Xid" in reason:
-        x = _xid(reason)
-        if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
-            return x
-    for rule in RULES:
-        if rule.matches(check, verdict, reason):
-            return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
+    if found is not None:
+        return Diagnosis(found.cause, found.action, found.cls, found.name)
     return GENERIC[verdict]
+
+
+#: Rules that name only a symptom a fleet-wide failure can share (a figure below its floor):
+#: every node failing that way points at the thresholds or the environment first.
+SYMPTOMS = frozenset({"below_floor"})
+SYSTEMIC_SYMPTOMS = SYMPTOMS

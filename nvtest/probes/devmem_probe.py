@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from typing import Any  # noqa: E402
 
 import _contract as contract  # noqa: E402
+import _cuda_start as cs  # noqa: E402
 import _device_pool as pool  # noqa: E402
 import _devices as hw  # noqa: E402
 import _libraries as libs  # noqa: E402
@@ -125,7 +126,12 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         doc.update(library=libs.library_label(torch), device="cpu")
         doc["results"] = measure_device("cpu", payload)["results"]
         return
-    name, mod, count = hw.select_gpu_backend()  # auto or cuda: skip when no GPU
+    try:
+        name, mod, count = hw.select_gpu_backend()  # auto: skip when no GPU
+    except contract.ProbeSkip as exc:
+        if device != "cuda":
+            raise
+        raise contract.ProbeError(cs.cuda_failure(exc)) from None  # asked for the GPUs: an error
     payload = {"backend": name, "array_mib": args.array_mib or 1024, "reps": args.reps}
     doc.update(library=libs.library_label(mod), device="cuda")
     devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]

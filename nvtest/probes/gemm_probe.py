@@ -34,6 +34,7 @@ import random  # noqa: E402
 from typing import Any  # noqa: E402
 
 import _contract as contract  # noqa: E402
+import _cuda_start as cs  # noqa: E402
 import _device_pool as pool  # noqa: E402
 import _devices as hw  # noqa: E402
 import _gemm_backends as gemm  # noqa: E402
@@ -256,7 +257,10 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         "inject_error": args.inject_error,
     }
     if device == "cuda":
-        name, mod, count = hw.select_gpu_backend()
+        try:
+            name, mod, count = hw.select_gpu_backend()
+        except contract.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
+            raise contract.ProbeError(cs.cuda_failure(exc)) from None
         devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload.update(dtypes=args.dtypes or list(gemm.GEMM_DTYPES), prefer=[name],
                        size=args.size or DEFAULT_GPU_SIZE)

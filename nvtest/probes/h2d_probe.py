@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
 import _contract as contract  # noqa: E402
+import _cuda_start as cs  # noqa: E402
 import _devices as hw  # noqa: E402
 import _libraries as libs  # noqa: E402
 import _nvml as nvml  # noqa: E402
@@ -176,6 +177,8 @@ def run_nvbandwidth(path: str, doc: dict[str, Any], timeout_s: float) -> None:
 def build_parser() -> contract.ProbeArgumentParser:
     parser = contract.ProbeArgumentParser(prog="h2d_probe.py", description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=contract.parse_index_list, default=None)
+    parser.add_argument("--device", choices=("auto", "cuda"), default="auto",
+                        help="cuda: no usable GPU is an error naming CUDA's words, not a skip")
     parser.add_argument("--mib", type=float, default=256.0, help="MiB per copy")
     parser.add_argument("--reps", type=int, default=10, help="timed repetitions per direction")
     parser.add_argument("--no-nvbandwidth", action="store_true", help="measure with torch/cupy")
@@ -190,7 +193,12 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     if tool:
         run_nvbandwidth(tool, doc, args.timeout_s)
         return
-    name, mod, count = hw.select_gpu_backend()
+    try:
+        name, mod, count = hw.select_gpu_backend()
+    except contract.ProbeSkip as exc:
+        if args.device != "cuda":
+            raise
+        raise contract.ProbeError(cs.cuda_failure(exc)) from None  # asked for the GPUs: an error
     doc.update(library=libs.library_label(mod), implementation=f"{name}-pinned-copies")
     nbytes = int(args.mib * 2**20)
     for index in hw.gpu_indices(count, args.gpus):

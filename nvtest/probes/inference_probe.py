@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from typing import Any  # noqa: E402
 
 import _contract as contract  # noqa: E402
+import _cuda_start as cs  # noqa: E402
 import _decoder as decoder  # noqa: E402
 import _device_pool as pool  # noqa: E402
 import _devices as hw  # noqa: E402
@@ -213,7 +214,10 @@ def body(args: Any, doc: dict[str, Any]) -> None:
                model={**cfg, "seed": args.seed, "prompt_len": args.prompt_len,
                       "new_tokens": args.new_tokens, "batch_sizes": payload["batch_sizes"]})
     if device == "cuda":
-        _, _, count = hw.select_gpu_backend(("torch",))
+        try:
+            _, _, count = hw.select_gpu_backend(("torch",))
+        except contract.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
+            raise contract.ProbeError(cs.cuda_failure(exc)) from None
         devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload["dtypes"] = args.dtypes or ["bf16", "fp16"]
         for answer in pool.run_per_device(serve_device, devices, payload, args.timeout_s):

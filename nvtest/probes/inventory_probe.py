@@ -2,15 +2,25 @@
 """nvtest inventory probe: what this node is, as one JSON document on stdout.
 
 Standalone (standard library only; runs with the node's own python3). Gathers
-CPU, memory, OS and kernel from /proc and /etc, and the raw text of the field's
-tools for the controller to parse: ``lspci -vmm -nn`` (pciutils), ``nvidia-smi
--q -x`` (NVIDIA driver), ``ibstat`` (infiniband-diags), plus which tools and
-Python libraries the node has. A missing tool is recorded with the reason,
-never an error. Read-only: it changes nothing on the node.
+CPU, memory, OS and kernel from /proc and /etc; the PCI bus as the kernel shows it
+in sysfs (``/sys/bus/pci/devices/*/{vendor,device,class,numa_node}``: the source
+that cannot lie by failing, read before any tool); which PCI function each RDMA
+device and network interface is (``/sys/class/infiniband``, ``/sys/class/net``);
+the environment that shapes collective and MPI runs (``NCCL_*``, ``UCX_*``,
+``OMPI_MCA_*``, bootstrap interface variables) and the CPU and NUMA binding of the
+probe's process; and the raw text of the field's tools for the controller to
+parse: ``lspci -vmm -nn -D`` (pciutils), ``nvidia-smi -q -x`` (NVIDIA driver),
+``ibstat`` (infiniband-diags), plus which tools and Python libraries the node
+has. A missing tool or an unreadable sysfs is recorded with the reason, never an
+error. Read-only: it changes nothing on the node.
 
-Output: {"probe": "inventory", "probe_version": 1, "status": "ok", "host": ...,
-"cpu": {...}, "memory": {...}, "os": {...}, "tools": {name: path|null},
-"python": {...}, "raw": {tool: {"cmd": [...], "rc": int|null, "stdout": str, "stderr": str, "reason": str|null}}}
+Output: {"probe": "inventory", "probe_version": 2, "status": "ok", "host": ...,
+"cpu": {..., "affinity": "0-63", "numa_nodes": "0-1"}, "memory": {...}, "os": {...},
+"tools": {name: path|null}, "python": {...},
+"pci_sysfs": {"path": str, "devices": [{"slot", "vendor", "device", "class", "numa_node", "driver"}],
+"reason": str|null}, "rdma_sysfs": {hca: {"pci": slot, "numa_node": int|null}},
+"net_sysfs": {iface: {"pci": slot|null, "operstate": str|null}}, "environment": {name: value},
+"raw": {tool: {"cmd": [...], "rc": int|null, "stdout": str, "stderr": str, "reason": str|null}}}
 """
 
 from __future__ import annotations
@@ -23,7 +33,14 @@ import socket
 import subprocess
 import sys
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
+PCI_SYSFS = "/sys/bus/pci/devices"
+#: Environment variables that change what a collective, MPI or torch.distributed run does.
+ENV_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "PMIX_MCA_", "NVSHMEM_")
+ENV_NAMES = (
+    "GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER", "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "LD_LIBRARY_PATH",
+)
 TOOLS = (
     "nvidia-smi", "lspci", "ibstat", "ibv_devinfo", "dcgmi", "nvbandwidth", "all_reduce_perf",
     "ib_write_bw", "mpirun", "torchrun", "cc", "gcc", "iperf3", "srun",
@@ -68,6 +85,8 @@ def cpu_info() -> dict:
         "cores": len(cores) or threads or os.cpu_count(),
         "threads": threads or os.cpu_count(),
         "online_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "affinity": cpu_ranges(list(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else None,
+        "numa_nodes": (_read("/sys/devices/system/node/online") or "").strip() or None,
         "arch": platform.machine(),
     }
 
@@ -107,6 +126,68 @@ def python_info() -> dict:
     return {"version": platform.python_version(), "executable": sys.executable, "libraries": libs}
 
 
+def _hexid(path: str) -> str | None:
+    text = (_read(path) or "").strip().lower()
+    return text[2:] if text.startswith("0x") else (text or None)
+
+
+def pci_sysfs(root: str = PCI_SYSFS) -> dict:
+    """Every PCI function the kernel enumerated: ids lower-case hex without 0x, class 6 digits."""
+    try:
+        slots = sorted(os.listdir(root))
+    except OSError as exc:
+        return {"path": root, "devices": [], "reason": f"cannot read {root}: {exc.strerror or exc}"}
+    devices = []
+    for slot in slots:
+        d = os.path.join(root, slot)
+        numa = (_read(os.path.join(d, "numa_node")) or "").strip()
+        driver = os.path.join(d, "driver")
+        devices.append({
+            "slot": slot,
+            "vendor": _hexid(os.path.join(d, "vendor")),
+            "device": _hexid(os.path.join(d, "device")),
+            "class": _hexid(os.path.join(d, "class")),
+            "numa_node": int(numa) if numa.lstrip("-").isdigit() else None,
+            "driver": os.path.basename(os.path.realpath(driver)) if os.path.islink(driver) else None,
+        })
+    return {"path": root, "devices": devices, "reason": None}
+
+
+def class_devices(root: str) -> dict:
+    """``/sys/class/<root>/<name>/device`` -> the PCI slot and NUMA node of each device."""
+    out = {}
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return out
+    for name in names:
+        dev = os.path.join(root, name, "device")
+        slot = os.path.basename(os.path.realpath(dev)) if os.path.exists(dev) else None
+        numa = (_read(os.path.join(dev, "numa_node")) or "").strip() if slot else ""
+        state = (_read(os.path.join(root, name, "operstate")) or "").strip() or None
+        out[name] = {"pci": slot, "numa_node": int(numa) if numa.lstrip("-").isdigit() else None,
+                     "operstate": state}
+    return out
+
+
+def environment() -> dict:
+    """The variables of :data:`ENV_PREFIXES` and :data:`ENV_NAMES` set in this process."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+
+
+def cpu_ranges(cpus: list) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``."""
+    parts, start, prev = [], None, None
+    for c in sorted(cpus) + [None]:
+        if start is not None and (c is None or c != prev + 1):
+            parts.append(f"{start}-{prev}" if prev != start else str(start))
+            start = None
+        if c is not None and start is None:
+            start = c
+        prev = c
+    return ",".join(parts)
+
+
 def run_raw(cmd: list, timeout_s: float = 60.0) -> dict:
     exe = shutil.which(cmd[0])
     if exe is None:
@@ -132,6 +213,10 @@ def main() -> int:
         "os": os_info(),
         "python": python_info(),
         "tools": {t: shutil.which(t) for t in TOOLS},
+        "pci_sysfs": pci_sysfs(),
+        "rdma_sysfs": class_devices("/sys/class/infiniband"),
+        "net_sysfs": class_devices("/sys/class/net"),
+        "environment": environment(),
         "raw": {name: run_raw(cmd) for name, cmd in RAW_COMMANDS.items()},
     }
     json.dump(doc, sys.stdout)

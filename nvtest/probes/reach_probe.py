@@ -30,7 +30,7 @@ import time  # noqa: E402
 from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
 
 PROBE = "reach"
 
@@ -43,7 +43,7 @@ def listen(port: int, peers: int, timeout_s: float) -> dict[str, Any]:
             ("", port), family=family, dualstack_ipv6=family == socket.AF_INET6, reuse_port=False
         )
     except OSError as exc:
-        raise pc.ProbeError(f"cannot listen on port {port}: {exc.strerror or exc}") from None
+        raise contract.ProbeError(f"cannot listen on port {port}: {exc.strerror or exc}") from None
     came: list[dict[str, Any]] = []
     deadline = time.monotonic() + timeout_s
     with server:
@@ -78,7 +78,7 @@ def connect(host: str, port: int, name: str, timeout_s: float) -> dict[str, Any]
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
-        raise pc.ProbeError(f"cannot resolve {host!r}: {exc.strerror}") from None
+        raise contract.ProbeError(f"cannot resolve {host!r}: {exc.strerror}") from None
     addresses = [info[4][0] for info in infos]
     last = "no address"
     deadline = t0 + timeout_s
@@ -100,7 +100,7 @@ def connect(host: str, port: int, name: str, timeout_s: float) -> dict[str, Any]
                 except OSError as exc:
                     last = (exc.strerror or str(exc)).lower()
         time.sleep(0.2)
-    raise pc.ProbeError(
+    raise contract.ProbeError(
         f"cannot reach {host}:{port} ({', '.join(sorted(set(addresses)))}) within "
         f"{timeout_s:g} s: {last}"
     )
@@ -136,8 +136,8 @@ def _names(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.ProbeArgumentParser(prog="reach_probe.py", description=__doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.ProbeArgumentParser(prog="reach_probe.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
     p = sub.add_parser("listen")
     p.add_argument("--port", type=int, required=True)
@@ -168,4 +168,4 @@ def body(args: Any, doc: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

@@ -46,6 +46,7 @@ import re  # noqa: E402
 from typing import Any  # noqa: E402
 
 import _contract as contract  # noqa: E402
+import _cuda_start as cs  # noqa: E402
 import _device_pool as pool  # noqa: E402
 import _devices as hw  # noqa: E402
 import _libraries as libs  # noqa: E402
@@ -220,7 +221,10 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     payload = {"chain": args.chain, "steps": args.steps, "seed": args.seed, "threads": args.threads}
     doc["device"] = device
     if device == "cuda":
-        _, mod, count = hw.select_gpu_backend(("torch",))
+        try:
+            _, mod, count = hw.select_gpu_backend(("torch",))
+        except contract.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
+            raise contract.ProbeError(cs.cuda_failure(exc)) from None
         doc["library"] = libs.library_label(mod)
         devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload.update(dtypes=args.dtypes or ["fp32", "bf16"], size=args.size or 2048)

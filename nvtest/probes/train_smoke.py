@@ -35,6 +35,7 @@ from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
 import _contract as contract  # noqa: E402
+import _cuda_start as cs  # noqa: E402
 import _device_pool as pool  # noqa: E402
 import _devices as hw  # noqa: E402
 import _libraries as libs  # noqa: E402
@@ -216,8 +217,8 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise contract.ProbeSkip("no CUDA device: torch.cuda.is_available() is False")
+    if device == "cuda" and not torch.cuda.is_available():  # asked for the GPUs: an error
+        raise contract.ProbeError(cs.cuda_failure("torch.cuda.is_available() is False"))
     opts = {"device": device, "steps": args.steps, "lr": args.lr, "min_drop": args.min_drop,
             "timeout_s": args.timeout_s}
     doc.update(library=libs.library_label(torch), device=device)

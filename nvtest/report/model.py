@@ -178,6 +178,7 @@ class CheckView:
     series: list[MetricSeries] = field(default_factory=list)
     bad: list[dict[str, Any]] = field(default_factory=list)
     skips: list[tuple[str, list[str]]] = field(default_factory=list)
+    environments: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -228,6 +229,32 @@ def _robust_outliers(values: list[float], z: float = 3.5) -> tuple[float | None,
     if mad == 0:
         return med, [False] * len(values)
     return med, [abs(0.6745 * (v - med) / mad) > z for v in values]
+
+
+def environment_text(env: Mapping[str, Any]) -> str:
+    """One line for a result's ``details.environment`` (see nvtest.session.environment)."""
+    variables = env.get("variables") or {}
+    vs = ", ".join(
+        f"{k}={v.get('value')}{' (harness)' if v.get('source') == 'harness' else ''}"
+        for k, v in sorted(variables.items())
+    )
+    boot = env.get("bootstrap") or {}
+    boot_txt = "; ".join(f"{k}={v}" if k != "default" else str(v) for k, v in boot.items())
+    return (
+        f"variables: {vs or 'none set'} · topology file: {env.get('topology_file') or 'none'} · "
+        f"CPUs {env.get('cpu_affinity') or '?'}, NUMA nodes {env.get('numa_nodes') or '?'} · "
+        f"bootstrap: {boot_txt or '?'}"
+    )
+
+
+def environment_groups(items: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """The distinct effective environments of a check's results, each with its nodes (most first)."""
+    groups: dict[str, list[str]] = defaultdict(list)
+    for r in items:
+        env = (r.get("details") or {}).get("environment")
+        if isinstance(env, Mapping):
+            groups[environment_text(env)].append(str(r["node"]))
+    return sorted(((t, sorted(ns)) for t, ns in groups.items()), key=lambda kv: -len(kv[1]))
 
 
 def _checks_in_order(doc: Mapping[str, Any]) -> list[CheckView]:
@@ -335,6 +362,7 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
             if r["verdict"] == "skip":
                 skip_groups[str(r.get("reason") or "skipped")].append(r["node"])
         c.skips = sorted(skip_groups.items(), key=lambda kv: -len(kv[1]))
+        c.environments = environment_groups(items)
         failures.extend(r for r in c.bad if r["verdict"] in ("fail", "error"))
     groups: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in results:

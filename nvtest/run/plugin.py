@@ -24,12 +24,13 @@ from typing import Any
 import pytest
 
 from nvtest.analysis.finish import finish_run
-from nvtest.checks.api import Judge
+from nvtest.checks.api import Judge, note_probe_run
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import CheckFailed, NodeError, NvtestError, ProbeSkip
+from nvtest.errors import CheckFailed, NodeError, NvtestError, ProbeError, ProbeSkip
 from nvtest.results import CheckResult
 from nvtest.session.context import RunConfig, RunContext
+from nvtest.session.environment import effective_environment
 from nvtest.session.probe import Probe, measure_probe, raw_output
 from nvtest.transports.base import CommandResult
 from nvtest.verdict import Verdict
@@ -203,10 +204,14 @@ def measure(nvtest_context: RunContext, request: pytest.FixtureRequest) -> Calla
     check = check_name(request.node)
 
     def _measure(probe: Probe) -> dict[str, Any]:
-        doc = measure_probe(nvtest_context, probe, node, _check_nodes(nvtest_context, check))
+        nodes = _check_nodes(nvtest_context, check)
         judge = request.node.stash.get(JUDGE_KEY, None)
-        if judge is not None:
-            judge.log = nvtest_context.phases.log_path(probe.name, node.name)
+        doc = None
+        try:
+            doc = measure_probe(nvtest_context, probe, node, nodes)
+        finally:
+            if judge is not None:
+                note_probe_run(judge, nvtest_context, probe, node, doc)
         return doc
 
     return _measure
@@ -265,6 +270,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     if judge is not None:
         for m in judge.metrics:
             pyfuncitem.user_properties.append((m.name, m.value))
+        gaps = judge.unmeasured()
+        if gaps and not judge.verdict.is_bad:
+            raise ProbeError("; ".join(gaps))
+        if gaps:
+            judge.detail("unmeasured_thresholds", gaps)
         if judge.verdict.is_bad:
             raise CheckFailed(f"{judge.check} on {judge.node}: {judge.summary()}")
     return res
@@ -304,7 +314,7 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
         reason = judge.summary() if judge else ""
     else:
         exc = call.excinfo.value if call.excinfo else None
-        if isinstance(exc, CheckFailed) and judge is not None:
+        if isinstance(exc, CheckFailed) and judge is not None and judge.verdict.is_bad:
             verdict = judge.verdict
             reason = judge.summary()
         elif isinstance(exc, AssertionError):
@@ -325,6 +335,10 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
         log = ctx.phases.log_path(check, node)
     if log is None and node in ctx.states and ctx.states[node].down_reason:
         log = ctx.states[node].facts_log
+    details = dict(judge.details) if judge and judge.details else {}
+    env = effective_environment(ctx, node, log) if verdict is not Verdict.SKIP else None
+    if env is not None:
+        details["environment"] = env
     return CheckResult(
         check=check,
         node=node,
@@ -334,7 +348,7 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
         log=log,
         duration_s=round(time.time() - started, 3),
         started_at=started,
-        details=judge.details if judge and judge.details else None,
+        details=details or None,
         nodeid=item.nodeid,
     )
 

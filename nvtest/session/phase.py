@@ -94,6 +94,7 @@ class PhaseRunner:
         self.run_dir = run_dir
         self._cache: dict[str, dict[str, CommandResult]] = {}
         self._logs: dict[tuple[str, str], str] = {}
+        self._envs: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._hung: dict[str, dict[str, Hang]] = {}
@@ -141,6 +142,7 @@ class PhaseRunner:
                 if res.failure in ("timeout", "unkillable"):
                     self._mark_hung(name, key, needs, res)
                 self._logs[(key, name)] = write_evidence(self.run_dir, key, res)
+                self._envs[self._logs[(key, name)]] = dict(env or {})
             self._cache[key] = results
             return results
 
@@ -166,6 +168,10 @@ class PhaseRunner:
     def log_path(self, key: str, node: str) -> str | None:
         """The evidence path (relative to the run dir) of ``key`` on ``node``."""
         return self._logs.get((key, node))
+
+    def env_of(self, log: str | None) -> dict[str, str] | None:
+        """The environment the harness gave the command whose evidence is ``log`` (None: unknown)."""
+        return self._envs.get(log) if log else None
 
     def cached(self, key: str) -> dict[str, CommandResult] | None:
         return self._cache.get(key)

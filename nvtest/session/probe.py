@@ -14,26 +14,40 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from nvtest.config.resources import probes_dir
 from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import NodeError, NodeWedged, ProbeError, ProbeSkip
+from nvtest.errors import NodeError, NodeWedged, ProbeError, ProbeSkip, UnreportedHardware
+from nvtest.session.expect import Expected, expected_gpus
 from nvtest.transports.base import CommandResult
 
 if TYPE_CHECKING:
     from nvtest.config.inventory import Node
-    from nvtest.session.context import RunContext
+    from nvtest.session.context import NodeState, RunContext
 
 __all__ = [
     "DEVICES",
+    "EFFECTIVE_KEYS",
     "ArgsFn",
     "Probe",
+    "device_for",
+    "effective_of",
     "measure_probe",
     "parse_probe_json",
     "raw_output",
     "require_completed",
 ]
+
+#: Keys of a probe's document, or of its result entries, that say what ran: devices,
+#: libraries, data types, sizes, ranks and world size, iterations, durations, threads.
+EFFECTIVE_KEYS = frozenset({
+    "device", "library", "implementation", "backend", "dtype", "dtypes", "m", "n", "k", "size",
+    "sizes", "size_bytes", "array_elements", "array_mib", "threads", "reps", "iters", "seconds",
+    "window_s", "sample_s", "ranks", "world_size", "nproc", "steps", "op", "kernel", "direction",
+    "tier", "mode", "gpu_name", "pci_bus_id", "raw_tool", "fallback_reason", "libraries_missing",
+    "omp_env", "launcher",
+})  # fmt: skip
 
 
 ArgsFn = Callable[["Node", "SkuProfile | None"], Sequence[str]]
@@ -65,6 +79,11 @@ class Probe:
             them is ``blocked`` at once (see :class:`~nvtest.session.phase.PhaseRunner`).
             Default: the tool a ``command`` runs (its first word); a script or a shell
             command declares its own.
+        device: the script takes ``--device``: ``"any"`` (a CPU path too) or ``"gpu"``
+            (GPU only). On a node that must have NVIDIA GPUs (PCI bus, SKU) it is asked for
+            ``--device cuda``, and a skip or error there fails the item with the probe's
+            words (:func:`measure_probe`); ``"any"`` probes get ``--device cpu`` where the
+            bus proves there is no GPU.
     """
 
     name: str
@@ -74,6 +93,7 @@ class Probe:
     timeout_s: float = 300.0
     env: Mapping[str, str] = field(default_factory=dict)
     needs: tuple[str, ...] = ()
+    device: Literal["any", "gpu"] | None = None
 
     def all_needs(self) -> tuple[str, ...]:
         """``needs``, or the tool a ``command`` runs when none are declared (empty for a
@@ -96,6 +116,28 @@ class Probe:
         raise ValueError(f"probe {self.name!r} has neither script nor command")
 
 
+def _gpus_of(state: NodeState) -> Expected | None:
+    if state.facts is None:
+        return None
+    return expected_gpus(state.facts, state.match.profile if state.match else None)
+
+
+def device_for(probe: Probe, state: NodeState) -> list[str]:
+    """The ``--device`` argument of a device probe on one node (empty for other probes).
+
+    ``cuda`` wherever GPUs are expected, ``cpu`` for an ``"any"`` probe where their
+    absence is proven, else nothing (the probe's ``auto``).
+    """
+    if probe.device is None:
+        return []
+    exp = _gpus_of(state)
+    if exp is not None and exp.count:
+        return ["--device", "cuda"]
+    if probe.device == "any" and exp is not None and exp.absent:
+        return ["--device", "cpu"]
+    return []
+
+
 def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node]) -> CommandResult:
     """Run ``probe`` over ``nodes`` (once, cached) and return ``node``'s result.
 
@@ -110,7 +152,7 @@ def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node])
     def build(n: Node) -> list[str]:
         st = ctx.states[n.name]
         prof = st.match.profile if st.match else None
-        return probe.argv(n, ctx.probe_dirs.get(n.name, str(probes_dir())), prof)
+        return [*probe.argv(n, ctx.probe_dirs.get(n.name, str(probes_dir())), prof), *device_for(probe, st)]
 
     if ctx.phases.cached(probe.name) is None:
         ctx.emit("phase", {"check": probe.name, "nodes": len(live)})
@@ -147,17 +189,41 @@ def measure_probe(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Nod
 
     Raises:
         NodeError: see :func:`raw_output`.
+        UnreportedHardware: a device probe on a node that must have GPUs skipped or
+            errored (CUDA cannot start): the item fails with the probe's words.
         ProbeSkip: the probe reported ``status: skip``.
         ProbeError: the probe reported ``status: error``, or printed no JSON.
     """
     res = raw_output(ctx, probe, node, nodes)
     doc = parse_probe_json(res)
     status = doc.get("status")
+    exp = _gpus_of(ctx.states[node.name]) if probe.device else None
+    if exp is not None and exp.count and status != "ok":
+        raise UnreportedHardware(
+            f"{exp.text()}; the {probe.name} probe could not use them ({status}): "
+            f"{doc.get('reason') or 'no reason given'}"
+        )
     if status == "skip":
         raise ProbeSkip(str(doc.get("reason") or "probe skipped without a reason"))
     if status != "ok":
         raise ProbeError(str(doc.get("reason") or f"probe status {status!r}"))
     return doc
+
+
+def effective_of(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a probe says ran (its document's :data:`EFFECTIVE_KEYS`, and the distinct values
+    of those keys over its result entries), for the item's ``details.effective``."""
+    out: dict[str, Any] = {k: v for k, v in doc.items() if k in EFFECTIVE_KEYS and v not in (None, "", [])}
+    per: dict[str, set[str]] = {}
+    for r in doc.get("results") or []:
+        if not isinstance(r, dict):
+            continue
+        for k, v in r.items():
+            if k in EFFECTIVE_KEYS and isinstance(v, (str, int, float)) and not isinstance(v, bool):
+                per.setdefault(k, set()).add(str(v))
+    for k, vs in per.items():
+        out.setdefault(k, sorted(vs))
+    return out
 
 
 def parse_probe_json(res: CommandResult) -> dict[str, Any]:

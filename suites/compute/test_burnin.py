@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from nvtest.checks.api import Judge, Probe
+from nvtest.checks.hardware import expected_gpus, require
 from nvtest.checks.health import apply
 from nvtest.checks.health.thermal import thermal
 from nvtest.config.thresholds import SkuProfile
@@ -23,16 +24,16 @@ DEFAULT_SECONDS = 600.0
 
 @pytest.mark.check("burnin", area="compute", title="Burn-in: sustained GEMM with telemetry")
 def test_burnin(node, nvtest_context, sku: SkuProfile | None, node_facts: NodeFacts, measure, judge: Judge) -> None:
-    if not node_facts.gpus:
-        pytest.skip(node_facts.gpu_absent_reason or "no NVIDIA GPU to burn in")
+    require(expected_gpus(node_facts, sku))
     recipe = (sku.recipe.get("burnin") if sku else None) or {}
     seconds = nvtest_context.config.duration_s or float(recipe.get("seconds", DEFAULT_SECONDS))
     probe = Probe(
         "burnin",
         script="burnin_probe.py",
-        args=["--device", "cuda", "--seconds", f"{seconds:g}", "--dtype", str(recipe.get("dtype", "bf16"))],
+        args=["--seconds", f"{seconds:g}", "--dtype", str(recipe.get("dtype", "bf16"))],
         timeout_s=seconds + 600,
         needs=("gpu",),
+        device="gpu",
     )
     judge.detail("duration_s", seconds)
     apply(thermal(measure(probe)), judge)

@@ -1,17 +1,19 @@
 """GEMM: dense matrix-multiply throughput per device and dtype, TFLOP/s.
 
 TFLOP/s = 2*m*n*k / seconds / 1e12, median of timed repetitions after a warm-up;
-every GPU of the node at once (one process per GPU); on a node without a GPU,
-numpy (and torch when installed) on the CPU in fp64 and fp32. Each result's
-output is sampled against a float64 reference; a wrong product fails the item
-whatever its speed.
+every GPU of the node at once (one process per GPU); on a node whose PCI bus
+proves it has no GPU, numpy (and torch when installed) on the CPU in fp64 and
+fp32. A node that must have GPUs (bus or SKU) is measured on them or fails with
+CUDA's own words: never on the CPU instead. Each result's output is sampled
+against a float64 reference; a wrong product fails the item whatever its speed.
+A dtype that was asked for and not measured is named; nothing measured is an error.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
+from nvtest.checks.api import Judge, Probe, ProbeError
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
 
@@ -28,7 +30,7 @@ def _gemm_args(node: Node, sku: SkuProfile | None) -> list[str]:
     return args
 
 
-GEMM = Probe("gemm", script="gemm_probe.py", args=_gemm_args, timeout_s=1800, needs=("gpu",))
+GEMM = Probe("gemm", script="gemm_probe.py", args=_gemm_args, timeout_s=1800, needs=("gpu",), device="any")
 
 
 @pytest.mark.check("gemm", area="compute", title="GEMM throughput per device and dtype")
@@ -52,4 +54,4 @@ def test_gemm(node, measure, judge: Judge) -> None:
                 f"{check.get('max_rel_err')} > tolerance {check.get('tolerance')}"
             )
     if measured == 0 and not judge.failures:
-        pytest.skip("GEMM probe measured no dtype on this node")
+        raise ProbeError(f"the GEMM probe measured no dtype on this node: {judge.details}")

@@ -16,7 +16,15 @@ from __future__ import annotations
 import pytest
 
 from nvtest.analysis.sdc import compare, digests_from_docs
-from nvtest.checks.api import Judge, NodeError, Probe, ProbeError, parse_probe_json, raw_output
+from nvtest.checks.api import (
+    Judge,
+    NodeError,
+    Probe,
+    ProbeError,
+    note_probe_run,
+    parse_probe_json,
+    raw_output,
+)
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
 from nvtest.session.context import RunContext
@@ -35,7 +43,7 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     return args
 
 
-SDC = Probe("sdc", script="sdc_probe.py", args=_args, timeout_s=1200)
+SDC = Probe("sdc", script="sdc_probe.py", args=_args, timeout_s=1200, needs=("gpu",), device="any")
 
 
 def _fleet_docs(ctx: RunContext, node: Node) -> dict[str, dict]:
@@ -60,8 +68,8 @@ def test_sdc(node, judge: Judge, nvtest_context: RunContext) -> None:
     """This node's GPUs against every GPU of the same configuration in the run."""
     ctx = nvtest_context
     docs = _fleet_docs(ctx, node)
-    judge.log = ctx.phases.log_path(SDC.name, node.name)
     mine = docs[node.name]
+    note_probe_run(judge, ctx, SDC, node, mine)
     if mine.get("status") == "skip":
         pytest.skip(str(mine.get("reason") or "sdc probe skipped"))
     if mine.get("status") != "ok":

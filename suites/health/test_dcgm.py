@@ -1,8 +1,9 @@
 """DCGM diagnostics (``dcgmi diag -r LEVEL -j``) where DCGM is installed.
 
 The level comes from the SKU recipe (``dcgm_diag: {level: 2}``; 1 without one).
-Skips with the reason where dcgmi is missing: that is not a pass. A required
-test that DCGM skipped, or a pass carrying an error code, is an error.
+On a node with GPUs, dcgmi missing from the node's PATH is an ``error`` (nothing was
+diagnosed); only a PCI bus that shows no GPU skips the check. A required test that
+DCGM skipped, or a pass carrying an error code, is an error.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from nvtest.checks.api import Judge, Probe
+from nvtest.checks.hardware import expected_gpus, read_tool, require, require_tool
 from nvtest.checks.health import apply
 from nvtest.checks.health.dcgm import dcgm_diag
 from nvtest.config.inventory import Node
@@ -32,10 +34,8 @@ DCGM = Probe("dcgmi-diag", command=("dcgmi", "diag"), args=_args, timeout_s=3600
 @pytest.mark.check("dcgm_diag", area="health", title="DCGM diagnostics (dcgmi diag)")
 def test_dcgm_diag(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
     """Worst of DCGM's per-test status and error codes; NVLink is judged by the nvlink check."""
-    if not node_facts.gpus:
-        pytest.skip(node_facts.gpu_absent_reason or "no NVIDIA GPU")
-    if not node_facts.tools.get("dcgmi"):
-        pytest.skip("DCGM not installed: dcgmi not found on the node's PATH (not a pass)")
-    res = raw(DCGM)
+    exp = require(expected_gpus(node_facts, sku))
+    require_tool(node_facts, exp, "dcgmi", "DCGM, datacenter-gpu-manager")
+    diag = read_tool(exp, "dcgmi diag", raw(DCGM), dcgmi.parse, stdout_only=True)
     required = tuple(_recipe(sku).get("required", ()))
-    apply(dcgm_diag(dcgmi.parse(res.stdout), sku, required), judge)
+    apply(dcgm_diag(diag, sku, required), judge)

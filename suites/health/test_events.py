@@ -1,16 +1,20 @@
 """Kernel-log events: Xid and SXid, judged with the Xid catalog (fatal vs informational).
 
-Reads ``dmesg``, or ``journalctl -k`` where dmesg is restricted; a node where
-neither can be read skips with the reason (a skip is not a pass).
+Reads ``dmesg``, or ``journalctl -k`` where dmesg is restricted. A node with NVIDIA
+devices whose kernel log cannot be read is an ``error`` (nothing was proven); only a
+PCI bus that shows no NVIDIA device skips the check, naming the bus readings.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
+from nvtest.checks.api import Judge, Probe, ProbeSkip
+from nvtest.checks.hardware import expected_gpus, expected_nvswitches
 from nvtest.checks.health import apply
 from nvtest.checks.health.kernel_log import KERNEL_LOG_SCRIPT, split_probe, xid_scan
+from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import ProbeError
 from nvtest.session.facts import NodeFacts
 
 KERNEL_LOG = Probe(
@@ -19,10 +23,14 @@ KERNEL_LOG = Probe(
 
 
 @pytest.mark.check("xid_scan", area="health", title="Xid / SXid events in the kernel log")
-def test_xid_scan(node, judge: Judge, node_facts: NodeFacts, raw) -> None:
-    """Fatal or hardware Xids and fallen-off-the-bus GPUs fail; program-level Xids warn."""
-    if not node_facts.gpus and not node_facts.nvidia_pci:
-        pytest.skip(node_facts.gpu_absent_reason or "no NVIDIA device: no Xid to look for")
+def test_xid_scan(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
+    """Fatal or hardware Xids and fallen-off-the-bus GPUs fail; program-level Xids warn; the
+    NVIDIA driver refusing or failing to bind to devices fails."""
+    gpus, switches = expected_gpus(node_facts, sku), expected_nvswitches(node_facts, sku)
+    if not gpus.count and not switches.count:
+        if gpus.absent is None:
+            raise ProbeError(gpus.unknown or "absence of NVIDIA devices not proven")
+        raise ProbeSkip(f"{gpus.absent}: no Xid to look for")
     res = raw(KERNEL_LOG)
     source, text = split_probe(res.stdout)
     apply(xid_scan(text, source), judge)

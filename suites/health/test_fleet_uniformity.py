@@ -53,5 +53,6 @@ def test_sw_uniformity(
         fleet[n.name] = {**versions_from_facts(st.facts), **versions_from_probe(res.stdout)}
     judge.log = ctx.phases.log_path(VERSIONS.name, node.name)
     if node.name not in fleet:
-        pytest.skip("no versions gathered from this node")
+        raise NodeError("no versions gathered from this node")
+    judge.detail("effective", {"nodes_compared": sorted(fleet), "versions": sorted(fleet[node.name])})
     apply(uniformity(node.name, fleet), judge)

@@ -2,7 +2,10 @@
 
 Raw tool output (``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``, sysfs PCIe
 link attributes, the fabric manager's state) is judged by the pure functions of
-:mod:`nvtest.checks.health`; a node without an NVIDIA GPU skips with the reason.
+:mod:`nvtest.checks.health`. The GPUs, NVSwitches and NICs a node must have come
+from its PCI bus and SKU (:mod:`nvtest.checks.hardware`): a tool that cannot report
+on them fails the check with its own words; only a bus that shows none skips it,
+naming the readings that proved it.
 """
 
 from __future__ import annotations
@@ -10,12 +13,23 @@ from __future__ import annotations
 import pytest
 
 from nvtest.checks.api import Judge, Probe
+from nvtest.checks.hardware import (
+    expected_gpus,
+    expected_hcas,
+    expected_nvswitches,
+    read_tool,
+    require,
+    tool_words,
+    unreported,
+)
 from nvtest.checks.health import apply
 from nvtest.checks.health.ecc import ecc_health
 from nvtest.checks.health.gpus import driver_stack
 from nvtest.checks.health.nvlink import FM_SCRIPT, fabric_manager, nvlink_status, split_sections
-from nvtest.checks.health.pcie import SYSFS_SCRIPT, hops_from_sysfs, pcie_links
+from nvtest.checks.health.pcie import SYSFS_SCRIPT, hops_from_sysfs, missing_hops, pcie_links
+from nvtest.checks.shape import judge_shape
 from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import ProbeSkip
 from nvtest.parsers import nvidia_smi_nvlink, nvidia_smi_xml
 from nvtest.session.facts import NodeFacts
 
@@ -29,18 +43,10 @@ FABRIC = Probe(
 )
 
 
-def _need_gpus(facts: NodeFacts, sku: SkuProfile | None) -> None:
-    if not facts.gpus and not (sku and sku.expect.gpus):
-        pytest.skip(facts.gpu_absent_reason or "no NVIDIA GPU")
-
-
 @pytest.mark.check("driver_stack", area="health", title="NVIDIA driver and CUDA versions")
 def test_driver_stack(node, judge: Judge, node_facts: NodeFacts, sku: SkuProfile | None) -> None:
     """Driver at least the SKU's ``min_driver``; the CUDA version the driver supports."""
-    out = driver_stack(
-        node_facts.driver_version, node_facts.cuda_version, sku, has_gpus=bool(node_facts.gpus)
-    )
-    apply(out, judge)
+    apply(driver_stack(node_facts, sku), judge)
 
 
 @pytest.mark.check(
@@ -48,45 +54,57 @@ def test_driver_stack(node, judge: Judge, node_facts: NodeFacts, sku: SkuProfile
 )
 def test_ecc(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
     """``nvidia-smi -q -x``: ECC on, no uncorrectable error, no pending or failed remap, no lost GPU."""
-    _need_gpus(node_facts, sku)
-    res = raw(SMI_XML)
-    apply(ecc_health(nvidia_smi_xml.parse(res.stdout + "\n" + res.stderr), sku), judge)
+    exp = require(expected_gpus(node_facts, sku))
+    query = read_tool(exp, "nvidia-smi -q -x", raw(SMI_XML), nvidia_smi_xml.parse)
+    apply(ecc_health(query, sku), judge)
 
 
 @pytest.mark.check("nvlink", area="health", title="NVLink: every expected link active at speed")
 def test_nvlink(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
     """``nvidia-smi nvlink -s`` against the SKU's links per GPU and per-link speed."""
-    _need_gpus(node_facts, sku)
+    exp = require(expected_gpus(node_facts, sku))
     if sku and sku.expect.nvlinks_per_gpu == 0:
-        pytest.skip(f"PCIe SKU without NVLink ({sku.name})")
+        raise ProbeSkip(f"not on this hardware: PCIe SKU without NVLink ({sku.name} expect.nvlinks_per_gpu 0)")
     res = raw(NVLINK)
-    status = nvidia_smi_nvlink.parse(res.stdout) if nvidia_smi_nvlink.detect(res.stdout) else None
+    if nvidia_smi_nvlink.detect(res.stdout):
+        status = nvidia_smi_nvlink.parse(res.stdout)
+    elif res.exit_code != 0:
+        raise unreported(exp, "nvidia-smi nvlink -s", tool_words(res))
+    else:
+        status = None
     apply(nvlink_status(status, sku), judge)
 
 
 @pytest.mark.check("fabric_manager", area="health", title="Fabric manager on NVSwitch systems")
 def test_fabric_manager(
-    node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None
+    node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None, nvtest_context
 ) -> None:
     """Service active, version equal to the driver's, every GPU's fabric state Completed."""
-    _need_gpus(node_facts, sku)
-    switches = sku.expect.nvswitches if sku and sku.expect.nvswitches is not None else None
-    if switches is None:
-        switches = sum(1 for p in node_facts.nvidia_pci if "nvswitch" in p.device.lower())
-    if not switches:
-        pytest.skip("no NVSwitch on this node or SKU: no fabric manager needed")
+    switches = require(expected_nvswitches(node_facts, sku))
+    judge_shape(judge, nvtest_context, node, ("nvswitches",))
     res = raw(FABRIC)
     apply(
-        fabric_manager(split_sections(res.stdout), node_facts.driver_version, nvswitches=switches),
+        fabric_manager(split_sections(res.stdout), node_facts.driver_version, nvswitches=switches.count),
         judge,
     )
 
 
 @pytest.mark.check("pcie_link", area="health", title="PCIe width and speed per hop, GPUs and NICs")
 def test_pcie_link(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
-    """Trained width against what the device and its slot can do, per hop; idle speed is a note."""
-    res = raw(PCIE)
-    hops = hops_from_sysfs(res.stdout)
-    if not hops:
-        pytest.skip("no NVIDIA GPU or Mellanox NIC with PCIe link attributes in /sys/bus/pci")
-    apply(pcie_links(hops, sku), judge)
+    """Trained width against what the device and its slot can do, per hop; idle speed is a note.
+    Every GPU and Mellanox NIC on the PCI bus must have its link attributes read."""
+    gpus, nics = expected_gpus(node_facts, sku), expected_hcas(node_facts, sku)
+    if not gpus.count and not nics.count:
+        if gpus.absent and nics.absent:
+            raise ProbeSkip(
+                "not on this hardware: the PCI bus shows no NVIDIA GPU and no RDMA NIC (vendor 15b3) "
+                f"({node_facts.bus_text()})"
+            )
+        require(gpus if gpus.absent is None else nics)
+    hops = hops_from_sysfs(raw(PCIE).stdout)
+    for missing in missing_hops(hops, node_facts):
+        judge.fail(missing)
+    if hops:
+        apply(pcie_links(hops, sku), judge)
+    elif not judge.failures:
+        raise unreported(gpus if gpus.count else nics, "sysfs PCIe link attributes", "none read")

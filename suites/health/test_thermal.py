@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from nvtest.checks.api import Judge, Probe
+from nvtest.checks.hardware import expected_gpus, require
 from nvtest.checks.health import apply
 from nvtest.checks.health.thermal import thermal
 from nvtest.config.inventory import Node
@@ -19,8 +20,6 @@ from nvtest.session.facts import NodeFacts
 def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     recipe = (sku.recipe.get("thermal") if sku else None) or {}
     return [
-        "--device",
-        "cuda",
         "--seconds",
         str(recipe.get("seconds", 60)),
         "--dtype",
@@ -28,14 +27,13 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     ]
 
 
-BURN = Probe("thermal-burn", script="burnin_probe.py", args=_args, timeout_s=1200, needs=("gpu",))
+BURN = Probe("thermal-burn", script="burnin_probe.py", args=_args, timeout_s=1200, needs=("gpu",), device="gpu")
 
 
 @pytest.mark.check("thermal", area="health", title="Clocks, throttling and temperature under load")
-def test_thermal(node, judge: Judge, node_facts: NodeFacts, measure) -> None:
+def test_thermal(
+    node, judge: Judge, node_facts: NodeFacts, measure, sku: SkuProfile | None
+) -> None:
     """HW throttling fails, SW thermal throttling warns, temperature against the SKU maximum."""
-    if not node_facts.gpus:
-        pytest.skip(
-            node_facts.gpu_absent_reason or "no NVIDIA GPU: no GPU clocks or temperature to watch"
-        )
+    require(expected_gpus(node_facts, sku))
     apply(thermal(measure(BURN)), judge)

@@ -41,7 +41,7 @@ def _local_args(node: Node, sku: SkuProfile | None) -> list[str]:
 
 
 COLLECTIVES = Probe(
-    "collectives", script="collective_probe.py", args=_local_args, timeout_s=900, needs=("gpu",)
+    "collectives", script="collective_probe.py", args=_local_args, timeout_s=900, needs=("gpu",), device="any"
 )
 
 

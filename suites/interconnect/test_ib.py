@@ -10,18 +10,27 @@
 - ``tcp_bw``: where a node has no RDMA device, the same schedule with a TCP bandwidth probe,
   so the pairs still run for real.
 
-A node with no RDMA tools or devices skips the RDMA checks with the reason.
+The RDMA NICs a node must have come from its PCI bus (Mellanox functions), its SKU
+(``expect.ib_hcas``) and sysfs (``/sys/class/infiniband``): only a node where none of them
+shows one skips the RDMA checks, naming the bus readings; missing tools there are an
+``error``, and a tool that lists no HCA fails with its words. The HCAs must match the
+SKU's golden shape (``expect.hcas``, else the fleet's majority): a node with an HCA
+missing or named differently fails ``ib_ports`` with the difference, and the pair test
+names every HCA it had to leave out because a peer lacked it (an HCA never measured is an
+``error`` of its node, never a quiet pass).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe, ProbeSkip, raw_output
-from nvtest.checks.interconnect.pair_check import pair_report, report_node
-from nvtest.checks.interconnect.rdma import port_problems, rdma_absent_reason
+from nvtest.checks.api import Judge, Probe, ProbeError, ProbeSkip, raw_output
+from nvtest.checks.hardware import expected_hcas, require_tool
+from nvtest.checks.interconnect.pair_check import label_coverage, pair_report, report_node
+from nvtest.checks.interconnect.rdma import port_problems, rdma_report
+from nvtest.checks.shape import golden_for, hca_shape, judge_shape
 from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import ParseError
+from nvtest.errors import NvtestError, ParseError, UnreportedHardware
 from nvtest.jobs.base import check_nodes, node_recipe
 from nvtest.jobs.pair_jobs import PerftestPairJob, TcpPairJob
 from nvtest.parsers import ibstat, ibv_devinfo
@@ -50,13 +59,27 @@ def _ports(ctx, node, facts: NodeFacts) -> tuple[IbReport | None, str | None]:
     return None, None
 
 
-def _rdma_skip(ctx, node, facts: NodeFacts) -> IbReport:
+def _rdma(ctx, node, facts: NodeFacts):
+    """(expected RDMA NICs, the node's report); skip, error or fail as :func:`rdma_report` says."""
     report, said = _ports(ctx, node, facts)
-    reason = rdma_absent_reason(facts.tools, report, said)
-    if reason:
-        raise ProbeSkip(reason)
-    assert report is not None
-    return report
+    st = ctx.states[node.name]
+    return rdma_report(facts, st.match.profile if st.match else None, report, said)
+
+
+def _fleet_hcas(ctx) -> dict[str, dict]:
+    """node -> {"hcas": (name, link layer, rate) of each HCA} for every node whose tools report."""
+    out = {}
+    for n in ctx.nodes:
+        st = ctx.states[n.name]
+        if st.facts is None or st.down_reason:
+            continue
+        try:
+            report, _ = _ports(ctx, n, st.facts)
+        except NvtestError:
+            continue
+        if report is not None and report.cas:
+            out[n.name] = {"hcas": hca_shape(report)}
+    return out
 
 
 @pytest.mark.check(
@@ -65,7 +88,8 @@ def _rdma_skip(ctx, node, facts: NodeFacts) -> IbReport:
 def test_ib_ports(
     node, node_facts: NodeFacts, nvtest_context, sku: SkuProfile | None, judge: Judge
 ) -> None:
-    report = _rdma_skip(nvtest_context, node, node_facts)
+    _, report = _rdma(nvtest_context, node, node_facts)
+    judge_shape(judge, nvtest_context, node, ("hcas", "hca_pci"), _fleet_hcas(nvtest_context))
     if node_facts.tools.get("ibv_devinfo") and node_facts.tools.get("ibstat"):
         devinfo = ibv_devinfo.parse(
             raw_output(nvtest_context, IBV_DEVINFO, node, nvtest_context.nodes).stdout
@@ -102,11 +126,15 @@ def _active_hcas(ctx, node) -> list[str]:
 @pytest.mark.check(
     "ib_write_bw", area="interconnect", title="RDMA write bandwidth between node pairs (perftest)"
 )
-def test_ib_write_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
-    _rdma_skip(nvtest_context, node, node_facts)
-    if not node_facts.tools.get("ib_write_bw"):
-        raise ProbeSkip("perftest not installed: ib_write_bw not found on the node's PATH")
+def test_ib_write_bw(
+    node, node_facts: NodeFacts, nvtest_context, judge: Judge, sku: SkuProfile | None
+) -> None:
+    """Every HCA of the golden shape measured against a peer; an HCA the node lacks fails it,
+    and one never measured because every peer lacked it is an error naming those peers."""
+    exp, _ = _rdma(nvtest_context, node, node_facts)
+    require_tool(node_facts, exp, "ib_write_bw", "perftest")
     ctx = nvtest_context
+    by_name = ctx.inventory.by_name()
     rdma = [n for n in check_nodes(ctx, "ib_write_bw") if _has_rdma(ctx, n)]
     job = PerftestPairJob(
         ctx,
@@ -114,15 +142,43 @@ def test_ib_write_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) 
         recipe=lambda n: node_recipe(ctx, n, "ib_write_bw"),
         gpus=lambda n: len(ctx.states[n.name].facts.gpus) if ctx.states[n.name].facts else 0,
     )
-    report_node(judge, pair_report(ctx, "ib_write_bw", job, rdma), node, job.metric, "Gb/s")
+    report = pair_report(ctx, "ib_write_bw", job, rdma)
+    sku_name = sku.name if sku else None
+    fleet = {n: s for n, s in _fleet_hcas(ctx).items() if (ctx.states[n].match.name if ctx.states[n].match else None) == sku_name}
+    gold = golden_for("hcas", fleet, sku)
+    names = [str(i[0]) for i in gold.items] if gold is not None and gold.items is not None else None
+    mine = _active_hcas(ctx, node)
+    cover = label_coverage(report, node.name, mine, names, lambda peer: job.labels(node, by_name[peer]))
+    judge.detail("effective", cover.effective(mine))
+    for hca in cover.lacking:
+        judge.fail(f"HCA {hca} not measured: this node lacks it (golden {gold.describe() if gold else '?'})")
+    report_node(judge, report, node, job.metric, "Gb/s")
+    if cover.never and not judge.verdict.is_bad:
+        why = "; ".join(
+            f"{h}: left out with {', '.join(cover.left_out.get(h, ['every peer']))} (they lack it)"
+            for h in cover.never
+        )
+        raise ProbeError(f"HCA(s) of this node never measured: {why}")
+
+
+def _rdma_expected(ctx, node) -> bool:
+    """The node must have RDMA NICs (PCI bus, SKU, sysfs, or its tools list HCAs)."""
+    st = ctx.states[node.name]
+    if st.facts is None:
+        return False
+    report, _ = _ports(ctx, node, st.facts) if not st.down_reason else (None, None)
+    return expected_hcas(st.facts, st.match.profile if st.match else None, len(report.cas) if report else 0).count > 0
 
 
 def _has_rdma(ctx, node) -> bool:
     facts = ctx.states[node.name].facts
     if facts is None or not facts.tools.get("ib_write_bw"):
         return False
-    report, said = _ports(ctx, node, facts)
-    return rdma_absent_reason(facts.tools, report, said) is None
+    try:
+        _rdma(ctx, node, facts)
+    except (ProbeSkip, NvtestError, UnreportedHardware):
+        return False
+    return True
 
 
 @pytest.mark.check(
@@ -130,9 +186,9 @@ def _has_rdma(ctx, node) -> bool:
 )
 def test_tcp_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
     ctx = nvtest_context
-    if _has_rdma(ctx, node):
-        raise ProbeSkip("the node has RDMA devices: ib_write_bw measures its links")
-    targets = [n for n in check_nodes(ctx, "tcp_bw") if not _has_rdma(ctx, n)]
+    if _rdma_expected(ctx, node):
+        raise ProbeSkip("the node has RDMA NICs: ib_write_bw measures its links")
+    targets = [n for n in check_nodes(ctx, "tcp_bw") if not _rdma_expected(ctx, n)]
     if len(targets) < 2:
         raise ProbeSkip(f"a pair test needs two nodes without RDMA; this run has {len(targets)}")
     recipe = node_recipe(ctx, targets[0], "tcp_bw")

@@ -59,6 +59,18 @@ def test_mpi(node, nvtest_context, judge: Judge) -> None:
     judge.detail("mpi_library", doc.get("mpi_library"))
     judge.detail("barrier", doc.get("barrier"))
     judge.detail("results", doc.get("results"))
+    judge.detail(
+        "effective",
+        {
+            "launcher": job.launcher,
+            "world_size": doc.get("world_size"),
+            "ranks_per_node": k,
+            "nodes": sorted(set(job.observed.values())),
+            "sizes_bytes": [r.get("size_bytes") for r in doc.get("results") or []],
+            "barriers": (doc.get("barrier") or {}).get("count"),
+            "left_out": job.excluded,
+        },
+    )
     for why in share.misplaced:
         judge.fail(why)
     if doc.get("world_size") != len(job.expected):

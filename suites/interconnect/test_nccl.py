@@ -9,8 +9,11 @@
   and the node common to the failing pairs is blamed (confirmed with a known-good node).
 
 Verdicts (:mod:`nvtest.jobs.nccl`): busbw at the plateau, wrong results fail whatever
-the bandwidth, a truncated sweep or missing ranks is an error; NCCL WARN lines and the error
-site are in the reason. ``NCCL_DEBUG=INFO`` output goes to the evidence log. Binaries: the
+the bandwidth; a sweep the tool shortened below the threshold's point (its own "Reducing
+maxBytes" line), validation switched off, or missing ranks is an error; NCCL WARN lines and
+the error site are in the reason; what ran (sizes, validation, ranks, GPUs, dtype) is in the
+details beside what was asked. The GPUs a node must have come from its PCI bus and SKU:
+nccl-tests missing there is an ``error``, never a skip. ``NCCL_DEBUG=INFO`` output goes to the evidence log. Binaries: the
 recipe's ``tests_dir``, ``$NVTEST_NCCL_TESTS_DIR``, or the node's PATH.
 """
 
@@ -21,6 +24,7 @@ import os
 import pytest
 
 from nvtest.checks.api import Judge, ProbeSkip
+from nvtest.checks.hardware import expected_gpus, require
 from nvtest.checks.interconnect.pair_check import pair_report, report_node
 from nvtest.errors import ProbeError
 from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe, run_commands
@@ -43,17 +47,21 @@ def _recipe(ctx, node, key: str = "nccl") -> NcclRecipe:
 
 
 def _gpus(ctx, node) -> int:
-    facts = ctx.states[node.name].facts
-    return len(facts.gpus) if facts else 0
+    """The GPUs the node must have (PCI bus, SKU, nvidia-smi): one rank each."""
+    st = ctx.states[node.name]
+    if st.facts is None:
+        return 0
+    return expected_gpus(st.facts, st.match.profile if st.match else None).count
 
 
-def _require_tool(node_facts: NodeFacts, recipe: NcclRecipe, op: str) -> None:
-    if not node_facts.gpus:
-        raise ProbeSkip(node_facts.gpu_absent_reason or "no NVIDIA GPU")
+def _require_tool(node_facts: NodeFacts, recipe: NcclRecipe, op: str, ctx, node) -> None:
+    st = ctx.states[node.name]
+    exp = require(expected_gpus(node_facts, st.match.profile if st.match else None))
     binary = f"{op}_perf"
     if not recipe.tests_dir and not node_facts.tools.get("all_reduce_perf"):
-        raise ProbeSkip(
-            f"nccl-tests not installed: {binary} not on the node's PATH (set NVTEST_NCCL_TESTS_DIR)"
+        raise ProbeError(
+            f"nccl-tests not installed: {binary} not on the node's PATH (set NVTEST_NCCL_TESTS_DIR);"
+            f" nothing measured on the {exp.text()}"
         )
 
 
@@ -71,7 +79,7 @@ def _judge(judge: Judge, v: NcclVerdict, log: str | None) -> None:
 def _intra(node, node_facts, ctx, judge: Judge, *, nics_only: bool, check: str) -> None:
     recipe = _recipe(ctx, node)
     ops = ("all_reduce",) if nics_only else recipe.ops
-    _require_tool(node_facts, recipe, ops[0])
+    _require_tool(node_facts, recipe, ops[0], ctx, node)
     env = nccl_env(recipe, os.environ, nics_only=nics_only)
     nodes = [n for n in check_nodes(ctx, check) if _gpus(ctx, n)]
     for op in ops:
@@ -156,7 +164,7 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
 def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> None:
     ctx = nvtest_context
     recipe = _recipe(ctx, node, "nccl_multinode")
-    _require_tool(node_facts, recipe, "all_reduce")
+    _require_tool(node_facts, recipe, "all_reduce", ctx, node)
     if len([n for n in check_nodes(ctx, "nccl_multinode") if _gpus(ctx, n)]) < 2:
         raise ProbeSkip("multi-node NCCL needs two GPU nodes")
     op = recipe.ops[0]

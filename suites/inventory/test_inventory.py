@@ -12,6 +12,7 @@ from nvtest.checks.api import Judge
 from nvtest.checks.health import apply
 from nvtest.checks.health.gpus import gpu_inventory
 from nvtest.checks.health.host import host_inventory
+from nvtest.checks.shape import judge_shape
 from nvtest.config.thresholds import SkuProfile
 from nvtest.session.context import RunContext
 from nvtest.session.facts import NodeFacts
@@ -29,8 +30,10 @@ def test_host(node, node_facts: NodeFacts, judge: Judge) -> None:
 def test_gpus(
     node, node_facts: NodeFacts, sku: SkuProfile | None, judge: Judge, nvtest_context: RunContext
 ) -> None:
-    """GPU count and model against the SKU, ECC on, MIG off, PCIe link width at its maximum,
-    and as many NVIDIA GPUs in lspci as nvidia-smi reports (a lost GPU shows as fewer).
-    A node that matched no profile only because of its GPU count is judged against the
-    closest profile (see nvtest.checks.health.gpus)."""
+    """GPU count and model against the PCI bus and the SKU, ECC on, MIG off, PCIe link width at
+    its maximum: nvidia-smi must report every NVIDIA GPU the PCI bus shows (fewer fails with
+    nvidia-smi's own words: a driver that is not loaded, a library mismatch, a lost GPU). The
+    GPUs' PCI slots and NUMA nodes must match the SKU's golden shape (the fleet's majority).
+    Skipped only where the PCI bus proves there is no NVIDIA GPU."""
+    judge_shape(judge, nvtest_context, node, ("gpu_pci", "gpu_numa"))
     apply(gpu_inventory(node_facts, sku, nvtest_context.catalog), judge)

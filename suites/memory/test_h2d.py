@@ -8,9 +8,12 @@ from __future__ import annotations
 import pytest
 
 from nvtest.checks.api import Judge, Probe
+from nvtest.checks.hardware import expected_gpus, require
+from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers import nvbandwidth
+from nvtest.session.facts import NodeFacts
 
-H2D = Probe("h2d", script="h2d_probe.py", timeout_s=900, needs=("gpu",))
+H2D = Probe("h2d", script="h2d_probe.py", timeout_s=900, needs=("gpu",), device="gpu")
 
 #: nvbandwidth testcase -> our metric (copy engine, GB/s per GPU; nvbandwidth v0.8+ names).
 NVB_HOST_CASES = {
@@ -43,7 +46,8 @@ def judge_nvbandwidth(judge: Judge, text: str) -> None:
 
 
 @pytest.mark.check("h2d", area="memory", title="Host <-> GPU bandwidth")
-def test_h2d(node, measure, judge: Judge) -> None:
+def test_h2d(node, measure, judge: Judge, node_facts: NodeFacts, sku: SkuProfile | None) -> None:
+    require(expected_gpus(node_facts, sku))
     doc = measure(H2D)
     if doc.get("raw_tool") == "nvbandwidth":
         judge_nvbandwidth(judge, doc.get("raw") or "")

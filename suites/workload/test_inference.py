@@ -52,7 +52,9 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     return args
 
 
-INFERENCE = Probe("inference", script="inference_probe.py", args=_args, timeout_s=2400)
+INFERENCE = Probe(
+    "inference", script="inference_probe.py", args=_args, timeout_s=2400, needs=("gpu",), device="any"
+)
 
 
 @pytest.mark.check("inference", area="workload", title="Inference serving throughput and latency per GPU")

@@ -82,9 +82,14 @@ def _type_checking_only(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
 
 def imports_of(path: Path) -> list[Import]:
     """Every nvtest import in ``path`` (inside functions too), but those under ``if TYPE_CHECKING:``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return imports_in(path.read_text(encoding="utf-8"), module_name(path), package=path.name == "__init__.py")
+
+
+def imports_in(source: str, me: str, *, package: bool = False) -> list[Import]:
+    """Every nvtest import in ``source``, the text of module ``me`` (``package``: an
+    ``__init__.py``), but those under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(source)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    me = module_name(path)
     out: list[Import] = []
     for node in ast.walk(tree):
         targets: list[str] = []
@@ -92,7 +97,7 @@ def imports_of(path: Path) -> list[Import]:
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = me.split(".") if path.name == "__init__.py" else me.split(".")[:-1]
+                base = me.split(".") if package else me.split(".")[:-1]
                 base = base[: len(base) - (node.level - 1)]
                 mod = ".".join([*base, node.module] if node.module else base)
             else:

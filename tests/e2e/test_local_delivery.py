@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import subprocess
 import time
@@ -134,14 +135,29 @@ def test_failing_threshold_exits_1(tmp_path):
     assert triad["threshold"]["origin"] == f"overlay:{ov}"
 
 
+def _tagged(tag: str) -> list[str]:
+    """PIDs of the processes whose environment carries ``NVTEST_TEST_TAG=tag`` (this run's
+    descendants, whoever reparented them; other runs on the machine are not counted)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"NVTEST_TEST_TAG={tag}".encode() in environ.read_bytes().split(b"\0"):
+                found.append(environ.parent.name)
+        except OSError:
+            continue
+    return found
+
+
 def test_ctrl_c_keeps_results_and_exits_130(tmp_path):
     out = tmp_path / "r"
+    tag = tmp_path.name
     proc = subprocess.Popen(
         [*NVTEST, "run", "--suite", "delivery", "--out", str(out), "--progress", "plain"],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, "NVTEST_TEST_TAG": tag},
     )
     deadline = time.monotonic() + 120
     seen = ""
@@ -159,11 +175,9 @@ def test_ctrl_c_keeps_results_and_exits_130(tmp_path):
     assert doc["run"]["interrupted"] is True
     assert "stream" in {r["check"] for r in doc["results"]}
     assert "run interrupted" in (out / "latest" / "report.html").read_text()
-    # no probe left behind
+    # no probe of this run left behind
     time.sleep(0.5)
-    # this checkout's probes only: other runs on a shared machine may be measuring too
-    ps = subprocess.run(["pgrep", "-f", f"{REPO}/nvtest/probes/gemm_probe.py"], capture_output=True, text=True)
-    assert ps.stdout.strip() == "", ps.stdout
+    assert _tagged(tag) == []
 
 
 def test_rerun_failed_runs_only_failed_items(tmp_path):

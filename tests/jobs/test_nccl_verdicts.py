@@ -124,3 +124,38 @@ def test_recipe_command_line_and_environment():
         NcclRecipe.from_recipe({"ops": ["allreduce"]})
     with pytest.raises(ValueError, match="unknown nccl recipe key"):
         NcclRecipe.from_recipe({"maxbytes": 1})
+
+
+# -- what ran, not what was asked (issue 16 rule 3) ------------------------------------------
+
+REDUCED = (CORPUS / "gather_perf-2node-a100-reducing-maxBytes-memory-limitation-excerpt.txt").read_text()
+
+
+def test_a_sweep_the_tool_shortened_is_an_error_naming_its_own_line():
+    """nccl-tests #350: asked for 12 GiB, the tool printed that it reduced maxBytes for memory;
+    the rows reach 11.4 GB, within the step factor of 12 GiB, so only the tool's line tells."""
+    v = judge_output(REDUCED, op="gather", max_bytes=12884901888, expected_ranks=2)
+    assert v.status == "error"
+    assert "threshold's point (12884901888 bytes) was not measured" in v.reason
+    assert "Reducing maxBytes to 12703978837 due to memory limitation" in v.reason
+    assert v.requested["max_bytes"] == 12884901888
+    assert v.effective["max_bytes"] == 12703978837 and v.effective["max_size_reached"] == 11408506880
+    # a threshold defined within what the tool did run is judged as usual
+    ok = judge_output(REDUCED, op="gather", max_bytes=12884901888, plateau_bytes=8 * GIB, expected_ranks=2)
+    assert ok.status == "pass" and ok.busbw_gbps
+
+
+def test_a_correctness_gate_switched_off_is_an_error_not_a_pass():
+    off = NORMAL.replace("validation: 1", "validation: 0")
+    assert off != NORMAL
+    v = judge_output(off, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
+    assert v.status == "error" and "correctness gate switched off" in v.reason
+    assert v.effective["validation"] == 0
+
+
+def test_every_verdict_records_what_ran_beside_what_was_asked():
+    v = judge_output(NORMAL, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
+    eff = v.details()["effective"]
+    assert eff["ranks"] == 16 and eff["validation"] == 1 and eff["dtypes"] == ["float"]
+    assert eff["max_size_reached"] == 8 * GIB and eff["hosts"] == ["gpu-node-0001", "gpu-node-0002"]
+    assert v.details()["requested"] == {"max_bytes": 8 * GIB, "plateau_bytes": 8 * GIB, "ranks": 16}

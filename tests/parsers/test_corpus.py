@@ -45,8 +45,8 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_43_samples():
-    assert len(corpus_files()) == 43
+def test_corpus_has_46_samples():
+    assert len(corpus_files()) == 46
 
 
 # ---------------------------------------------------------------- nvidia-smi

@@ -51,17 +51,34 @@ def test_force_error_can_target_one_probe(probe):
     assert run.doc["status"] == "skip"  # h2d not named: runs normally
 
 
-@pytest.mark.parametrize(
-    ("script", "args"),
-    [
-        ("devmem_probe.py", ()),
-        ("gemm_probe.py", ("--device", "cuda")),
-    ],
-)
-def test_no_gpu_is_a_skip_naming_torch_cuda(probe, script, args):
-    run = probe(script, *args, env={"NVTEST_PROBE_DISABLE": "cupy"})
+def test_no_gpu_with_device_auto_is_a_skip_naming_torch_cuda(probe):
+    run = probe("devmem_probe.py", env={"NVTEST_PROBE_DISABLE": "cupy"})
     assert run.doc["status"] == "skip"
     assert "no CUDA device: torch.cuda.is_available() is False" in run.doc["reason"]
+
+
+#: Every probe with a GPU path, and its arguments besides ``--device cuda``.
+DEVICE_PROBES = [
+    ("gemm_probe.py", ()),
+    ("burnin_probe.py", ("--seconds", "1")),
+    ("devmem_probe.py", ()),
+    ("h2d_probe.py", ("--no-nvbandwidth",)),
+    ("collective_probe.py", ("--nproc", "1")),
+    ("train_smoke.py", ("--nproc", "1")),
+    ("inference_probe.py", ("--width", "32", "--depth", "1", "--heads", "2", "--vocab", "64")),
+    ("sdc_probe.py", ("--size", "32", "--steps", "1")),
+]
+
+
+@pytest.mark.parametrize(("script", "args"), DEVICE_PROBES, ids=[s for s, _ in DEVICE_PROBES])
+def test_asked_for_cuda_without_a_gpu_is_an_error_in_cudas_words(probe, script, args):
+    """Asked for the GPUs (a node whose PCI bus shows them), a probe never skips and never
+    measures the CPU instead: it errors with what CUDA said (here torch's CPU build)."""
+    run = probe(script, "--device", "cuda", *args, env={"NVTEST_PROBE_DISABLE": "cupy"})
+    assert run.doc["status"] == "error", run.doc
+    assert "CUDA cannot start" in run.doc["reason"]
+    assert "Torch not compiled with CUDA enabled" in run.doc["reason"]
+    assert not run.doc.get("results"), run.doc["results"]
 
 
 def test_run_per_device_turns_failures_into_entries():
@@ -111,3 +128,15 @@ def test_sigterm_still_prints_an_error_document(probe_dir):
     doc = json.loads(out)
     assert proc.returncode == 1, (doc, err[-2000:])
     assert doc["status"] == "error" and "terminated by signal 15" in doc["reason"], doc
+
+
+def test_every_probe_with_a_device_option_is_walked():
+    """A new probe with ``--device`` joins DEVICE_PROBES (and so the rule above)."""
+    from tests.conftest import PROBES
+
+    with_device = {
+        p.name
+        for p in PROBES.glob("*.py")
+        if not p.name.startswith("_") and ('"--device"' in p.read_text() or "base_parser(" in p.read_text())
+    }
+    assert with_device == {s for s, _ in DEVICE_PROBES}

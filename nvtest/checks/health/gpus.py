@@ -1,10 +1,14 @@
 """GPU count and model against the SKU, lost GPUs, driver and CUDA versions.
 
-Inputs are the node's :class:`~nvtest.session.facts.NodeFacts` (``nvidia-smi -q -x`` and
-``lspci -vmm -nn -D`` read by the inventory probe) and its SKU profile. A node
-that matched no profile because it lost a GPU is judged against the closest
-profile (the one whose name and memory match), so it fails rather than going
-unjudged.
+Inputs are the node's :class:`~nvtest.session.facts.NodeFacts` (the PCI bus from sysfs
+and ``lspci -vmm -nn -D``, ``nvidia-smi -q -x``, read by the inventory probe) and its SKU
+profile. The GPUs a node must have are those the PCI bus shows (or the SKU expects):
+nvidia-smi reporting fewer is a failure carrying nvidia-smi's own words (``couldn't
+communicate with the NVIDIA driver``, ``Driver/library version mismatch``, a GPU it
+cannot reach), so the diagnosis names that cause; only a bus that shows no GPU makes
+the check a skip, naming the bus readings that proved it. A node that matched no
+profile is judged against the closest profile (name and memory fit), so it fails
+rather than going unjudged.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from nvtest.checks.health import Outcome
 from nvtest.config.skus import Catalog
 from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers.nvidia_smi_q import SmiQuery
+from nvtest.session.expect import expected_gpus
 from nvtest.session.facts import NodeFacts
 
 __all__ = ["closest_profiles", "driver_stack", "gpu_inventory", "lost_gpus", "version_tuple"]
@@ -51,30 +56,56 @@ def closest_profiles(
 def gpu_inventory(
     facts: NodeFacts, sku: SkuProfile | None, catalog: Catalog | None = None
 ) -> Outcome:
-    """GPU count and model vs the SKU, lost GPUs, ECC and MIG mode, PCIe width, minimum driver.
+    """GPU count and model vs the bus and the SKU, lost GPUs, ECC and MIG mode, PCIe width,
+    minimum driver.
 
-    Metrics: ``gpu_count`` (count), ``pcie_width`` (lanes, per GPU).
-    A node without GPUs whose SKU expects none is skipped.
+    Metrics: ``gpu_count`` (count, as nvidia-smi reports), ``pcie_width`` (lanes, per GPU).
+    Skip only when the bus proves the node has no GPU and the SKU expects none.
     """
     out = Outcome()
-    expected = sku.expect.gpus if sku else None
     names = [g.name for g in facts.gpus]
     if sku is None and catalog is not None and names:
         near = closest_profiles(catalog, names, [g.memory_mib for g in facts.gpus])
         if len(near) == 1 and near[0].expect.gpus is not None:
-            sku, expected = near[0], near[0].expect.gpus
+            sku = near[0]
             out.note(
                 f"no profile matched; judged against the closest, {sku.name} (name and memory fit)"
             )
-    if not facts.gpus and not expected:
-        out.skip = facts.gpu_absent_reason or "no NVIDIA GPU"
+    exp = expected_gpus(facts, sku)
+    if not exp.count:
+        if exp.absent is None:
+            out.error = exp.unknown
+        else:
+            out.skip = exp.absent
         return out
     count = len(facts.gpus)
     out.measure("gpu_count", count, "count")
-    if expected is not None and count != expected:
-        out.fail(
-            f"{count} GPUs visible to nvidia-smi, SKU {sku.name if sku else '?'} expects {expected}"
-        )
+    out.details["expected"] = {"gpus": exp.count, "sources": list(exp.sources)}
+    if count < exp.count:
+        out.fail(_missing_gpus(facts, exp.text(), count))
+    elif sku is not None and sku.expect.gpus is not None and count != sku.expect.gpus:
+        out.fail(f"{count} GPUs visible to nvidia-smi, SKU {sku.name} expects {sku.expect.gpus}")
+    _model_and_modes(facts, sku, out)
+    if sku and sku.expect.min_driver and facts.driver_version:
+        if version_tuple(facts.driver_version) < version_tuple(sku.expect.min_driver):
+            out.fail(f"driver {facts.driver_version} older than {sku.expect.min_driver}")
+    out.details.update(driver=facts.driver_version, cuda=facts.cuda_version)
+    return out
+
+
+def _missing_gpus(facts: NodeFacts, expected: str, count: int) -> str:
+    """Why nvidia-smi reports fewer GPUs than the node must have, in nvidia-smi's words."""
+    head = f"{expected}; nvidia-smi reports {count}"
+    if count == 0:
+        return f"{head}: {facts.smi_error or 'no GPU and no error message'}"
+    seen = {(g.pci_bus_id or "").lower()[-12:] for g in facts.gpus}
+    missing = [p.slot for p in facts.bus("gpu") if p.slot.lower()[-12:] not in seen]
+    said = f": {facts.smi_error}" if facts.smi_error else ""
+    where = f" ({', '.join(missing)} on the PCI bus, not reported)" if missing else ""
+    return f"{head}{said}: GPU lost{where}"
+
+
+def _model_and_modes(facts: NodeFacts, sku: SkuProfile | None, out: Outcome) -> None:
     pattern = sku.match.gpu_name if sku else None
     if pattern:
         odd = [
@@ -86,14 +117,6 @@ def gpu_inventory(
             out.fail(
                 f"model differs from SKU {sku.name if sku else '?'} (/{pattern}/): {', '.join(odd)}"
             )
-    pci_gpus = [p for p in facts.nvidia_pci if (p.class_id or "").startswith("03")]
-    if len(pci_gpus) > count:
-        seen = {(g.pci_bus_id or "").lower()[-12:] for g in facts.gpus}
-        missing = [p.slot for p in pci_gpus if p.slot.lower()[-12:] not in seen]
-        out.fail(
-            f"lspci lists {len(pci_gpus)} NVIDIA GPUs but nvidia-smi sees {count}: GPU lost"
-            + (f" ({', '.join(missing)})" if missing else "")
-        )
     for g in facts.gpus:
         if (
             g.ecc_mode is not None
@@ -109,11 +132,6 @@ def gpu_inventory(
                 out.fail(
                     f"GPU {g.index} PCIe x{g.pcie_width_current} of x{g.pcie_width_max} (link width downgraded)"
                 )
-    if sku and sku.expect.min_driver and facts.driver_version:
-        if version_tuple(facts.driver_version) < version_tuple(sku.expect.min_driver):
-            out.fail(f"driver {facts.driver_version} older than {sku.expect.min_driver}")
-    out.details.update(driver=facts.driver_version, cuda=facts.cuda_version)
-    return out
 
 
 def lost_gpus(query: SmiQuery) -> list[str]:
@@ -136,20 +154,25 @@ def lost_gpus(query: SmiQuery) -> list[str]:
     return lines
 
 
-def driver_stack(
-    driver: str | None, cuda: str | None, sku: SkuProfile | None, *, has_gpus: bool
-) -> Outcome:
+def driver_stack(facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
     """The NVIDIA driver and the CUDA version it supports, against ``expect.min_driver``.
 
-    Metrics: none (versions go to details). No GPU and none expected: skip.
+    Metrics: none (versions go to details). Skip only where the bus proves there is no GPU
+    and the SKU expects none; a node that must have GPUs and reports no driver fails with
+    nvidia-smi's own words.
     """
     out = Outcome()
-    if not has_gpus and not (sku and sku.expect.gpus):
-        out.skip = "no NVIDIA GPU: no driver to check"
+    exp = expected_gpus(facts, sku)
+    if not exp.count:
+        if exp.absent is None:
+            out.error = exp.unknown
+        else:
+            out.skip = f"{exp.absent}: no driver to check"
         return out
+    driver, cuda = facts.driver_version, facts.cuda_version
     out.details.update(driver=driver, cuda=cuda)
     if not driver:
-        out.fail("no NVIDIA driver version reported (nvidia-smi missing or failing)")
+        out.fail(f"{exp.text()}; no NVIDIA driver version reported: {facts.smi_error or 'nvidia-smi said nothing'}")
         return out
     if (
         sku

@@ -9,8 +9,14 @@ Input: ``dmesg`` (or ``journalctl -k`` where dmesg is restricted) read by
 - ``info`` Xids (consequences of an earlier one): noted;
 - NVSwitch SXids: ``Fatal`` fail, ``Non-fatal`` warn.
 
+- the NVIDIA driver refusing or failing to bind to the devices on the bus (``NVRM: The
+  NVIDIA probe routine was not called for N device(s)``, ``No NVIDIA graphics adapter
+  probed``, ``NVRM: API mismatch``): fail with the kernel's words (the cause behind an
+  nvidia-smi that cannot talk to the driver).
+
 The log covers the time since boot (or what the ring buffer still holds), not
-just this run. A log that cannot be read is a skip with the reason, never a pass.
+just this run. A log that cannot be read is an ``error`` with the reason, never a pass
+(the check runs only on nodes with NVIDIA devices).
 
 Metrics: ``xid_events`` and ``fatal_xid_events`` (count).
 """
@@ -22,7 +28,17 @@ from nvtest.errors import ParseError
 from nvtest.parsers import dmesg
 from nvtest.playbook.xid import describe_xid
 
-__all__ = ["KERNEL_LOG_SCRIPT", "UNREADABLE", "split_probe", "xid_scan"]
+__all__ = ["DRIVER_BINDING", "KERNEL_LOG_SCRIPT", "UNREADABLE", "driver_binding", "split_probe", "xid_scan"]
+
+#: NVRM lines that say the driver did not take the devices (NVIDIA driver 4xx-5xx wording).
+DRIVER_BINDING = (
+    "probe routine was not called",
+    "no nvidia graphics adapter probed",
+    "nvrm: api mismatch",
+    "rminitadapter failed",
+    "failed to allocate nvrm",
+    "obtained ownership of the nvidia device",
+)
 
 #: What the ``kernel-log`` probe prints when neither dmesg nor the journal can be read.
 UNREADABLE = "unreadable"
@@ -49,6 +65,21 @@ def split_probe(text: str) -> tuple[str, str]:
     return "dmesg", text
 
 
+def driver_binding(lines: list[str]) -> list[str]:
+    """The kernel's own lines (timestamps cut, continuation lines joined) of the driver
+    refusing or failing to bind to devices (:data:`DRIVER_BINDING`)."""
+    import re
+
+    joined: list[str] = []
+    for ln in lines:
+        body = re.sub(r"^\[[^\]]*\]\s*", "", ln)
+        if joined and not ln.startswith("[") and body.startswith("NVRM:") and not joined[-1].endswith("."):
+            joined[-1] += " " + body.removeprefix("NVRM:").strip()
+        else:
+            joined.append(body)
+    return [j for j in joined if any(k in j.lower() for k in DRIVER_BINDING)]
+
+
 def xid_scan(text: str, source: str = "dmesg") -> Outcome:
     """Judge the GPU events of one kernel log (see the module doc).
 
@@ -58,7 +89,7 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     if source == UNREADABLE or not lines:
         why = " | ".join(lines)[:300] or "no output"
-        out.skip = (
+        out.error = (
             f"kernel log not readable ({why}); run as root, add the user to group adm/systemd-journal "
             "or set kernel.dmesg_restrict=0"
         )
@@ -66,8 +97,10 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
     try:
         log = dmesg.parse(text)
     except ParseError as exc:
-        out.skip = f"kernel log not readable ({source}): {exc}"
+        out.error = f"kernel log not readable ({source}): {exc}"
         return out
+    for said in driver_binding(lines):
+        out.fail(f"the NVIDIA driver did not take the devices: {said}")
     xids = [e for e in log.events if e.kind != "sxid"]
     sxids = [e for e in log.events if e.kind == "sxid"]
     fatal = 0

@@ -160,6 +160,10 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
     return out
 
 
+#: a shell's words for a tool that is not installed (sh, bash, dash)
+_TOOL_MISSING = re.compile(r": not found|command not found|No such file or directory")
+
+
 def _fabric_states(out: Outcome, fabric: str) -> bool:
     """Judge each GPU's fabric state (``nvidia-smi --query-gpu=index,fabric.state,
     fabric.status``); True when at least one GPU is listed and every one is
@@ -171,8 +175,13 @@ def _fabric_states(out: Outcome, fabric: str) -> bool:
         return False
     try:
         table = nvidia_smi_csv.parse(fabric)
-    except ParseError as exc:
-        out.note(f"GPU fabric state unreadable: {exc}")
+    except ParseError:
+        said = " ".join(ln.strip() for ln in fabric.splitlines() if ln.strip())[:300]
+        if _TOOL_MISSING.search(fabric):  # nothing measured: the item's error says so
+            out.note(f"GPU fabric state not measured: {said}")
+            return False
+        # fail closed: the GPUs are there (NVSwitch SKU) and nvidia-smi could not say their state
+        out.fail(f"GPU fabric state not reported: nvidia-smi said: {said}")
         return False
     good = 0
     for row in table.rows:

@@ -28,8 +28,17 @@ from dataclasses import dataclass
 from nvtest.checks.health import Outcome
 from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers.lspci import LspciReport
+from nvtest.session.facts import MELLANOX_VENDOR_ID, NodeFacts
 
-__all__ = ["SYSFS_SCRIPT", "PcieHop", "gen_of", "hops_from_lspci", "hops_from_sysfs", "pcie_links"]
+__all__ = [
+    "SYSFS_SCRIPT",
+    "PcieHop",
+    "gen_of",
+    "hops_from_lspci",
+    "hops_from_sysfs",
+    "missing_hops",
+    "pcie_links",
+]
 
 #: GT/s per lane -> PCIe generation.
 _GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
@@ -156,6 +165,20 @@ def hops_from_lspci(report: LspciReport) -> list[PcieHop]:
             )
         )
     return hops
+
+
+def missing_hops(hops: Sequence[PcieHop], facts: NodeFacts) -> list[str]:
+    """One failure per GPU or Mellanox NIC on the node's PCI bus whose own link was not read."""
+    read = {h.device.lower() for h in hops if h.depth == 0}
+    out = []
+    for p in facts.pci:
+        if p.kind == "gpu" or (p.kind == "nic" and p.vendor_id == MELLANOX_VENDOR_ID):
+            if p.slot.lower() not in read:
+                out.append(
+                    f"{p.kind.upper()} {p.slot} ({p.vendor_id}:{p.device_id}) is on the PCI bus "
+                    "but sysfs gave no link attributes for it (current/max_link_speed and width)"
+                )
+    return out
 
 
 def pcie_links(

@@ -7,6 +7,8 @@ Schedule settings come from the recipe section of the check in the first node's 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nvtest.checks.api import Judge, NodeError
@@ -18,7 +20,7 @@ from nvtest.jobs.pairs import build_schedule
 if TYPE_CHECKING:
     from nvtest.session.context import RunContext
 
-__all__ = ["pair_report", "report_node"]
+__all__ = ["LabelCoverage", "label_coverage", "pair_report", "report_node"]
 
 
 def pair_report(
@@ -84,3 +86,49 @@ def report_node(judge: Judge, report: PairReport, node: Node, metric: str, unit:
     elif finding.reason:
         judge.detail("note", finding.reason)
     judge(metric, value, unit)
+
+
+@dataclass(frozen=True)
+class LabelCoverage:
+    """Which of a node's devices (pair labels: HCAs) a pair check measured, and why not.
+
+    Attributes:
+        lacking: golden devices the node does not have (a finding about the node: ``fail``).
+        left_out: device -> the peers it was not measured with because they lack it.
+        measured: devices measured in at least one pair.
+        never: the node's devices measured in no pair (``error``: nothing proven).
+    """
+
+    lacking: tuple[str, ...] = ()
+    left_out: dict[str, list[str]] = field(default_factory=dict)
+    measured: tuple[str, ...] = ()
+    never: tuple[str, ...] = ()
+
+    def effective(self, requested: Sequence[str]) -> dict[str, Any]:
+        """What ran beside what was asked, for the item's details."""
+        return {"requested": list(requested), "measured": list(self.measured), "left_out": self.left_out,
+                "lacking": list(self.lacking)}
+
+
+def label_coverage(
+    report: PairReport,
+    node: str,
+    mine: Sequence[str],
+    golden: Sequence[str] | None,
+    used_with: Callable[[str], Sequence[str]],
+) -> LabelCoverage:
+    """The coverage of ``node``'s devices ``mine`` in ``report``; ``used_with(peer)``: the labels
+    the job ran with that peer (perftest: the HCAs both nodes have); ``golden``: the devices
+    every node of the SKU must have (None: no golden shape)."""
+    finding = report.findings.get(node)
+    outcomes = finding.outcomes if finding else ()
+    measured = sorted({o.label for o in outcomes if o.label}, key=str)
+    left: dict[str, list[str]] = {}
+    for peer in sorted({o.peer(node) for o in outcomes}):
+        used = set(used_with(peer))
+        for dev in mine:
+            if dev not in used:
+                left.setdefault(dev, []).append(peer)
+    lacking = tuple(d for d in golden or () if d not in mine)
+    never = tuple(d for d in mine if d not in measured)
+    return LabelCoverage(lacking, left, tuple(measured), never)

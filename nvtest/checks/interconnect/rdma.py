@@ -1,30 +1,40 @@
-"""Is there an RDMA device on a node, and are its ports what the SKU says (pure)."""
+"""Must a node have RDMA devices, did its tools report them, are its ports what the SKU says
+(pure). Fail closed: see :mod:`nvtest.checks.hardware`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nvtest.checks.hardware import Expected, expected_hcas, require, unreported
+from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import ProbeError
 from nvtest.parsers.ibstat import IbReport
+from nvtest.session.facts import NodeFacts
 
-__all__ = ["port_problems", "rdma_absent_reason"]
+__all__ = ["port_problems", "rdma_report"]
 
 
-def rdma_absent_reason(
-    tools: Mapping[str, str | None], report: IbReport | None, tool_error: str | None
-) -> str | None:
-    """Why the node has no usable RDMA device, or None when it has one.
+def rdma_report(
+    facts: NodeFacts, sku: SkuProfile | None, report: IbReport | None, tool_error: str | None
+) -> tuple[Expected, IbReport]:
+    """The node's RDMA report where it must have RDMA NICs (PCI bus, SKU, sysfs, the tools).
 
-    Args:
-        tools: the node's tool paths (inventory probe), e.g. ``{"ibstat": "/usr/sbin/ibstat"}``.
-        report: the node's parsed ibstat/ibv_devinfo output, None when it could not be read.
-        tool_error: what the tool said when it found nothing (``No IB devices found``).
+    Raises:
+        ProbeSkip: nothing expects an RDMA NIC and the PCI bus shows none (the reason names it).
+        ProbeError: absence not proven, or ibstat and ibv_devinfo both missing on a node that
+            has RDMA NICs (nothing measured).
+        UnreportedHardware: the tool ran and listed no HCA (the tool's words).
     """
-    if not (tools.get("ibstat") or tools.get("ibv_devinfo")):
-        return "no RDMA tools: neither ibstat (infiniband-diags) nor ibv_devinfo (ibverbs-utils) on the node"
+    exp = require(expected_hcas(facts, sku, len(report.cas) if report else 0))
+    if not (facts.tools.get("ibstat") or facts.tools.get("ibv_devinfo")):
+        raise ProbeError(
+            f"no RDMA tools on a node with {exp.text()}: neither ibstat (infiniband-diags) "
+            "nor ibv_devinfo (ibverbs-utils) on the node's PATH"
+        )
     if report is None or not report.cas:
-        return f"no RDMA device: {tool_error or 'the tools list no HCA'}"
-    return None  # ports that are down are a failure of ib_ports, not a reason to skip
+        raise unreported(exp, "ibstat/ibv_devinfo", tool_error or "the tools list no HCA")
+    return exp, report
 
 
 def port_problems(

@@ -82,13 +82,22 @@ def _facts(n: int, name: str = "NVIDIA H100 80GB HBM3", pci: int | None = None) 
                      driver_version="550.54.15", cuda_version="12.4", gpus=gpus, pci=pcis)  # fmt: skip
 
 
-def test_lost_gpu_unmatched_node_judged_against_closest_profile(catalog):
+def test_lost_gpu_node_is_its_sku_by_the_bus_and_fails_the_count(catalog):
     facts = _facts(7, pci=8)
+    # the bus shows 8 x 10de:2330: the node is an HGX H100 whatever nvidia-smi lost
+    assert catalog.match(facts.gpu_summary()).name == "h100-sxm-80gb"
+    out = gpu_inventory(facts, catalog.get("h100-sxm-80gb"), catalog)
+    assert judged(out, None) == Verdict.FAIL
+    assert "8 NVIDIA GPU(s) expected (PCI bus: 8 x 10de:2330; SKU h100-sxm-80gb expects 8" in out.text()
+    assert "nvidia-smi reports 7" in out.text() and "GPU lost (0000:1f:00.0 on the PCI bus" in out.text()
+
+
+def test_unmatched_node_judged_against_closest_profile(catalog):
+    facts = _facts(7, pci=0)
     assert catalog.match(facts.gpu_summary()).profile is None
     out = gpu_inventory(facts, None, catalog)
     assert judged(out, None) == Verdict.FAIL
-    assert "7 GPUs visible to nvidia-smi, SKU h100-sxm-80gb expects 8" in out.text()
-    assert "GPU lost (0000:1f:00.0)" in out.text()
+    assert "judged against the closest, h100-sxm-80gb" in out.text()
 
 
 def test_gpu_model_differs_from_forced_sku(catalog):
@@ -126,12 +135,12 @@ def test_classic_xid79_and_sxid_fatal():
     assert next(m for m in out.metrics if m.name == "fatal_xid_events").value == 2
 
 
-def test_unreadable_kernel_log_skips_with_reason():
+def test_unreadable_kernel_log_is_an_error_not_a_skip():
     source, text = split_probe(
         "### unreadable\ndmesg: read kernel buffer failed: Operation not permitted\n"
     )
     out = xid_scan(text, source)
-    assert out.verdict == Verdict.SKIP and "Operation not permitted" in (out.skip or "")
+    assert out.verdict == Verdict.ERROR and "Operation not permitted" in (out.error or "")
     clean = xid_scan(
         "[ 1.0] Linux version 6.8\n[ 2.0] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15\n"
     )

@@ -1,0 +1,184 @@
+"""Stand-in node profiles: named GPU nodes built from recorded real tool outputs.
+
+A profile maps each tool to its recordings (a default, and recordings chosen by the
+arguments the tool is called with) for :class:`nvtest.testing.standin.StandInTools`.
+:func:`install` writes a profile's stand-ins into a bin directory; put it first on a
+node's ``PATH`` (``env={"PATH": tools.path_prefix()}`` for a local run,
+``SSHDCluster(node_env={name: {"PATH": tools.path_prefix()}})`` for one node of a
+cluster) and ``nvtest run`` sees that node as the profile describes, on this machine.
+
+What cannot be stood in (the kernel's sysfs, torch's CUDA) is this machine's own: the
+sysfs PCI bus here shows no NVIDIA function and torch is a CPU build, so on every GPU
+profile CUDA cannot start (torch says ``Torch not compiled with CUDA enabled``), exactly
+the "CUDA cannot start on a GPU node" case. The bus union (sysfs and lspci, by slot)
+makes the lspci recording's GPUs expected.
+
+Recordings are files under ``tests/data/corpus`` (real captures, see its INDEX.md) and
+``tests/data/standin`` (real failure outputs no parser reads yet, and outputs assembled
+from real captures where no whole capture was public; each with its source in INDEX.md).
+
+=====================  ===================================================================
+profile                what the node is
+=====================  ===================================================================
+``cpu_only``           this machine as it is: no stand-in (the PCI bus shows no GPU)
+``h100_healthy``       HGX H100: 8 GPUs and 4 NVSwitches on the bus, nvidia-smi reports all
+                       8 (driver 565.57.01), 18 NVLinks each, fabric manager active, 8 NDR HCAs
+``h100_driver_down``   the bus shows the 8 H100s; nvidia-smi: "couldn't communicate with the
+                       NVIDIA driver" (exit 9); the kernel log: the driver's probe routine was
+                       not called (nouveau owned the devices)
+``h100_nvml_mismatch`` nvidia-smi: "Failed to initialize NVML: Driver/library version
+                       mismatch" (exit 18)
+``h100_gpu_lost``      nvidia-smi reports 7 of 8 ("Unable to determine the device handle for
+                       GPU 0000:DF:00.0"); the kernel log: a GPU fallen off the bus
+``h100_hca_missing``   as healthy, but ibstat lists 7 HCAs (mlx5_3 absent)
+``h100_hca_renamed``   as healthy, but the HCAs are enumerated mlx5_0,3,4,5,6,9,10,11
+=====================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nvtest.testing.standin import Recording, StandInTools
+from tests.conftest import DATA
+
+__all__ = ["PROFILES", "NodeProfile", "Tool", "install"]
+
+STANDIN = DATA / "standin"
+
+#: nvidia-smi's exit codes (nvidia-smi(1) "RETURN VALUE"; NVML's nvmlReturn_t for 18).
+SMI_DRIVER_NOT_LOADED = 9
+SMI_LIB_RM_VERSION_MISMATCH = 18
+
+#: ``--query-gpu`` of the fabric manager probe (nvlink.FM_SCRIPT).
+FABRIC_QUERY = "--query-gpu=index,fabric.state,fabric.status --format=csv"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One stand-in tool: ``default`` for any arguments, ``by_args`` by glob of the joined
+    arguments (tried first, in order); ``default`` None: other arguments exit 127."""
+
+    default: Recording | None = None
+    by_args: Mapping[str, Recording] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NodeProfile:
+    """A named node: its stand-in tools (tool name -> :class:`Tool`)."""
+
+    name: str
+    description: str
+    tools: Mapping[str, Tool] = field(default_factory=dict)
+
+
+def _file(rel: str, *, exit_code: int = 0, stderr: bool = False) -> Recording:
+    """A recording of a file under tests/data (``corpus/...`` or ``standin/...``)."""
+    text = (DATA / rel).read_text(encoding="utf-8")
+    return Recording(stderr=text, exit_code=exit_code) if stderr else Recording(stdout=text, exit_code=exit_code)
+
+
+def _fabric_csv(gpus: int) -> Recording:
+    rows = "".join(f"{i}, Completed, Success\n" for i in range(gpus))
+    return Recording(stdout="index, fabric.state, fabric.status\n" + rows)
+
+
+LSPCI = Tool(_file("corpus/lspci/Dnn-egrep-hgx-h100-8gpu-4nvswitch-ids.txt"))
+IBSTAT_8 = Tool(_file("standin/ibstat-8x-ndr-mt4129-assembled.txt"))
+#: Fabric manager running at the driver's version (systemctl(1) is-active; the version line
+#: as nv-fabricmanager --version prints it, NVIDIA Fabric Manager User Guide).
+FM_TOOLS = {
+    "systemctl": Tool(by_args={"is-active nvidia-fabricmanager": Recording(stdout="active\n")}),
+    "nv-fabricmanager": Tool(Recording(stdout="Fabric Manager version is : 565.57.01\n")),
+}
+
+
+def _smi_healthy(gpus: int = 8) -> Tool:
+    if gpus == 8:
+        xml, nvlink = "nvidia-smi-q-x-h100-sxm-x8-assembled.xml", "nvidia-smi-nvlink-s-h100-x8-18-links-assembled.txt"
+    else:
+        xml, nvlink = (
+            "nvidia-smi-q-x-h100-sxm-7-of-8-handle-lost-assembled.xml",
+            "nvidia-smi-nvlink-s-h100-7-of-8-18-links-assembled.txt",
+        )
+    return Tool(
+        _file("corpus/nvidia-smi/plain-h100-sxm-x8-driver565.txt"),
+        by_args={
+            "-q -x": _file(f"standin/{xml}"),
+            "nvlink -s": _file(f"standin/{nvlink}"),
+            FABRIC_QUERY: _fabric_csv(gpus),
+        },
+    )
+
+
+def _healthy_tools(**overrides: Tool) -> dict[str, Tool]:
+    return {"lspci": LSPCI, "nvidia-smi": _smi_healthy(), "ibstat": IBSTAT_8, **FM_TOOLS, **overrides}
+
+
+PROFILES: dict[str, NodeProfile] = {
+    p.name: p
+    for p in (
+        NodeProfile("cpu_only", "this machine as it is: the PCI bus shows no NVIDIA GPU, no RDMA device"),
+        NodeProfile("h100_healthy", "HGX H100 8-GPU node, every tool reporting", _healthy_tools()),
+        NodeProfile(
+            "h100_driver_down",
+            "HGX H100 whose NVIDIA driver is not loaded (nouveau owns the devices)",
+            _healthy_tools(
+                **{
+                    "nvidia-smi": Tool(
+                        _file("standin/nvidia-smi-driver-not-loaded.txt", exit_code=SMI_DRIVER_NOT_LOADED)
+                    ),
+                    "dmesg": Tool(_file("corpus/dmesg-xid/nvrm-probe-routine-not-called-3-devices-nouveau.txt")),
+                }
+            ),
+        ),
+        NodeProfile(
+            "h100_nvml_mismatch",
+            "HGX H100 after a driver upgrade without a reboot: NVML library != kernel module",
+            _healthy_tools(
+                **{
+                    "nvidia-smi": Tool(
+                        _file(
+                            "standin/nvidia-smi-nvml-driver-library-mismatch.txt",
+                            exit_code=SMI_LIB_RM_VERSION_MISMATCH,
+                        )
+                    )
+                }
+            ),
+        ),
+        NodeProfile(
+            "h100_gpu_lost",
+            "HGX H100 with one GPU fallen off the bus: nvidia-smi reports 7 of the 8 on the bus",
+            _healthy_tools(
+                **{
+                    "nvidia-smi": _smi_healthy(7),
+                    "dmesg": Tool(_file("corpus/dmesg-xid/fallen-off-bus-multiline-no-xid-driver570.txt")),
+                }
+            ),
+        ),
+        NodeProfile(
+            "h100_hca_missing",
+            "HGX H100 whose ibstat lists 7 of its 8 HCAs (mlx5_3 absent)",
+            _healthy_tools(ibstat=Tool(_file("standin/ibstat-7x-ndr-mt4129-mlx5_3-absent-assembled.txt"))),
+        ),
+        NodeProfile(
+            "h100_hca_renamed",
+            "HGX H100 whose 8 HCAs are enumerated differently from its peers",
+            _healthy_tools(
+                ibstat=Tool(_file("standin/ibstat-8x-ndr-mt4129-enumerated-0-3-4-5-6-9-10-11-assembled.txt"))
+            ),
+        ),
+    )
+}
+
+
+def install(profile: NodeProfile | str, bin_dir: Path) -> StandInTools:
+    """Write ``profile``'s stand-ins into ``bin_dir``; return them (``path_prefix()`` for PATH)."""
+    prof = PROFILES[profile] if isinstance(profile, str) else profile
+    tools = StandInTools(bin_dir)
+    for name, tool in prof.tools.items():
+        tools.add(name, tool.default, by_args=dict(tool.by_args))
+    return tools
+
