@@ -137,10 +137,13 @@ def _pci_from_raw(raw: dict[str, Any], notes: list[str]) -> list[PciFact]:
             notes.append(f"lspci: {raw['reason']}")
         return []
     try:
-        devices = lspci.parse(text).devices
+        report = lspci.parse(text)
     except ParseError as exc:
         notes.append(f"lspci output unreadable: {exc}")
         return []
+    if report.failure is not None:
+        notes.append(f"lspci: {report.failure.message}")
+    devices = report.devices
     return [
         PciFact(
             slot=d.slot,
@@ -176,6 +179,10 @@ def _gpus_from_raw(
     except ParseError as exc:
         notes.append(f"nvidia-smi -q -x unreadable: {exc}")
         return [], None, None, f"nvidia-smi -q -x output unreadable: {exc}"
+    if rec.failure is not None:
+        notes.append(f"nvidia-smi -q -x: {rec.failure.reason}")
+        if not rec.gpus and not rec.lost_gpus:
+            return [], None, None, f"nvidia-smi -q -x failed: {rec.failure.message}"
     gpus = []
     for i, g in enumerate(rec.gpus):
         gpus.append(

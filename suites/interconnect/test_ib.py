@@ -42,7 +42,10 @@ def _ports(ctx, node, facts: NodeFacts) -> tuple[IbReport | None, str | None]:
             continue
         res = raw_output(ctx, probe, node, ctx.nodes)
         try:
-            return parser.parse(res.stdout), None
+            report = parser.parse(res.stdout)
+            if report.failure is not None and not report.cas:
+                return None, report.failure.message  # the tool's words (No IB devices found, ...)
+            return report, None
         except ParseError:
             return None, (res.stderr.strip() or res.stdout.strip())[
                 :200

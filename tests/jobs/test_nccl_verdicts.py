@@ -124,3 +124,19 @@ def test_recipe_command_line_and_environment():
         NcclRecipe.from_recipe({"ops": ["allreduce"]})
     with pytest.raises(ValueError, match="unknown nccl recipe key"):
         NcclRecipe.from_recipe({"maxbytes": 1})
+
+
+def test_launch_that_never_started_is_an_error_with_the_launchers_words():
+    text = (
+        CORPUS_ROOT
+        / "nccl-tests"
+        / "all_reduce_perf-2pod-sriov-ucx-ibv-create-ah-no-such-device-never-started.txt"
+    ).read_text()
+    v = judge_output(text, op="all_reduce")
+    assert v.status == "error" and "could_not_start" in v.reason and "UCX" in v.reason
+
+
+def test_table_cut_before_its_summary_is_an_error_even_at_full_size():
+    cut = NORMAL[: NORMAL.index("# Out of bounds")]  # every row, then the job was killed
+    v = judge_output(cut, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
+    assert v.status == "error" and "crash_after_partial_output" in v.reason

@@ -39,3 +39,10 @@ def test_gpus_from_recorded_xml():
     assert f.gpu_absent_reason is None
     summary = f.gpu_summary()
     assert summary.count == len(f.gpus) and summary.memory_mib[0] == g.memory_mib
+
+
+def test_nvidia_smi_failure_is_the_absent_reason_in_the_tools_words():
+    text = (CORPUS / "nvidia-smi" / "plain-nvml-driver-library-version-mismatch-570.txt").read_text()
+    f = facts_from_probe(_doc(smi_xml=text))
+    assert f.gpus == ()
+    assert f.gpu_absent_reason == "nvidia-smi -q -x failed: Failed to initialize NVML: Driver/library version mismatch"

@@ -68,6 +68,9 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
     except ParseError as exc:
         out.skip = f"kernel log not readable ({source}): {exc}"
         return out
+    if log.failure is not None:  # dmesg's own words: the log was not read
+        out.skip = f"kernel log not readable ({source}): {log.failure.message}"
+        return out
     xids = [e for e in log.events if e.kind != "sxid"]
     sxids = [e for e in log.events if e.kind == "sxid"]
     fatal = 0

@@ -138,6 +138,8 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
         except ParseError as exc:
             out.note(f"GPU fabric state unreadable: {exc}")
         else:
+            if table.failure is not None:
+                out.note(f"GPU fabric state unreadable: {table.failure.message}")
             for row in table.rows:
                 vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
                 if len(vals) >= 3 and (vals[1] != "Completed" or vals[2] != "Success"):
