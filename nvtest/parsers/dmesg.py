@@ -387,7 +387,8 @@ def parse(text: str) -> KernelLog:
     """
     if not text.strip():
         raise ParseError(TOOL, "empty kernel log", line=1, expected="kernel log lines")
-    failure = FAILURES.scan(numbered_lines(text[:2000]))
+    head = text[:2000]
+    failure = FAILURES.scan(numbered_lines(head)) if "dmesg:" in head or "journal" in head else None
     if failure is not None:
         return KernelLog(events=(), failure=failure)
     if not any(_KERNEL_LINE_RE.search(line) for line in text.splitlines()):

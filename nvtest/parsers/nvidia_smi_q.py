@@ -359,7 +359,8 @@ def _tree(
     for no, line in numbered_lines(text):
         if not line.strip() or line.lstrip().startswith("===="):
             continue
-        f = FAILURES.failure(no, line) if failure is None else None
+        # nvidia-smi prints its failure lines at column 0; the report's lines are indented
+        f = FAILURES.failure(no, line) if failure is None and not line[:1].isspace() else None
         failure = failure or f
         lg = lost_gpu(line)
         if lg or f:

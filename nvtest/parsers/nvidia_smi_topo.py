@@ -108,7 +108,8 @@ def parse(text: str) -> SmiTopology:
         s = line.strip()
         if not s:
             continue
-        f = FAILURES.failure(no, s)
+        # matrix rows (GPU0 ..., NIC3 ...) are no failure line; skip the table search there
+        f = None if s.startswith(("GPU", "NIC")) else FAILURES.failure(no, s)
         if f is not None:
             failure = failure or f
             continue
