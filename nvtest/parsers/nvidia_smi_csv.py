@@ -99,6 +99,9 @@ _NUMBER_WITH_UNIT_RE = re.compile(r"^[-+]?[\d.]+(?:[eE][-+]?\d+)?(?:\s*[A-Za-z%/
 #: Characters nvidia-smi never prints in a ``--query-gpu`` value: a headerless row holding one is
 #: another tool's text (JSON, a table, a log), not ``noheader`` output.
 _NOT_A_VALUE_RE = re.compile(r'[{}"|=#<>]')
+#: A ``label: value`` line (a word, a colon and a space): another tool's summary, never a
+#: headerless ``--query-gpu`` row (nvidia-smi's own colons - bus ids, times - have no space).
+_LABEL_RE = re.compile(r"^[A-Za-z][\w ]*: ")
 #: The field list of a ``--query-gpu=...`` command line printed before ``noheader`` rows.
 _QUERY_RE = re.compile(r"--query-gpu[= ](\S+)")
 
@@ -160,7 +163,11 @@ def parse(text: str, fields: tuple[str, ...] | None = None) -> SmiCsv:
                 columns.append(name)
                 units.append(unit.rstrip("]") or None)
             continue
-        if "," not in s or (not header and _NOT_A_VALUE_RE.search(s)):
+        if (
+            "," not in s
+            or (not header and _NOT_A_VALUE_RE.search(s))
+            or (columns is None and _LABEL_RE.match(s))
+        ):
             foreign += 1
             continue
         if columns is None:

@@ -95,6 +95,8 @@ NOT_TOOL_OUTPUT = {
     "prompt": "user@node001:~$ \n",
     "binary": bytes(range(256)).decode("latin-1") * 4,
     "prose": "The job finished.\nSee the attached log for details.\n",
+    # a benchmark's one-line summary with a comma: no headerless --query-gpu row
+    "summary": "Result: 81.74 items/s, 20926.37 units/s\n",
 }
 
 
