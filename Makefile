@@ -4,8 +4,9 @@ PY := $(VENV)/bin/python
 NVTEST := $(VENV)/bin/nvtest
 SUITE ?= delivery
 PYTEST_ARGS ?=
+OUT ?= gpu-evidence
 
-.PHONY: setup run test test-fast lint bench demo-cluster clean
+.PHONY: setup run test test-fast lint bench demo-cluster gpu-evidence gpu-evidence-bundle clean
 
 setup:
 	bash scripts/setup.sh
@@ -32,5 +33,15 @@ bench: setup
 demo-cluster: setup
 	$(PY) scripts/demo_cluster.py 4
 
+## on a GPU machine, first: every GPU capture and probe, the delivery and burn-in suites, sanitised,
+## into $(OUT)/ (docs/gpu-evidence.md); GPU_EVIDENCE_SHORT=1 for the short form. No network needed
+## with gpu-evidence-bundle/ beside the checkout.
+gpu-evidence:
+	OUT="$(OUT)" bash scripts/gpu_evidence.sh
+
+## the offline bundle for a GPU machine without network -> gpu-evidence-bundle/ (< 64 MiB)
+gpu-evidence-bundle:
+	bash scripts/gpu_evidence_bundle.sh
+
 clean:
-	rm -rf $(VENV) .venv-stamps build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-stamps .venv-evidence build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache

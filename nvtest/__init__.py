@@ -9,7 +9,7 @@ from ``nvtest`` (a test guards the list); everything else is internal and may mo
 They load on first use, so ``import nvtest`` costs nothing:
 
 - the check API: :class:`Probe`, :class:`Judge`, :class:`NodeFacts`, ``measure_probe``,
-  ``raw_output``, ``parse_probe_json`` (see ``docs/writing-checks.md``);
+  ``raw_output``, ``parse_probe_json``, ``declare_metric`` (see ``docs/writing-checks.md``);
 - the result records: :class:`CheckResult`, :class:`MetricResult`, :class:`Verdict`,
   ``load_results``;
 - the parsers' entry point: ``parse``, ``detect``, ``tool_names``;
@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "Judge": "nvtest.checks.api",
     "NodeFacts": "nvtest.checks.api",
     "Probe": "nvtest.checks.api",
+    "declare_metric": "nvtest.checks.api",
     "measure_probe": "nvtest.checks.api",
     "parse_probe_json": "nvtest.checks.api",
     "raw_output": "nvtest.checks.api",

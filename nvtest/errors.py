@@ -19,7 +19,8 @@ import nothing of nvtest, aside); a test fails when a class outside this tree ap
     │   └── ClusterStartError        a test cluster (sshd, Slurm) could not start
     ├── ProbeSkip                    exit 0: not an error; the check does not apply here
     └── AssertionError
-        └── CheckFailed              exit 1: a check's judged metrics failed
+        ├── CheckFailed              exit 1: a check's judged metrics failed
+        └── NodeWedged               exit 1: a process survived SIGKILL on the node (unkillable)
 
 Inside a run, transport, parse, probe and node errors never escape: they become the
 ``error`` verdict of the (check, node) they belong to, a :class:`ProbeSkip` its ``skip``
@@ -42,6 +43,7 @@ __all__ = [
     "ConnectError",
     "HostKeyRejected",
     "NodeError",
+    "NodeWedged",
     "NvtestError",
     "ParseError",
     "ProbeError",
@@ -99,11 +101,35 @@ class TransportError(NvtestError):
 
 
 class ConnectError(TransportError):
-    """The node could not be reached: refused, unreachable, auth or host-key failure."""
+    """The node could not be reached: refused, unreachable, auth or host-key failure.
+
+    Attributes:
+        kind: the cause, one of ``unreachable`` (refused, no route, connect timeout,
+            handshake cut), ``resolve`` (the host name does not resolve), ``auth`` (the key
+            was refused, none to offer, or it is passphrase-protected), ``config`` (a
+            configuration mistake: a key file that does not exist), ``host_key``.
+        retryable: True when another attempt may succeed (``unreachable`` only); a
+            configuration mistake is never retried.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str | None = None,
+        kind: str = "unreachable",
+        retryable: bool = False,
+    ) -> None:
+        self.kind = kind
+        self.retryable = retryable
+        super().__init__(message, node=node)
 
 
 class HostKeyRejected(ConnectError):
     """The server's host key is not in known_hosts, or differs from it (never retried)."""
+
+    def __init__(self, message: str, *, node: str | None = None) -> None:
+        super().__init__(message, node=node, kind="host_key", retryable=False)
 
 
 class CommandTimeout(TransportError):
@@ -162,11 +188,19 @@ class CheckFailed(AssertionError):
     exit_code = EXIT_CHECK_FAILED
 
 
+class NodeWedged(AssertionError):
+    """A process of the (check, node)'s command survived SIGKILL past its deadline: the
+    GPU or driver is likely wedged. A ``fail`` verdict (the node needs a reboot), not an
+    ``error``: the node proved it is not good."""
+
+    exit_code = EXIT_CHECK_FAILED
+
+
 def exit_code_of(exc: BaseException) -> int:
     """The CLI exit code of ``exc``: its branch's ``exit_code``; 130 for Ctrl-C; else 3."""
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     code = getattr(type(exc), "exit_code", None)
-    if isinstance(exc, (NvtestError, ProbeSkip, CheckFailed)) and isinstance(code, int):
+    if isinstance(exc, (NvtestError, ProbeSkip, CheckFailed, NodeWedged)) and isinstance(code, int):
         return code
     return EXIT_HARNESS

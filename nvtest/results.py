@@ -59,6 +59,9 @@ class MetricResult:
             origin: ``profile:<sku>`` or ``overlay:<file>``), or None.
         labels: what the value is of: ``{"gpu": "0", "dtype": "bf16"}``.
         fleet: fleet statistics for outliers (median, mad, delta_pct), or None.
+        bound: the physical bound the value was checked against before any threshold
+            (rule, min, max, basis; :mod:`nvtest.config.metrics`), with ``implausible``
+            true when the value was outside it; None when no bound applied.
     """
 
     name: str
@@ -69,6 +72,7 @@ class MetricResult:
     threshold: Mapping[str, Any] | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     fleet: Mapping[str, Any] | None = None
+    bound: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from nvtest.config.skus import Catalog
     from nvtest.testing.slurm_cluster import SlurmCluster
+
+#: pytester drives the plugin's own tests (tests/run); it must be named in the root conftest
+pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parent.parent
 #: recorded real tool outputs and other test data
@@ -61,6 +65,14 @@ def run_nvtest_on_slurm(
     results = out / "latest" / "results.json"
     doc = json.loads(results.read_text()) if results.exists() else None
     return proc, doc, proc.stdout[-4000:] + proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    """The bundled SKU profiles (no overlay)."""
+    from nvtest.config.skus import load_catalog
+
+    return load_catalog()
 
 
 @pytest.fixture

@@ -15,12 +15,14 @@ Items only in one run are ``new`` or ``gone``. Reads two results.json files
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from nvtest.errors import ConfigError
 from nvtest.report.model import RANK, fmt_num, labels_text
 
 __all__ = ["Change", "compare_docs", "render_compare_html", "summarise"]
@@ -99,7 +101,17 @@ def _kind(a: Mapping[str, Any], b: Mapping[str, Any], tolerance_pct: float) -> s
 def compare_docs(
     doc_a: Mapping[str, Any], doc_b: Mapping[str, Any], tolerance_pct: float = 2.0
 ) -> list[Change]:
-    """Every (node, check, metric) of either run, judged; worst first, then by node, check, metric."""
+    """Every (node, check, metric) of either run, judged; worst first, then by node, check, metric.
+
+    ``tolerance_pct``: a relative change within this many percent is ``same``.
+
+    Raises:
+        ConfigError: ``tolerance_pct`` is negative or not a finite number.
+    """
+    if not isinstance(tolerance_pct, (int, float)) or not math.isfinite(tolerance_pct) or tolerance_pct < 0:
+        raise ConfigError(
+            f"must be a finite number of percent >= 0, not {tolerance_pct!r}", field="--tolerance"
+        )
     ia, ib = _index(doc_a), _index(doc_b)
     out = []
     for key in set(ia) | set(ib):

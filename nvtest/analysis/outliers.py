@@ -15,7 +15,9 @@ Iglewicz-Hoaglin cut) in the bad direction *and* at least ``min_delta_pct`` (1 %
 worse (a tight fleet's noise is not an outlier). An outlier that passed its
 absolute threshold becomes ``warn``; ``fail`` only when ``fail_below_pct`` is
 set and the value is that much worse. Groups smaller than ``min_samples`` are
-not judged.
+not judged. A value the Judge found implausible (outside its physical bound,
+``bound.implausible``) or any metric with an ``error`` verdict is left out of its
+group: it is neither judged against the fleet nor counts in the median.
 
 Systemic failures: when every node of a SKU (two or more) fails the same check,
 the thresholds or the environment are suspect before the hardware (field-cases
@@ -156,6 +158,8 @@ def apply_fleet(
                 unit not in HIGHER_IS_BETTER and unit not in LOWER_IS_BETTER
             ):
                 continue
+            if m.get("verdict") == Verdict.ERROR.value or (m.get("bound") or {}).get("implausible"):
+                continue  # implausible or unmeasured: not a member of the fleet
             groups.setdefault(group_key(sku_of.get(r["node"]), r["check"], m), []).append((r, m))
     found: list[dict[str, Any]] = []
     for key, members in groups.items():

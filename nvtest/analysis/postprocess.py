@@ -11,7 +11,8 @@ Adds to the document:
 - per performance metric ``"fleet": {median, mad, delta_pct, robust_z, outlier, n}``
   (outliers warn, see :mod:`nvtest.analysis.outliers`), item, node and run verdicts recomputed;
 - ``"fleet": {"policy": {...}, "outliers": [...], "systemic": [...]}`` at the top,
-  and a run warning per systemic failure;
+  a run warning per systemic failure, and one per configuration difference the ``sdc``
+  check found between groups of GPUs (:func:`nvtest.analysis.sdc.run_warnings`);
 - per failing or erroring result ``"diagnosis": {cause, action, class, rule}``.
 """
 
@@ -22,6 +23,7 @@ from dataclasses import asdict
 from typing import Any
 
 from nvtest.analysis.outliers import FleetPolicy, apply_fleet, systemic_failures
+from nvtest.analysis.sdc import run_warnings as sdc_run_warnings
 from nvtest.playbook.diagnosis import diagnose
 from nvtest.results import summarize
 
@@ -93,8 +95,9 @@ def post_process(
     outliers = apply_fleet(results, sku_of, pol)
     systemic = systemic_failures(results, sku_of)
     run = doc.setdefault("run", {})
-    warnings = [w for w in run.get("warnings") or [] if not str(w).startswith("systemic: ")]
+    warnings = [w for w in run.get("warnings") or [] if not str(w).startswith(("systemic: ", "sdc: "))]
     warnings.extend(f"systemic: {s['message']}" for s in systemic)
+    warnings.extend(sdc_run_warnings(results))
     run["warnings"] = warnings
     pairs = {(s["sku"], s["check"]) for s in systemic}
     for r in results:

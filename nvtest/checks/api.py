@@ -4,7 +4,7 @@ A check names its probe, asks for this node's output with the ``measure``
 fixture (the probe runs on all target nodes at once on first use), and records
 judged metrics with the ``judge`` fixture::
 
-    STREAM = Probe("stream", script="stream_probe.py", timeout_s=600)
+    STREAM = Probe("stream", script="stream_probe.py", timeout_s=600, needs=("host-memory",))
 
     @pytest.mark.check("stream", area="memory", title="Host memory bandwidth (STREAM)")
     def test_stream(node, measure, judge):
@@ -12,19 +12,24 @@ judged metrics with the ``judge`` fixture::
         for r in doc["results"]:
             judge(f"{r['kernel']}_gbps", r["best_rate_gbps"], "GB/s")
 
-A metric outside its SKU threshold fails the item; a probe that could not run
-gives it an ``error`` verdict; a probe that reports ``skip`` skips it with the
-probe's reason.
+Every metric a check judges is declared in the metric catalog
+(:mod:`nvtest.config.metrics`: its unit and physical bound); an undeclared one is an
+``error`` ("metric not declared"), and a value outside its physical bound an ``error``
+("implausible"), before any threshold. A metric outside its SKU threshold fails the
+item; a probe that could not run gives it an ``error`` verdict; a probe that reports
+``skip`` skips it with the probe's reason.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
-from nvtest.config.thresholds import SkuProfile, evaluate
+from nvtest.config.metrics import Hardware, declare_metric
+from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.results import MetricResult
-from nvtest.session.facts import NodeFacts
+from nvtest.session.facts import NodeFacts, hardware_of
 from nvtest.session.probe import ArgsFn, Probe, measure_probe, parse_probe_json, raw_output
 from nvtest.verdict import Verdict, worst
 
@@ -39,6 +44,7 @@ __all__ = [
     "Probe",
     "ProbeError",
     "ProbeSkip",
+    "declare_metric",
     "measure_probe",
     "parse_probe_json",
     "raw_output",
@@ -48,13 +54,26 @@ __all__ = [
 class Judge:
     """Records the judged metrics of one (check, node) item.
 
-    ``judge(name, value, unit, **labels)`` evaluates against the node's SKU
-    threshold for (check, name) and keeps the result; ``judge.fail(reason)``
-    records a failure the tool itself reported; ``judge.detail(key, value)``
-    keeps extra data for the report.
+    ``judge(name, value, unit, raw=line, **labels)`` judges a value with
+    :func:`nvtest.config.thresholds.assess` (declared in the metric catalog, in its
+    unit, inside its physical bound on this node's hardware, then the node's SKU
+    threshold for (check, name)) and keeps the result; ``raw`` is the tool's line the
+    value was read from (shown when the value is implausible). ``judge.fail(reason)``
+    records a failure the tool itself reported; ``judge.detail(key, value)`` keeps
+    extra data for the report.
+
+    ``hardware`` (default: from the run context's facts of ``node`` and ``sku``) is what
+    the plausibility bounds are computed from.
     """
 
-    def __init__(self, ctx: RunContext | None, check: str, node: str, sku: SkuProfile | None) -> None:
+    def __init__(
+        self,
+        ctx: RunContext | None,
+        check: str,
+        node: str,
+        sku: SkuProfile | None,
+        hardware: Hardware | None = None,
+    ) -> None:
         self.ctx = ctx
         self.check = check
         self.node = node
@@ -64,22 +83,41 @@ class Judge:
         self.warnings: list[str] = []
         self.details: dict[str, Any] = {}
         self.log: str | None = None
+        self._hardware = hardware
 
-    def __call__(self, name: str, value: float | None, unit: str, **labels: Any) -> MetricResult:
-        thr = self.sku.threshold(self.check, name) if self.sku else None
-        ev = evaluate(None if value is None else float(value), unit, thr)
+    @property
+    def hardware(self) -> Hardware:
+        """The node's hardware for the plausibility bounds (profile, facts, nodes in the run)."""
+        if self._hardware is None:
+            facts = None
+            nodes = 1
+            if self.ctx is not None:
+                state = self.ctx.states.get(self.node)
+                facts = state.facts if state is not None else None
+                nodes = len(self.ctx.nodes) or 1
+            self._hardware = hardware_of(facts, self.sku, nodes)
+        return self._hardware
+
+    def __call__(
+        self, name: str, value: float | None, unit: str, /, *, raw: str | None = None, **labels: Any
+    ) -> MetricResult:
+        lab = {k: str(v) for k, v in labels.items()}
+        number = _number(value)
+        a = assess(self.check, name, number, unit, self.sku, self.hardware, lab, raw)
         thr_json = None
-        if thr is not None and self.sku is not None:
+        if a.threshold is not None and self.sku is not None:
             origin = self.ctx.catalog.origin(self.sku.name, self.check, name) if self.ctx else f"profile:{self.sku.name}"
-            thr_json = {**thr.model_dump(exclude_none=True), "origin": origin}
+            thr_json = {**a.threshold.model_dump(exclude_none=True), "origin": origin}
+        bound = {**a.bound.to_json(), "implausible": a.implausible} if a.bound is not None else None
         m = MetricResult(
             name=name,
-            value=None if value is None else float(value),
+            value=number if number is None or math.isfinite(number) else None,
             unit=unit,
-            verdict=ev.verdict,
-            reason=ev.reason,
+            verdict=a.verdict,
+            reason=f"no valid measurement ({value!r})" if number is None and value is not None and a.reason.startswith("no valid") else a.reason,
             threshold=thr_json,
-            labels={k: str(v) for k, v in labels.items()},
+            labels=lab,
+            bound=bound,
         )
         self.metrics.append(m)
         return m
@@ -115,3 +153,13 @@ class Judge:
             parts.append(f"{m.name}{'[' + lab + ']' if lab else ''}: {m.reason}")
         parts.extend(self.warnings)
         return "; ".join(parts)
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float (None when it is None, a bool or not a number)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None

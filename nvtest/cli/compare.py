@@ -1,7 +1,8 @@
 """The ``nvtest compare`` command: what got better or worse between two runs.
 
 Reads two run directories' results.json; exits 0 whatever
-changed (2 when a results.json cannot be read).
+changed (2 when a results.json cannot be read or ``--tolerance`` is not a finite
+number >= 0).
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ def compare(
 
     try:
         doc_a, doc_b = load_results(run_a), load_results(run_b)
+        changes = compare_docs(doc_a, doc_b, tolerance_pct=tolerance)
     except NvtestError as exc:
         raise fail(exc) from exc
-    changes = compare_docs(doc_a, doc_b, tolerance_pct=tolerance)
     ra, rb = doc_a.get("run") or {}, doc_b.get("run") or {}
     console.print(
         f"A {ra.get('run_id')} ({doc_a.get('summary', {}).get('verdict')}) -> B {rb.get('run_id')} ({doc_b.get('summary', {}).get('verdict')})",

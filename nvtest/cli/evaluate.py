@@ -1,6 +1,8 @@
 """``nvtest evaluate RUN_DIR``: re-judge a stored run with another SKU profile or overlay.
 
-Nothing is rerun and RUN_DIR is not changed; exits 0/1 by the new verdict.
+Everything the profile says (expectations, physical figures, thresholds) is applied to
+everything the run recorded (node facts, metrics, skips); nothing is rerun and RUN_DIR is
+not changed; exits 0/1 by the new verdict, 2 for a bad SKU, overlay or run directory.
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ __all__ = ["evaluate_cmd"]
 
 @app.command(
     "evaluate",
-    epilog="Example: nvtest evaluate reports/latest --sku h100-sxm-80gb --overlay site.yaml --out /tmp/rejudged",
+    epilog="Example: nvtest evaluate reports/latest --sku h100-sxm-80gb --overlay site.yaml --out /tmp/rejudged"
+    "  (or --overlay site.yaml alone: each node with its own SKU)",
 )
 def evaluate_cmd(
     run_dir: Annotated[Path, typer.Argument(help="A run directory holding results.json.")],
-    sku: Annotated[str, typer.Option(help="Judge every node against this SKU profile.")],
+    sku: Annotated[
+        str | None,
+        typer.Option(help="Judge every node against this SKU profile (default: each node's SKU of the run)."),
+    ] = None,
     overlay: Annotated[
         Path | None, typer.Option(help="Site overlay applied on top of the profile.")
     ] = None,
@@ -35,17 +41,18 @@ def evaluate_cmd(
 ) -> None:
     """Re-judge a stored run's measurements with other thresholds (nothing is rerun; RUN_DIR is not changed)."""
     from nvtest.analysis.reevaluate import evaluate_run
+    from nvtest.checks.offline import rejudge_from_facts
 
     try:
         out_dir, doc = evaluate_run(
-            run_dir, sku, overlay=overlay, out=out, sku_dirs=list(sku_dir or [])
-        )
+            run_dir, sku, overlay=overlay, out=out, sku_dirs=list(sku_dir or []),
+            facts_rejudge=rejudge_from_facts,
+        )  # fmt: skip
     except NvtestError as exc:
         raise fail(exc) from exc
     s = doc["summary"]
-    console.print(
-        f"re-judged with {sku}{' + ' + str(overlay) if overlay else ''}: {s['verdict'].upper()}"
-    )
+    what = " + ".join(x for x in (sku or "each node's SKU of the run", str(overlay) if overlay else "") if x)
+    console.print(f"re-judged with {what}: {s['verdict'].upper()}", markup=False, highlight=False)
     for r in doc["results"]:
         if r["verdict"] in ("fail", "error"):
             console.print(

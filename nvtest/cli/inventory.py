@@ -16,9 +16,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from nvtest.cli.app import app, console, fail
+from nvtest.cli.app import app, console, fail, new_run_id
 from nvtest.cli.options import with_options
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_OK, NvtestError
 from nvtest.session.context import RunConfig, RunContext
@@ -70,20 +71,31 @@ def gather_inventory(
     *,
     inventory: Path | None,
     nodes: str | None,
-    backend: str,
+    backend: str | None,
     ssh: SshOptions | None = None,
 ) -> dict[str, Any]:
     """Run the inventory probe on the nodes; return ``{"nodes": {...}, "summary": {...}}``.
 
+    ``backend`` None: ssh with an inventory or nodes, else local (this machine). Over ssh
+    the inventory's ``known_hosts`` applies unless the options give one.
+
     Raises:
         ConfigError: bad inventory, hostlist or backend.
     """
+    from nvtest.config.inventory import load_inventory
+
+    backend = backend or ("ssh" if inventory is not None or nodes is not None else "local")
     opts: dict[str, Any] = {}
     if backend == "ssh":
         opts = {k: v for k, v in (ssh or SshOptions()).as_kwargs().items() if v is not None}
+        if inventory is not None and "known_hosts" not in opts:
+            known = load_inventory(inventory).known_hosts
+            if known:
+                opts["known_hosts"] = known
     with tempfile.TemporaryDirectory(prefix="nvtest-inventory-") as tmp:
         cfg = RunConfig(
-            run_id="inventory",
+            # unique: two inventories at once against the same nodes stage apart
+            run_id=f"inventory-{new_run_id()}",
             run_dir=tmp,
             suite="inventory",
             backend=backend,
@@ -104,6 +116,8 @@ def gather_inventory(
                 "sku": st.match.name if st.match else None,
                 "sku_match": list(st.match.reasons) if st.match else [],
                 "down_reason": st.down_reason,
+                "down_message": st.down_message if st.down_reason else None,
+                "staging": ctx.transport.staging_method(name),
             }
     return {"nodes": out, "summary": fleet_summary(out)}
 
@@ -114,7 +128,8 @@ def print_inventory(console: Console, data: dict[str, Any]) -> None:
     for name, d in data["nodes"].items():
         inv = d.get("inventory")
         if not inv:
-            t.add_row(name, "-", f"[red]unreachable: {d.get('down_reason')}[/red]", "", "", "", "", "", "")
+            why = d.get("down_message") or f"unreachable: {d.get('down_reason')}"
+            t.add_row(name, "-", f"[red]{escape(why)}[/red]", "", "", "", "", "", "")
             continue
         gpus = inv["gpus"]
         gpu_txt = f"{len(gpus)} x {gpus[0]['name']}" if gpus else f"0 ({inv.get('gpu_absent_reason') or 'none'})"
@@ -141,7 +156,10 @@ def print_inventory(console: Console, data: dict[str, Any]) -> None:
 def inventory_cmd(
     inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file.")] = None,
     nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist.")] = None,
-    backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
+    backend: Annotated[
+        str | None,
+        typer.Option(help="local, ssh or slurm. Default: ssh with --inventory or --nodes, else local."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     *,
     ssh: SshOptions,

@@ -1,8 +1,9 @@
 """``nvtest parse``: run a parser on a file collected elsewhere and print the record.
 
 Exit codes: 0 parsed; 1 parsed, but the tool's own output says the run failed or was cut short
-(``passed``/``completed`` false); 2 unknown tool, unreadable file, unrecognised content
-or a ParseError.
+(``passed``/``completed`` false); 2 unknown tool, unreadable file, a file larger than
+``--max-bytes`` (64 MiB by default; ``/dev/zero`` stops there), binary data, unrecognised
+content or a ParseError.
 """
 
 from __future__ import annotations
@@ -17,10 +18,16 @@ from rich.console import Console
 from rich.table import Table
 
 from nvtest.cli.app import app
-from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ParseError
+from nvtest.config.loader import read_bounded
+from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
 from nvtest.parsers import PARSERS, detect, parse, to_jsonable, tool_names
+from nvtest.parsers._binary import binary_reason
 
-__all__ = ["parse_command"]
+__all__ = ["DEFAULT_MAX_BYTES", "parse_command"]
+
+#: Largest file ``nvtest parse`` reads, bytes: an NCCL_DEBUG=INFO log of a large job
+#: is tens of MB; nothing a parser reads is larger (``--max-bytes`` sets another).
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 
 _HELP = """Parse a tool's output file into a typed record.
 
@@ -28,7 +35,7 @@ Without TOOL the tool is recognised from the content.
 
 The tool's own verdict is shown (passed, completed, failure_reason, warnings);
 exit 1 when it says the run failed or was cut short, 2 when the file cannot be
-read or parsed, else 0.
+read or parsed (larger than --max-bytes, binary data), else 0.
 
 Examples:
 
@@ -113,6 +120,9 @@ def parse_command(
     list_tools: Annotated[
         bool, typer.Option("--list", help="List the tools, one per line.")
     ] = False,
+    max_bytes: Annotated[
+        int, typer.Option("--max-bytes", min=1, help="Largest input read, bytes (a larger one is an error).")
+    ] = DEFAULT_MAX_BYTES,
 ) -> None:
     out = Console(soft_wrap=True)
     err = Console(stderr=True, soft_wrap=True)
@@ -127,9 +137,13 @@ def parse_command(
     if tool is not None and tool not in PARSERS:
         raise _fail(err, f"unknown tool {tool!r}; known: {', '.join(tool_names())}")
     try:
-        text = Path(file).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise _fail(err, f"cannot read {file}: {exc.strerror or exc}") from None
+        data = read_bounded(Path(file), max_bytes, setting="--max-bytes")
+    except ConfigError as exc:
+        raise _fail(err, f"{file}: {exc.reason}") from None
+    text = data.decode("utf-8", errors="replace")
+    binary = binary_reason(text)
+    if binary is not None:
+        raise _fail(err, f"{file}: not a tool's text output: {binary}")
     if tool is None:
         tool = detect(text)
         if tool is None:

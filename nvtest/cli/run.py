@@ -79,6 +79,10 @@ class RunRequest:
     prev_options: dict[str, Any] = field(default_factory=dict)
     rerun_items: list[tuple[str, str]] | None = None
     rerun_of: str | None = None
+    #: why the backend was chosen without --backend ("implied by --inventory"), or None
+    backend_implied: str | None = None
+    #: the inventory file's known_hosts (absolute), used when --known-hosts is not given
+    inventory_known_hosts: str | None = None
 
 
 def _previous_config(run_dir: Path) -> dict[str, Any]:
@@ -145,24 +149,35 @@ def _validate(req: RunRequest) -> Any:
     """Load what the run will load, so a bad file fails before anything starts; the suite spec.
 
     Raises:
-        ConfigError: a bad suite, inventory, hostlist, SKU profile, overlay or backend.
+        ConfigError: a bad suite, inventory, hostlist, SKU profile, overlay or backend; an
+            unknown SKU in the inventory (its file and line); more than one node on the
+            local backend.
     """
     from nvtest.config.inventory import expand_hostlist, load_inventory, select_nodes
-    from nvtest.config.skus import load_catalog
+    from nvtest.config.skus import check_inventory_skus, load_catalog
     from nvtest.config.suites import load_suite
 
+    if req.backend not in ("local", "ssh", "slurm"):
+        raise ConfigError(f"unknown backend {req.backend!r}; known: local, ssh, slurm", field="--backend")
     spec = load_suite(req.suite or "delivery")
-    if req.inventory is not None:
-        inv = load_inventory(req.inventory)
-        if req.nodes is not None:
-            select_nodes(inv, req.nodes)
-    elif req.nodes is not None:
-        expand_hostlist(req.nodes)
     catalog = load_catalog(list(req.sku_dir or []), req.overlay)
     if req.sku:
         catalog.get(req.sku)
-    if req.backend not in ("local", "ssh", "slurm"):
-        raise ConfigError(f"unknown backend {req.backend!r}; known: local, ssh, slurm", field="--backend")
+    count = 0
+    if req.inventory is not None:
+        inv = load_inventory(req.inventory)
+        if req.nodes is not None:
+            inv = select_nodes(inv, req.nodes)
+        check_inventory_skus(inv, catalog)
+        req.inventory_known_hosts = inv.known_hosts
+        count = len(inv.nodes)
+    elif req.nodes is not None:
+        count = len(expand_hostlist(req.nodes))
+    if req.backend == "local" and count > 1:
+        raise ConfigError(
+            f"the local backend runs one node (this machine); {count} were given: use --backend ssh or slurm",
+            field="--backend",
+        )
     return spec
 
 
@@ -175,6 +190,8 @@ def _backend_options(req: RunRequest) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     if req.backend == "ssh":
         opts = {k: v for k, v in req.ssh.as_kwargs().items() if v is not None}
+        if req.inventory_known_hosts and "known_hosts" not in opts:
+            opts["known_hosts"] = req.inventory_known_hosts
     elif req.backend == "slurm":
         opts = req.slurm.as_kwargs()
     opts.update(req.prev_options)
@@ -240,7 +257,9 @@ def run(
     ] = None,
     inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file (nodes, groups, SKU, tags).")] = None,
     nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist, e.g. 'gpu[001-004]'.")] = None,
-    backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
+    backend: Annotated[
+        str, typer.Option(help="local, ssh or slurm. Default: ssh with --inventory or --nodes, else local (this machine).")
+    ] = "local",
     sku: Annotated[str | None, typer.Option(help="Force this SKU profile for every node (nvtest list skus).")] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
     overlay: Annotated[Path | None, typer.Option(help="Site overlay file that overrides thresholds.")] = None,
@@ -272,6 +291,9 @@ def run(
     try:
         if rerun_failed is not None:
             req = _from_rerun(req, rerun_failed, unset)
+        elif unset("backend") and (req.inventory is not None or req.nodes is not None):
+            req.backend = "ssh"
+            req.backend_implied = "implied by --inventory" if req.inventory is not None else "implied by --nodes"
         spec = _validate(req)
         backend_options = _backend_options(req)
         run_id, run_dir, out = _make_run_dir(out)
@@ -297,7 +319,8 @@ def run(
     cfg_path = run_dir / "run_config.json"
     cfg_path.write_text(cfg.model_dump_json(indent=1), encoding="utf-8")
     (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}; writing {run_dir}")
+    implied = f" ({req.backend_implied})" if req.backend_implied else ""
+    console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}{implied}; writing {run_dir}")
     rc = int(pytest.main(pytest_args(run_dir, suite_targets(spec), cfg_path, progress, keyword)))
     code = exit_code_of_run(run_dir, rc)
     if code == EXIT_CONFIG or not (run_dir / "results.json").is_file():

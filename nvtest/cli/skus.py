@@ -179,14 +179,17 @@ def match(
                 gpus = GpuSummary(
                     tuple(x.get("name") or "?" for x in g), tuple(x.get("memory_mib") for x in g)
                 )
-                found[name] = (gpus, cat.match(gpus), nd.get("down_reason"))
+                down = nd.get("down_message") or (
+                    f"unreachable: {nd['down_reason']}" if nd.get("down_reason") else None
+                )
+                found[name] = (gpus, cat.match(gpus), down)
     except NvtestError as exc:
         raise fail(exc) from exc
     unmatched = 0
     for name, (gpus, res, down) in found.items():
         if down:
             unmatched += 1
-            console.print(f"{name}: unreachable ({down})", markup=False, highlight=False)
+            console.print(f"{name}: {down}", markup=False, highlight=False)
             continue
         if res.profile is None:
             unmatched += 1

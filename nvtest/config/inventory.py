@@ -15,10 +15,17 @@ expanded by ClusterShell's NodeSet) and gives per-group or per-node settings::
         port: 2222
 
 Later entries override earlier ones for the same node; ``defaults`` comes first.
+Top-level ``known_hosts`` is the SSH known_hosts file of the run (relative to the
+inventory file; ``--known-hosts`` overrides it); ``max_nodes`` raises the limit on
+how many nodes the file may name (:data:`DEFAULT_MAX_NODES`, or ``NVTEST_MAX_NODES``).
+A hostlist is counted before it is expanded, so ``gpu[1-100000000]`` is an error at
+once, not gigabytes of names.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +34,25 @@ from typing import Any
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 from pydantic import BaseModel, ConfigDict, Field
 
-from nvtest.config.loader import load_yaml_with_lines, validate_model
+from nvtest.config.loader import limit_from_env, load_yaml_with_lines, validate_model
 from nvtest.errors import ConfigError
 
-__all__ = ["Inventory", "InventoryFile", "Node", "NodeSettings", "expand_hostlist", "fold_hostlist", "load_inventory", "select_nodes"]
+__all__ = [
+    "DEFAULT_MAX_NODES",
+    "Inventory",
+    "InventoryFile",
+    "Node",
+    "NodeSettings",
+    "expand_hostlist",
+    "fold_hostlist",
+    "hostlist_size",
+    "load_inventory",
+    "select_nodes",
+]
+
+#: Most nodes an inventory or ``--nodes`` may name (``NVTEST_MAX_NODES``, or the
+#: inventory's ``max_nodes:``, sets another limit).
+DEFAULT_MAX_NODES = 65536
 
 
 @dataclass(frozen=True)
@@ -99,17 +121,25 @@ class InventoryFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     cluster: str | None = None
+    known_hosts: str | None = Field(default=None, description="SSH known_hosts file, relative to this file")
+    max_nodes: int | None = Field(default=None, gt=0, description="most nodes this file may name")
     defaults: NodeSettings = NodeSettings()
     nodes: list[NodeEntry]
 
 
 @dataclass(frozen=True)
 class Inventory:
-    """The nodes of a run, in a stable sorted order, and the cluster name."""
+    """The nodes of a run, in a stable sorted order, and the cluster name.
+
+    ``sku_lines``: each SKU name the file gives -> the line of its first ``sku:``;
+    ``known_hosts``: the file's ``known_hosts`` (absolute), or None.
+    """
 
     nodes: tuple[Node, ...]
     cluster: str | None = None
     source: str | None = None
+    sku_lines: Mapping[str, int] = field(default_factory=dict)
+    known_hosts: str | None = None
 
     def names(self) -> list[str]:
         return [n.name for n in self.nodes]
@@ -122,16 +152,65 @@ class Inventory:
 MAX_NODE_NAME = 253
 
 
-def expand_hostlist(expr: str) -> list[str]:
-    """Expand ``gpu[001-004],login1`` into names, sorted as NodeSet sorts them.
+def max_nodes_limit() -> int:
+    """The node limit: ``NVTEST_MAX_NODES``, else :data:`DEFAULT_MAX_NODES`.
 
     Raises:
-        ConfigError: the expression is not a valid hostlist.
+        ConfigError: ``NVTEST_MAX_NODES`` is not a positive integer.
+    """
+    return limit_from_env("NVTEST_MAX_NODES", DEFAULT_MAX_NODES)
+
+
+#: A single node name: no brackets, commas or set operators (NodeSet would return it as is).
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")
+_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?(?:/\s*(\d+)\s*)?$")
+
+
+def hostlist_size(expr: str) -> int:
+    """How many names the hostlist ``expr`` can expand to, read from its syntax alone.
+
+    An upper bound (set operators ``!``, ``&``, ``^`` and duplicates are counted as
+    additions), computed without expanding anything: ``gpu[1-100000000]`` is 10^8 in
+    microseconds, where ClusterShell's NodeSet would build every name first.
+    """
+    total = 0
+    for pattern in re.split(r"[,!&^](?![^\[]*\])", expr):
+        n = 1
+        for group in re.findall(r"\[([^\]]*)\]", pattern):
+            count = 0
+            for item in group.split(","):
+                m = _RANGE.match(item)
+                if m is None:
+                    count += 1
+                    continue
+                lo, hi, step = int(m.group(1)), int(m.group(2) or m.group(1)), int(m.group(3) or 1)
+                count += (hi - lo) // max(step, 1) + 1 if hi >= lo else 1
+            n *= max(count, 1)
+        total += n
+    return total
+
+
+def expand_hostlist(expr: str, max_nodes: int | None = None) -> list[str]:
+    """Expand ``gpu[001-004],login1`` into names, sorted as NodeSet sorts them.
+
+    ``max_nodes``: the most names accepted (default :func:`max_nodes_limit`); the
+    expression is counted (:func:`hostlist_size`) before it is expanded.
+
+    Raises:
+        ConfigError: the expression is not a valid hostlist, or names more than ``max_nodes``.
     """
     if not expr.strip():
         raise ConfigError("empty hostlist", field="nodes")
+    limit = max_nodes if max_nodes is not None else max_nodes_limit()
+    size = hostlist_size(expr)
+    if size > limit:
+        raise ConfigError(
+            f"hostlist {expr[:60]!r} names {size} nodes, more than the limit of {limit} "
+            "(max_nodes: in the inventory, or NVTEST_MAX_NODES, sets another)",
+            field="nodes",
+        )
     try:
-        names = list(NodeSet(expr))
+        names = [expr.strip()] if _PLAIN_NAME.fullmatch(expr.strip()) else list(NodeSet(expr))
     except (NodeSetParseError, ValueError) as exc:
         raise ConfigError(f"invalid hostlist {expr!r}: {exc}", field="nodes") from exc
     if not names:
@@ -160,26 +239,47 @@ def _merge(base: dict[str, Any], settings: NodeSettings) -> dict[str, Any]:
 
 
 def build_inventory(spec: InventoryFile, *, source: str | None = None, lines: dict | None = None) -> Inventory:
-    """Expand an :class:`InventoryFile` into nodes (later entries override earlier)."""
+    """Expand an :class:`InventoryFile` into nodes (later entries override earlier).
+
+    Raises:
+        ConfigError: a bad hostlist, or more nodes than the limit (file, line, field).
+    """
+    lines = lines or {}
+    limit = spec.max_nodes or max_nodes_limit()
     merged: dict[str, dict[str, Any]] = {}
+    sku_lines: dict[str, int] = {}
+    if spec.defaults.sku and ("defaults", "sku") in lines:
+        sku_lines[spec.defaults.sku] = lines[("defaults", "sku")]
     for i, entry in enumerate(spec.nodes):
+        line, fld = lines.get(("nodes", i, "names")), f"nodes.{i}.names"
         try:
-            names = expand_hostlist(entry.names)
+            names = expand_hostlist(entry.names, max_nodes=limit)
         except ConfigError as exc:
-            line = (lines or {}).get(("nodes", i, "names"))
-            raise ConfigError(exc.reason, path=source, line=line, field=f"nodes.{i}.names") from exc
+            raise ConfigError(exc.reason, path=source, line=line, field=fld) from exc
+        if entry.sku and ("nodes", i, "sku") in lines:
+            sku_lines.setdefault(entry.sku, lines[("nodes", i, "sku")])
         for name in names:
             base = merged.get(name) or _merge({}, spec.defaults)
             merged[name] = _merge(base, entry)
+        if len(merged) > limit:
+            raise ConfigError(
+                f"the inventory names {len(merged)} nodes up to here, more than the limit of {limit} "
+                "(max_nodes: in the file, or NVTEST_MAX_NODES, sets another)",
+                path=source,
+                line=line,
+                field=fld,
+            )
     nodes = tuple(
         Node(name=name, **{k: v for k, v in merged[name].items()}) for name in sorted(merged, key=_natural_key)
     )
-    return Inventory(nodes=nodes, cluster=spec.cluster, source=source)
+    known_hosts = None
+    if spec.known_hosts:
+        kh = Path(os.path.expanduser(spec.known_hosts))
+        known_hosts = str(kh if kh.is_absolute() or source is None else Path(source).parent / kh)
+    return Inventory(nodes=nodes, cluster=spec.cluster, source=source, sku_lines=sku_lines, known_hosts=known_hosts)
 
 
 def _natural_key(name: str) -> tuple[Any, ...]:
-    import re
-
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 

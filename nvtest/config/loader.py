@@ -4,10 +4,22 @@ Every config file of nvtest (SKU profiles, overlays, inventories, suites) is rea
 through :func:`load_model`, so an unknown key or a missing unit is reported as::
 
     configs/skus/h100.yaml:42: thresholds.gemm.bf16_tflops.unit: Field required
+
+Reading is bounded, so that a mistaken or hostile file is a configuration error in
+well under a second, never a hang or gigabytes of memory:
+
+- at most :data:`MAX_CONFIG_BYTES` are read (``NVTEST_MAX_CONFIG_BYTES`` sets another limit);
+- the document may expand to at most :data:`MAX_YAML_NODES` nodes, every use of an alias
+  counted (``NVTEST_MAX_YAML_NODES``; an alias bomb stops here), nested at most
+  :data:`MAX_YAML_DEPTH` levels; a recursive alias is an error;
+- a duplicate key in a mapping is an error (YAML would keep the last silently);
+- merge keys (``<<: *common``, ``<<: [*a, *b]``) merge as YAML 1.1 defines them: the
+  mapping's own keys first, then each merged mapping's keys it does not have.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -16,56 +28,181 @@ from pydantic import BaseModel, ValidationError
 
 from nvtest.errors import ConfigError
 
-__all__ = ["load_model", "load_yaml_with_lines", "validate_model"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_NODES",
+    "limit_from_env",
+    "load_model",
+    "load_yaml_with_lines",
+    "read_bounded",
+    "validate_model",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
 LineMap = dict[tuple[str | int, ...], int]
 
+#: Largest configuration file read, bytes (``NVTEST_MAX_CONFIG_BYTES`` overrides).
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+#: Most nodes a YAML document may expand to, aliases counted per use (``NVTEST_MAX_YAML_NODES``).
+MAX_YAML_NODES = 1_000_000
+#: Deepest nesting of mappings and sequences accepted.
+MAX_YAML_DEPTH = 100
 
-def _walk(node: yaml.Node, path: tuple[str | int, ...], out: LineMap) -> Any:
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def limit_from_env(name: str, default: int) -> int:
+    """A positive integer limit from the environment variable ``name``, else ``default``.
+
+    Raises:
+        ConfigError: the variable is set to something that is not a positive integer.
+    """
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"must be a positive integer, not {raw!r}", field=name)
+    return value
+
+
+def read_bounded(path: Path, limit: int, *, setting: str) -> bytes:
+    """The bytes of ``path``, at most ``limit`` of them (``/dev/zero`` stops at the limit).
+
+    Raises:
+        ConfigError: unreadable, or larger than ``limit`` (naming ``setting``, where it is set).
+    """
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+    if len(data) > limit:
+        raise ConfigError(f"larger than {limit} bytes ({setting} sets the limit)", path=str(path))
+    return data
+
+
+class _Reader:
+    """Turns a composed YAML node graph into Python data and a line map, within the bounds."""
+
+    def __init__(self, path: str, max_nodes: int) -> None:
+        self.path = path
+        self.max_nodes = max_nodes
+        self.ctor = yaml.constructor.SafeConstructor()
+        self.sizes: dict[int, int] = {}
+
+    def error(self, reason: str, node: yaml.Node, field: tuple[str | int, ...] = ()) -> ConfigError:
+        name = ".".join(str(p) for p in field) or None
+        return ConfigError(reason, path=self.path, line=node.start_mark.line + 1, field=name)
+
+    def size(self, node: yaml.Node, depth: int = 0, active: frozenset[int] = frozenset()) -> int:
+        """Nodes ``node`` expands to (memoised per node; aliases count at every use)."""
+        key = id(node)
+        if key in self.sizes:
+            return self.sizes[key]
+        if key in active:
+            raise self.error("recursive alias: a node contains itself", node)
+        if depth > MAX_YAML_DEPTH:
+            raise self.error(f"nested deeper than {MAX_YAML_DEPTH} levels", node)
+        total = 1
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            inner = active | {key}
+            children = (
+                [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else node.value
+            )
+            for child in children:
+                total += self.size(child, depth + 1, inner)
+                if total > self.max_nodes:
+                    raise self.error(
+                        f"the document expands to more than {self.max_nodes} nodes (aliases repeated: "
+                        "an alias bomb?); NVTEST_MAX_YAML_NODES sets the limit",
+                        node,
+                    )
+        self.sizes[key] = total
+        return total
+
+    def walk(self, node: yaml.Node, path: tuple[str | int, ...], out: LineMap) -> Any:
+        out.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            return self.mapping(node, path, out, merged=False)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.walk(item, path + (i,), out) for i, item in enumerate(node.value)]
+        if node.tag == _MERGE_TAG:
+            raise self.error("`<<` (merge key) is only valid as a mapping key", node, path)
+        return self.ctor.construct_object(node)
+
+    def mapping(self, node: yaml.MappingNode, path: tuple[str | int, ...], out: LineMap, *, merged: bool) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
+        first: dict[Any, int] = {}
+        merges: list[yaml.Node] = []
         for key_node, value_node in node.value:
-            key = _scalar(key_node)
-            result[key] = _walk(value_node, path + (key,), out)
-            out[path + (key,)] = key_node.start_mark.line + 1
+            if key_node.tag == _MERGE_TAG:
+                merges.append(value_node)
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                raise self.error("a mapping key must be a plain value, not a mapping or a list", key_node, path)
+            key = self.ctor.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in first:
+                raise self.error(f"duplicate key {key!r} (first at line {first[key]})", key_node, path + (key,))
+            first[key] = line
+            result[key] = self.walk(value_node, path + (key,), out)
+            if merged:
+                out.setdefault(path + (key,), line)
+            else:
+                out[path + (key,)] = line
+        for value in merges:
+            sources = value.value if isinstance(value, yaml.SequenceNode) else [value]
+            for src in sources:
+                if not isinstance(src, yaml.MappingNode):
+                    raise self.error("`<<` merges a mapping, or a list of mappings (`<<: [*a, *b]`)", src, path)
+                for k, v in self.mapping(src, path, out, merged=True).items():
+                    result.setdefault(k, v)
         return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_walk(item, path + (i,), out) for i, item in enumerate(node.value)]
-    return _scalar(node)
-
-
-def _scalar(node: yaml.Node) -> Any:
-    return yaml.SafeLoader(yaml.serialize(node)).get_single_data()
 
 
 def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
     """Read a YAML file; return its data and a map from key path to 1-based line.
 
     Raises:
-        ConfigError: the file cannot be read or is not valid YAML (with its line).
+        ConfigError: the file cannot be read, is too large, is not valid YAML, expands past
+            the node limit, nests too deep, has a recursive alias, a duplicate key or a bad
+            merge key (with its line).
     """
+    data = read_bounded(path, limit_from_env("NVTEST_MAX_CONFIG_BYTES", MAX_CONFIG_BYTES), setting="NVTEST_MAX_CONFIG_BYTES")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", path=str(path)) from exc
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
-            "not UTF-8 text (is this a YAML file?)", path=str(path), line=text_line_of(path.read_bytes(), exc.start)
+            "not UTF-8 text (is this a YAML file?)", path=str(path), line=text_line_of(data, exc.start)
         ) from exc
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"invalid YAML: {problem}", path=str(path), line=line) from exc
+    except RecursionError as exc:
+        raise ConfigError(f"invalid YAML: nested deeper than {MAX_YAML_DEPTH} levels", path=str(path)) from exc
     lines: LineMap = {}
     if root is None:
         return None, lines
-    return _walk(root, (), lines), lines
+    reader = _Reader(str(path), limit_from_env("NVTEST_MAX_YAML_NODES", MAX_YAML_NODES))
+    reader.size(root)
+    try:
+        return reader.walk(root, (), lines), lines
+    except yaml.YAMLError as exc:  # a scalar its tag cannot construct (a bad !!timestamp)
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(
+            f"invalid YAML: {getattr(exc, 'problem', None) or exc}", path=str(path), line=mark.line + 1 if mark else None
+        ) from exc
 
 
 def text_line_of(data: bytes, offset: int) -> int:

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nvtest.config.loader import load_model
+from nvtest.config.inventory import Inventory
+from nvtest.config.loader import load_model, load_yaml_with_lines, validate_model
 from nvtest.config.resources import configs_dir
 from nvtest.config.thresholds import Overlay, SkuProfile
 from nvtest.errors import ConfigError
 
-__all__ = ["Catalog", "GpuSummary", "MatchResult", "load_catalog"]
+__all__ = ["Catalog", "GpuSummary", "MatchResult", "check_inventory_skus", "load_catalog"]
 
 GENERIC = "cpu-generic"
 
@@ -161,12 +162,27 @@ def load_catalog(extra_dirs: Sequence[Path] = (), overlay: Path | None = None) -
         cat.profiles[prof.name] = prof
         cat.files[prof.name] = str(path)
     if overlay is not None:
-        apply_overlay(cat, load_model(Overlay, overlay), str(overlay))
+        data, lines = load_yaml_with_lines(overlay)
+        if data is None:
+            raise ConfigError("file is empty", path=str(overlay))
+        ov = validate_model(Overlay, data, path=str(overlay), lines=lines)
+        for i, name in enumerate(ov.applies_to or []):
+            if name not in cat.profiles:
+                try:
+                    cat.get(name)
+                except ConfigError as exc:
+                    line = lines.get(("applies_to", i)) or lines.get(("applies_to",))
+                    raise ConfigError(exc.reason, path=str(overlay), line=line, field=f"applies_to.{i}") from None
+        apply_overlay(cat, ov, str(overlay))
     return cat
 
 
 def apply_overlay(cat: Catalog, ov: Overlay, path: str) -> None:
-    """Replace thresholds and recipe values of the profiles the overlay applies to."""
+    """Replace thresholds and recipe values of the profiles the overlay applies to.
+
+    Raises:
+        ConfigError: ``applies_to`` names an unknown SKU.
+    """
     targets = ov.applies_to or list(cat.profiles)
     for name in targets:
         prof = cat.get(name)
@@ -179,3 +195,19 @@ def apply_overlay(cat: Catalog, ov: Overlay, path: str) -> None:
         cat.profiles[name] = prof.model_copy(update={"thresholds": thresholds, "recipe": recipe})
     cat.overlay = ov
     cat.overlay_file = path
+
+
+def check_inventory_skus(inventory: Inventory, catalog: Catalog) -> None:
+    """Every SKU the inventory names is a profile of ``catalog``.
+
+    Raises:
+        ConfigError: an unknown SKU, naming the inventory file and the line of its ``sku:``.
+    """
+    for name in sorted({n.sku for n in inventory.nodes if n.sku}):
+        if name not in catalog.profiles:
+            try:
+                catalog.get(name)
+            except ConfigError as exc:
+                raise ConfigError(
+                    exc.reason, path=inventory.source, line=inventory.sku_lines.get(name), field="sku"
+                ) from None

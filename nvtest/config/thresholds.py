@@ -7,7 +7,13 @@ A SKU profile (``configs/skus/<name>.yaml``) gives, per check and metric, a
       stream:
         triad_gbps: {min: 1.0, unit: GB/s, source: "sanity floor"}
 
-Evaluation (:func:`evaluate`) is pure: value + threshold -> verdict + reason.
+Every threshold names a (check, metric) of the metric catalog
+(:mod:`nvtest.config.metrics`) in its declared unit, with finite numeric bounds;
+``peaks:`` holds the hardware's theoretical figures the plausibility bounds use.
+
+Evaluation is pure: :func:`evaluate` (value + threshold -> verdict + reason) and
+:func:`assess` (declared? plausible? then the threshold), the one judgement of a
+measured value that the Judge, the pair jobs and ``nvtest evaluate`` share.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -30,48 +37,54 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from nvtest.config.metrics import (
+    KNOWN_UNITS,
+    PEAK_KEYS,
+    Bound,
+    Hardware,
+    check_names,
+    declared,
+    metric_names,
+    plausible_bounds,
+    suggest,
+)
+from nvtest.config.workload_recipes import InferenceRecipe, SdcRecipe
 from nvtest.verdict import Verdict
 
 __all__ = [
+    "Assessment",
     "CkptRecipe",
     "Evaluation",
     "Overlay",
+    "Peak",
     "ResilienceRecipe",
     "SkuExpect",
     "SkuMatch",
     "SkuProfile",
     "Threshold",
+    "assess",
     "evaluate",
+    "validate_thresholds",
 ]
-
-#: Units nvtest knows; a threshold with another unit is a config error.
-KNOWN_UNITS = frozenset(
-    {
-        "GB/s",  # 10^9 bytes per second
-        "Gb/s",  # 10^9 bits per second (perftest --report_gbits, link rates)
-        "TB/s",
-        "TFLOP/s",
-        "GFLOP/s",
-        "s",
-        "ms",
-        "us",
-        "ns",
-        "W",
-        "C",
-        "%",
-        "count",
-        "bool",
-        "GiB",
-        "MiB",
-        "GT/s",
-        "lanes",
-        "ratio",
-        "tokens/s",
-    }
-)
 
 #: Units whose values cannot be negative: a negative bound in one is a config error.
 NON_NEGATIVE_UNITS = KNOWN_UNITS - {"C", "%", "ratio"}
+
+def _bound_number(value: Any) -> Any:
+    """A threshold bound as a number: YAML 1.1 reads ``1e9`` (no dot) as a string, which is
+    taken as the number it spells; ``true``/``false`` and other strings are errors."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a number, not {str(value).lower()}")
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, not {value!r}") from None
+    return value
+
+
+#: A bound in a threshold: a finite number (not true/false, not .nan or .inf).
+FiniteNumber = Annotated[float, BeforeValidator(_bound_number), Field(allow_inf_nan=False)]
 
 
 class Threshold(BaseModel):
@@ -86,10 +99,10 @@ class Threshold(BaseModel):
 
     unit: str
     source: str
-    min: float | None = None
-    max: float | None = None
-    warn_min: float | None = None
-    warn_max: float | None = None
+    min: FiniteNumber | None = None
+    max: FiniteNumber | None = None
+    warn_min: FiniteNumber | None = None
+    warn_max: FiniteNumber | None = None
     proposed: bool = Field(default=False, description="a proposed default, to calibrate on a golden node")
     note: str | None = None
 
@@ -216,6 +229,8 @@ class _RecipeSections(BaseModel):
 
     resilience: ResilienceRecipe | None = None
     ckpt: CkptRecipe | None = None
+    inference: InferenceRecipe | None = None
+    sdc: SdcRecipe | None = None
 
 
 def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationError:
@@ -224,7 +239,7 @@ def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationE
 
 
 def _check_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
-    """Validate the ``resilience`` and ``ckpt`` sections of a recipe mapping (keys,
+    """Validate the ``resilience``, ``ckpt``, ``inference`` and ``sdc`` sections of a recipe mapping (keys,
     types, ranges, and the cross-key rules over the defaults); return it unchanged."""
     sections = _RecipeSections.model_validate(recipe)
     given = recipe.get("resilience") or {}
@@ -248,8 +263,69 @@ def _check_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
     return recipe
 
 
-#: A recipe mapping: free-form per check, with ``resilience`` and ``ckpt`` validated.
+#: A recipe mapping: free-form per check, with ``resilience``, ``ckpt``, ``inference`` and ``sdc`` validated.
 Recipe = Annotated[dict[str, Any], AfterValidator(_check_recipe)]
+
+
+class Peak(BaseModel):
+    """One theoretical figure of the hardware (``peaks:`` of a profile), with its source.
+
+    Keys and units are :data:`nvtest.config.metrics.PEAK_KEYS` (``hbm_gbps`` GB/s,
+    ``bf16_tflops`` TFLOP/s dense per GPU, ...); the plausibility bounds use them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: Annotated[float, Field(strict=True, allow_inf_nan=False, gt=0)]
+    unit: str
+    source: str
+
+
+def _error(loc: tuple[str, ...], message: str, value: Any) -> ValidationError:
+    detail = InitErrorDetails(type=PydanticCustomError("catalog", message), loc=loc, input=value)
+    return ValidationError.from_exception_data("catalog", [detail])
+
+
+def validate_thresholds(thresholds: dict[str, dict[str, Threshold]]) -> dict[str, dict[str, Threshold]]:
+    """Every threshold names a declared (check, metric) in its declared unit.
+
+    Raises:
+        ValidationError: at ``(check,)`` or ``(check, metric)``, naming the nearest
+            declared name (a profile or overlay loaded through the loader becomes a
+            ConfigError with file and line).
+    """
+    checks = check_names()
+    for check, metrics in thresholds.items():
+        if check not in checks:
+            raise _error((check,), f"no check {check!r} declares a metric{suggest(check, checks)}", check)
+        for metric, thr in metrics.items():
+            spec = declared(check, metric)
+            if spec is None:
+                names = metric_names(check)
+                near = suggest(metric, names) or f"; {check} measures: {', '.join(names)}"
+                raise _error((check, metric), f"{check} has no metric {metric!r}{near}", metric)
+            if thr.unit != spec.unit:
+                raise _error(
+                    (check, metric, "unit"),
+                    f"unit {thr.unit!r} differs from the unit {check}.{metric} is measured in, {spec.unit!r}",
+                    thr.unit,
+                )
+    return thresholds
+
+
+def _check_peaks(peaks: dict[str, Peak]) -> dict[str, Peak]:
+    for key, peak in peaks.items():
+        if key not in PEAK_KEYS:
+            raise _error((key,), f"unknown peak {key!r}{suggest(key, sorted(PEAK_KEYS)) or '; known: ' + ', '.join(PEAK_KEYS)}", key)
+        if peak.unit != PEAK_KEYS[key]:
+            raise _error((key, "unit"), f"peak {key} is in {PEAK_KEYS[key]}, not {peak.unit!r}", peak.unit)
+    return peaks
+
+
+#: ``thresholds:`` of a profile or overlay: check -> metric -> Threshold, each declared.
+Thresholds = Annotated[dict[str, dict[str, Threshold]], AfterValidator(validate_thresholds)]
+#: ``peaks:`` of a profile: key of PEAK_KEYS -> Peak.
+Peaks = Annotated[dict[str, Peak], AfterValidator(_check_peaks)]
 
 
 class SkuProfile(BaseModel):
@@ -263,7 +339,8 @@ class SkuProfile(BaseModel):
     match: SkuMatch = SkuMatch()
     expect: SkuExpect = SkuExpect()
     recipe: Recipe = Field(default_factory=dict, description="per-check parameters: sizes, dtypes, durations")
-    thresholds: dict[str, dict[str, Threshold]] = Field(default_factory=dict)
+    thresholds: Thresholds = Field(default_factory=dict)
+    peaks: Peaks = Field(default_factory=dict, description="theoretical figures for the plausibility bounds")
     sources: dict[str, str] = Field(default_factory=dict, description="abbreviation -> full reference")
 
     def threshold(self, check: str, metric: str) -> Threshold | None:
@@ -281,7 +358,7 @@ class Overlay(BaseModel):
     description: str | None = None
     applies_to: list[str] | None = Field(default=None, description="SKU names; None: all")
     recipe: Recipe = Field(default_factory=dict)
-    thresholds: dict[str, dict[str, Threshold]] = Field(default_factory=dict)
+    thresholds: Thresholds = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -325,3 +402,69 @@ def evaluate(value: float | None, unit: str, threshold: Threshold | None) -> Eva
     if t.max is not None:
         parts.append(f"<= {_fmt(t.max)}")
     return Evaluation(Verdict.PASS, f"{_fmt(value)} {unit} {' and '.join(parts) or 'within warn band'}")
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The judgement of one measured value (:func:`assess`).
+
+    Attributes:
+        verdict, reason: as :class:`Evaluation`.
+        threshold: the threshold judged against (None: none, or not reached).
+        bound: the physical bound checked (None when the metric is undeclared or has no value).
+        implausible: the value was outside ``bound`` (an ``error``, never judged).
+    """
+
+    verdict: Verdict
+    reason: str
+    threshold: Threshold | None = None
+    bound: Bound | None = None
+    implausible: bool = False
+
+
+RERUN_HINT = "rerun the check (nvtest run --rerun-failed RUN_DIR)"
+
+
+def assess(
+    check: str,
+    name: str,
+    value: float | None,
+    unit: str,
+    profile: SkuProfile | None,
+    hardware: Hardware | None = None,
+    labels: dict[str, str] | None = None,
+    raw: str | None = None,
+) -> Assessment:
+    """Judge one measured value of ``check``: declared, in its unit, plausible, then the threshold.
+
+    - a metric not in the catalog: ``error`` "metric not declared" (fail closed: a new
+      check declares what it measures in :mod:`nvtest.config.metrics`);
+    - measured in another unit than declared: ``error``;
+    - None or not finite: ``error`` (see :func:`evaluate`);
+    - outside its physical bound on ``hardware`` (default: the profile alone):
+      ``error`` "implausible: ..." with ``raw`` (the tool's line, where the check gives it)
+      and a rerun hint; the threshold is not applied;
+    - else :func:`evaluate` against the profile's threshold.
+    """
+    spec = declared(check, name)
+    if spec is None:
+        names = metric_names(check)
+        near = suggest(name, names) if names else suggest(check, check_names())
+        return Assessment(
+            Verdict.ERROR,
+            f"metric not declared: {check}.{name} is not in the metric catalog (nvtest/config/metrics.py){near}",
+        )
+    if unit != spec.unit:
+        return Assessment(Verdict.ERROR, f"measured in {unit}, but {check}.{name} is declared in {spec.unit}")
+    if value is None or not math.isfinite(value):
+        return Assessment(Verdict.ERROR, f"no valid measurement ({value!r})")
+    bound = plausible_bounds(spec, name, hardware or Hardware(profile=profile), labels)
+    why = bound.violation(value, unit)
+    if why is not None:
+        said = f"raw: {raw.strip()[:300]!r}" if raw else f"as recorded: {value!r}"
+        return Assessment(
+            Verdict.ERROR, f"implausible: {why}; {said}; not judged: {RERUN_HINT}", None, bound, True
+        )
+    thr = profile.threshold(check, name) if profile else None
+    ev = evaluate(value, unit, thr)
+    return Assessment(ev.verdict, ev.reason, thr, bound)

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from nvtest.config.inventory import Node
 from nvtest.config.resources import probes_dir
-from nvtest.config.thresholds import SkuProfile, evaluate
-from nvtest.errors import NodeError
+from nvtest.config.thresholds import SkuProfile, assess
+from nvtest.session.facts import hardware_of
 from nvtest.transports.base import Command, CommandResult
 from nvtest.verdict import Verdict
 
@@ -35,6 +35,7 @@ __all__ = [
     "probe_argv",
     "profile_of",
     "run_commands",
+    "up_nodes",
 ]
 
 T = TypeVar("T")
@@ -89,15 +90,23 @@ def check_nodes(ctx: RunContext, check: str) -> list[Node]:
 
 
 def require_up(ctx: RunContext, node: Node) -> None:
-    """Raise :class:`~nvtest.checks.api.NodeError` when the node was down at the start."""
-    reason = ctx.states[node.name].down_reason
-    if reason:
-        raise NodeError(f"node unreachable: {reason}")
+    """Raise the node's down error (:meth:`~nvtest.session.context.NodeState.down_error`:
+    a :class:`~nvtest.errors.NodeError` worded by its cause) when it was down at the start."""
+    state = ctx.states[node.name]
+    if state.down_reason:
+        raise state.down_error()
 
 
-def address(node: Node) -> str:
-    """Where other nodes reach ``node``: its inventory address, else its name."""
-    return node.address or node.name
+def address(ctx: RunContext, node: Node) -> str:
+    """Where other nodes reach ``node``: its inventory address, else what the transport
+    resolved its name to (ssh: the client config's HostName), else its name
+    (:meth:`~nvtest.transports.base.Transport.node_address`)."""
+    return ctx.transport.node_address(node)
+
+
+def up_nodes(ctx: RunContext) -> list[Node]:
+    """The run's nodes that were not down at the start, in inventory order."""
+    return [n for n in ctx.nodes if not ctx.states[n.name].down_reason]
 
 
 def profile_of(ctx: RunContext, node: Node) -> SkuProfile | None:
@@ -126,25 +135,31 @@ def run_commands(
     *,
     timeout_s: float,
     env: Mapping[str, str] | None = None,
+    needs: Sequence[str] = (),
 ) -> dict[str, CommandResult]:
     """Run ``commands[node]`` on every node at once through the phase runner (cached by
-    ``key``, evidence written); ``timeout_s`` is scaled by ``--timeout-scale``."""
+    ``key``, evidence written); ``timeout_s`` is scaled by ``--timeout-scale``; ``needs``:
+    the tools and devices the commands need (a hang blocks, see
+    :class:`~nvtest.session.phase.PhaseRunner`)."""
     return ctx.phases.run(
         key,
         list(nodes),
         lambda n: commands[n.name],
         timeout_s=timeout_s * ctx.config.timeout_scale,
         env=dict(env) if env else None,
+        needs=needs,
     )
 
 
 def judge_value(
     ctx: RunContext, node: Node, check: str, metric: str, value: float | None, unit: str
 ) -> tuple[Verdict, str]:
-    """``value`` against the node's SKU threshold for (check, metric): (verdict, reason)."""
+    """``value`` judged as the Judge judges it (declared, plausible on the node's hardware,
+    then the node's SKU threshold for (check, metric)): (verdict, reason)."""
     prof = profile_of(ctx, node)
-    ev = evaluate(value, unit, prof.threshold(check, metric) if prof else None)
-    return ev.verdict, ev.reason
+    hw = hardware_of(ctx.states[node.name].facts, prof, len(ctx.nodes) or 1)
+    a = assess(check, metric, value, unit, prof, hw)
+    return a.verdict, a.reason
 
 
 def controller_env(name: str) -> str | None:

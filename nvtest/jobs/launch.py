@@ -3,12 +3,16 @@
 mpirun (Open MPI 4.1, Debian ``openmpi-bin``)::
 
     mpirun --allow-run-as-root -np 4 --host n1:2,n2:2 --map-by slot --bind-to none \
-        --mca plm_rsh_agent "ssh -F cfg" --mca btl_tcp_if_include lo -x NCCL_DEBUG PROGRAM...
+        --mca plm_rsh_args "-F /tmp/nvtest-RUN/ssh-TAG/config" --mca btl_tcp_if_include lo \
+        -x NCCL_DEBUG PROGRAM...
 
 Ranks fill the hosts in order (``--map-by slot``): ranks 0..s1-1 on the first host, and so on,
 so rank -> host follows from the host list. ``plm_rsh_agent`` is how mpirun reaches the other
-nodes (Open MPI's ``orte_rsh_agent``; default ``ssh : rsh``); environment variables are
-exported to the ranks by name with ``-x``.
+nodes (Open MPI's ``orte_rsh_agent``; default ``ssh : rsh``) and ``plm_rsh_args`` what it adds
+to that command: over the ssh transport, ``-F`` with the run's generated ssh config, so the
+node names of the host list reach what the inventory says (address, port, user, key, known
+hosts) whatever the nodes' own DNS knows; environment variables are exported to the ranks by
+name with ``-x``.
 
 torchrun (``python -m torch.distributed.run``, torch >= 1.10), one command per node, static
 rendezvous on the first node::
@@ -66,6 +70,8 @@ class MpiOptions:
     Attributes:
         mpirun: the launcher binary.
         rsh_agent: ``plm_rsh_agent`` (e.g. ``ssh -F /etc/nvtest/ssh_config``); None: Open MPI's.
+        rsh_args: ``plm_rsh_args``, added to the agent's command (``-F <the run's ssh
+            config>``); None: none.
         tcp_if_include: interfaces for Open MPI's own TCP traffic (``btl_tcp_if_include`` and
             ``oob_tcp_if_include``), e.g. ``eth0`` or ``lo``; None: Open MPI's choice.
         mca: other ``--mca NAME VALUE`` settings.
@@ -77,6 +83,7 @@ class MpiOptions:
     tcp_if_include: str | None = None
     mca: Mapping[str, str] = field(default_factory=dict)
     allow_run_as_root: bool = True
+    rsh_args: str | None = None
 
 
 def mpirun_argv(
@@ -103,6 +110,8 @@ def mpirun_argv(
     mca = dict(o.mca)
     if o.rsh_agent:
         mca["plm_rsh_agent"] = o.rsh_agent
+    if o.rsh_args:
+        mca["plm_rsh_args"] = o.rsh_args
     if o.tcp_if_include:
         mca.setdefault("btl_tcp_if_include", o.tcp_if_include)
         mca.setdefault("oob_tcp_if_include", o.tcp_if_include)

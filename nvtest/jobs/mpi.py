@@ -10,7 +10,13 @@ How the job starts, by transport:
           -np k --host n1:k PY1 DIR1/mpi_probe.py ARGS : -np k --host n2:k PY2 DIR2/mpi_probe.py ARGS
 
   Open MPI numbers ranks in app-context order, so ranks ``i*k .. i*k+k-1`` are on node
-  ``i``. The rsh agent, interfaces and MCA settings come from ``$NVTEST_MPI_RSH_AGENT`` and
+  ``i``. mpirun's own ssh to the other nodes reads the run's generated ssh config
+  (``--mca plm_rsh_args "-F <config>"``, :meth:`Transport.launcher_ssh_config`: each node's
+  address, port, user, key and host key as the inventory and the controller know them), so
+  node names that only the controller resolves still work. Before the launch, a preflight
+  (:func:`~nvtest.jobs.preflight.ssh_preflight`) sshes from the first node to every node with
+  that config; a node it cannot reach fails naming ssh's words and is left out of the
+  launch. The rsh agent, interfaces and MCA settings come from ``$NVTEST_MPI_RSH_AGENT`` and
   ``recipe.mpi`` (:func:`mpi_options`).
 - one node (``local``): mpirun with ``k`` ranks (default 2) on ``localhost`` of that node.
 - ``slurm`` with ``--mpi PLUGIN`` (``pmix``): one srun step with the plugin
@@ -49,8 +55,10 @@ from nvtest.jobs.base import (
     node_recipe,
     probe_argv,
     run_commands,
+    up_nodes,
 )
 from nvtest.jobs.launch import MpiOptions, mpirun_argv
+from nvtest.jobs.preflight import ssh_preflight
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import CommandResult, render_command
 
@@ -60,6 +68,8 @@ if TYPE_CHECKING:
 __all__ = [
     "MpiJob",
     "blame_from_output",
+    "launcher_ssh_config",
+    "mpirun_preflight",
     "mpi_options",
     "mpmd_argv",
     "node_share",
@@ -85,13 +95,26 @@ STEP_VARS = (
 
 def mpi_options(ctx: RunContext, node: Node) -> MpiOptions:
     """mpirun settings: recipe ``mpi`` (``rsh_agent``, ``tcp_if_include``, ``mca``) of
-    ``node``'s SKU, and ``$NVTEST_MPI_RSH_AGENT`` on the controller (it wins)."""
+    ``node``'s SKU, ``$NVTEST_MPI_RSH_AGENT`` on the controller (it wins), and
+    ``plm_rsh_args -F <config>`` with the transport's ssh config of the run's nodes
+    (:func:`launcher_ssh_config`) unless the agent is not ssh or brings its own ``-F``."""
     r = node_recipe(ctx, node, "mpi")
+    agent = os.environ.get("NVTEST_MPI_RSH_AGENT") or r.get("rsh_agent")
+    config = launcher_ssh_config(ctx)
+    own = str(agent or "ssh").split()
+    rsh_args = f"-F {config}" if config and own[0].endswith("ssh") and "-F" not in own else None
     return MpiOptions(
-        rsh_agent=os.environ.get("NVTEST_MPI_RSH_AGENT") or r.get("rsh_agent"),
+        rsh_agent=agent,
         tcp_if_include=r.get("tcp_if_include"),
         mca={str(k): str(v) for k, v in (r.get("mca") or {}).items()},
+        rsh_args=rsh_args,
     )
+
+
+def launcher_ssh_config(ctx: RunContext) -> str | None:
+    """The path (the same on every node) of the transport's ssh config of the run's up
+    nodes, for launchers that ssh between them; None where the transport has none."""
+    return ctx.transport.launcher_ssh_config(up_nodes(ctx))
 
 
 def mpmd_argv(
@@ -257,6 +280,8 @@ class MpiJob:
         key: the phase key of the launch (its evidence: ``phases.log_path(key, log_node)``).
         first: the launch that named nodes whose ranks could not start, when this job is
             its rerun without them (None otherwise).
+        unreachable: node -> why the launching node could not ssh to it (left out of the
+            launch; a job with fewer than two nodes left is not launched).
     """
 
     check: str
@@ -271,6 +296,7 @@ class MpiJob:
     log_node: str | None = None
     key: str = ""
     first: MpiJob | None = None
+    unreachable: dict[str, str] = field(default_factory=dict)
 
     @property
     def excluded(self) -> dict[str, str]:
@@ -296,14 +322,33 @@ def run_mpi(
         nodes = check_nodes(ctx, check)
         if not nodes:
             raise NodeError("no reachable node for this check")
-        job = _launch(ctx, check, check, nodes, args, ranks_per_node, timeout_s)
-        rest = [n for n in nodes if n.name not in job.blamed]
+        unreachable = mpirun_preflight(ctx, check, nodes)
+        able = [n for n in nodes if n.name not in unreachable]
+        if unreachable and len(able) < 2:
+            res = CommandResult(node=nodes[0].name, command="", error="not launched", failure="launch")
+            return MpiJob(check, tuple(n.name for n in nodes), "mpirun", res, None,
+                          "not launched", {}, unreachable=unreachable)  # fmt: skip
+        job = _launch(ctx, check, check, able, args, ranks_per_node, timeout_s)
+        job = replace(job, unreachable=unreachable)
+        rest = [n for n in able if n.name not in job.blamed]
         if not job.blamed or len(rest) < 2:
             return job
         again = _launch(ctx, check, f"{check}.rerun", rest, args, ranks_per_node, timeout_s)
-        return replace(again, first=job)
+        return replace(again, first=job, unreachable=unreachable)
 
     return fleet_cache(ctx).get(f"mpi:{check}", compute)
+
+
+def mpirun_preflight(ctx: RunContext, key: str, nodes: Sequence[Node]) -> dict[str, str]:
+    """node -> why the first node cannot ssh to it, where mpirun will ssh (not under Slurm,
+    not on one node); see :func:`~nvtest.jobs.preflight.ssh_preflight`."""
+    if len(nodes) < 2 or getattr(ctx.transport, "name", "") == "slurm":
+        return {}
+    opts = mpi_options(ctx, nodes[0])
+    config = launcher_ssh_config(ctx) if opts.rsh_args else None
+    if config is None:
+        return {}
+    return ssh_preflight(ctx, key, nodes[0], nodes, config)
 
 
 def _launch(
@@ -347,7 +392,7 @@ def _launch(
         if getattr(transport, "name", "") == "slurm":
             launcher = "mpirun-in-allocation"
             mca = {**opts.mca, "plm_slurm_args": "--overlap"}
-            opts = MpiOptions(opts.mpirun, None, opts.tcp_if_include, mca, opts.allow_run_as_root)
+            opts = replace(opts, rsh_agent=None, rsh_args=None, mca=mca)
             argv = mpmd_argv(apps, export=sorted(env), opts=opts)
             cmd = slurm_mpirun_env([n.name for n in nodes], k) + render_command(argv, env)
         else:
@@ -360,11 +405,14 @@ def _launch(
         doc = parse_probe_json(res)
     except ProbeError as exc:
         err = str(exc)
-    observed = resolve_rank_nodes(doc.get("ranks") or [], nodes) if doc else {}
+    # the ranks and the launcher's messages name nodes by host name or by the address they
+    # were reached at: what the transport resolved, not only what the inventory wrote
+    reached = [replace(n, address=ctx.transport.node_address(n)) for n in nodes]
+    observed = resolve_rank_nodes(doc.get("ranks") or [], reached) if doc else {}
     blamed = {}
     if doc is None or doc.get("status") != "ok" or res.exit_code != 0:
         blamed = blame_from_output(
-            res.stdout + "\n" + res.stderr, nodes, expected, srun=launcher.startswith("srun")
+            res.stdout + "\n" + res.stderr, reached, expected, srun=launcher.startswith("srun")
         )
     if doc is None and res.completed and not blamed and len(nodes) > 1:
         blamed = _preflight(ctx, key, nodes)
@@ -412,11 +460,17 @@ def node_share(job: MpiJob, node: Node) -> NodeShare:
     Raises:
         AssertionError: ranks could not start on this node (the launcher named it, in
             this launch or in the first one before a rerun without it): a ``fail`` verdict.
+        AssertionError: also for a node the ssh preflight could not reach.
         NodeError: the node was not in the job, or the launcher did not finish.
         ProbeError: the job failed elsewhere (the nodes the launcher named are in the
             message), rank 0 printed no document, or its status is ``error``.
     """
     res = job.result
+    if node.name in job.unreachable:
+        raise AssertionError(job.unreachable[node.name])
+    if job.unreachable and res.failure == "launch" and not res.command:
+        named = ", ".join(sorted(job.unreachable))
+        raise NodeError(f"mpirun not launched: the node-to-node ssh preflight failed on {named}")
     if node.name in job.excluded:
         raise AssertionError(
             f"ranks could not start on {node.name}: {job.excluded[node.name]} "

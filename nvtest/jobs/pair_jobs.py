@@ -79,7 +79,7 @@ class TcpPairJob(PairJob):
 
     def client(self, client: Node, server: Node, label: str, port: int) -> Command:
         return probe_argv(
-            self.ctx, client, "tcp_bw_probe.py", "send", "--host", address(server), "--port", str(port),
+            self.ctx, client, "tcp_bw_probe.py", "send", "--host", address(self.ctx, server), "--port", str(port),
             "--seconds", f"{self.seconds:g}", "--streams", str(self.streams),
         )  # fmt: skip
 
@@ -152,7 +152,7 @@ class PerftestPairJob(PairJob):
         return self.argv(server, label, port)
 
     def client(self, client: Node, server: Node, label: str, port: int) -> Command:
-        return [*self.argv(client, label, port), address(server)]
+        return [*self.argv(client, label, port), address(self.ctx, server)]
 
     def judge_complete(
         self, pair: Pair, label: str, results: dict[str, CommandResult], command: str

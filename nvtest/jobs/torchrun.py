@@ -1,11 +1,16 @@
 """One launcher job over the check's nodes (torchrun, or ft_launcher), and each node's share.
 
 The first node hosts the rendezvous (a port free there asked with ``tcp_bw_probe.py
-free-port``; static: ``--master-addr`` = its inventory address; c10d: the rendezvous store
-on that address); every node runs its own launcher (``--nnodes N``) through one
-:meth:`Transport.run` with a per-node command mapping, which the local, ssh and slurm
-transports all start at once. Rank 0 prints the probe's JSON document on the first node; a
-node whose launcher did not finish, or exited non-zero, is named in its own item.
+free-port``; static: ``--master-addr`` = its address; c10d: the rendezvous store on that
+address). Its address is the inventory's ``address``, else what the transport resolved the
+name to (ssh: the client config's HostName), never a bare name only the controller knows.
+Before the launch, a preflight (:func:`~nvtest.jobs.preflight.rendezvous_preflight`) checks
+in seconds that every node resolves and reaches that address and port; a node that cannot
+fails naming what it could not reach, and nothing is launched. Every node then runs its own
+launcher (``--nnodes N``) through one :meth:`Transport.run` with a per-node command mapping,
+which the local, ssh and slurm transports all start at once. Rank 0 prints the probe's JSON
+document on the first node; a node whose launcher did not finish, or exited non-zero, is
+named in its own item.
 
 A node-side driver can be put before each node's launcher command (``wrap``): it runs the
 launcher given after it and prints a document of its own on every node (the in-job restart
@@ -19,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nvtest.config.inventory import Node
-from nvtest.errors import NodeError, ProbeError
+from nvtest.errors import NodeError, NodeWedged, ProbeError
 from nvtest.jobs.base import address, check_nodes, fleet_cache, probe_argv, run_commands
 from nvtest.jobs.launch import torchrun_commands, torchrun_rank_map
+from nvtest.jobs.preflight import rendezvous_preflight
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import CommandResult
 
@@ -51,6 +57,7 @@ class TorchrunJob:
     rdzv: str = "static"
     docs: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     doc_errors: dict[str, str] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)
 
 
 def rendezvous_port(ctx: RunContext, key: str, node: Node, start: int = 29500) -> int:
@@ -109,6 +116,13 @@ def run_torchrun(
             raise NodeError("no reachable node for this check")
         first = nodes[0]
         port = rendezvous_port(ctx, key, first)
+        master = address(ctx, first)
+        unreachable = rendezvous_preflight(ctx, key, nodes, first, master, port)
+        if unreachable:
+            return TorchrunJob(
+                key, tuple(n.name for n in nodes), {}, None, "not launched", {}, first.name,
+                launcher, rdzv, unreachable=unreachable,
+            )  # fmt: skip
 
         def script_argv(n: Node) -> list[str]:
             extra = args(n) if callable(args) else args
@@ -118,14 +132,14 @@ def run_torchrun(
             nodes,
             script_argv,
             nproc_per_node=nproc_per_node,
-            master_addr=address(first),
+            master_addr=master,
             master_port=port,
             launcher=launcher,
             rdzv=rdzv,
             max_restarts=max_restarts,
             launcher_args=launcher_args,
             rdzv_id=f"nvtest-{key}".replace(".", "-"),
-            local_addr=address,
+            local_addr=lambda n: address(ctx, n),
         )
         if wrap is not None:
             cmds = {n.name: [*wrap(n), *cmds[n.name]] for n in nodes}
@@ -136,6 +150,7 @@ def run_torchrun(
             cmds,
             timeout_s=timeout_s,
             env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})},
+            needs=("gpu",),  # the ranks run on the GPUs where there are any
         )
         docs: dict[str, dict[str, Any] | None] = {}
         errors: dict[str, str] = {}
@@ -162,10 +177,18 @@ def run_torchrun(
 
 
 def _finished(job: TorchrunJob, node: Node) -> CommandResult:
-    """This node's result when its command finished with exit 0; else NodeError/ProbeError."""
+    """This node's result when its command finished with exit 0; else NodeError/ProbeError
+    (or AssertionError: a ``fail``, for a node the rendezvous preflight named)."""
+    if job.unreachable:
+        if node.name in job.unreachable:
+            raise AssertionError(job.unreachable[node.name])
+        named = ", ".join(sorted(job.unreachable))
+        raise NodeError(f"{job.launcher} not launched: the rendezvous preflight failed on {named}")
     res = job.results.get(node.name)
     if res is None:
         raise NodeError(f"{node.name} was not part of the {job.launcher} job (down at the start?)")
+    if res.failure == "unkillable":
+        raise NodeWedged(f"ranks on {node.name}: {res.error}")
     if not res.completed:
         raise NodeError(f"ranks on {node.name} did not finish: {res.error}")
     if res.exit_code != 0:

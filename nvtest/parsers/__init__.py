@@ -41,7 +41,9 @@ from nvtest.parsers import (
     nvidia_smi_xml,
     perftest,
     stream,
+    vllm_bench,
 )
+from nvtest.parsers._binary import binary_reason
 from nvtest.parsers._common import FailureKind, FailureTable, ToolFailure, ValueState
 
 __all__ = [
@@ -84,6 +86,7 @@ _MODULES: tuple[ModuleType, ...] = (
     perftest,
     stream,
     gpu_burn,
+    vllm_bench,
     ibv_devinfo,
     ibstat,
     dmesg,
@@ -105,16 +108,23 @@ def parse(tool: str, text: str) -> Any:
     """Parse ``text`` as the output of ``tool`` (a key of :data:`PARSERS`).
 
     Raises:
-        ParseError: unknown tool, or the parser could not read the text.
+        ParseError: unknown tool, binary data (:func:`~nvtest.parsers._binary.binary_reason`:
+            no tool's output, whatever a lenient parser would make of it), or the parser
+            could not read the text.
     """
     info = PARSERS.get(tool)
     if info is None:
         raise ParseError(tool, f"unknown tool; known: {', '.join(tool_names())}")
+    why = binary_reason(text)
+    if why is not None:
+        raise ParseError(tool, f"not text: {why}", expected=f"{tool}'s text output")
     return info.parse(text)
 
 
 def detect(text: str) -> str | None:
-    """The name of the first parser whose ``detect`` recognises ``text``, or None."""
+    """The name of the first parser whose ``detect`` recognises ``text``, or None (binary data: None)."""
+    if binary_reason(text) is not None:
+        return None
     for name, info in PARSERS.items():
         try:
             if info.detect(text):

@@ -29,7 +29,7 @@ from typing import Any
 
 from nvtest.playbook.xid import describe_xid
 
-__all__ = ["CLASSES", "RULES", "Diagnosis", "Rule", "diagnose"]
+__all__ = ["CLASSES", "RULES", "TRANSPORT_RULES", "Diagnosis", "Rule", "diagnose"]
 
 CLASSES = ("RMA", "RESET", "REBOOT", "RETEST", "CONFIG", "CABLING", "FIRMWARE", "MONITOR")
 
@@ -88,10 +88,119 @@ def _r(
     )
 
 
-RULES: tuple[Rule, ...] = (
+#: How a command failed to reach, run on or be killed on a node: tried before every other
+#: rule (a check's reason quotes the transport's words, which say nothing of the hardware).
+#: One cause, one rule: the words each transport and the run use for it (see
+#: ``nvtest.transports.base.FAILURES``) and the next step for that cause alone.
+TRANSPORT_RULES: tuple[Rule, ...] = (
+    _r(
+        "unkillable",
+        r"unkillable|node wedged",
+        "a process of the check survived SIGKILL (uninterruptible sleep, state D): "
+        "the GPU or its driver is wedged",
+        "drain the node and reboot it (a GPU reset cannot reach a wedged driver); "
+        "look for Xid errors in the kernel log; rerun acceptance",
+        "REBOOT",
+    ),
+    _r(
+        "blocked_by_hang",
+        r"blocked: .* hung on this node",
+        "an earlier check's tool or device hung on this node (it ran past its deadline); "
+        "this check needs the same one and was not started",
+        "read the log of the check that hung (named in the reason); if nvidia-smi or the "
+        "GPU hung, reboot the node; then `nvtest run --rerun-failed RUN_DIR`",
+        "REBOOT",
+    ),
+    _r(
+        "rendezvous_unreachable",
+        r"could not reach the rendezvous|rendezvous preflight",
+        "a node could not open a TCP connection to the job's rendezvous address and port "
+        "(a firewall, a route, or an address the other nodes cannot use)",
+        "check the inventory `address` of the node hosting the rendezvous, and that nodes "
+        "may connect to each other on high TCP ports; rerun",
+        "CONFIG",
+    ),
+    _r(
+        "launcher_ssh",
+        r"node-to-node ssh",
+        "the node that starts the job could not ssh to this node (keys, known hosts or name "
+        "resolution between nodes; mpirun needs node-to-node ssh)",
+        "from the first node, try the command in the reason by hand; authorise the key on "
+        "every node and check the inventory addresses; rerun",
+        "CONFIG",
+    ),
+    _r(
+        "name_does_not_resolve",
+        r"does not resolve|cannot resolve host name|could not resolve|Name or service not known"
+        r"|Temporary failure in name resolution",
+        "the node's name does not resolve to an address (DNS, /etc/hosts, or the ssh "
+        "config's HostName): a configuration problem, not the node",
+        "give the node an `address` in the inventory, or fix DNS / the ssh config's HostName; "
+        "then rerun",
+        "CONFIG",
+    ),
+    _r(
+        "ssh_key_missing",
+        r"key_file .*(does not exist|not a readable file)",
+        "the inventory's key_file names no readable file on the controller",
+        "fix key_file in the inventory (the path is read on the machine nvtest runs on); rerun",
+        "CONFIG",
+    ),
+    _r(
+        "ssh_key_passphrase",
+        r"passphrase-protected",
+        "the SSH key is passphrase-protected and nvtest asks for no passphrase",
+        "load the key into ssh-agent (`ssh-add KEY`) and drop key_file, or give an "
+        "unencrypted deployment key; rerun",
+        "CONFIG",
+    ),
+    _r(
+        "ssh_auth",
+        r"SSH login refused|authentication failed|key not accepted|no key to offer",
+        "the node refused the SSH login (the key is not authorised for this user)",
+        "check the inventory's user and key_file and the node's ~/.ssh/authorized_keys; rerun",
+        "CONFIG",
+    ),
+    _r(
+        "ssh_host_key",
+        r"host key rejected|host key for .* (not in known_hosts|does not match)",
+        "the node's SSH host key is unknown or differs from known_hosts (a reinstalled node, "
+        "or a man in the middle)",
+        "verify the key's fingerprint out of band, then add it to known_hosts "
+        "(`ssh-keyscan -p PORT HOST`); rerun",
+        "CONFIG",
+    ),
+    _r(
+        "staging_failed",
+        r"files not staged|probes not staged|tar over the exec channel|copy to .* failed",
+        "nvtest could not copy its probes to the node (by SFTP, nor as a tar stream over "
+        "the exec channel)",
+        "check that /tmp on the node is writable and not full, and that tar is installed; "
+        "or set `probe_dir` in the inventory to a path the node has; rerun",
+        "CONFIG",
+    ),
+    _r(
+        "inventory_probe_hung",
+        r"inventory probe hung",
+        "the node answered over the transport, but its Python (the inventory's `python`) did "
+        "not finish the inventory probe: a wrapper that hangs, a stuck module import or "
+        "file system, or an overloaded node",
+        "run the inventory's python on the node by hand (`PYTHON -c 1`); fix the wrapper or "
+        "the file system it waits on; rerun",
+        "CONFIG",
+    ),
+    _r(
+        "connection_lost",
+        r"connection lost",
+        "the connection to the node dropped during the check (the node rebooted, its network "
+        "went down, or its sshd died)",
+        "check the node's console and kernel log for a crash or reboot; then rerun",
+        "RETEST",
+    ),
     _r(
         "node_unreachable",
-        r"node unreachable|unreachable|connection refused|no route to host|exit(ed)? 255|rc 255",
+        r"node unreachable|unreachable|connection refused|no route to host|connect timed out"
+        r"|exit(ed)? 255|rc 255",
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
         "RETEST",
@@ -105,6 +214,9 @@ RULES: tuple[Rule, ...] = (
         "RETEST",
         verdicts=("error",),
     ),
+)
+
+RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     _r(
         "fabric_manager",
         r"\b802\b|system not yet initiali[sz]ed|SYSTEM_NOT_READY|SystemNotReady|fabric ?manager"
@@ -328,6 +440,10 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
         return None
     check = str(result.get("check"))
     reason = str(result.get("reason") or "")
+    # a cause the transport or the launcher named is known, even when every node has it
+    for rule in TRANSPORT_RULES:
+        if rule.matches(check, verdict, reason):
+            return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
     if systemic and verdict == "fail":
         return Diagnosis(
             "every node of this SKU fails this check: the thresholds, the recipe or the environment are suspect",
@@ -335,10 +451,6 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
             "CONFIG",
             "systemic",
         )
-    first = [r for r in RULES if r.name in ("node_unreachable", "probe_timeout")]
-    for rule in first:
-        if rule.matches(check, verdict, reason):
-            return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
     if check == "xid_scan" or "Xid" in reason:
         x = _xid(reason)
         if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):

@@ -20,7 +20,9 @@ import time
 import typing
 from typing import Any
 
-import _probe_common as pc
+import _contract as contract
+import _libraries as libs
+import _ports as ports
 import _resilience_events as rev
 
 #: gloo process-group timeout, seconds: gloo collectives cannot be aborted, so a healthy rank
@@ -45,8 +47,8 @@ def worker_main(argv: list[str]) -> int:
     p.add_argument("--events-dir", required=True)
     p.add_argument("--pg-timeout-s", type=float, default=PG_TIMEOUT_S)
     a = p.parse_args(argv)
-    torch = pc.require("torch")
-    inprocess = pc.require("nvidia_resiliency_ext.inprocess")
+    torch = libs.require("torch")
+    inprocess = libs.require("nvidia_resiliency_ext.inprocess")
     import torch.distributed as dist
     import train_smoke as smoke
 
@@ -111,18 +113,17 @@ def worker_main(argv: list[str]) -> int:
 
 def drill(args: Any, workdir: str) -> dict[str, Any]:
     """Run the in-process drill under torchrun; skip with the reason when the wrapper cannot apply."""
-    mod, why = pc.optional_import("nvidia_resiliency_ext.inprocess")
+    mod, why = libs.optional_import("nvidia_resiliency_ext.inprocess")
     if mod is None:
-        raise pc.ProbeSkip(f"in-process restart needs nvidia-resiliency-ext: {why}")
+        raise contract.ProbeSkip(f"in-process restart needs nvidia-resiliency-ext: {why}")
     import _resilience_launch as rl
-    import train_smoke as smoke
 
     events_dir = os.path.join(workdir, "inprocess", "events")
     os.makedirs(events_dir, exist_ok=True)
     kill_step = args.ckpt_every + 2 if args.kill_step == "random" else int(args.kill_step)
     script = ["--steps", str(args.steps), "--ckpt-every", str(args.ckpt_every), "--kill-rank", str(args.kill_rank),
               "--kill-step", str(kill_step), "--events-dir", events_dir]
-    argv = rl.launcher_argv("torchrun", args.nproc, 0, smoke.free_port(), script)
+    argv = rl.launcher_argv("torchrun", args.nproc, 0, ports.free_port(), script)
     argv[argv.index("train")] = "inprocess-train"
     res = rl.run_launch(argv, events_dir, os.path.join(workdir, "inprocess", "launcher.log"), args.timeout_s)
     ev = res.events

@@ -20,47 +20,42 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import _probe_common as pc
+import _contract as contract
+import _libraries as libs
+import _ports as ports
 import _resilience_events as rev
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+#: How many ports from the pid-derived start the torchrun port search tries.
+PORT_SCAN = 2000
 
 
 def pick_launcher(wanted: str) -> tuple[str, str | None]:
     """``(launcher, why not ft_launcher)``: ``ft_launcher`` when requested/auto and importable."""
     if wanted == "torchrun":
         return "torchrun", "torchrun requested"
-    mod, why = pc.optional_import("nvidia_resiliency_ext.fault_tolerance.launcher")
+    mod, why = libs.optional_import("nvidia_resiliency_ext.fault_tolerance.launcher")
     if mod is not None:
         return "ft_launcher", None
     if wanted == "ft_launcher":
-        raise pc.ProbeSkip(f"ft_launcher requested but {why}")
+        raise contract.ProbeSkip(f"ft_launcher requested but {why}")
     return "torchrun", why
 
 
-def pick_port(pid: int | None = None) -> int:
-    """A free TCP port on 127.0.0.1, searched from a start derived from the pid.
+def _port_scan_start(pid: int) -> int:
+    """Where the search for torchrun's static rendezvous port starts: 20000..49999, from the pid.
 
-    ``free_port()``-style "bind port 0, close, reuse" can hand the same port to two
-    drills started at the same moment on one machine (simulated clusters); a
-    pid-derived start makes that unlikely.
+    "Bind port 0, close, reuse" can hand the same port to two drills started at
+    the same moment on one machine (simulated clusters); a pid-derived start
+    makes that unlikely.
     """
-    start = 20000 + ((pid or os.getpid()) * 7919) % 30000
-    for port in range(start, start + 2000):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise pc.ProbeError(f"no free TCP port in {start}..{start + 1999}")
+    return 20000 + (pid * 7919) % 30000
 
 
 def launcher_argv(launcher: str, nproc: int, max_restarts: int, port: int | None, script_args: list[str],
@@ -69,12 +64,14 @@ def launcher_argv(launcher: str, nproc: int, max_restarts: int, port: int | None
 
     ``port`` None: ``--standalone`` for ft_launcher (it binds its rendezvous
     store on a free port itself and keeps it), a static rendezvous on
-    127.0.0.1:``pick_port()`` for torchrun: with ``torchrun --standalone``
-    (torch 2.13) the restarted workers' gloo mesh failed to connect ("Connection
-    refused" to the previous incarnation's address), while static restarts work.
+    127.0.0.1 at a free port (scanned from a pid-derived start) for torchrun:
+    with ``torchrun --standalone`` (torch 2.13) the restarted workers' gloo mesh
+    failed to connect ("Connection refused" to the previous incarnation's
+    address), while static restarts work.  Raises ProbeError when no port of
+    the scan is free.
     """
     if port is None and launcher != "ft_launcher":
-        port = pick_port()
+        port = ports.free_port(start=_port_scan_start(os.getpid()), count=PORT_SCAN)
     where = (["--standalone"] if port is None
              else ["--master-addr", "127.0.0.1", "--master-port", str(port)])
     common = ["--nnodes", "1", "--nproc-per-node", str(nproc), "--max-restarts", str(max_restarts),

@@ -20,7 +20,8 @@ import shutil
 import tempfile
 from typing import Any
 
-import _probe_common as pc
+import _contract as contract
+import _libraries as libs
 import _resilience_events as rev
 import _resilience_launch as rl
 
@@ -29,8 +30,8 @@ EVENTS_ENV = "NVTEST_DRILL_EVENTS_DIR"
 
 def launchers(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
     """This node's launcher for ``--launcher`` (auto | ft_launcher | torchrun), and why not ft_launcher."""
-    torch = pc.require("torch")
-    doc["library"] = pc.library_label(torch)
+    torch = libs.require("torch")
+    doc["library"] = libs.library_label(torch)
     launcher, why = rl.pick_launcher(args.launcher)
     return {"launcher": launcher, "launcher_fallback_reason": why, "nvrx_version": nvrx_version()}
 
@@ -38,7 +39,7 @@ def launchers(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
 def node_share(args: argparse.Namespace, doc: dict[str, Any]) -> dict[str, Any]:
     """Run this node's launcher (``args.launch``) to its exit; kill a local rank if asked."""
     if not args.launch:
-        raise pc.ProbeError("usage error: the launcher command goes after --")
+        raise contract.ProbeError("usage error: the launcher command goes after --")
     workdir = args.workdir or tempfile.mkdtemp(prefix="nvtest-span-")
     events_dir = os.path.join(workdir, "events")
     os.makedirs(events_dir, exist_ok=True)

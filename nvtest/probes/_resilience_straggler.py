@@ -24,7 +24,9 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import _probe_common as pc
+import _contract as contract
+import _libraries as libs
+import _timing as timing
 
 
 class SectionTimer:
@@ -47,7 +49,7 @@ class SectionTimer:
 
     def medians(self) -> dict[str, float]:
         """Section -> median seconds."""
-        return {k: pc.stats(v)["median"] for k, v in self.times.items() if v}
+        return {k: timing.stats(v)["median"] for k, v in self.times.items() if v}
 
 
 def relative_scores(medians_by_rank: dict[int, dict[str, float]]) -> dict[str, dict[int, float]]:
@@ -64,20 +66,20 @@ def relative_scores(medians_by_rank: dict[int, dict[str, float]]) -> dict[str, d
 
 def _nvrx_scores(torch: Any, timer: SectionTimer) -> tuple[dict[str, dict[int, float]] | None, str | None]:
     """Relative section scores from nvidia-resiliency-ext's ReportGenerator (rank 0 gets all ranks)."""
-    mod, why = pc.optional_import("nvidia_resiliency_ext.straggler.reporting")
+    mod, why = libs.optional_import("nvidia_resiliency_ext.straggler.reporting")
     if mod is None:
         return None, why
-    stat_mod, why = pc.optional_import("nvidia_resiliency_ext.straggler.statistics")
+    stat_mod, why = libs.optional_import("nvidia_resiliency_ext.straggler.statistics")
     if stat_mod is None:
         return None, why
     st = stat_mod.Statistic
     summaries = {}
     for name, vals in sorted(timer.times.items()):
-        s = pc.stats(vals)
+        s = timing.stats(vals)
         summaries[name] = {st.MIN: s["min"], st.MAX: s["max"], st.MED: s["median"], st.AVG: s["mean"],
                            st.STD: 0.0, st.NUM: s["n"]}
     gen = mod.ReportGenerator(scores_to_compute=["relative_perf_scores"], gather_on_rank0=True,
-                              node_name=pc.hostname())
+                              node_name=contract.hostname())
     report = gen.generate_report(summaries, {})
     if report is None:  # not rank 0
         return {}, None
@@ -90,7 +92,7 @@ def gather_scores(torch: Any, dist: Any, timer: SectionTimer, rank: int, world: 
     """Collective: every rank calls it; rank 0's result has every rank's medians and scores."""
     medians = timer.medians()
     gathered: list[Any] = [None] * world
-    dist.all_gather_object(gathered, {"rank": rank, "host": pc.hostname(), "medians": medians})
+    dist.all_gather_object(gathered, {"rank": rank, "host": contract.hostname(), "medians": medians})
     by_rank = {int(g["rank"]): g["medians"] for g in gathered}
     nvrx, why = _nvrx_scores(torch, timer)
     scorer = "nvidia_resiliency_ext.straggler.reporting.ReportGenerator" if nvrx is not None else "nvtest"

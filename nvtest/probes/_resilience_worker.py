@@ -28,7 +28,7 @@ import socket
 import time
 from typing import Any
 
-import _probe_common as pc
+import _libraries as libs
 import _resilience_events as rev
 import _resilience_straggler as rs
 import train_smoke as smoke
@@ -149,7 +149,7 @@ class Heartbeat:
         if not enabled:
             self.reason = "not under ft_launcher"
             return
-        mod, why = pc.optional_import("nvidia_resiliency_ext.fault_tolerance")
+        mod, why = libs.optional_import("nvidia_resiliency_ext.fault_tolerance")
         if mod is None:
             self.reason = why
             return
@@ -200,7 +200,7 @@ def train(opts: dict[str, Any]) -> dict[str, Any]:
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    torch = pc.require("torch")
+    torch = libs.require("torch")
     import torch.distributed as dist
 
     torch.set_num_threads(1)

@@ -20,6 +20,7 @@ Without GPUs or pynvml, ``"telemetry": null`` with ``"telemetry_reason"``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -30,7 +31,11 @@ import time  # noqa: E402
 from typing import Any  # noqa: E402
 
 import _burnin_logic as logic  # noqa: E402
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _device_pool as pool  # noqa: E402
+import _devices as hw  # noqa: E402
+import _gemm_backends as gemm  # noqa: E402
+import _libraries as libs  # noqa: E402
 
 PROBE = "burnin"
 SEED = 20240601
@@ -39,10 +44,10 @@ SYNC_EVERY = 4  # products queued between synchronisations on a GPU
 
 def burn(device: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Spawned per device: sustained products for ``payload["seconds"]``, window by window."""
-    backend = pc.gemm_backend(device, payload["prefer"])
+    backend = gemm.gemm_backend(device, payload["prefer"])
     ident: dict[str, Any] = {"gpu_name": None, "pci_bus_id": None}
     if device.startswith("cuda"):
-        ident = pc.gpu_identity(backend.name, pc.require(backend.name), int(device.split(":")[1]))
+        ident = hw.gpu_identity(backend.name, libs.require(backend.name), int(device.split(":")[1]))
     dtype, n = payload["dtype"], payload["size"]
     why = backend.unsupported(dtype)
     if why:
@@ -53,7 +58,7 @@ def burn(device: str, payload: dict[str, Any]) -> dict[str, Any]:
     c = mm(a, b)
     timer.sync()
     reference = backend.digest(c)
-    flops = pc.gemm_flops(n, n, n)
+    flops = gemm.gemm_flops(n, n, n)
     windows = []
     start = time.monotonic()
     end = start + payload["seconds"]
@@ -80,7 +85,7 @@ def burn(device: str, payload: dict[str, Any]) -> dict[str, Any]:
     return {
         "device": device,
         **ident,
-        "library": pc.library_label(backend.torch if backend.name == "torch" else backend.np),
+        "library": libs.library_label(backend.torch if backend.name == "torch" else backend.np),
         "dtype": dtype,
         "m": n,
         "n": n,
@@ -152,7 +157,7 @@ def start_telemetry(device: str, period_s: float) -> tuple[NvmlSampler | None, s
     """Start NVML sampling for GPU runs: ``(sampler, None)`` or ``(None, reason)``."""
     if device != "cuda":
         return None, "no GPU telemetry for --device cpu"
-    nvml, why = pc.optional_import("pynvml")
+    nvml, why = libs.optional_import("pynvml")
     if nvml is None:
         return None, why
     try:
@@ -164,8 +169,8 @@ def start_telemetry(device: str, period_s: float) -> tuple[NvmlSampler | None, s
     return sampler, None
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.base_parser("burnin_probe", __doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.base_parser("burnin_probe", __doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="burn duration per device")
     parser.add_argument("--dtype", default=None, help="GEMM dtype (default bf16 GPU, fp32 CPU)")
     parser.add_argument("--size", type=int, default=None, help="m=n=k (default 8192 GPU, 512 CPU)")
@@ -173,33 +178,33 @@ def build_parser() -> pc.ProbeArgumentParser:
                         help="statistics window (default seconds/10 within 1..10 s)")
     parser.add_argument("--sample-s", type=float, default=1.0, help="telemetry period")
     parser.add_argument("--raw-telemetry", action="store_true", help="keep every sample")
-    parser.add_argument("--inject-sdc", action="store_true", help=pc.argparse.SUPPRESS)
+    parser.add_argument("--inject-sdc", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
 def body(args: Any, doc: dict[str, Any]) -> None:
-    device = pc.resolve_device(args.device)
+    device = hw.resolve_device(args.device)
     dtype = (args.dtype or ("bf16" if device == "cuda" else "fp32")).lower()
-    if dtype not in pc.GEMM_DTYPES:
-        raise pc.ProbeError(f"usage error: unknown dtype {dtype}; known: {list(pc.GEMM_DTYPES)}")
+    if dtype not in gemm.GEMM_DTYPES:
+        raise contract.ProbeError(f"usage error: unknown dtype {dtype}; known: {list(gemm.GEMM_DTYPES)}")
     window_s = args.window_s or max(1.0, min(10.0, args.seconds / 10))
     payload = {"dtype": dtype, "seconds": args.seconds, "window_s": window_s,
                "inject_sdc": args.inject_sdc}
     if device == "cuda":
-        name, mod, count = pc.select_gpu_backend()
-        devices = [f"cuda:{i}" for i in pc.gpu_indices(count, args.gpus)]
+        name, mod, count = hw.select_gpu_backend()
+        devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload.update(prefer=[name], size=args.size or 8192)
     else:
-        why = [pc.optional_import(m)[1] for m in ("numpy", "torch")]  # numpy first: cheap
+        why = [libs.optional_import(m)[1] for m in ("numpy", "torch")]  # numpy first: cheap
         if all(why):
-            raise pc.ProbeSkip("; ".join(str(w) for w in why))
+            raise contract.ProbeSkip("; ".join(str(w) for w in why))
         devices = ["cpu"]
         payload.update(prefer=["torch", "numpy"], size=args.size or 512)
     doc.update(device=device, dtype=dtype, seconds=args.seconds, window_s=window_s,
                sample_s=args.sample_s, size=payload["size"])
     sampler, no_telemetry = start_telemetry(device, args.sample_s)
     try:
-        answers = pc.run_per_device(burn, devices, payload, args.seconds + 600)
+        answers = pool.run_per_device(burn, devices, payload, args.seconds + 600)
     finally:
         if sampler:
             sampler.stop()
@@ -232,4 +237,4 @@ def body(args: Any, doc: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

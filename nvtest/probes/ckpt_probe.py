@@ -40,7 +40,9 @@ import time  # noqa: E402
 import zlib  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _timing as timing  # noqa: E402
 
 PROBE = "ckpt"
 
@@ -141,8 +143,8 @@ def measure_tier(tier: str, directory: str, size: int, chunk: int, inject: bool)
     st = os.statvfs(directory)
     free = st.f_bavail * st.f_frsize
     if free < size * 1.05:
-        raise pc.ProbeError(f"{directory}: {free / 2**20:.0f} MiB free, need {size / 2**20:.0f} MiB")
-    path = os.path.join(directory, f"nvtest-ckpt-{pc.hostname()}-{os.getpid()}.bin")
+        raise contract.ProbeError(f"{directory}: {free / 2**20:.0f} MiB free, need {size / 2**20:.0f} MiB")
+    path = os.path.join(directory, f"nvtest-ckpt-{contract.hostname()}-{os.getpid()}.bin")
     try:
         w = write_file(path, size, chunk)
         flipped = corrupt(path, size) if inject else None
@@ -155,8 +157,8 @@ def measure_tier(tier: str, directory: str, size: int, chunk: int, inject: bool)
     verified = r["read_bytes"] == size and r["read_crc32"] == w["crc32"]
     return {
         "kind": "tier", "tier": tier, "path": directory, **mount_of(directory), "size_bytes": size,
-        "chunk_bytes": chunk, **w, **r, "write_gbps": pc.gbps(size, w["write_s"]),
-        "read_gbps": pc.gbps(r["read_bytes"], r["read_s"]) if r["read_s"] > 0 else None,
+        "chunk_bytes": chunk, **w, **r, "write_gbps": timing.gbps(size, w["write_s"]),
+        "read_gbps": timing.gbps(r["read_bytes"], r["read_s"]) if r["read_s"] > 0 else None,
         "checksum": f"crc32:{w['crc32']:08x}", "read_checksum": f"crc32:{r['read_crc32']:08x}",
         "verified": verified, "corruption_injected_at": flipped,
     }
@@ -164,7 +166,7 @@ def measure_tier(tier: str, directory: str, size: int, chunk: int, inject: bool)
 
 def measure_model_state(directory: str) -> dict[str, Any]:
     """Save and restore the smoke run's model + AdamW state with torch; seconds and bytes."""
-    torch = pc.require("torch")
+    torch = libs.require("torch")
     import train_smoke as smoke
 
     torch.manual_seed(smoke.SEED)
@@ -177,7 +179,7 @@ def measure_model_state(directory: str) -> dict[str, Any]:
     opt.step()
     state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": 1}
     os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"nvtest-model-{pc.hostname()}-{os.getpid()}.pt")
+    path = os.path.join(directory, f"nvtest-model-{contract.hostname()}-{os.getpid()}.pt")
     try:
         t0 = time.perf_counter()
         with open(path, "wb") as fh:
@@ -197,11 +199,11 @@ def measure_model_state(directory: str) -> dict[str, Any]:
     same = all(torch.equal(v, back["model"][k]) for k, v in state["model"].items())
     params = sum(p.numel() for p in model.parameters())
     return {"kind": "model_state", "path": directory, "save_s": save_s, "load_s": load_s, "bytes": size,
-            "parameters": params, "verified": same, "library": pc.library_label(torch)}
+            "parameters": params, "verified": same, "library": libs.library_label(torch)}
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    p = pc.ProbeArgumentParser(prog="ckpt_probe.py", description=__doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    p = contract.ProbeArgumentParser(prog="ckpt_probe.py", description=__doc__.splitlines()[0])
     p.add_argument("--tier", choices=("mem", "local", "shared"), required=True)
     p.add_argument("--path", default="", help="directory on the tier (empty for shared: skipped)")
     p.add_argument("--size-mib", type=float, default=2048.0)
@@ -214,20 +216,20 @@ def build_parser() -> pc.ProbeArgumentParser:
 def body(args: Any, doc: dict[str, Any]) -> None:
     if not args.path:
         if args.tier == "shared":
-            raise pc.ProbeSkip("no shared filesystem path configured (recipe ckpt.shared_path)")
-        raise pc.ProbeError(f"usage error: --path is required for tier {args.tier}")
+            raise contract.ProbeSkip("no shared filesystem path configured (recipe ckpt.shared_path)")
+        raise contract.ProbeError(f"usage error: --path is required for tier {args.tier}")
     size = int(args.size_mib * 2**20)
     chunk = max(4096, int(args.chunk_mib * 2**20))
     if size <= 0:
-        raise pc.ProbeError("usage error: --size-mib must be > 0")
+        raise contract.ProbeError("usage error: --size-mib must be > 0")
     doc.update(tier=args.tier, library="python zlib.crc32")
     results = [measure_tier(args.tier, args.path, size, chunk, args.inject_corruption)]
     if args.model:
-        mod, why = pc.optional_import("torch")
+        mod, why = libs.optional_import("torch")
         results.append(measure_model_state(args.path) if mod is not None
                        else {"kind": "model_state", "status": "skip", "reason": why})
     doc["results"] = results
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

@@ -36,7 +36,10 @@ import socket  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _devices as hw  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _ports as ports  # noqa: E402
 
 PROBE = "collectives"
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast")
@@ -122,7 +125,7 @@ def measure(torch: Any, dist: Any, op: str, size: int, iters: int, n: int, rank:
 
 def run_rank(rank: int, world: int, local_rank: int, opts: dict[str, Any]) -> dict[str, Any]:
     """All operations and sizes as one rank; rank 0's document body."""
-    torch = pc.require("torch")
+    torch = libs.require("torch")
     import torch.distributed as dist
 
     cuda = opts["device"] == "cuda"
@@ -150,12 +153,6 @@ def _spawned(local: int, world: int, port: int, opts: dict[str, Any], queue: Any
         queue.put(out)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def launched_rank() -> tuple[int, int, int] | None:
     """(rank, world, local rank) under torchrun, else None."""
     env = os.environ
@@ -164,12 +161,12 @@ def launched_rank() -> tuple[int, int, int] | None:
     return None
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.ProbeArgumentParser(prog="collective_probe.py", description=__doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.ProbeArgumentParser(prog="collective_probe.py", description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--nproc", type=int, default=2, help="standalone: local ranks to spawn")
-    parser.add_argument("--ops", type=pc.parse_name_list, default=list(OPS[:4]))
-    parser.add_argument("--sizes", type=pc.parse_index_list, default=[1 << 20, 1 << 26],
+    parser.add_argument("--ops", type=contract.parse_name_list, default=list(OPS[:4]))
+    parser.add_argument("--sizes", type=contract.parse_index_list, default=[1 << 20, 1 << 26],
                         help="comma list of sizes in bytes")
     parser.add_argument("--iters", type=int, default=5)
     parser.add_argument("--timeout-s", type=float, default=300.0)
@@ -177,18 +174,18 @@ def build_parser() -> pc.ProbeArgumentParser:
 
 
 def body(args: Any, doc: dict[str, Any]) -> None:
-    torch = pc.require("torch")
+    torch = libs.require("torch")
     bad = [o for o in args.ops if o not in OPS]
     if bad:
-        raise pc.ProbeError(f"usage error: unknown operation(s) {bad}; known: {', '.join(OPS)}")
+        raise contract.ProbeError(f"usage error: unknown operation(s) {bad}; known: {', '.join(OPS)}")
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise pc.ProbeSkip("no CUDA device: torch.cuda.is_available() is False")
+        raise contract.ProbeSkip("no CUDA device: torch.cuda.is_available() is False")
     opts = {"device": device, "ops": args.ops, "sizes": args.sizes, "iters": max(1, args.iters),
             "timeout_s": args.timeout_s}
-    doc.update(library=pc.library_label(torch), device=device)
+    doc.update(library=libs.library_label(torch), device=device)
     launched = launched_rank()
     if launched:
         rank, world, local = launched
@@ -196,12 +193,12 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         doc.update(run_rank(rank, world, local, opts))
         return
     if device == "cpu":
-        torch.set_num_threads(max(1, pc.available_cpus() // max(1, args.nproc)))
+        torch.set_num_threads(max(1, hw.available_cpus() // max(1, args.nproc)))
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     queue = ctx.SimpleQueue()
-    mp.start_processes(_spawned, args=(args.nproc, free_port(), opts, queue), nprocs=args.nproc,
+    mp.start_processes(_spawned, args=(args.nproc, ports.free_port(), opts, queue), nprocs=args.nproc,
                        join=True, start_method="spawn")
     doc.update(mode="standalone", rank=0)
     doc.update(queue.get())
@@ -213,4 +210,4 @@ def _is_rank0(_args: Any) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body, emit=_is_rank0))
+    sys.exit(contract.run(PROBE, build_parser(), body, emit=_is_rank0))

@@ -25,7 +25,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _device_pool as pool  # noqa: E402
+import _devices as hw  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _timing as timing  # noqa: E402
 
 PROBE = "devmem"
 ELEMENT_BYTES = 4  # fp32
@@ -60,7 +64,7 @@ def _kernels(backend: str, mod: Any, device: str, elements: int) -> tuple[dict[s
 def measure_device(device: str, payload: dict[str, Any]) -> dict[str, Any]:
     """All kernels on one device (``"cpu"`` or ``"cuda:N"``): ``{"device", "results"}``."""
     backend = payload["backend"]
-    mod = pc.require(backend)
+    mod = libs.require(backend)
     ident: dict[str, Any] = {"gpu_name": None}
     if device.startswith("cuda"):
         index = int(device.split(":")[1])
@@ -68,10 +72,10 @@ def measure_device(device: str, payload: dict[str, Any]) -> dict[str, Any]:
             mod.cuda.set_device(index)
         else:
             mod.cuda.Device(index).use()
-        ident = pc.gpu_identity(backend, mod, index)
-        timer = pc.Timer(backend, mod)
+        ident = hw.gpu_identity(backend, mod, index)
+        timer = timing.Timer(backend, mod)
     else:
-        timer = pc.Timer("cpu")
+        timer = timing.Timer("cpu")
     elements = int(payload["array_mib"] * 2**20) // ELEMENT_BYTES
     fns, ends = _kernels(backend, mod, device, elements)
     results = []
@@ -79,7 +83,7 @@ def measure_device(device: str, payload: dict[str, Any]) -> dict[str, Any]:
         timer.repeat(fn, 3)
         times = timer.repeat(fn, payload["reps"])
         nbytes = kernel_bytes(kernel, elements)
-        st = pc.stats(times)
+        st = timing.stats(times)
         expect = 1.0 if kernel == "copy" else 1.0 + SCALAR * 2.0
         got = ends()
         ok = all(v == expect for v in got)
@@ -90,8 +94,8 @@ def measure_device(device: str, payload: dict[str, Any]) -> dict[str, Any]:
             "dtype": "fp32",
             "array_mib": payload["array_mib"],
             "bytes_per_iter": nbytes,
-            "best_gbps": pc.gbps(nbytes, st["min"]),
-            "median_gbps": pc.gbps(nbytes, st["median"]),
+            "best_gbps": timing.gbps(nbytes, st["min"]),
+            "median_gbps": timing.gbps(nbytes, st["median"]),
             "min_time_s": st["min"],
             "median_time_s": st["median"],
             "reps": payload["reps"],
@@ -102,8 +106,8 @@ def measure_device(device: str, payload: dict[str, Any]) -> dict[str, Any]:
     return {"device": device, "results": results}
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.base_parser("devmem_probe", __doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.base_parser("devmem_probe", __doc__.splitlines()[0])
     parser.add_argument("--array-mib", type=float, default=None,
                         help="MiB per array (default 1024 on GPU, 256 on CPU)")
     parser.add_argument("--reps", type=int, default=20, help="timed repetitions per kernel")
@@ -113,21 +117,21 @@ def build_parser() -> pc.ProbeArgumentParser:
 
 def body(args: Any, doc: dict[str, Any]) -> None:
     if args.reps < 1:
-        raise pc.ProbeError("usage error: --reps must be >= 1")
+        raise contract.ProbeError("usage error: --reps must be >= 1")
     device = args.device
     if device == "cpu":
-        torch = pc.require("torch")
+        torch = libs.require("torch")
         payload = {"backend": "torch", "array_mib": args.array_mib or 256, "reps": args.reps}
-        doc.update(library=pc.library_label(torch), device="cpu")
+        doc.update(library=libs.library_label(torch), device="cpu")
         doc["results"] = measure_device("cpu", payload)["results"]
         return
-    name, mod, count = pc.select_gpu_backend()  # auto or cuda: skip when no GPU
+    name, mod, count = hw.select_gpu_backend()  # auto or cuda: skip when no GPU
     payload = {"backend": name, "array_mib": args.array_mib or 1024, "reps": args.reps}
-    doc.update(library=pc.library_label(mod), device="cuda")
-    devices = [f"cuda:{i}" for i in pc.gpu_indices(count, args.gpus)]
-    for answer in pc.run_per_device(measure_device, devices, payload, args.timeout_s):
+    doc.update(library=libs.library_label(mod), device="cuda")
+    devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
+    for answer in pool.run_per_device(measure_device, devices, payload, args.timeout_s):
         doc["results"].extend(answer.get("results") or [answer])
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

@@ -22,6 +22,7 @@ cache.  A sample of output rows is compared with a float64 product; see
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -32,7 +33,12 @@ import math  # noqa: E402
 import random  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _device_pool as pool  # noqa: E402
+import _devices as hw  # noqa: E402
+import _gemm_backends as gemm  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _timing as timing  # noqa: E402
 
 PROBE = "gemm"
 
@@ -159,10 +165,10 @@ def measure(
     warm_s = min(WARMUP_S, min_seconds / 4)
     while warm[-1] < 1.0 and (len(warm) < 3 or sum(warm) < warm_s):
         warm += products(len(warm), 1)
-    reps = pc.reps_for(min(warm), min_seconds, min_reps=5, max_reps=MAX_REPS)
+    reps = timing.reps_for(min(warm), min_seconds, min_reps=5, max_reps=MAX_REPS)
     times = products(0, reps)
-    rates = [pc.tflops(m, n, k, t) for t in times]
-    summary = pc.stats(rates)
+    rates = [gemm.tflops(m, n, k, t) for t in times]
+    summary = timing.stats(rates)
 
     a, b = ops[0]
     c = mm(a, b)
@@ -191,7 +197,7 @@ def measure(
 def measure_dtypes(backend: Any, device: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per requested dtype on one backend (skips and errors kept as entries)."""
     entries = []
-    label = pc.library_label(backend.torch if backend.name == "torch" else backend.np)
+    label = libs.library_label(backend.torch if backend.name == "torch" else backend.np)
     ident = payload.get("identity") or {}
     for dtype in payload["dtypes"]:
         base = {"device": device, "gpu_name": ident.get("gpu_name"), "library": label,
@@ -216,31 +222,31 @@ def measure_dtypes(backend: Any, device: str, payload: dict[str, Any]) -> list[d
 
 def gpu_worker(device: str, payload: dict[str, Any]) -> dict[str, Any]:
     """Spawned per GPU: measure every dtype there, return ``{"device", "results"}``."""
-    backend = pc.gemm_backend(device, payload["prefer"])
+    backend = gemm.gemm_backend(device, payload["prefer"])
     index = int(device.split(":")[1])
-    payload = {**payload, "identity": pc.gpu_identity(backend.name, pc.require(backend.name), index)}
+    payload = {**payload, "identity": hw.gpu_identity(backend.name, libs.require(backend.name), index)}
     return {"device": device, "results": measure_dtypes(backend, device, payload)}
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.base_parser("gemm_probe", __doc__.splitlines()[0])
-    parser.add_argument("--dtypes", type=pc.parse_name_list, default=None,
-                        help=f"subset of {','.join(pc.GEMM_DTYPES)} (default: all the device has)")
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.base_parser("gemm_probe", __doc__.splitlines()[0])
+    parser.add_argument("--dtypes", type=contract.parse_name_list, default=None,
+                        help=f"subset of {','.join(gemm.GEMM_DTYPES)} (default: all the device has)")
     parser.add_argument("--size", type=int, default=None,
                         help=f"square size m=n=k (default {DEFAULT_GPU_SIZE} on GPU, auto on CPU)")
     parser.add_argument("--max-size", type=int, default=8192, help="CPU auto-size cap")
     parser.add_argument("--min-seconds", type=float, default=1.0, help="timed seconds per dtype")
     parser.add_argument("--pairs", type=int, default=3, help="A/B operand pairs rotated")
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per GPU process")
-    parser.add_argument("--inject-error", action="store_true", help=pc.argparse.SUPPRESS)
+    parser.add_argument("--inject-error", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
 def body(args: Any, doc: dict[str, Any]) -> None:
-    bad = [d for d in args.dtypes or () if d not in pc.GEMM_DTYPES]
+    bad = [d for d in args.dtypes or () if d not in gemm.GEMM_DTYPES]
     if bad:
-        raise pc.ProbeError(f"usage error: unknown dtypes {bad}; known: {list(pc.GEMM_DTYPES)}")
-    device = pc.resolve_device(args.device)
+        raise contract.ProbeError(f"usage error: unknown dtypes {bad}; known: {list(gemm.GEMM_DTYPES)}")
+    device = hw.resolve_device(args.device)
     doc["device"] = device
     payload = {
         "size": args.size,
@@ -250,30 +256,30 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         "inject_error": args.inject_error,
     }
     if device == "cuda":
-        name, mod, count = pc.select_gpu_backend()
-        devices = [f"cuda:{i}" for i in pc.gpu_indices(count, args.gpus)]
-        payload.update(dtypes=args.dtypes or list(pc.GEMM_DTYPES), prefer=[name],
+        name, mod, count = hw.select_gpu_backend()
+        devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
+        payload.update(dtypes=args.dtypes or list(gemm.GEMM_DTYPES), prefer=[name],
                        size=args.size or DEFAULT_GPU_SIZE)
-        doc["library"] = pc.library_label(mod)
-        for answer in pc.run_per_device(gpu_worker, devices, payload, args.timeout_s):
+        doc["library"] = libs.library_label(mod)
+        for answer in pool.run_per_device(gpu_worker, devices, payload, args.timeout_s):
             doc["results"].extend(answer.get("results") or [answer])
         return
     libraries = []
     for lib in ("numpy", "torch"):
-        mod, why = pc.optional_import(lib)
+        mod, why = libs.optional_import(lib)
         if mod is None:
             doc.setdefault("libraries_missing", []).append(why)
             continue
-        backend = pc.NumpyGemm(mod) if lib == "numpy" else pc.TorchGemm(mod, "cpu")
+        backend = gemm.NumpyGemm(mod) if lib == "numpy" else gemm.TorchGemm(mod, "cpu")
         default = ("fp64", "fp32") if lib == "numpy" else ("fp64", "fp32", "bf16")
         dtypes = args.dtypes or default
-        libraries.append(pc.library_label(mod))
+        libraries.append(libs.library_label(mod))
         doc["results"].extend(measure_dtypes(backend, "cpu", {**payload, "dtypes": dtypes}))
     if not libraries:
-        raise pc.ProbeSkip("no CPU GEMM library: " + "; ".join(doc["libraries_missing"]))
+        raise contract.ProbeSkip("no CPU GEMM library: " + "; ".join(doc["libraries_missing"]))
     doc["library"] = ", ".join(libraries)
-    doc["threads"] = pc.available_cpus()
+    doc["threads"] = hw.available_cpus()
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

@@ -30,7 +30,11 @@ import subprocess  # noqa: E402
 from collections.abc import Callable, Iterator  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _devices as hw  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _nvml as nvml  # noqa: E402
+import _timing as timing  # noqa: E402
 
 PROBE = "h2d"
 NVBANDWIDTH_TESTS = (
@@ -122,18 +126,18 @@ def _cupy_copies(cp: Any, index: int, nbytes: int) -> dict[str, Callable[[], Any
 
 def measure_gpu(backend: str, mod: Any, index: int, nbytes: int, reps: int) -> list[dict[str, Any]]:
     """One entry per direction for GPU ``index`` (bound to its local CPUs meanwhile)."""
-    ident = pc.gpu_identity(backend, mod, index)
-    with bound_to(pc.pci_local_cpus(ident["pci_bus_id"])) as cpus:
+    ident = hw.gpu_identity(backend, mod, index)
+    with bound_to(hw.pci_local_cpus(ident["pci_bus_id"])) as cpus:
         if backend == "torch":
             mod.cuda.set_device(index)
             copies = _torch_copies(mod, index, nbytes)
         else:
             copies = _cupy_copies(mod, index, nbytes)
-        timer = pc.Timer(backend, mod)
+        timer = timing.Timer(backend, mod)
         entries = []
         for direction, fn in copies.items():
             timer.repeat(fn, 2)
-            st = pc.stats(timer.repeat(fn, reps))
+            st = timing.stats(timer.repeat(fn, reps))
             moved = direction_bytes(direction, nbytes)
             entries.append({
                 "device": f"cuda:{index}",
@@ -141,8 +145,8 @@ def measure_gpu(backend: str, mod: Any, index: int, nbytes: int, reps: int) -> l
                 "host_cpus": cpus,
                 "direction": direction,
                 "bytes_per_iter": moved,
-                "best_gbps": pc.gbps(moved, st["min"]),
-                "median_gbps": pc.gbps(moved, st["median"]),
+                "best_gbps": timing.gbps(moved, st["min"]),
+                "median_gbps": timing.gbps(moved, st["median"]),
                 "min_time_s": st["min"],
                 "median_time_s": st["median"],
                 "reps": reps,
@@ -160,7 +164,7 @@ def run_nvbandwidth(path: str, doc: dict[str, Any], timeout_s: float) -> None:
     sys.stderr.write(proc.stderr)
     doc.update(library="nvbandwidth", raw_tool="nvbandwidth", raw=proc.stdout,
                raw_exit_code=proc.returncode, command=" ".join(cmd), implementation="nvbandwidth",
-               gpus=pc.nvml_gpus())
+               gpus=nvml.nvml_gpus())
     if proc.returncode != 0:
         doc["status"] = "error"
         doc["reason"] = f"nvbandwidth exited {proc.returncode}: {proc.stderr.strip()[-500:]}"
@@ -169,9 +173,9 @@ def run_nvbandwidth(path: str, doc: dict[str, Any], timeout_s: float) -> None:
         doc["status"] = "ok"
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.ProbeArgumentParser(prog="h2d_probe.py", description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", type=pc.parse_index_list, default=None)
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.ProbeArgumentParser(prog="h2d_probe.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--gpus", type=contract.parse_index_list, default=None)
     parser.add_argument("--mib", type=float, default=256.0, help="MiB per copy")
     parser.add_argument("--reps", type=int, default=10, help="timed repetitions per direction")
     parser.add_argument("--no-nvbandwidth", action="store_true", help="measure with torch/cupy")
@@ -181,15 +185,15 @@ def build_parser() -> pc.ProbeArgumentParser:
 
 def body(args: Any, doc: dict[str, Any]) -> None:
     tool = None
-    if not args.no_nvbandwidth and "nvbandwidth" not in pc.disabled():
+    if not args.no_nvbandwidth and "nvbandwidth" not in libs.disabled():
         tool = shutil.which("nvbandwidth")
     if tool:
         run_nvbandwidth(tool, doc, args.timeout_s)
         return
-    name, mod, count = pc.select_gpu_backend()
-    doc.update(library=pc.library_label(mod), implementation=f"{name}-pinned-copies")
+    name, mod, count = hw.select_gpu_backend()
+    doc.update(library=libs.library_label(mod), implementation=f"{name}-pinned-copies")
     nbytes = int(args.mib * 2**20)
-    for index in pc.gpu_indices(count, args.gpus):
+    for index in hw.gpu_indices(count, args.gpus):
         try:
             doc["results"].extend(measure_gpu(name, mod, index, nbytes, args.reps))
         except Exception as exc:  # noqa: BLE001 - CUDA errors become this GPU's entry
@@ -198,4 +202,4 @@ def body(args: Any, doc: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

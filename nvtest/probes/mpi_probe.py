@@ -5,7 +5,7 @@ Run under a launcher, one process per rank::
     mpirun -np 4 --host n1:2,n2:2 python3 mpi_probe.py --sizes 1024,1048576,67108864
     srun --mpi=pmix -N2 --ntasks-per-node=2 python3 mpi_probe.py
 
-Rank 0 prints the one JSON document (``_probe_common`` contract); the other ranks print
+Rank 0 prints the one JSON document (the contract of ``_contract.py``); the other ranks print
 theirs on stderr. Keys beyond the contract:
 
 ``world_size``
@@ -47,7 +47,9 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _timing as timing  # noqa: E402
 
 PROBE = "mpi"
 DEFAULT_SIZES = "1024,1048576,67108864"
@@ -79,7 +81,7 @@ def rank_identity(rank: int) -> dict[str, Any]:
     local = os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK") or os.environ.get("SLURM_LOCALID")
     return {
         "rank": rank,
-        "host": pc.hostname(),
+        "host": contract.hostname(),
         "slurm_node": os.environ.get("SLURMD_NODENAME") or None,
         "ssh_server": ssh[2] if len(ssh) >= 4 else None,
         "local_rank": int(local) if local and local.isdigit() else None,
@@ -92,7 +94,7 @@ class Buffers:
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self.np, _ = pc.optional_import("numpy")
+        self.np, _ = libs.optional_import("numpy")
         if self.np is not None:
             self.send = self.np.empty(count, dtype=self.np.float64)
             self.recv = self.np.empty(count, dtype=self.np.float64)
@@ -129,7 +131,7 @@ def measure_barrier(mpi: Any, comm: Any, n: int, warmup: int) -> dict[str, Any]:
         times.append(mpi.Wtime() - t0)
     per_rank = comm.allgather(times)
     slowest = [max(col) * 1e6 for col in zip(*per_rank)]  # noqa: B905 (py<3.10 nodes)
-    s = pc.stats(slowest)
+    s = timing.stats(slowest)
     return {"n": n, "median_us": s["median"], "min_us": s["min"], "max_us": s["max"]}
 
 
@@ -149,8 +151,8 @@ def measure_allreduce(mpi: Any, comm: Any, size_bytes: int, iters: int) -> dict[
         if i >= 0:
             times.append(comm.allreduce(dt, op=mpi.MAX))
     wrong = comm.allreduce(wrong, op=mpi.SUM)
-    t = pc.stats(times)["median"]
-    algbw = pc.gbps(count * 8, t)
+    t = timing.stats(times)["median"]
+    algbw = timing.gbps(count * 8, t)
     return {
         "op": "all_reduce",
         "size_bytes": count * 8,
@@ -167,12 +169,12 @@ def measure_allreduce(mpi: Any, comm: Any, size_bytes: int, iters: int) -> dict[
 def body(args: Any, doc: dict[str, Any]) -> None:
     global _rank
     _rank = env_rank()
-    mpi4py = pc.require("mpi4py")
+    mpi4py = libs.require("mpi4py")
     from mpi4py import MPI  # MPI_Init_thread happens here
 
     comm = MPI.COMM_WORLD
     _rank, n = comm.Get_rank(), comm.Get_size()
-    doc["library"] = pc.library_label(mpi4py)
+    doc["library"] = libs.library_label(mpi4py)
     doc["mpi_library"] = MPI.Get_library_version().strip("\x00 \n").splitlines()[0]
     doc["world_size"] = n
     doc["ranks"] = comm.gather(rank_identity(_rank), root=0)
@@ -180,12 +182,12 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     doc["results"] = [measure_allreduce(MPI, comm, s, args.iters) for s in args.sizes]
 
 
-def parser() -> pc.ProbeArgumentParser:
-    p = pc.ProbeArgumentParser(prog="mpi_probe.py", description=__doc__.splitlines()[0])
+def parser() -> contract.ProbeArgumentParser:
+    p = contract.ProbeArgumentParser(prog="mpi_probe.py", description=__doc__.splitlines()[0])
     p.add_argument(
         "--sizes",
-        type=pc.parse_index_list,
-        default=pc.parse_index_list(DEFAULT_SIZES),
+        type=contract.parse_index_list,
+        default=contract.parse_index_list(DEFAULT_SIZES),
         help=f"allreduce buffer sizes in bytes, comma list (default {DEFAULT_SIZES})",
     )
     p.add_argument("--iters", type=int, default=5, help="timed allreduces per size (default 5)")
@@ -195,8 +197,8 @@ def parser() -> pc.ProbeArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    rc = pc.run(PROBE, parser(), body, argv, emit=lambda _args: _rank == 0)
-    if rc != pc.EXIT_OK and "mpi4py.MPI" in sys.modules:
+    rc = contract.run(PROBE, parser(), body, argv, emit=lambda _args: _rank == 0)
+    if rc != contract.EXIT_OK and "mpi4py.MPI" in sys.modules:
         comm = sys.modules["mpi4py.MPI"].COMM_WORLD
         if comm.Get_size() > 1:  # the other ranks may wait in a collective: end the job
             comm.Abort(rc)

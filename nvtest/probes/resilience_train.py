@@ -13,8 +13,8 @@ Usage::
                                            [--remove-dir D] -- LAUNCHER ARGV...
     python3 resilience_train.py train ...      # one rank, started by the launcher
 
-``drill`` is the probe (one JSON document on stdout, the ``_probe_common``
-contract); ``train`` is what the launcher starts per rank.
+``drill`` is the probe (one JSON document on stdout, as ``_contract.py``
+defines it); ``train`` is what the launcher starts per rank.
 
 ``injob``: a reference run without a fault, then the same run (same seed) in
 which rank ``--kill-rank`` is killed with SIGKILL at a random step; the
@@ -52,7 +52,9 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _timing as timing  # noqa: E402
 
 PROBE = "resilience_train"
 
@@ -158,7 +160,7 @@ def _kill_step(args: argparse.Namespace) -> int:
 def drill_injob(args: argparse.Namespace, doc: dict[str, Any], workdir: str, launcher: str) -> dict[str, Any]:
     ref = _one_run(args, workdir, "reference", launcher)
     if not ref["completed"]:
-        raise pc.ProbeError(f"reference run failed (exit {ref['exit_code']}): {ref['log_tail'][-400:]}")
+        raise contract.ProbeError(f"reference run failed (exit {ref['exit_code']}): {ref['log_tail'][-400:]}")
     step = _kill_step(args)
     fault = _one_run(args, workdir, "fault", launcher, kill_step=step)
     return {"drill": "injob", "kill_step_planned": step, "kill_rank": args.kill_rank, "reference": ref,
@@ -168,7 +170,7 @@ def drill_injob(args: argparse.Namespace, doc: dict[str, Any], workdir: str, lau
 def drill_straggler(args: argparse.Namespace, doc: dict[str, Any], workdir: str, launcher: str) -> dict[str, Any]:
     run = _one_run(args, workdir, "straggler", launcher, slow_rank=args.slow_rank, slow_s=args.slow_s)
     if not run["completed"]:
-        raise pc.ProbeError(f"straggler run failed (exit {run['exit_code']}): {run['log_tail'][-400:]}")
+        raise contract.ProbeError(f"straggler run failed (exit {run['exit_code']}): {run['log_tail'][-400:]}")
     run.pop("events")
     return {"drill": "straggler", "slow_rank": args.slow_rank, "slow_s": args.slow_s, "run": run,
             "nproc": args.nproc, "steps": args.steps}
@@ -184,13 +186,13 @@ def drill_overhead(args: argparse.Namespace, doc: dict[str, Any], workdir: str, 
         for mode in ("off", "on") if i % 2 == 0 else ("on", "off"):
             r = _one_run(args, workdir, f"overhead-{mode}", launcher, machinery=mode == "on")
             if not r["completed"]:
-                raise pc.ProbeError(f"overhead run ({mode}) failed: {r['log_tail'][-400:]}")
+                raise contract.ProbeError(f"overhead run ({mode}) failed: {r['log_tail'][-400:]}")
             times = [t for ts in r["step_times_s"].values() for t in ts[1:]]
-            runs[mode].append(pc.stats(times)["median"])
+            runs[mode].append(timing.stats(times)["median"])
             if mode == "on":
                 direct.append(r["machinery_s_per_step"] or 0.0)
-    off, on = pc.stats(runs["off"])["median"], pc.stats(runs["on"])["median"]
-    per_step = pc.stats(direct)["median"]
+    off, on = timing.stats(runs["off"])["median"], timing.stats(runs["on"])["median"]
+    per_step = timing.stats(direct)["median"]
     return {"drill": "overhead", "launcher": launcher, "step_median_s": runs, "off_s": off, "on_s": on,
             "overhead_pct": 100.0 * (on - off) / off, "machinery_s_per_step": per_step,
             "direct_overhead_pct": 100.0 * per_step / (off + per_step)}
@@ -208,7 +210,7 @@ DRILLS = {"injob": drill_injob, "straggler": drill_straggler, "overhead": drill_
 SPAN_KINDS = ("launchers", "node")
 
 
-def build_parser() -> pc.ProbeArgumentParser:
+def build_parser() -> contract.ProbeArgumentParser:
     p = DrillParser(prog="resilience_train.py drill", description=__doc__.splitlines()[0])
     p.add_argument("kind", choices=sorted([*DRILLS, *SPAN_KINDS]))
     p.add_argument("--nproc", type=int, default=2)
@@ -232,7 +234,7 @@ def build_parser() -> pc.ProbeArgumentParser:
     return p
 
 
-class DrillParser(pc.ProbeArgumentParser):
+class DrillParser(contract.ProbeArgumentParser):
     """The drill's options; everything after the first ``--`` is ``launch`` (``node``: the launcher argv)."""
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
@@ -252,14 +254,14 @@ def body(args: argparse.Namespace, doc: dict[str, Any]) -> None:
 
         doc["results"] = [span.launchers(args, doc) if args.kind == "launchers" else span.node_share(args, doc)]
         return
-    torch = pc.require("torch")
-    doc["library"] = pc.library_label(torch)
+    torch = libs.require("torch")
+    doc["library"] = libs.library_label(torch)
     if args.kill_rank >= args.nproc or args.slow_rank >= args.nproc:
-        raise pc.ProbeError(f"usage error: --kill-rank/--slow-rank must be < --nproc {args.nproc}")
+        raise contract.ProbeError(f"usage error: --kill-rank/--slow-rank must be < --nproc {args.nproc}")
     import _resilience_launch as rl
 
     launcher, why = rl.pick_launcher(args.launcher)
-    nvrx, _ = pc.optional_import("nvidia_resiliency_ext")
+    nvrx, _ = libs.optional_import("nvidia_resiliency_ext")
     doc.update(launcher=launcher, launcher_fallback_reason=why,
                nvrx_version=_nvrx_version() if nvrx is not None else None, device="cpu", backend="gloo")
     workdir = args.workdir or tempfile.mkdtemp(prefix="nvtest-drill-")
@@ -284,4 +286,4 @@ if __name__ == "__main__":
 
         sys.exit(_resilience_inprocess.worker_main(sys.argv[2:]))
     argv = sys.argv[2:] if len(sys.argv) > 1 and sys.argv[1] == "drill" else sys.argv[1:]
-    sys.exit(pc.run(PROBE, build_parser(), body, argv=argv))
+    sys.exit(contract.run(PROBE, build_parser(), body, argv=argv))

@@ -20,6 +20,7 @@ counting 2 words (16 bytes) per element and add and triad 3 words (24 bytes).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -34,7 +35,9 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _devices as hw  # noqa: E402
+import _libraries as libs  # noqa: E402
 
 PROBE = "stream"
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stream.c")
@@ -126,8 +129,8 @@ def compiler_identity(cc: str) -> str:
 
 def find_compiler() -> tuple[str | None, str | None]:
     """``($CC or cc, None)`` or ``(None, reason)``; honours NVTEST_PROBE_DISABLE=cc."""
-    if "cc" in pc.disabled():
-        return None, f"C compiler disabled by {pc.DISABLE_ENV}"
+    if "cc" in libs.disabled():
+        return None, f"C compiler disabled by {libs.DISABLE_ENV}"
     cc = os.environ.get("CC") or "cc"
     path = shutil.which(cc)
     return (path, None) if path else (None, f"no C compiler: {cc!r} not on PATH")
@@ -146,7 +149,7 @@ def compile_stream(cc: str, cache_root: str) -> dict[str, Any]:
 
     Tries ``cc -O3 -fopenmp`` then ``cc -O3``.  The binary is written under a
     temporary name and renamed, so nodes sharing a home directory may build at
-    once.  Raises :class:`pc.ProbeError` if neither command compiles.
+    once.  Raises :class:`contract.ProbeError` if neither command compiles.
     """
     with open(SOURCE, "rb") as fh:
         source = fh.read()
@@ -182,7 +185,7 @@ def compile_stream(cc: str, cache_root: str) -> dict[str, Any]:
             }
         os.unlink(tmp)
         errors.append(f"{' '.join(cmd)}: {proc.stderr.strip()[-500:]}")
-    raise pc.ProbeError("compiling stream.c failed: " + " | ".join(errors))
+    raise contract.ProbeError("compiling stream.c failed: " + " | ".join(errors))
 
 
 # --------------------------------------------------------------------------- the table
@@ -241,7 +244,7 @@ def parse_table(text: str) -> dict[str, Any]:
 
     Returns ``{"elements": int, "threads": int, "kernels": {name: {"best_rate_mbs",
     "avg_time_s", "min_time_s", "max_time_s"}}, "validates": bool, "errors": {...}}``.
-    Raises :class:`pc.ProbeError` when a kernel row or the verdict line is missing.
+    Raises :class:`contract.ProbeError` when a kernel row or the verdict line is missing.
     """
     out: dict[str, Any] = {"kernels": {}, "errors": {}, "elements": None, "threads": None}
     for line in text.splitlines():
@@ -265,13 +268,13 @@ def parse_table(text: str) -> dict[str, Any]:
             out["threads"] = int(m.group(1))
     missing = [k for k in KERNEL_WORDS if k not in out["kernels"]]
     if missing:
-        raise pc.ProbeError(f"stream output lacks the rows {missing}")
+        raise contract.ProbeError(f"stream output lacks the rows {missing}")
     if "Solution Validates" in text:
         out["validates"] = True
     elif "Failed Validation" in text:
         out["validates"] = False
     else:
-        raise pc.ProbeError("stream output has neither 'Solution Validates' nor 'Failed Validation'")
+        raise contract.ProbeError("stream output has neither 'Solution Validates' nor 'Failed Validation'")
     return out
 
 
@@ -292,7 +295,7 @@ def expected_values(reps: int, scalar: float = SCALAR) -> tuple[float, float, fl
 def validate_arrays(np: Any, arrays: dict[str, Any], reps: int) -> dict[str, Any]:
     """Average/maximum relative error of each array against :func:`expected_values`."""
     errors = {}
-    for name, expect in zip("abc", expected_values(reps)):
+    for name, expect in zip("abc", expected_values(reps)):  # noqa: B905 (strict= is py>=3.10; nodes may be 3.8)
         diff = np.abs(arrays[name] - expect)
         avg, mx = float(diff.mean()) / abs(expect), float(diff.max()) / abs(expect)
         ok = avg <= EPSILON and mx <= EPSILON
@@ -330,8 +333,8 @@ def run_numpy(np: Any, elements: int, reps: int, inject: bool) -> str:
 # --------------------------------------------------------------------------- probe
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.ProbeArgumentParser(prog="stream_probe.py", description=__doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.ProbeArgumentParser(prog="stream_probe.py", description=__doc__.splitlines()[0])
     parser.add_argument("--array-mib", type=float, default=None, help="MiB per array (overrides)")
     parser.add_argument("--min-array-mib", type=float, default=64.0, help="floor, MiB per array")
     parser.add_argument("--reps", type=int, default=10, help="timed repetitions (>= 10)")
@@ -339,19 +342,19 @@ def build_parser() -> pc.ProbeArgumentParser:
     parser.add_argument("--cache-dir", default=os.path.join("~", ".cache", "nvtest"))
     parser.add_argument("--no-compile", action="store_true", help="use the numpy fallback")
     parser.add_argument("--timeout-s", type=float, default=1800.0)
-    parser.add_argument("--inject-error", action="store_true", help=pc.argparse.SUPPRESS)
-    parser.add_argument("--allow-few-reps", action="store_true", help=pc.argparse.SUPPRESS)
+    parser.add_argument("--inject-error", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--allow-few-reps", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
 def body(args: Any, doc: dict[str, Any]) -> None:
     if not args.allow_few_reps and args.reps < 10:
-        raise pc.ProbeError("usage error: --reps must be >= 10")
+        raise contract.ProbeError("usage error: --reps must be >= 10")
     if not 1 <= args.reps <= MAX_REPS:
-        raise pc.ProbeError(f"usage error: --reps must be in 1..{MAX_REPS}")
+        raise contract.ProbeError(f"usage error: --reps must be in 1..{MAX_REPS}")
     llc = llc_bytes()
     elements = choose_elements(llc, args.min_array_mib, args.array_mib)
-    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", 0)) or pc.available_cpus()
+    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS", 0)) or hw.available_cpus()
     doc.update(
         implementation=None,
         llc_bytes=llc,
@@ -366,7 +369,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     if cc:
         try:
             build = compile_stream(cc, args.cache_dir)
-        except (pc.ProbeError, OSError, subprocess.SubprocessError) as exc:
+        except (contract.ProbeError, OSError, subprocess.SubprocessError) as exc:
             no_cc = str(exc)
     if build:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
@@ -377,7 +380,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout_s)
         sys.stderr.write(proc.stderr)
         if proc.returncode != 0:
-            raise pc.ProbeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
+            raise contract.ProbeError(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()}")
         raw = proc.stdout
         flags = " ".join(build["flags"])
         doc["library"] = f"C ({build['compiler']}, {flags})"
@@ -386,11 +389,11 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         doc["command"] = " ".join(cmd)
         doc["omp_env"] = {k: env[k] for k in ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES")}
     else:
-        np, why = pc.optional_import("numpy")
+        np, why = libs.optional_import("numpy")
         if np is None:
-            raise pc.ProbeSkip(f"{no_cc}; and {why}")
+            raise contract.ProbeSkip(f"{no_cc}; and {why}")
         raw = run_numpy(np, elements, args.reps, args.inject_error)
-        doc["library"] = pc.library_label(np)
+        doc["library"] = libs.library_label(np)
         doc["implementation"] = "numpy-fallback"
         doc["fallback_reason"] = no_cc
     parsed = parse_table(raw)
@@ -412,4 +415,4 @@ def body(args: Any, doc: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

@@ -35,52 +35,22 @@ import threading  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _ports as ports  # noqa: E402
 
 PROBE = "tcp_bw"
 CHUNK = 1 << 20
 RATE_ENV = "NVTEST_TCP_RATE_LIMIT_MBIT"
 
 
-def listening_ports(paths: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> set[int]:
-    """Local ports with a socket in LISTEN state (``st`` 0A in /proc/net/tcp*)."""
-    ports: set[int] = set()
-    for path in paths:
-        try:
-            with open(path, encoding="ascii") as fh:
-                lines = fh.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 3 and fields[3] == "0A":
-                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-def free_port(start: int) -> int:
-    """The first port >= ``start`` that binds on all addresses and nobody listens on."""
-    taken = listening_ports()
-    for port in range(max(1024, start), 65536):
-        if port in taken:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("0.0.0.0", port))
-            except OSError:
-                continue
-        return port
-    raise pc.ProbeError(f"no free TCP port at or above {start}")
-
-
 def wait_listen(port: int, timeout_s: float) -> float:
     """Seconds until something listens on ``port``; ProbeError after ``timeout_s``."""
     t0 = time.monotonic()
     while True:
-        if port in listening_ports():
+        if port in ports.listening_ports():
             return time.monotonic() - t0
         if time.monotonic() - t0 > timeout_s:
-            raise pc.ProbeError(f"nothing listens on port {port} after {timeout_s:g} s")
+            raise contract.ProbeError(f"nothing listens on port {port} after {timeout_s:g} s")
         time.sleep(0.05)
 
 
@@ -97,8 +67,8 @@ def serve(port: int, streams: int, timeout_s: float) -> dict[str, Any]:
             conn, peer = srv.accept()
             conn.settimeout(timeout_s)
             conns.append((conn, peer))
-    except socket.timeout:
-        raise pc.ProbeError(f"no client connected within {timeout_s:g} s (port {port})") from None
+    except socket.timeout:  # noqa: UP041 (an alias of TimeoutError only from py3.10; nodes may be 3.8)
+        raise contract.ProbeError(f"no client connected within {timeout_s:g} s (port {port})") from None
     finally:
         srv.close()
     counts = [0] * streams
@@ -172,15 +142,15 @@ def send(host: str, port: int, seconds: float, streams: int, timeout_s: float) -
         t.join()
     elapsed = time.perf_counter() - t0
     if not answers:
-        raise pc.ProbeError(f"the server at {host}:{port} sent no byte count back")
+        raise contract.ProbeError(f"the server at {host}:{port} sent no byte count back")
     received = answers[0]
     return {"role": "client", "host": host, "port": port, "streams": streams,
             "sent_bytes": sum(sent), "received_bytes": received, "seconds": elapsed,
             "gbit_s": 8 * received / elapsed / 1e9, "rate_limit_mbit": float(os.environ.get(RATE_ENV) or 0) or None}
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.ProbeArgumentParser(prog="tcp_bw_probe.py", description=__doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.ProbeArgumentParser(prog="tcp_bw_probe.py", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
     p = sub.add_parser("free-port")
     p.add_argument("--start", type=int, default=20000)
@@ -205,7 +175,7 @@ def build_parser() -> pc.ProbeArgumentParser:
 def body(args: Any, doc: dict[str, Any]) -> None:
     doc["mode"] = args.mode
     if args.mode == "free-port":
-        doc["results"] = [{"port": free_port(args.start)}]
+        doc["results"] = [{"port": ports.free_port("0.0.0.0", start=args.start)}]
     elif args.mode == "wait-listen":
         doc["results"] = [{"port": args.port, "waited_s": wait_listen(args.port, args.timeout_s)}]
     elif args.mode == "serve":
@@ -215,4 +185,4 @@ def body(args: Any, doc: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body))
+    sys.exit(contract.run(PROBE, build_parser(), body))

@@ -30,12 +30,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import datetime  # noqa: E402
 import math  # noqa: E402
-import socket  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import Any  # noqa: E402
 
-import _probe_common as pc  # noqa: E402
+import _contract as contract  # noqa: E402
+import _device_pool as pool  # noqa: E402
+import _devices as hw  # noqa: E402
+import _libraries as libs  # noqa: E402
+import _ports as ports  # noqa: E402
+import _timing as timing  # noqa: E402
 
 PROBE = "train_smoke"
 VOCAB, D_MODEL, HEADS, LAYERS, SEQ, BATCH = 64, 64, 4, 2, 32, 16
@@ -61,13 +65,6 @@ def launch_env(env: dict[str, str]) -> tuple[int, int, int] | None:
     if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         return int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]), int(env.get("SLURM_LOCALID", "0"))
     return None
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def build_model(torch: Any) -> Any:
@@ -121,7 +118,7 @@ def make_batch(torch: Any, gen: Any, perm: Any, batch: int, seq: int) -> Any:
 
 def train_rank(rank: int, world: int, local_rank: int, opts: dict[str, Any]) -> dict[str, Any]:
     """Run the smoke training as one rank; returns rank 0's result entry (others: their own)."""
-    torch = pc.require("torch")
+    torch = libs.require("torch")
     import torch.distributed as dist
 
     cuda = opts["device"] == "cuda"
@@ -130,7 +127,7 @@ def train_rank(rank: int, world: int, local_rank: int, opts: dict[str, Any]) -> 
         device = torch.device("cuda", local_rank)
     else:
         device = torch.device("cpu")
-        torch.set_num_threads(max(1, pc.available_cpus() // max(1, opts.get("local_world", 1))))
+        torch.set_num_threads(max(1, hw.available_cpus() // max(1, opts.get("local_world", 1))))
     backend = "nccl" if cuda else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=opts["timeout_s"]))
@@ -155,12 +152,12 @@ def train_rank(rank: int, world: int, local_rank: int, opts: dict[str, Any]) -> 
             losses.append(float(mean) / world)
             times.append(time.perf_counter() - t0)
         ranks: list[Any] = [None] * world
-        me = {"rank": rank, "host": pc.hostname(), "local_rank": local_rank, "device": str(device)}
+        me = {"rank": rank, "host": contract.hostname(), "local_rank": local_rank, "device": str(device)}
         dist.all_gather_object(ranks, me)
     finally:
         dist.destroy_process_group()
     step_times = times[1:] or times  # step 0 includes DDP's first bucket set-up
-    median = pc.stats(step_times)["median"]
+    median = timing.stats(step_times)["median"]
     return {
         "device": opts["device"],
         "backend": backend,
@@ -189,18 +186,18 @@ def _rank_worker(device: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 def run_standalone(nproc: int, opts: dict[str, Any]) -> dict[str, Any]:
     """Spawn ``nproc`` local ranks; rank 0's entry, or ProbeError naming the failing ranks."""
-    ctx = pc.require("torch.multiprocessing").get_context("spawn")
-    payload = {"world": nproc, "port": free_port(), "opts": {**opts, "local_world": nproc}}
+    ctx = libs.require("torch.multiprocessing").get_context("spawn")
+    payload = {"world": nproc, "port": ports.free_port(), "opts": {**opts, "local_world": nproc}}
     ranks = [f"rank:{r}" for r in range(nproc)]
-    answers = pc.run_per_device(_rank_worker, ranks, payload, opts["timeout_s"] + 60, context=ctx)
+    answers = pool.run_per_device(_rank_worker, ranks, payload, opts["timeout_s"] + 60, context=ctx)
     problems = [f"{a['device']}: {a['reason']}" for a in answers if a.get("status") in ("error", "skip")]
     if problems:
-        raise pc.ProbeError("; ".join(problems))
+        raise contract.ProbeError("; ".join(problems))
     return answers[0]
 
 
-def build_parser() -> pc.ProbeArgumentParser:
-    parser = pc.ProbeArgumentParser(prog="train_smoke.py", description=__doc__.splitlines()[0])
+def build_parser() -> contract.ProbeArgumentParser:
+    parser = contract.ProbeArgumentParser(prog="train_smoke.py", description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     parser.add_argument("--nproc", type=int, default=2, help="standalone: local ranks to spawn")
     parser.add_argument("--steps", type=int, default=30, help="training steps (>= 20)")
@@ -214,16 +211,16 @@ def build_parser() -> pc.ProbeArgumentParser:
 
 def body(args: Any, doc: dict[str, Any]) -> None:
     if args.steps < 2 * LOSS_WINDOW:
-        raise pc.ProbeError(f"usage error: --steps must be >= {2 * LOSS_WINDOW} (20 recommended)")
-    torch = pc.require("torch")
+        raise contract.ProbeError(f"usage error: --steps must be >= {2 * LOSS_WINDOW} (20 recommended)")
+    torch = libs.require("torch")
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
-        raise pc.ProbeSkip("no CUDA device: torch.cuda.is_available() is False")
+        raise contract.ProbeSkip("no CUDA device: torch.cuda.is_available() is False")
     opts = {"device": device, "steps": args.steps, "lr": args.lr, "min_drop": args.min_drop,
             "timeout_s": args.timeout_s}
-    doc.update(library=pc.library_label(torch), device=device)
+    doc.update(library=libs.library_label(torch), device=device)
     launch = launch_env(dict(os.environ))
     if launch:
         rank, world, local_rank = launch
@@ -231,7 +228,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         result = train_rank(rank, world, local_rank, opts)
     else:
         if device == "cuda" and args.nproc > torch.cuda.device_count():
-            raise pc.ProbeError(f"--nproc {args.nproc} > {torch.cuda.device_count()} visible GPUs")
+            raise contract.ProbeError(f"--nproc {args.nproc} > {torch.cuda.device_count()} visible GPUs")
         doc.update(mode="standalone", rank=0)
         result = run_standalone(args.nproc, opts)
     doc["results"] = [result]
@@ -243,4 +240,4 @@ def _is_rank0(_args: Any) -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(pc.run(PROBE, build_parser(), body, emit=_is_rank0))
+    sys.exit(contract.run(PROBE, build_parser(), body, emit=_is_rank0))

@@ -127,9 +127,10 @@ def render_junit(doc: Mapping[str, Any]) -> str:
                 name=_x(f"reachability[{name}]"),
                 time="0.000",
             )
-            ET.SubElement(
-                case, "error", message=_x(f"unreachable: {nd['down_reason']}"), type="nvtest.error"
-            ).text = _x(f"unreachable: {nd['down_reason']}")
+            # down_message words the cause (unreachable, name does not resolve, probe hung...);
+            # runs written before it had only down_reason
+            why = nd.get("down_message") or f"unreachable: {nd['down_reason']}"
+            ET.SubElement(case, "error", message=_x(why), type="nvtest.error").text = _x(why)
             cases.append(case)
     incomplete = incomplete_reason(run) or (doc.get("summary") or {}).get("incomplete")
     if incomplete:

@@ -242,8 +242,10 @@ def node_facts(nvtest_context: RunContext, request: pytest.FixtureRequest, judge
     """This node's :class:`~nvtest.session.facts.NodeFacts` (error verdict if the node is down)."""
     node: Node = request.getfixturevalue("node")
     st = nvtest_context.states[node.name]
-    if st.down_reason or st.facts is None:
-        raise NodeError(f"node unreachable: {st.down_reason or 'no facts'}")
+    if st.down_reason:
+        raise st.down_error()
+    if st.facts is None:
+        raise NodeError("no facts")
     judge.log = st.facts_log
     return st.facts
 

@@ -29,12 +29,13 @@ from nvtest.config.inventory import (
     select_nodes,
 )
 from nvtest.config.resources import probes_dir
-from nvtest.config.skus import Catalog, MatchResult, load_catalog
-from nvtest.errors import ConfigError
+from nvtest.config.skus import Catalog, MatchResult, check_inventory_skus, load_catalog
+from nvtest.errors import ConfigError, NodeError, NodeWedged
 from nvtest.results import ResultStore
 from nvtest.session.facts import NodeFacts, facts_from_probe
 from nvtest.session.phase import PhaseRunner
 from nvtest.transports import Transport, get_transport
+from nvtest.transports.base import FAILURES, CommandResult
 from nvtest.transports.local import local_hostname
 
 __all__ = ["NodeState", "RunConfig", "RunContext"]
@@ -62,15 +63,45 @@ class RunConfig(BaseModel):
     rerun_items: list[tuple[str, str]] | None = None
 
 
+#: Words before a down node's reason, by cause (the transport's :data:`FAILURES`, and
+#: what the inventory probe itself did).
+DOWN_WORDS = {
+    **FAILURES,
+    "timeout": "inventory probe hung",
+    "unkillable": "node wedged",
+    "probe": "",  # the reason says it: "inventory probe exited 1: ..."
+}
+
+
 @dataclass
 class NodeState:
-    """What the run knows of one node: facts, SKU match, reachability."""
+    """What the run knows of one node: facts, SKU match, reachability.
+
+    ``down_kind``: why the node is down, a key of :data:`DOWN_WORDS` (``unreachable``,
+    ``resolve``, ``auth``, ``timeout``...), so each cause is worded as itself.
+    """
 
     node: Node
     facts: NodeFacts | None = None
     match: MatchResult | None = None
     down_reason: str | None = None
     facts_log: str | None = None
+    down_kind: str | None = None
+
+    @property
+    def down_message(self) -> str:
+        """``<the cause's words>: <reason>`` (``node unreachable: connection refused ...``,
+        ``inventory probe hung: ...``)."""
+        words = DOWN_WORDS.get(self.down_kind or "", "node not usable")
+        reason = self.down_reason or "no facts"
+        return f"{words}: {reason}" if words else reason
+
+    def down_error(self) -> Exception:
+        """The exception an item of this down node raises: :class:`NodeWedged` (``fail``)
+        for an unkillable process, else :class:`NodeError` (``error``)."""
+        if self.down_kind == "unkillable":
+            return NodeWedged(self.down_message)
+        return NodeError(self.down_message)
 
 
 @dataclass
@@ -124,9 +155,7 @@ class RunContext:
         catalog = load_catalog([Path(d) for d in cfg.sku_dirs], Path(cfg.overlay) if cfg.overlay else None)
         if cfg.sku:
             catalog.get(cfg.sku)
-        for node in inv.nodes:
-            if node.sku:
-                catalog.get(node.sku)
+        check_inventory_skus(inv, catalog)
         store = ResultStore(run_dir)
         opts = dict(cfg.backend_options)
         if cfg.backend in ("ssh", "slurm"):
@@ -204,17 +233,8 @@ class RunContext:
                 timeout_s=120 * self.config.timeout_scale,
             )
             for name, state in self.states.items():
-                res = results.get(name)
                 state.facts_log = self.phases.log_path("inventory", name)
-                if res is None or not res.completed:
-                    state.down_reason = (res.error if res else None) or "no result"
-                elif res.exit_code != 0:
-                    state.down_reason = f"inventory probe exited {res.exit_code}: {res.stderr.strip()[-300:]}"
-                else:
-                    try:
-                        state.facts = facts_from_probe(json.loads(res.stdout))
-                    except (ValueError, KeyError, TypeError) as exc:
-                        state.down_reason = f"inventory probe output unreadable: {exc}"
+                self._read_inventory(state, results.get(name))
                 self._match_sku(state)
                 self.emit(
                     "node",
@@ -223,10 +243,13 @@ class RunContext:
                         "settings": state.node.public_dict(),
                         "inventory": state.facts.to_json() if state.facts else None,
                         "down_reason": state.down_reason,
+                        "down_kind": state.down_kind,
+                        "down_message": state.down_message if state.down_reason else None,
                         "sku": state.match.name if state.match else None,
                         "sku_match": list(state.match.reasons) if state.match else [],
                         "sku_forced": bool(state.match and state.match.forced),
                         "inventory_log": state.facts_log,
+                        "staging": self.transport.staging_method(name),
                     },
                 )
             for sku in sorted({s.match.name for s in self.states.values() if s.match and s.match.name}):
@@ -248,6 +271,29 @@ class RunContext:
                         "expect": prof.expect.model_dump(exclude_none=True),
                     },
                 )
+
+    def _read_inventory(self, state: NodeState, res: CommandResult | None) -> None:
+        """The node's facts from its inventory probe, or why it is down (in its own words)."""
+        if res is None:
+            state.down_reason, state.down_kind = "no result from the transport", None
+        elif res.failure in ("timeout", "unkillable"):
+            state.down_kind = res.failure
+            state.down_reason = (
+                f"{res.error}; the node answered over the {self.transport.name} transport, but "
+                f"`{state.node.python} inventory_probe.py` did not finish: check that the "
+                f"inventory's python ({state.node.python}) starts on the node"
+            )
+        elif not res.completed:
+            state.down_reason, state.down_kind = res.error or "no result", res.failure
+        elif res.exit_code != 0:
+            state.down_kind = "probe"
+            state.down_reason = f"inventory probe exited {res.exit_code}: {res.stderr.strip()[-300:]}"
+        else:
+            try:
+                state.facts = facts_from_probe(json.loads(res.stdout))
+            except (ValueError, KeyError, TypeError) as exc:
+                state.down_kind = "probe"
+                state.down_reason = f"inventory probe output unreadable: {exc}"
 
     def _match_sku(self, state: NodeState) -> None:
         forced = state.node.sku or self.config.sku

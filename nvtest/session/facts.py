@@ -10,9 +10,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from nvtest.config.metrics import Hardware, hardware_from_facts
 from nvtest.config.skus import GpuSummary
+from nvtest.config.thresholds import SkuProfile
 
-__all__ = ["GpuFact", "NodeFacts", "PciFact", "facts_from_probe"]
+__all__ = ["GpuFact", "NodeFacts", "PciFact", "facts_from_json", "facts_from_probe", "hardware_of"]
 
 NVIDIA_VENDOR_ID = "10de"
 
@@ -216,3 +218,21 @@ def _int(value: object) -> int | None:
     if isinstance(value, (int, float)):
         return int(value)
     return None
+
+
+def facts_from_json(doc: dict[str, Any]) -> NodeFacts:
+    """:class:`NodeFacts` back from its :meth:`NodeFacts.to_json` (results.json ``nodes.*.inventory``).
+
+    Raises:
+        TypeError: ``doc`` is not a NodeFacts document.
+    """
+    fields = {k: v for k, v in doc.items() if k in NodeFacts.__dataclass_fields__}
+    fields["gpus"] = tuple(GpuFact(**g) for g in doc.get("gpus") or ())
+    fields["pci"] = tuple(PciFact(**p) for p in doc.get("pci") or ())
+    fields["notes"] = tuple(doc.get("notes") or ())
+    return NodeFacts(**fields)
+
+
+def hardware_of(facts: NodeFacts | None, profile: SkuProfile | None, nodes: int = 1) -> Hardware:
+    """What the plausibility bounds need of a node (:func:`nvtest.config.metrics.hardware_from_facts`)."""
+    return hardware_from_facts(facts.to_json() if facts is not None else None, profile, nodes)

@@ -11,12 +11,33 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from nvtest.config.inventory import Node
-from nvtest.transports.base import Command, CommandResult, Transport
+from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
-__all__ = ["PhaseRunner", "write_evidence"]
+__all__ = ["Hang", "PhaseRunner", "write_evidence"]
+
+
+@dataclass(frozen=True)
+class Hang:
+    """A tool or device that hung on a node: the phase whose deadline it ran past.
+
+    Attributes:
+        need: the tool (``nvidia-smi``) or device (``gpu``) that hung.
+        key: the phase (check) that timed out.
+        error: that command's error (``timed out after 120 s; ...``).
+    """
+
+    need: str
+    key: str
+    error: str
+
+    def blocked_message(self) -> str:
+        """The error of a later command on the node that needs the same tool or device."""
+        why = self.error if len(self.error) <= 240 else self.error[:237] + "..."
+        return f"blocked: {self.need} hung on this node in {self.key} ({why}); not started"
 
 
 def _safe(name: str, limit: int = 120) -> str:
@@ -60,6 +81,12 @@ class PhaseRunner:
     """Runs and caches one command per (key, node) over a transport.
 
     Thread-safe: a second caller of the same key waits for the first.
+
+    A hang blocks: when a phase's command runs past its deadline on a node (a timeout, or
+    an unkillable process), each tool and device the phase ``needs`` is marked hung on that
+    node, and a later phase there that needs one of them is not started: its result is a
+    ``blocked`` error naming the phase that hung, at once, instead of waiting out its own
+    timeout.
     """
 
     def __init__(self, transport: Transport, run_dir: Path) -> None:
@@ -69,6 +96,7 @@ class PhaseRunner:
         self._logs: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
+        self._hung: dict[str, dict[str, Hang]] = {}
 
     def run(
         self,
@@ -78,9 +106,14 @@ class PhaseRunner:
         *,
         timeout_s: float,
         env: Mapping[str, str] | None = None,
+        needs: Sequence[str] = (),
     ) -> dict[str, CommandResult]:
         """Run ``command(node)`` on every node of ``nodes`` at once (first call),
         or return the cached results of ``key``.
+
+        ``needs``: the tools and devices the command needs (see the class text): a node
+        where one of them hung gets a ``blocked`` result without running anything, and a
+        node where this command runs past its deadline marks them all hung.
 
         Returns node name -> CommandResult. Evidence is written as it arrives.
         """
@@ -90,11 +123,45 @@ class PhaseRunner:
             if key in self._cache:
                 return self._cache[key]
             commands = {n.name: command(n) for n in nodes}
-            results = self.transport.run(nodes, commands, timeout_s=timeout_s, env=env) if nodes else {}
+            blocked = {n.name: hang for n in nodes if (hang := self.blocking(n.name, needs))}
+            live = [n for n in nodes if n.name not in blocked]
+            results = (
+                self.transport.run(live, {n.name: commands[n.name] for n in live}, timeout_s=timeout_s, env=env)
+                if live
+                else {}
+            )
+            for name, hang in blocked.items():
+                results[name] = CommandResult(
+                    node=name,
+                    command=render_command(commands[name], env),
+                    error=hang.blocked_message(),
+                    failure="blocked",
+                )
             for name, res in results.items():
+                if res.failure in ("timeout", "unkillable"):
+                    self._mark_hung(name, key, needs, res)
                 self._logs[(key, name)] = write_evidence(self.run_dir, key, res)
             self._cache[key] = results
             return results
+
+    def blocking(self, node: str, needs: Sequence[str]) -> Hang | None:
+        """The hang on ``node`` of one of ``needs`` (the first that hung), or None."""
+        with self._lock:
+            hung = self._hung.get(node, {})
+            found = [hung[n] for n in needs if n in hung]
+        return found[0] if found else None
+
+    def hangs(self, node: str) -> list[Hang]:
+        """What hung on ``node`` so far, in the order it was marked."""
+        with self._lock:
+            return list(self._hung.get(node, {}).values())
+
+    def _mark_hung(self, node: str, key: str, needs: Sequence[str], res: CommandResult) -> None:
+        error = res.error or "timed out"
+        with self._lock:
+            marks = self._hung.setdefault(node, {})
+            for need in needs:
+                marks.setdefault(need, Hang(need, key, error))
 
     def log_path(self, key: str, node: str) -> str | None:
         """The evidence path (relative to the run dir) of ``key`` on ``node``."""

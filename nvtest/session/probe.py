@@ -13,21 +13,36 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from nvtest.config.resources import probes_dir
 from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import NodeError, ProbeError, ProbeSkip
+from nvtest.errors import NodeError, NodeWedged, ProbeError, ProbeSkip
 from nvtest.transports.base import CommandResult
 
 if TYPE_CHECKING:
     from nvtest.config.inventory import Node
     from nvtest.session.context import RunContext
 
-__all__ = ["ArgsFn", "Probe", "measure_probe", "parse_probe_json", "raw_output"]
+__all__ = [
+    "DEVICES",
+    "ArgsFn",
+    "Probe",
+    "measure_probe",
+    "parse_probe_json",
+    "raw_output",
+    "require_completed",
+]
 
 
 ArgsFn = Callable[["Node", "SkuProfile | None"], Sequence[str]]
+
+#: Devices a probe may need, besides the tools it runs (named as on PATH, ``nvidia-smi``).
+DEVICES = ("gpu", "hca", "pci", "host-memory", "storage", "network")
+
+#: Launchers whose name says nothing of what the probe runs: such a probe declares ``needs``.
+_SHELLS = frozenset({"sh", "bash", "dash", "env", "timeout"})
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,12 @@ class Probe:
         args: extra argv, or a function (node, sku profile) -> argv (per-SKU recipes).
         timeout_s: per-node time limit, seconds (scaled by ``--timeout-scale``).
         env: environment for the command.
+        needs: the tools (``nvidia-smi``, ``dcgmi``) and devices (:data:`DEVICES`) the
+            command cannot finish without. When it runs past its deadline on a node, they
+            are marked hung there and every later probe on that node that needs one of
+            them is ``blocked`` at once (see :class:`~nvtest.session.phase.PhaseRunner`).
+            Default: the tool a ``command`` runs (its first word); a script or a shell
+            command declares its own.
     """
 
     name: str
@@ -52,6 +73,18 @@ class Probe:
     args: Sequence[str] | ArgsFn = ()
     timeout_s: float = 300.0
     env: Mapping[str, str] = field(default_factory=dict)
+    needs: tuple[str, ...] = ()
+
+    def all_needs(self) -> tuple[str, ...]:
+        """``needs``, or the tool a ``command`` runs when none are declared (empty for a
+        script or a shell command without ``needs``: it never blocks nor is blocked)."""
+        if self.needs:
+            return tuple(self.needs)
+        if self.command:
+            tool = PurePosixPath(self.command[0]).name
+            if tool not in _SHELLS:
+                return (tool,)
+        return ()
 
     def argv(self, node: Node, probe_dir: str, sku: SkuProfile | None) -> list[str]:
         """The command line for ``node``."""
@@ -71,7 +104,7 @@ def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node])
     """
     state = ctx.states[node.name]
     if state.down_reason:
-        raise NodeError(f"node unreachable: {state.down_reason}")
+        raise state.down_error()
     live = [n for n in nodes if not ctx.states[n.name].down_reason]
 
     def build(n: Node) -> list[str]:
@@ -82,11 +115,28 @@ def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node])
     if ctx.phases.cached(probe.name) is None:
         ctx.emit("phase", {"check": probe.name, "nodes": len(live)})
     results = ctx.phases.run(
-        probe.name, live, build, timeout_s=probe.timeout_s * ctx.config.timeout_scale, env=dict(probe.env) or None
+        probe.name,
+        live,
+        build,
+        timeout_s=probe.timeout_s * ctx.config.timeout_scale,
+        env=dict(probe.env) or None,
+        needs=probe.all_needs(),
     )
     res = results.get(node.name)
     if res is None:
         raise NodeError("no result from the transport")
+    return require_completed(res)
+
+
+def require_completed(res: CommandResult) -> CommandResult:
+    """``res`` when its command ran to its own exit.
+
+    Raises:
+        NodeWedged: a process of it survived SIGKILL (``unkillable``: a ``fail``).
+        NodeError: it did not complete (timeout, blocked, unreachable...): an ``error``.
+    """
+    if res.failure == "unkillable":
+        raise NodeWedged(res.error or "unkillable: the GPU or driver is likely wedged; reboot")
     if not res.completed:
         raise NodeError(res.error or "command did not complete")
     return res

@@ -195,8 +195,7 @@ PrintMotd no
 PrintLastLog no
 X11Forwarding no
 AllowTcpForwarding yes
-Subsystem sftp internal-sftp
-LogLevel VERBOSE
+{sftp}LogLevel VERBOSE
 {extra}"""
 
 
@@ -219,6 +218,13 @@ class SSHDCluster:
         node_env: node name -> environment that node's sessions get (sshd ``SetEnv``),
             e.g. ``{"PATH": tools.path_prefix()}`` to put stand-in tools
             (:mod:`nvtest.testing.standin`) first on one node's PATH.
+        no_sftp: names of nodes whose sshd has no ``Subsystem sftp`` line (hardened
+            sites turn SFTP off): a client's SFTP request there is refused.
+        bastion_only: names of nodes reachable only as a site's bastion would make them:
+            the inventory gives no address or port, and the ssh config reaches them through
+            a ``ProxyCommand`` (:mod:`nvtest.testing.tcp_relay`) under a HostName that
+            resolves nowhere (``<name>.bastion.invalid``), so nothing but the controller's
+            ssh client can reach them by that name.
         startup_timeout_s: how long :meth:`start` waits for every sshd to listen.
 
     Attributes:
@@ -242,6 +248,8 @@ class SSHDCluster:
         extra_sshd_config: str = "",
         node_homes: bool = False,
         node_env: Mapping[str, Mapping[str, str]] | None = None,
+        no_sftp: Iterable[str] = (),
+        bastion_only: Iterable[str] = (),
         sshd: str = SSHD_PATH,
         startup_timeout_s: float = 60.0,
     ) -> None:
@@ -255,6 +263,8 @@ class SSHDCluster:
         self.extra_sshd_config = extra_sshd_config
         self.node_homes = node_homes
         self.node_env = {k: dict(v) for k, v in (node_env or {}).items()}
+        self.no_sftp = frozenset(no_sftp)
+        self.bastion_only = frozenset(bastion_only)
         self.startup_timeout_s = startup_timeout_s
         self.user = getpass.getuser()
         self._own_dir = base_dir is None
@@ -368,6 +378,7 @@ class SSHDCluster:
                 port=node.port,
                 dir=node.dir,
                 authorized_keys=self.authorized_keys_path,
+                sftp="" if node.name in self.no_sftp else "Subsystem sftp internal-sftp\n",
                 extra=extra,
             ),
             encoding="ascii",
@@ -432,15 +443,24 @@ class SSHDCluster:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def host_name(self, node: SimNode) -> str:
+        """The HostName the ssh config gives ``node`` (its address; a name that resolves
+        nowhere for a ``bastion_only`` node)."""
+        return f"{node.name}.bastion.invalid" if node.name in self.bastion_only else node.address
+
     def _write_client_files(self) -> None:
         key = self.user_key_path
         blocks = [
             f"# nvtest simulated cluster: {len(self.nodes)} nodes, written by nvtest.testing.sshd_cluster\n"
         ]
         for node in self.nodes:
+            proxy = ""
+            if node.name in self.bastion_only:
+                relay = f"{sys.executable} -m nvtest.testing.tcp_relay {node.address} {node.port}"
+                proxy = f"    ProxyCommand {relay}\n"
             blocks.append(
                 f"Host {node.name}\n"
-                f"    HostName {node.address}\n"
+                f"    HostName {self.host_name(node)}\n"
                 f"    Port {node.port}\n"
                 f"    User {self.user}\n"
                 f"    IdentityFile {key}\n"
@@ -448,22 +468,42 @@ class SSHDCluster:
                 f"    UserKnownHostsFile {self.known_hosts_path}\n"
                 f"    GlobalKnownHostsFile /dev/null\n"
                 f"    StrictHostKeyChecking yes\n"
-                f"    BatchMode yes\n"
+                f"    BatchMode yes\n" + proxy
             )
         self.ssh_config_path.write_text("\n".join(blocks), encoding="utf-8")
         self.known_hosts_path.write_text(
-            "".join(n.known_hosts_line + "\n" for n in self.nodes), encoding="ascii"
+            "".join(
+                f"[{self.host_name(n)}]:{n.port} {n.host_public_key}\n" for n in self.nodes
+            ),
+            encoding="ascii",
         )
-        inventory = {
-            "cluster": "sshd-sim",
-            "defaults": {"user": self.user, "key_file": str(key), "python": self.python},
-            "nodes": [{"names": n.name, "address": n.address, "port": n.port} for n in self.nodes],
-        }
-        self.inventory_path.write_text(
+        self.write_inventory(self.inventory_path)
+
+    def write_inventory(self, path: Path, *, addresses: bool = True, **defaults: str) -> Path:
+        """Write an nvtest inventory of the cluster at ``path``.
+
+        ``addresses``: give each node its address, port and the key (False: names only,
+        as when names resolve only through ~/.ssh/config, see :meth:`client_home`);
+        ``bastion_only`` nodes never get them. ``defaults``: more inventory defaults
+        (``probe_dir=...``).
+        """
+        nodes = []
+        for name in self.names:
+            node = self._by_name[name]
+            entry: dict[str, object] = {"names": name}
+            if addresses and name not in self.bastion_only:
+                entry.update(address=node.address, port=node.port)
+            nodes.append(entry)
+        base = {"user": self.user, "python": self.python, **defaults}
+        if addresses:
+            base["key_file"] = str(self.user_key_path)
+        inventory = {"cluster": "sshd-sim", "defaults": base, "nodes": nodes}
+        path.write_text(
             "# nvtest simulated cluster (nvtest.testing.sshd_cluster)\n"
             + yaml.safe_dump(inventory, sort_keys=False),
             encoding="utf-8",
         )
+        return path
 
     def client_home(self) -> Path:
         """A HOME directory whose ``.ssh/config`` includes the cluster's and whose

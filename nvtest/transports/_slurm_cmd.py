@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from nvtest.config.inventory import fold_hostlist
+from nvtest.transports._deadline import TASK_ENV
 from nvtest.transports.options import SlurmOptions, slurm_job_argv
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "squeue_jobs_argv",
     "srun_phase_argv",
     "step_minutes",
+    "task_shell",
 ]
 
 
@@ -97,6 +99,13 @@ def srun_phase_argv(
         "-c",
         shell_command,
     ]
+
+
+def task_shell(shell_command: str, token: str) -> str:
+    """``shell_command`` with the task token exported first: every process of the step's
+    tasks carries ``NVTEST_TASK=<token>``, by which a deadline finds the ones Slurm's
+    process tracking lost (see :mod:`nvtest.transports._deadline`)."""
+    return f"export {TASK_ENV}={shlex.quote(token)}; {shell_command}"
 
 
 def srun_multi_argv(

@@ -62,12 +62,14 @@ class SlurmNodeState:
             Slurm's ``[user@time]`` suffix; empty when none.
         features: active features (``ActiveFeatures``), empty when none.
         gres: the node's GRES string (``gpu:h100:8``), empty when none.
+        address: ``NodeAddr``, where the other nodes reach it (empty when Slurm gives none).
     """
 
     state: str
     reason: str = ""
     features: tuple[str, ...] = ()
     gres: str = ""
+    address: str = ""
 
     @property
     def flags(self) -> frozenset[str]:
@@ -130,6 +132,7 @@ def states_from_records(records: Iterable[dict[str, str]]) -> dict[str, SlurmNod
             reason=_none_if_null(rec.get("Reason", "")),
             features=tuple(f for f in features.split(",") if f),
             gres=_none_if_null(rec.get("Gres", "")),
+            address=_none_if_null(rec.get("NodeAddr", "")),
         )
     return out
 

@@ -115,9 +115,15 @@ class SrunProcess:
         self.interrupted = False
 
     def run(
-        self, timeout_s: float, *, on_cancel: Callable[[str], None] | None = None
+        self,
+        timeout_s: float,
+        *,
+        on_cancel: Callable[[str], None] | None = None,
+        before_cancel: Callable[[], None] | None = None,
     ) -> SrunOutcome:
-        """Run to the end or to ``timeout_s``; at the limit cancel the step (scancel)."""
+        """Run to the end or to ``timeout_s``; at the limit call ``before_cancel`` (the
+        transport kills the tasks' processes there and notes what ran), then cancel the
+        step (scancel)."""
         started = time.time()
         t0 = time.monotonic()
         try:
@@ -149,6 +155,8 @@ class SrunProcess:
             self._proc.wait(timeout=max(0.0, timeout_s))
         except subprocess.TimeoutExpired:
             timed_out = not self.interrupted
+            if before_cancel is not None and timed_out:
+                before_cancel()
             target = self.cancel()
             if on_cancel and target:
                 on_cancel(target)

@@ -26,7 +26,15 @@ import paramiko
 from nvtest.config.inventory import Node
 from nvtest.errors import ConfigError
 
-__all__ = ["DEFAULT_SSH_CONFIG", "SSHTarget", "load_ssh_config", "parse_jump", "resolve_target"]
+__all__ = [
+    "DEFAULT_SSH_CONFIG",
+    "SSHTarget",
+    "launcher_config",
+    "launcher_known_hosts",
+    "load_ssh_config",
+    "parse_jump",
+    "resolve_target",
+]
 
 DEFAULT_SSH_CONFIG = "~/.ssh/config"
 DEFAULT_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
@@ -51,6 +59,9 @@ class SSHTarget:
         proxy_command: OpenSSH ProxyCommand (tokens expanded), or None.
         known_hosts_files: files whose entries are trusted host keys.
         connect_timeout_s: the config's ConnectTimeout, seconds, or None.
+        key_source: where ``key_files`` came from: ``"inventory"`` (its key_file: a
+            missing file is a configuration error) or ``"ssh_config"`` (IdentityFile: a
+            missing one is skipped, as OpenSSH does).
     """
 
     alias: str
@@ -63,6 +74,7 @@ class SSHTarget:
     proxy_command: str | None = None
     known_hosts_files: tuple[str, ...] = ()
     connect_timeout_s: float | None = None
+    key_source: str = "ssh_config"
 
     @property
     def endpoint(self) -> str:
@@ -180,6 +192,7 @@ def resolve_target(
         proxy_command=entry.get("proxycommand") if not jump else None,
         known_hosts_files=files,
         connect_timeout_s=float(timeout) if timeout and timeout.isdigit() else None,
+        key_source="inventory" if node.key_file else "ssh_config",
     )
 
 
@@ -215,3 +228,42 @@ def parse_jump(spec: str) -> list[Node]:
             raise ConfigError(f"bad port in ProxyJump {spec!r}", field="ssh_config")
         hops.append(Node(name=host, user=user or None, port=int(port) if port else None))
     return hops
+
+
+def launcher_config(
+    hosts: list[tuple[str, SSHTarget, str | None]], known_hosts_path: str, *, run_id: str
+) -> str:
+    """The OpenSSH client config a launcher that opens its own SSH (mpirun's ``plm_rsh``)
+    uses between the run's nodes: one ``Host <node name>`` block per node with where the
+    controller reached it (the inventory's address/port/user, else the controller's ssh
+    config), its key, and host-key checking against ``known_hosts_path``.
+
+    ``hosts``: (node name, its resolved target, the inventory's raw key_file or None).
+    A node reached through ProxyJump/ProxyCommand gets its HostName only: nodes of one
+    cluster reach each other directly. Key paths are the controller's (``~`` kept for the
+    node to expand): right where home directories are shared; the node's own default keys
+    and agent are tried too (no ``IdentitiesOnly``).
+    """
+    out = [f"# nvtest run {run_id}: how the run's nodes reach each other (generated)\n"]
+    for name, target, raw_key in hosts:
+        keys = [raw_key] if raw_key else list(target.key_files)
+        lines = [
+            f"Host {name}",
+            f"    HostName {target.hostname}",
+            f"    Port {target.port}",
+            f"    User {target.user}",
+            *(f"    IdentityFile {k}" for k in keys),
+            f"    UserKnownHostsFile {known_hosts_path}",
+            "    GlobalKnownHostsFile /dev/null",
+            "    StrictHostKeyChecking yes",
+            "    BatchMode yes",
+            "    ConnectTimeout 10",
+        ]
+        out.append("\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+def launcher_known_hosts(keys: list[tuple[SSHTarget, str, str]]) -> str:
+    """known_hosts lines (``[host]:port type base64``) for (target, key type, base64 key):
+    the host keys the controller checked (or accepted) when it connected to each node."""
+    return "".join(f"{t.known_hosts_name} {kind} {b64}\n" for t, kind, b64 in keys)

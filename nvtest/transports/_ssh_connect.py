@@ -11,6 +11,7 @@ cause but never a key, a key file path or a password.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import socket
 import threading
@@ -121,6 +122,28 @@ def _redact(text: str, target: SSHTarget) -> str:
     return text
 
 
+def _usable_keys(target: SSHTarget) -> list[str]:
+    """The key files to offer: every inventory ``key_file`` must exist (a configuration
+    mistake otherwise, never retried); a missing ssh-config ``IdentityFile`` is skipped,
+    as OpenSSH skips it.
+
+    Raises:
+        ConnectError: (kind ``config``) the inventory's key file is missing or unreadable.
+    """
+    usable = []
+    for path in target.key_files:
+        if os.path.isfile(path) and os.access(path, os.R_OK):
+            usable.append(path)
+        elif target.key_source == "inventory":
+            what = "does not exist" if not os.path.exists(path) else "is not a readable file"
+            raise ConnectError(
+                f"the inventory's key_file for {target.alias} {what}: fix key_file "
+                "(the path is read on this machine, the controller)",
+                kind="config",
+            )
+    return usable
+
+
 def connect_once(
     target: SSHTarget,
     *,
@@ -131,8 +154,9 @@ def connect_once(
     """Open and authenticate one connection (no retry).
 
     Raises:
-        ConnectError: with ``retryable`` set on the exception object (bool).
+        ConnectError: with ``kind`` (the cause) and ``retryable`` set.
     """
+    keys = _usable_keys(target)
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(policy)
     try:
@@ -140,7 +164,7 @@ def connect_once(
             target.hostname,
             port=target.port,
             username=target.user,
-            key_filename=list(target.key_files) or None,
+            key_filename=keys or None,
             timeout=timeout_s,
             banner_timeout=timeout_s,
             auth_timeout=timeout_s,
@@ -151,9 +175,8 @@ def connect_once(
         )
     except BaseException as exc:
         client.close()
-        message, retryable = _describe(exc, target, timeout_s)
-        error = ConnectError(_redact(message, target))
-        error.retryable = retryable  # type: ignore[attr-defined]
+        message, kind, retryable = _describe(exc, target, timeout_s)
+        error = ConnectError(_redact(message, target), kind=kind, retryable=retryable)
         if isinstance(exc, Exception):
             raise error from None
         raise
@@ -164,34 +187,48 @@ def connect_once(
     return client
 
 
-def _describe(exc: BaseException, target: SSHTarget, timeout_s: float) -> tuple[str, bool]:
-    """(message, retryable) for a failure of :meth:`paramiko.SSHClient.connect`."""
+def _describe(exc: BaseException, target: SSHTarget, timeout_s: float) -> tuple[str, str, bool]:
+    """(message, kind, retryable) for a failure of :meth:`paramiko.SSHClient.connect`;
+    ``kind`` as :attr:`nvtest.errors.ConnectError.kind`."""
     where = f"{target.hostname}:{target.port}"
     if isinstance(exc, HostKeyRejected):
-        return str(exc), False
+        return str(exc), "host_key", False
     if isinstance(exc, paramiko.BadHostKeyException):
-        return f"host key for {where} does not match known_hosts", False
+        return f"host key for {where} does not match known_hosts", "host_key", False
+    if isinstance(exc, paramiko.PasswordRequiredException):
+        return (
+            f"authentication failed for {target.endpoint}: the key file is passphrase-protected "
+            "and nvtest asks for no passphrase: load the key into ssh-agent (ssh-add) and drop "
+            "key_file, or give an unencrypted key",
+            "auth",
+            False,
+        )
     if isinstance(exc, paramiko.AuthenticationException):
-        return f"authentication failed for {target.endpoint}: key not accepted", False
+        return f"authentication failed for {target.endpoint}: key not accepted", "auth", False
     if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
         refused = any(getattr(e, "errno", None) == 111 for e in exc.errors.values())
-        return (f"connection refused ({where})" if refused else f"host unreachable ({where})"), True
+        text = f"connection refused ({where})" if refused else f"host unreachable ({where})"
+        return text, "unreachable", True
     if isinstance(exc, socket.gaierror):
-        return f"cannot resolve host name {target.hostname!r}: {exc.strerror}", False
+        return (
+            f"cannot resolve host name {target.hostname!r}: {exc.strerror}",
+            "resolve",
+            False,
+        )
     if isinstance(exc, (TimeoutError, socket.timeout)):
-        return f"connect timed out after {timeout_s:g} s ({where})", True
+        return f"connect timed out after {timeout_s:g} s ({where})", "unreachable", True
     if isinstance(exc, paramiko.SSHException):
         text = str(exc)
         if "No authentication methods available" in text:
-            return f"authentication failed for {target.endpoint}: no key to offer", False
-        return f"ssh handshake with {where} failed: {text}", True
+            return f"authentication failed for {target.endpoint}: no key to offer", "auth", False
+        return f"ssh handshake with {where} failed: {text}", "unreachable", True
     if isinstance(exc, ConnectionRefusedError):
-        return f"connection refused ({where})", True
+        return f"connection refused ({where})", "unreachable", True
     if isinstance(exc, OSError):
-        return f"cannot connect to {where}: {exc.strerror or exc}", True
+        return f"cannot connect to {where}: {exc.strerror or exc}", "unreachable", True
     if isinstance(exc, EOFError):
-        return f"ssh handshake with {where} failed: connection closed", True
-    return f"cannot connect to {where}: {type(exc).__name__}: {exc}", False
+        return f"ssh handshake with {where} failed: connection closed", "unreachable", True
+    return f"cannot connect to {where}: {type(exc).__name__}: {exc}", "unreachable", False
 
 
 def connect(
@@ -226,7 +263,7 @@ def connect(
             return connect_once(target, timeout_s=timeout_s, policy=policy, sock=sock)
         except ConnectError as exc:
             if (
-                not getattr(exc, "retryable", False)
+                not exc.retryable
                 or attempt == attempts
                 or (stop and stop.is_set())
             ):

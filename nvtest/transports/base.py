@@ -18,10 +18,29 @@ from pathlib import Path
 
 from nvtest.config.inventory import Node
 
-__all__ = ["Command", "CommandResult", "Transport", "render_command"]
+__all__ = ["FAILURES", "Command", "CommandResult", "Transport", "render_command"]
 
 #: A command is an argv list (quoted with shlex for shells) or a shell string.
 Command = Sequence[str] | str
+
+#: :attr:`CommandResult.failure` -> the words a report puts before the error. Each cause
+#: has its own (a name that does not resolve is not a node that is down).
+FAILURES: dict[str, str] = {
+    "unreachable": "node unreachable",  # refused, no route, connect timed out, handshake cut
+    "resolve": "node name does not resolve",  # DNS / /etc/hosts / the ssh config's HostName
+    "auth": "SSH login refused",  # key not accepted, no key to offer, passphrase-protected
+    "config": "transport configuration error",  # e.g. the inventory's key_file is missing
+    "host_key": "host key rejected",  # unknown or changed host key
+    "staging": "probes not staged",  # neither SFTP nor the exec channel could copy them
+    "lost": "connection lost",  # the node or its sshd dropped during the command
+    "start": "could not start",  # the launcher (sh, srun) could not be started
+    "launch": "not launched",  # srun started no task on the node
+    "timeout": "timed out",  # killed at its deadline (the whole task: group, session, token)
+    "unkillable": "unkillable",  # a process survived SIGKILL: wedged GPU or driver
+    "blocked": "blocked",  # not started: a tool or device it needs hung on this node earlier
+    "interrupted": "interrupted",
+    "closed": "transport closed",
+}
 
 
 def render_command(command: Command, env: Mapping[str, str] | None = None) -> str:
@@ -57,6 +76,9 @@ class CommandResult:
         error: the transport's reason when the command did not complete
             (``"timed out after 30 s; process group killed"``, ``"connection refused"``).
         timed_out: True when the command was killed at its timeout.
+        failure: why it did not complete, a key of :data:`FAILURES` (None: it completed).
+        hung: the names (``comm``) of the task's processes still running at its
+            deadline, in pid order (the error text has their pids and states).
     """
 
     node: str
@@ -68,6 +90,8 @@ class CommandResult:
     started_at: float = field(default_factory=time.time)
     error: str | None = None
     timed_out: bool = False
+    failure: str | None = None
+    hung: tuple[str, ...] = ()
 
     @property
     def completed(self) -> bool:
@@ -114,6 +138,24 @@ class Transport(ABC):
         Returns node name -> the directory path on that node. Called once per
         run for the probes directory.
         """
+
+    def node_address(self, node: Node) -> str:
+        """Where the other nodes reach ``node`` (a rendezvous, a perftest server): its
+        inventory ``address``, else its name. Transports that resolve names their own way
+        (ssh: the client config's HostName) say what they resolved."""
+        return node.address or node.name
+
+    def launcher_ssh_config(self, nodes: Sequence[Node]) -> str | None:
+        """For launchers that open their own SSH between ``nodes`` (mpirun): the path, the
+        same on each of them, of an OpenSSH client config saying how to reach every one of
+        them (address, port, user, key, known hosts); None when the transport has none
+        (local: one node; slurm: srun starts the ranks)."""
+        return None
+
+    def staging_method(self, node_name: str) -> str | None:
+        """How :meth:`stage` put the files on ``node_name`` (``"sftp"``, ``"exec channel
+        (tar on stdin)"``, ``"in place"``...), for the run record; None when unknown."""
+        return None
 
     def interrupt(self) -> None:  # noqa: B027 - optional hook
         """Stop every command in flight (Ctrl-C). The default does nothing."""

@@ -1,14 +1,17 @@
 """The ``local`` transport: run commands on this machine with subprocess.
 
-Each command runs in its own session (process group); at its timeout the whole
-group gets SIGTERM, then SIGKILL after a grace period, so a probe's children
-(a compiler, a torch worker) die with it.
+Each command runs as the leader of its own session and process group, with a task token
+in its environment (:mod:`nvtest.transports._deadline`). At its deadline every process of
+the task (group, session, token, descendants: a child that calls ``setsid()`` to leave and ignores
+SIGTERM included) gets SIGTERM, then SIGKILL after a grace; our ends of its pipes are
+closed and the call returns whatever the children do. A process still alive after SIGKILL
+makes the result ``unkillable`` and is left to a background reaper: the run moves on.
 """
 
 from __future__ import annotations
 
 import os
-import signal
+import select
 import socket
 import subprocess
 import threading
@@ -18,11 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from nvtest.config.inventory import Node
+from nvtest.transports._deadline import TASK_ENV, KillReport, kill_task, new_token
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
 __all__ = ["LocalTransport", "kill_process_group", "local_hostname"]
 
-#: Seconds between SIGTERM and SIGKILL of a timed-out process group.
+#: Seconds between SIGTERM and SIGKILL of a timed-out task (and after SIGKILL, before
+#: a survivor is declared unkillable).
 KILL_GRACE_S = 3.0
 
 
@@ -31,20 +36,65 @@ def local_hostname() -> str:
     return socket.gethostname().split(".")[0] or "localhost"
 
 
-def kill_process_group(proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S) -> None:
-    """SIGTERM the process group of ``proc``, then SIGKILL it after ``grace_s``."""
+def kill_process_group(
+    proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S, token: str | None = None
+) -> KillReport:
+    """Kill the task of ``proc`` (its group, session, descendants and ``token`` holders):
+    SIGTERM, SIGKILL after ``grace_s``; returns what was found (see :func:`kill_task`)."""
+    return kill_task(proc.pid, token, grace_s)
+
+
+def _reap_later(proc: subprocess.Popen[bytes]) -> None:
+    threading.Thread(target=proc.wait, name=f"nvtest-reap-{proc.pid}", daemon=True).start()
+
+
+def _pump(
+    proc: subprocess.Popen[bytes], stdin: bytes | None, deadline: float
+) -> tuple[bytes, bytes, bool]:
+    """Read stdout/stderr (and write ``stdin``) until both pipes close or the deadline.
+
+    Returns (stdout, stderr, done); done is False at the deadline. Our pipe ends are left
+    open for the caller to close.
+    """
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = bytearray(), bytearray()
+    readers = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    pending = memoryview(stdin) if stdin else None
+    writer = proc.stdin.fileno() if proc.stdin is not None and pending is not None else None
+    if proc.stdin is not None and writer is None:
+        proc.stdin.close()
+    while readers:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return bytes(out), bytes(err), False
+        wlist = [writer] if writer is not None else []
+        ready_r, ready_w, _ = select.select(list(readers), wlist, [], min(remaining, 0.5))
+        for fd in ready_w:
+            assert pending is not None and proc.stdin is not None
+            try:
+                n = os.write(fd, pending[:65536])
+                pending = pending[n:]
+            except (BrokenPipeError, OSError):
+                pending = pending[:0]
+            if not pending:
+                proc.stdin.close()
+                writer = None
+        for fd in ready_r:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                readers[fd] += chunk
+            else:
+                del readers[fd]
+    return bytes(out), bytes(err), True
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Reap ``proc`` within ``timeout_s``; False when it would not exit (left to a reaper)."""
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=grace_s)
+        proc.wait(timeout=timeout_s)
+        return True
     except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        return False
 
 
 class LocalTransport(Transport):
@@ -56,10 +106,13 @@ class LocalTransport(Transport):
 
     name = "local"
 
-    def __init__(self, *, max_parallel: int = 64) -> None:
+    def __init__(self, *, max_parallel: int = 64, kill_grace_s: float = KILL_GRACE_S) -> None:
         self._max_parallel = max_parallel
+        #: seconds between SIGTERM and SIGKILL at a deadline, and after SIGKILL before a
+        #: survivor is declared unkillable: a command returns by its timeout + 2 x this
+        self.kill_grace_s = kill_grace_s
         self._lock = threading.Lock()
-        self._running: set[subprocess.Popen[bytes]] = set()
+        self._running: dict[subprocess.Popen[bytes], str] = {}
         self._interrupted = False
 
     def run(
@@ -94,11 +147,14 @@ class LocalTransport(Transport):
         t0 = time.monotonic()
         if self._interrupted:
             return CommandResult(
-                node=node_name, command=line, error="interrupted before start", started_at=started
-            )
+                node=node_name, command=line, error="interrupted before start", started_at=started,
+                failure="interrupted",
+            )  # fmt: skip
+        token = new_token()
         full_env = dict(os.environ)
         if env:
             full_env.update({k: str(v) for k, v in env.items()})
+        full_env[TASK_ENV] = token
         try:
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", line],
@@ -110,48 +166,78 @@ class LocalTransport(Transport):
             )
         except OSError as exc:
             return CommandResult(
-                node=node_name, command=line, error=f"cannot start: {exc}", started_at=started
-            )
+                node=node_name, command=line, error=f"cannot start: {exc}", started_at=started,
+                failure="start",
+            )  # fmt: skip
         with self._lock:
-            self._running.add(proc)
-        timed_out = False
+            self._running[proc] = token
+        deadline = t0 + timeout_s
         try:
-            try:
-                out, err = proc.communicate(input=stdin, timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                kill_process_group(proc)
-                out, err = proc.communicate()
+            out, err, done = _pump(proc, stdin, deadline)
+            report: KillReport | None = None
+            if done:  # output closed: the shell exits now, or at the latest by the deadline
+                done = _wait(proc, max(0.0, deadline - time.monotonic()))
+            if not done:
+                report = kill_task(proc.pid, token, self.kill_grace_s)
+            reaped = done or _wait(proc, self.kill_grace_s)
         finally:
+            for pipe in (proc.stdout, proc.stderr, proc.stdin):
+                if pipe is not None:
+                    pipe.close()  # our side: a survivor holding the other end cannot stall us
             with self._lock:
-                self._running.discard(proc)
-        duration = time.monotonic() - t0
-        error = None
-        exit_code: int | None = proc.returncode
-        if timed_out:
-            error = f"timed out after {timeout_s:g} s; process group killed"
+                self._running.pop(proc, None)
+        if not reaped:
+            _reap_later(proc)
+        return self._result(node_name, line, started, t0, timeout_s, proc, out, err, report, reaped)
+
+    def _result(
+        self,
+        node_name: str,
+        line: str,
+        started: float,
+        t0: float,
+        timeout_s: float,
+        proc: subprocess.Popen[bytes],
+        out: bytes,
+        err: bytes,
+        report: KillReport | None,
+        reaped: bool,
+    ) -> CommandResult:
+        error: str | None = None
+        failure: str | None = None
+        exit_code: int | None = proc.returncode if reaped else None
+        if report is not None:
             exit_code = None
+            failure = "unkillable" if report.unkillable else "timeout"
+            error = f"timed out after {timeout_s:g} s; " + report.describe()
         elif self._interrupted:
-            error = "interrupted"
+            error, failure = "interrupted", "interrupted"
         return CommandResult(
             node=node_name,
             command=line,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
             exit_code=exit_code,
-            duration_s=duration,
+            duration_s=time.monotonic() - t0,
             started_at=started,
             error=error,
-            timed_out=timed_out,
+            timed_out=report is not None,
+            failure=failure,
+            hung=report.hung_names() if report else (),
         )
 
     def stage(self, nodes: Sequence[Node], local_dir: Path) -> dict[str, str]:
         """Local nodes read the probes where they are."""
         return {n.name: n.probe_dir or str(local_dir) for n in nodes}
 
+    def staging_method(self, node_name: str) -> str | None:
+        """Nothing is copied: the probes are read in place."""
+        return "in place"
+
     def interrupt(self) -> None:
+        """Kill the task of every command in flight (1 s grace); refuse new ones."""
         self._interrupted = True
         with self._lock:
-            procs = list(self._running)
-        for proc in procs:
-            kill_process_group(proc, grace_s=1.0)
+            procs = list(self._running.items())
+        for proc, token in procs:
+            kill_task(proc.pid, token, 1.0)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -48,6 +49,7 @@ from typing import Any
 
 from nvtest.config.inventory import Node, expand_hostlist, fold_hostlist
 from nvtest.errors import ConfigError, TransportError
+from nvtest.transports._deadline import KillReport, kill_task_script, new_token, parse_kill_report
 from nvtest.transports._slurm_client import SQUEUE_FIELDS, SlurmClient, call_client
 from nvtest.transports._slurm_cmd import (
     batch_script,
@@ -60,6 +62,7 @@ from nvtest.transports._slurm_cmd import (
     srun_multi_argv,
     srun_phase_argv,
     step_minutes,
+    task_shell,
 )
 from nvtest.transports._slurm_parse import (
     SlurmNodeState,
@@ -87,6 +90,9 @@ __all__ = [
 
 #: Seconds ``salloc`` may wait for its allocation (env ``NVTEST_SLURM_ALLOC_TIMEOUT``).
 ALLOC_TIMEOUT_S = 600.0
+#: Seconds between SIGTERM and SIGKILL of what a cancelled step left behind (and after
+#: SIGKILL, before a survivor is declared unkillable).
+KILL_GRACE_S = 3.0
 
 
 _client = call_client
@@ -202,6 +208,13 @@ class SlurmTransport(Transport):
         self._interrupted = False
         self._staged: list[Path] = []
         self._warned_stage = False
+        # two transports never share a staging directory, whatever run ids they were given
+        self._root_token = secrets.token_hex(4)
+        self._stage_method: str | None = None
+        self._addresses: dict[str, str] | None = None
+        #: seconds between SIGTERM and SIGKILL of what a cancelled step left behind, and
+        #: after SIGKILL before a survivor is declared unkillable
+        self.kill_grace_s = KILL_GRACE_S
 
     # -- allocation ---------------------------------------------------------------------
     def _job_for(self, names: Sequence[str]) -> str | None:
@@ -274,7 +287,14 @@ class SlurmTransport(Transport):
                 self._log(f"slurm: {exc}")
 
     # -- running ------------------------------------------------------------------------
-    def _srun(self, argv: list[str], timeout_s: float, *, own_job: bool) -> SrunOutcome:
+    def _srun(
+        self,
+        argv: list[str],
+        timeout_s: float,
+        *,
+        own_job: bool,
+        before_cancel: Callable[[], None] | None = None,
+    ) -> SrunOutcome:
         step = SrunProcess(argv, own_job=own_job)
         with self._lock:
             if self._interrupted:
@@ -288,7 +308,7 @@ class SlurmTransport(Transport):
                 )
             self._active.add(step)
         try:
-            return step.run(timeout_s)
+            return step.run(timeout_s, before_cancel=before_cancel)
         finally:
             with self._lock:
                 self._active.discard(step)
@@ -315,7 +335,9 @@ class SlurmTransport(Transport):
             return {}
         if self._interrupted:
             return {
-                n: CommandResult(node=n, command="", error="interrupted before start")
+                n: CommandResult(
+                    node=n, command="", error="interrupted before start", failure="interrupted"
+                )
                 for n in names
             }
         if isinstance(command, Mapping):
@@ -330,12 +352,43 @@ class SlurmTransport(Transport):
         try:
             job = self._job_for(names)
         except TransportError as exc:
-            return {n: CommandResult(node=n, command=shell, error=str(exc)) for n in names}
+            return {
+                n: CommandResult(node=n, command=shell, error=str(exc), failure="start")
+                for n in names
+            }
+        token = new_token()
         argv = srun_phase_argv(
-            names, shell, timeout_s=timeout_s, name=self.job_name, opts=self.options, job_id=job
+            names, task_shell(shell, token), timeout_s=timeout_s, name=self.job_name,
+            opts=self.options, job_id=job,
+        )  # fmt: skip
+        reports: dict[str, KillReport] = {}
+        outcome = self._srun(
+            argv, timeout_s, own_job=job is None,
+            before_cancel=(lambda: reports.update(self._kill_task(job, names, token))) if job else None,
+        )  # fmt: skip
+        results = _phase_results(names, shlex.join(argv), outcome, timeout_s)
+        return {n: _with_report(r, reports.get(n)) for n, r in results.items()}
+
+    def _kill_task(self, job: str, names: Sequence[str], token: str) -> dict[str, KillReport]:
+        """At a step's deadline, before ``scancel``: one more step (``--overlap``) that kills,
+        on each node, every process of the step's tasks (found by ``token``, so a child that
+        double-forked away from Slurm's process tracking too), noting what was running and
+        what survived SIGKILL (:func:`~nvtest.transports._deadline.kill_task_script`).
+
+        Returns node -> report; a node whose kill step did not answer is left out.
+        """
+        script = kill_task_script(None, token, self.kill_grace_s, same_env="SLURMD_NODENAME")
+        limit = 2 * self.kill_grace_s + 30.0
+        argv = srun_phase_argv(
+            names, script, timeout_s=limit, name=self.job_name, opts=self.options, job_id=job
         )
-        outcome = self._srun(argv, timeout_s, own_job=job is None)
-        return _phase_results(names, shlex.join(argv), outcome, timeout_s)
+        outcome = SrunProcess(argv, own_job=False).run(limit)
+        if outcome.timed_out or outcome.start_error:
+            self._log(f"slurm: the kill step at a deadline did not finish: {outcome.start_error or 'timed out'}")
+        results = _phase_results(names, shlex.join(argv), outcome, limit)
+        return {
+            n: parse_kill_report(r.stdout) for n, r in results.items() if r.exit_code == 0
+        }
 
     def launch_multi(
         self,
@@ -360,10 +413,11 @@ class SlurmTransport(Transport):
         try:
             job = self._job_for(names)
         except TransportError as exc:
-            return CommandResult(node=label, command=shell, error=str(exc))
+            return CommandResult(node=label, command=shell, error=str(exc), failure="start")
+        token = new_token()
         argv = srun_multi_argv(
             names,
-            shell,
+            task_shell(shell, token),
             ntasks_per_node=ntasks_per_node,
             gpus_per_task=gpus_per_task,
             timeout_s=timeout_s,
@@ -371,8 +425,12 @@ class SlurmTransport(Transport):
             opts=self.options,
             job_id=job,
         )
-        out = self._srun(argv, timeout_s, own_job=job is None)
-        return CommandResult(
+        reports: dict[str, KillReport] = {}
+        out = self._srun(
+            argv, timeout_s, own_job=job is None,
+            before_cancel=(lambda: reports.update(self._kill_task(job, names, token))) if job else None,
+        )  # fmt: skip
+        res = CommandResult(
             node=label,
             command=shlex.join(argv),
             stdout=out.stdout.decode("utf-8", "replace"),
@@ -383,14 +441,23 @@ class SlurmTransport(Transport):
             started_at=out.started_at or time.time(),
             error=_step_error(out, timeout_s),
             timed_out=out.timed_out,
+            failure=_step_failure(out),
         )
+        if reports:
+            merged = KillReport(
+                tuple(p for r in reports.values() for p in r.hung),
+                tuple(p for r in reports.values() for p in r.survivors),
+            )
+            res = _with_report(res, merged)
+        return res
 
     # -- staging ------------------------------------------------------------------------
     def stage(self, nodes: Sequence[Node], local_dir: Path) -> dict[str, str]:
         """Put the probes on a path every node sees; node name -> that path.
 
         ``Node.probe_dir`` when set; else a copy under ``$NVTEST_SHARED_DIR``
-        (``<dir>/nvtest-<run-id>/<name of local_dir>``, removed at :meth:`close`);
+        (``<dir>/nvtest-<run-id>-<8 hex digits>/<name of local_dir>``, unique to this
+        transport and removed at :meth:`close`);
         else ``local_dir`` itself (right on one machine, or when the checkout
         is on a shared file system), with a warning through ``log``.
 
@@ -404,7 +471,7 @@ class SlurmTransport(Transport):
             return out
         shared = os.environ.get("NVTEST_SHARED_DIR")
         if shared:
-            root = Path(shared) / f"nvtest-{self.run_id}"
+            root = Path(shared) / f"nvtest-{self.run_id}-{self._root_token}"
             dest = root / local_dir.name
             try:
                 shutil.copytree(local_dir, dest, dirs_exist_ok=True)
@@ -414,7 +481,9 @@ class SlurmTransport(Transport):
                 if root not in self._staged:
                     self._staged.append(root)
             path = str(dest)
+            self._stage_method = f"copied to the shared directory {root}"
         else:
+            self._stage_method = "in place (NVTEST_SHARED_DIR not set)"
             path = str(local_dir.resolve())
             if not self._warned_stage:
                 self._warned_stage = True
@@ -424,6 +493,30 @@ class SlurmTransport(Transport):
                 )
         out.update({n.name: path for n in need})
         return out
+
+    def staging_method(self, node_name: str) -> str | None:
+        """How the probes reach the nodes (a copy in the shared directory, or in place)."""
+        return self._stage_method
+
+    def node_address(self, node: Node) -> str:
+        """The inventory's ``address``, else Slurm's ``NodeAddr`` for the node (asked once per
+        run with ``scontrol show node -o``), else its name."""
+        if node.address:
+            return node.address
+        with self._lock:
+            known = self._addresses
+        if known is None:
+            try:
+                states = states_from_records(
+                    parse_node_records(_client(["scontrol", "show", "node", "-o"], "node addresses"))
+                )
+                known = {name: st.address for name, st in states.items() if st.address}
+            except TransportError as exc:
+                self._log(f"slurm: node addresses unknown ({exc}): nodes are reached by name")
+                known = {}
+            with self._lock:
+                self._addresses = known
+        return known.get(node.name) or node.name
 
     # -- Slurm state changes (opt-in) ----------------------------------------------------
     def drain(self, node: str, reason: str) -> None:
@@ -520,6 +613,32 @@ class SlurmTransport(Transport):
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _with_report(res: CommandResult, report: KillReport | None) -> CommandResult:
+    """``res`` of a timed-out step with what the kill step found on its node."""
+    if report is None or res.error is None:
+        return res
+    unkillable = report.unkillable
+    return dataclasses.replace(
+        res,
+        error=f"{res.error}; " + report.describe("the tasks' processes killed")
+        if unkillable or report.hung
+        else res.error,
+        failure="unkillable" if unkillable else res.failure,
+        hung=report.hung_names() or res.hung,
+    )
+
+
+def _step_failure(out: SrunOutcome) -> str | None:
+    """The :data:`~nvtest.transports.base.FAILURES` kind of a step that did not complete."""
+    if out.start_error:
+        return "start"
+    if out.timed_out:
+        return "timeout"
+    if out.interrupted:
+        return "interrupted"
+    return None
+
+
 def _step_error(out: SrunOutcome, timeout_s: float) -> str | None:
     if out.start_error:
         return out.start_error
@@ -546,10 +665,12 @@ def _phase_results(
     for name in names:
         tasks = node_tasks.get(name, [])
         error = failure
+        kind = _step_failure(out)
         code: int | None = None
         if error is None:
             statuses = [out.log.status[t] for t in tasks if t in out.log.status]
             if not tasks:
+                kind = "launch"
                 why = (
                     " ".join(m.strip() for m in out.log.messages)
                     or rest.strip()
@@ -562,6 +683,7 @@ def _phase_results(
                 code = 0
             else:
                 error = f"srun exited {out.returncode} without {name}'s task status"
+                kind = "launch"
         node_err = "".join(stderr.get(t, "") for t in tasks)
         if error is not None or code:
             node_err += rest + srun_msgs
@@ -575,5 +697,6 @@ def _phase_results(
             started_at=out.started_at or time.time(),
             error=error,
             timed_out=out.timed_out,
+            failure=kind if error is not None else None,
         )
     return results

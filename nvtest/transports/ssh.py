@@ -27,12 +27,16 @@ Nothing here logs a password, a key or a key file path.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
 import os
 import re
 import secrets
 import select
 import shlex
 import stat
+import tarfile
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -45,7 +49,21 @@ import paramiko
 
 from nvtest.config.inventory import Node
 from nvtest.errors import ConnectError
-from nvtest.transports._ssh_config import SSHTarget, load_ssh_config, parse_jump, resolve_target
+from nvtest.transports._deadline import (
+    TASK_ENV,
+    KillReport,
+    kill_task_script,
+    new_token,
+    parse_kill_report,
+)
+from nvtest.transports._ssh_config import (
+    SSHTarget,
+    launcher_config,
+    launcher_known_hosts,
+    load_ssh_config,
+    parse_jump,
+    resolve_target,
+)
 from nvtest.transports._ssh_connect import HostKeyCheck, KnownHostsCache, connect
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 from nvtest.transports.options import SshOptions, build_options
@@ -60,37 +78,40 @@ INTERRUPT_GRACE_S = 1.0
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _MARK = b"__nvtest_pgid__ "
 
-# Runs as the login shell's command. $1 = _INNER, $2 = the user's command line.
-# Under OpenSSH the session is already its own process group (sshd calls setsid);
-# elsewhere setsid(1) makes one. Either way _INNER's $$ is the group id.
+# Runs as the login shell's command. $1 = _INNER, $2 = the user's command line,
+# $3 = the task token. Under OpenSSH the session is already its own process group (sshd
+# calls setsid); elsewhere setsid(1) makes one. Either way _INNER's $$ is the group id.
 _OUTER = (
     "g=; { read -r _ _ _ _ g _ </proc/$$/stat; } 2>/dev/null; "
     'if [ "$g" != "$$" ] && command -v setsid >/dev/null 2>&1; '
-    'then exec setsid -w /bin/sh -c "$1" nvtest "$2"; fi; '
-    'exec /bin/sh -c "$1" nvtest "$2"'
+    'then exec setsid -w /bin/sh -c "$1" nvtest "$2" "$3"; fi; '
+    'exec /bin/sh -c "$1" nvtest "$2" "$3"'
 )
-# Prints the group id, then runs the command as a child so a signal death
-# still yields an exit status (128 + signal).
-_INNER = 'echo "' + _MARK.decode() + '$$"; /bin/sh -c "$1"; exit $?'
+# Marks the task (NVTEST_TASK, inherited by every child), prints the group id, then runs
+# the command as a child so a signal death still yields an exit status (128 + signal).
+_INNER = (
+    f'{TASK_ENV}=$2; export {TASK_ENV}; echo "' + _MARK.decode() + '$$"; /bin/sh -c "$1"; exit $?'
+)
 
 
-def wrap_command(line: str) -> str:
-    """The remote command line that runs ``line`` in its own process group.
+def wrap_command(line: str, token: str = "") -> str:
+    """The remote command line that runs ``line`` in its own process group and session,
+    every process of it marked with ``NVTEST_TASK=<token>`` (see
+    :mod:`nvtest.transports._deadline`).
 
     The first line the wrapper prints on stdout is ``__nvtest_pgid__ <pgid>``.
     """
-    return f"exec /bin/sh -c {shlex.quote(_OUTER)} nvtest {shlex.quote(_INNER)} {shlex.quote(line)}"
-
-
-def kill_script(pgid: int, grace_s: float) -> str:
-    """Shell that sends SIGTERM to process group ``pgid``, then SIGKILL after ``grace_s``."""
-    steps = max(1, int(grace_s / 0.1))
-    p = int(pgid)
     return (
-        f"kill -s TERM -- -{p} 2>/dev/null || kill -s TERM {p} 2>/dev/null; i=0; "
-        f"while [ $i -lt {steps} ] && kill -0 -- -{p} 2>/dev/null; do sleep 0.1; i=$((i+1)); done; "
-        f"kill -s KILL -- -{p} 2>/dev/null; kill -s KILL {p} 2>/dev/null; exit 0"
+        f"exec /bin/sh -c {shlex.quote(_OUTER)} nvtest {shlex.quote(_INNER)} "
+        f"{shlex.quote(line)} {shlex.quote(token)}"
     )
+
+
+def kill_script(pgid: int, grace_s: float, token: str | None = None) -> str:
+    """Shell that kills the task of process group ``pgid`` on the node: SIGTERM to its
+    group, session, descendants and ``token`` holders, SIGKILL after ``grace_s``, and a
+    report of survivors (:func:`~nvtest.transports._deadline.kill_task_script`)."""
+    return kill_task_script(pgid, token, grace_s)
 
 
 @dataclass
@@ -115,8 +136,10 @@ class _InFlight:
     node: str
     conn: _Conn
     chan: paramiko.Channel
+    token: str = ""
     pgid: int | None = None
     stopped: bool = False
+    report: KillReport | None = None
 
 
 class SSHTransport(Transport):
@@ -166,11 +189,17 @@ class SSHTransport(Transport):
         self.run_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         if not _RUN_ID.match(self.run_id):
             raise ValueError(f"run_id {self.run_id!r}: use letters, digits, '.', '_' and '-' only")
+        # two transports never share a remote directory, whatever run ids they were given
+        self._root_token = secrets.token_hex(4)
         self.parallel = parallel
         self.connect_timeout_s = connect_timeout_s
         self.insecure_host_keys = insecure_host_keys
         self.connect_retries = connect_retries
         self._known_hosts = known_hosts
+        #: seconds between SIGTERM and SIGKILL at a deadline, and after SIGKILL before a
+        #: survivor is declared unkillable: a command returns by its timeout + 2 x this
+        #: (+ the kill's round trip)
+        self.kill_grace_s = KILL_GRACE_S
         self._config = load_ssh_config(ssh_config)
         self._log_fn = log
         self._log_lock = threading.Lock()
@@ -179,7 +208,7 @@ class SSHTransport(Transport):
         self._known = KnownHostsCache()
         self._conns: dict[str, _Conn] = {}
         self._node_locks: dict[str, threading.Lock] = {}
-        self._failed: dict[str, str] = {}
+        self._failed: dict[str, tuple[str, str]] = {}
         self._jumps: dict[tuple[str, int, str, str], _Conn] = {}
         self._warned: set[str] = set()
         self._inflight: set[_InFlight] = set()
@@ -190,13 +219,23 @@ class SSHTransport(Transport):
         #: node name -> why staging failed there (its commands that use the staged
         #: directory then return that error instead of running).
         self.stage_errors: dict[str, str] = {}
+        #: node name -> how its files were copied: ``"sftp"``, or ``"exec channel (tar on
+        #: stdin)"`` where the node refused the SFTP subsystem.
+        self.stage_methods: dict[str, str] = {}
+        self._launcher_configs: set[str] = set()
 
     # -- public interface ----------------------------------------------------
 
     @property
     def remote_root(self) -> str:
-        """The per-run directory on every node that :meth:`stage` writes to."""
-        return f"/tmp/nvtest-{self.run_id}"
+        """The directory on every node that :meth:`stage` writes to:
+        ``/tmp/nvtest-<run_id>-<8 hex digits>``, unique to this transport (two runs at
+        once against the same nodes, even with the same run id, never share it)."""
+        return f"/tmp/nvtest-{self.run_id}-{self._root_token}"
+
+    def staging_method(self, node_name: str) -> str | None:
+        """How :meth:`stage` copied the files to ``node_name`` (None: not copied)."""
+        return self.stage_methods.get(node_name)
 
     def run(
         self,
@@ -226,8 +265,9 @@ class SSHTransport(Transport):
         if self._closed:
             return {
                 node.name: CommandResult(
-                    node=node.name, command=lines[node.name], error="transport closed"
-                )
+                    node=node.name, command=lines[node.name], error="transport closed",
+                    failure="closed",
+                )  # fmt: skip
                 for node in nodes
             }
         futures = [
@@ -381,11 +421,10 @@ class SSHTransport(Transport):
                 timeout=self._timeout(target),
             )
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            error = ConnectError(
-                f"jump host {via.target.hostname} could not reach {target.hostname}:{target.port}: {exc}"
-            )
-            error.retryable = True  # type: ignore[attr-defined]
-            raise error from None
+            raise ConnectError(
+                f"jump host {via.target.hostname} could not reach {target.hostname}:{target.port}: {exc}",
+                retryable=True,
+            ) from None
 
     def _jump(self, hops: list[Node], node: str) -> _Conn:
         """The (shared, cached) connection to the last of ``hops``, each through the one before.
@@ -406,7 +445,9 @@ class SSHTransport(Transport):
                     try:
                         conn = self._open(target, node, via=via)
                     except ConnectError as exc:
-                        raise ConnectError(f"jump host {target.alias}: {exc}") from None
+                        raise ConnectError(
+                            f"jump host {target.alias}: {exc}", kind=exc.kind
+                        ) from None
                     with self._lock:
                         self._jumps[key] = conn
             via = conn
@@ -428,7 +469,7 @@ class SSHTransport(Transport):
                 failed = self._failed.get(node.name)
                 conn = self._conns.get(node.name)
             if failed is not None:
-                raise ConnectError(failed)
+                raise ConnectError(failed[0], kind=failed[1])
             if conn is not None and conn.alive() and not fresh:
                 return conn
             if conn is not None:
@@ -436,10 +477,9 @@ class SSHTransport(Transport):
             try:
                 conn = self._open(self._resolve(node), node.name)
             except ConnectError as exc:
-                message = str(exc)
                 if not self._interrupted.is_set():
                     with self._lock:
-                        self._failed[node.name] = message
+                        self._failed[node.name] = (str(exc), exc.kind)
                 raise
             with self._lock:
                 self._conns[node.name] = conn
@@ -451,26 +491,29 @@ class SSHTransport(Transport):
         started = time.time()
         t0 = time.monotonic()
 
-        def failed(error: str) -> CommandResult:
+        def failed(error: str, failure: str) -> CommandResult:
             return CommandResult(
                 node=node.name,
                 command=line,
                 error=error,
                 started_at=started,
                 duration_s=time.monotonic() - t0,
+                failure=failure,
             )
 
         if self._interrupted.is_set():
-            return failed("interrupted")
+            return failed("interrupted", "interrupted")
         try:
             conn = self._connection(node)
         except ConnectError as exc:
-            return failed("interrupted" if self._interrupted.is_set() else str(exc))
+            if self._interrupted.is_set():
+                return failed("interrupted", "interrupted")
+            return failed(str(exc), exc.kind)
         except Exception as exc:  # a config surprise must not stop the other nodes
-            return failed(f"cannot connect: {type(exc).__name__}: {exc}")
+            return failed(f"cannot connect: {type(exc).__name__}: {exc}", "config")
         staged_error = self.stage_errors.get(node.name)
         if staged_error and self.remote_root in line:
-            return failed(f"files not staged: {staged_error}")
+            return failed(f"files not staged: {staged_error}", "staging")
         return self._exec(node.name, conn, line, timeout_s, node=node)
 
     def _open_channel(
@@ -494,13 +537,22 @@ class SSHTransport(Transport):
         *,
         node: Node | None = None,
         cleanup: bool = False,
+        stdin: bytes | None = None,
     ) -> CommandResult:
-        """Run one rendered command line on an open connection; never raises."""
+        """Run one rendered command line on an open connection; never raises.
+
+        ``stdin``: bytes sent to the command's stdin (then EOF); None: EOF at once.
+        """
         started = time.time()
         t0 = time.monotonic()
+        token = new_token()
         try:
             conn, chan = self._open_channel(name, conn, node)
-            chan.exec_command(wrap_command(line))
+            chan.exec_command(wrap_command(line, token))
+            if stdin:
+                chan.settimeout(timeout_s)
+                chan.sendall(stdin)
+                chan.settimeout(None)
             chan.shutdown_write()
         except (paramiko.SSHException, OSError, EOFError, ConnectError) as exc:
             self._forget(name, conn)
@@ -510,8 +562,9 @@ class SSHTransport(Transport):
                 error=f"connection lost before the command started: {exc}",
                 started_at=started,
                 duration_s=time.monotonic() - t0,
+                failure="lost",
             )
-        item = _InFlight(name, conn, chan)
+        item = _InFlight(name, conn, chan, token)
         with self._lock:
             self._inflight.add(item)
         try:
@@ -519,29 +572,10 @@ class SSHTransport(Transport):
         finally:
             with self._lock:
                 self._inflight.discard(item)
-        error: str | None = None
-        exit_code: int | None = None
-        timed_out = outcome == "timeout"
-        if timed_out:
-            error = f"timed out after {timeout_s:g} s; " + self._kill(item, KILL_GRACE_S)
-        elif outcome == "interrupted":
-            if not item.stopped:  # interrupt() may have listed the in-flight set before us
-                self._kill(item, INTERRUPT_GRACE_S)
-            error = "interrupted"
-        else:
-            status = chan.recv_exit_status() if chan.exit_status_ready() else -1
-            if status >= 0:
-                exit_code = status
-            elif item.stopped or (self._interrupted.is_set() and not cleanup):
-                # our own interrupt killed it before the pump saw the flag
-                error = "interrupted"
-            elif not conn.alive():
-                error = "connection lost during the command (the node dropped or its sshd died)"
-                self._forget(name, conn)
-            else:
-                error = "the command's shell was killed by a signal (no exit status)"
+        exit_code, error, failure = self._ending(item, outcome, timeout_s, cleanup=cleanup)
         chan.close()
         stdout, stderr = _split_marker(bytes(out), bytes(err))
+        report = item.report
         return CommandResult(
             node=name,
             command=line,
@@ -551,8 +585,41 @@ class SSHTransport(Transport):
             duration_s=time.monotonic() - t0,
             started_at=started,
             error=error,
-            timed_out=timed_out,
+            timed_out=outcome == "timeout",
+            failure=failure,
+            hung=report.hung_names() if report and outcome == "timeout" else (),
         )
+
+    def _ending(
+        self, item: _InFlight, outcome: str, timeout_s: float, *, cleanup: bool
+    ) -> tuple[int | None, str | None, str | None]:
+        """(exit code, error, failure kind) of a command whose pump ended with ``outcome``;
+        kills its task at a timeout or an interrupt."""
+        if outcome == "timeout":
+            text = self._kill(item, self.kill_grace_s)
+            unkillable = item.report is not None and item.report.unkillable
+            return None, f"timed out after {timeout_s:g} s; {text}", (
+                "unkillable" if unkillable else "timeout"
+            )
+        if outcome == "interrupted":
+            if not item.stopped:  # interrupt() may have listed the in-flight set before us
+                self._kill(item, INTERRUPT_GRACE_S)
+            return None, "interrupted", "interrupted"
+        chan = item.chan
+        status = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        if status >= 0:
+            return status, None, None
+        if item.stopped or (self._interrupted.is_set() and not cleanup):
+            # our own interrupt killed it before the pump saw the flag
+            return None, "interrupted", "interrupted"
+        if not item.conn.alive():
+            self._forget(item.node, item.conn)
+            return (
+                None,
+                "connection lost during the command (the node dropped or its sshd died)",
+                "lost",
+            )
+        return None, "the command's shell was killed by a signal (no exit status)", "lost"
 
     def _pump(
         self, item: _InFlight, deadline: float, *, cleanup: bool
@@ -586,23 +653,31 @@ class SSHTransport(Transport):
                 select.select([fd], [], [], min(remaining, 0.5))
 
     def _kill(self, item: _InFlight, grace_s: float) -> str:
-        """Kill the command's remote process group; returns what happened, for the error text."""
+        """Kill the command's task on the node (group, session, descendants, token
+        holders); returns what happened, for the error text, and keeps the
+        :class:`KillReport` in ``item.report``."""
         item.stopped = True
         if item.pgid is None:
             item.chan.close()
             return "the command had not started; channel closed"
         try:
             chan = item.conn.transport.open_session(timeout=self.connect_timeout_s)
-            chan.exec_command(kill_script(item.pgid, grace_s))
+            chan.exec_command(kill_script(item.pgid, grace_s, item.token))
             chan.shutdown_write()
-            if not chan.status_event.wait(grace_s + self.connect_timeout_s):
+            # TERM grace, KILL grace, and the /proc scans between them
+            if not chan.status_event.wait(2 * grace_s + 5.0 + self.connect_timeout_s):
                 raise TimeoutError("no answer to kill")
+            chan.settimeout(5.0)
+            text = bytearray()
+            while chunk := chan.recv(65536):
+                text += chunk
             chan.close()
         except (paramiko.SSHException, OSError, EOFError, TimeoutError) as exc:
             item.chan.close()
             return f"could not kill the remote process group {item.pgid}: {exc}"
         item.chan.close()
-        return f"remote process group {item.pgid} killed"
+        item.report = parse_kill_report(text.decode("utf-8", "replace"))
+        return item.report.describe(f"remote process group {item.pgid} and session killed")
 
     def _stop_inflight(self, item: _InFlight) -> None:
         if item.stopped:
@@ -631,28 +706,162 @@ class SSHTransport(Transport):
         while dest in taken:
             suffix += 1
             dest = f"{self.remote_root}/{local_dir.name or 'files'}-{suffix}"
-        try:
-            conn = self._connection(node)
-            sftp = conn.client.open_sftp()
-            try:
-                self._make_root(sftp)
-                with self._lock:
-                    self._remote_roots[node.name] = self.remote_root
-                _upload_tree(sftp, local_dir, dest)
-            finally:
-                sftp.close()
-        except Exception as exc:  # any failure is this node's, never the run's
-            message = str(exc) if isinstance(exc, ConnectError) else f"copy to {dest} failed: {exc}"
-            with self._lock:
-                self.stage_errors[node.name] = message
-            self._note(node.name, f"staging {local_dir.name}: {message}")
-            return dest
+        method, error = self._put_dir(node, local_dir, dest)
         with self._lock:
-            self._staged[key] = dest
+            if error is not None:
+                self.stage_errors[node.name] = error
+            else:
+                self._staged[key] = dest
+                self.stage_methods[node.name] = method
         return dest
 
-    def _make_root(self, sftp: paramiko.SFTPClient) -> None:
-        _mkdir(sftp, self.remote_root, 0o700)
+    def _put_dir(self, node: Node, local_dir: Path, dest: str) -> tuple[str, str | None]:
+        """Copy ``local_dir`` to ``dest`` on ``node`` (under :attr:`remote_root`): by SFTP,
+        or as a tar stream over the exec channel where the node refuses SFTP.
+
+        Returns (method, None), or (method, why) when the copy failed (also logged).
+        """
+        method = "sftp"
+        try:
+            conn = self._connection(node)
+            with self._lock:
+                self._remote_roots[node.name] = self.remote_root
+            sftp, refused = self._open_sftp(conn)
+            if sftp is not None:
+                try:
+                    _mkdir(sftp, self.remote_root, 0o700)
+                    _upload_tree(sftp, local_dir, dest)
+                finally:
+                    sftp.close()
+            else:
+                method = "exec channel (tar on stdin)"
+                self._untar(node, conn, local_dir, dest)
+                self._note(
+                    node.name,
+                    f"the SFTP subsystem was refused ({refused}): staged {local_dir.name} "
+                    "over the exec channel (tar on stdin)",
+                )
+        except Exception as exc:  # any failure is this node's, never the run's
+            message = str(exc) if isinstance(exc, ConnectError) else f"copy to {dest} failed: {exc}"
+            self._note(node.name, f"staging {local_dir.name}: {message}")
+            return method, message
+        return method, None
+
+    def node_address(self, node: Node) -> str:
+        """The inventory's ``address``, else the HostName the ssh client config gives the
+        node (a node whose name resolves only through ~/.ssh/config), else its name."""
+        if node.address:
+            return node.address
+        try:
+            return self._resolve(node).hostname
+        except Exception:  # a config the transport could not read: the name is all we have
+            return node.name
+
+    def launcher_ssh_config(self, nodes: Sequence[Node]) -> str | None:
+        """Write, on every node of ``nodes``, an OpenSSH client config for launchers that
+        open their own SSH between them (mpirun: ``--mca plm_rsh_args "-F <path>"``) and
+        a known_hosts of the host keys the controller checked; return the config's path
+        (``<remote_root>/ssh-<8 hex>/config``, the same on every node).
+
+        Each node's block says how the controller reached it
+        (:func:`~nvtest.transports._ssh_config.launcher_config`). Written once per set of
+        nodes; a node where it could not be written is logged (its launch then fails and is
+        named by the launcher's preflight). None for fewer than two nodes.
+        """
+        nodes = list(nodes)
+        if len(nodes) < 2:
+            return None
+        names = sorted(n.name for n in nodes)
+        tag = hashlib.sha1("\n".join(names).encode()).hexdigest()[:8]
+        dest = f"{self.remote_root}/ssh-{tag}"
+        with self._lock:
+            if dest in self._launcher_configs:
+                return f"{dest}/config"
+        hosts, keys = [], []
+        for node in nodes:
+            target = self._resolve(node)
+            hosts.append((node.name, target, node.key_file))
+            with self._lock:
+                conn = self._conns.get(node.name)
+            server_key = conn.transport.get_remote_server_key() if conn and conn.alive() else None
+            if server_key is not None:
+                keys.append((target, server_key.get_name(), server_key.get_base64()))
+        with tempfile.TemporaryDirectory(prefix="nvtest-launcher-") as tmp:
+            local = Path(tmp) / f"ssh-{tag}"
+            local.mkdir(mode=0o700)
+            config = local / "config"
+            config.write_text(launcher_config(hosts, f"{dest}/known_hosts", run_id=self.run_id))
+            config.chmod(0o600)
+            (local / "known_hosts").write_text(launcher_known_hosts(keys))
+            futures = [self._pool.submit(self._put_dir, n, local, dest) for n in nodes]
+            for node, future in zip(nodes, futures, strict=True):
+                _, error = future.result()
+                if error:
+                    self._note(node.name, f"the launchers' ssh config was not written: {error}")
+        with self._lock:
+            self._launcher_configs.add(dest)
+        return f"{dest}/config"
+
+    def _open_sftp(self, conn: _Conn) -> tuple[paramiko.SFTPClient | None, str]:
+        """An SFTP session, or (None, why) when the node refuses the SFTP subsystem
+        (no ``Subsystem sftp`` in its sshd_config, or an sftp-server that does not start)."""
+        chan = conn.transport.open_session(timeout=self.connect_timeout_s)
+        try:
+            chan.invoke_subsystem("sftp")
+            return paramiko.SFTPClient(chan), ""
+        except (paramiko.SSHException, EOFError) as exc:
+            chan.close()
+            return None, str(exc) or type(exc).__name__
+
+    def _untar(self, node: Node, conn: _Conn, local_dir: Path, dest: str) -> None:
+        """Copy ``local_dir`` to ``dest`` as a tar stream on the stdin of ``tar -x`` on the node.
+
+        Extracted beside ``dest`` and renamed into place, so nodes sharing a file system
+        never see a half-written copy.
+
+        Raises:
+            OSError: the node's tar or the rename failed (with its stderr).
+        """
+        result = self._exec(
+            node.name, conn, untar_script(self.remote_root, dest), 300.0,
+            node=node, stdin=tar_bytes(local_dir),
+        )  # fmt: skip
+        if result.error or result.exit_code:
+            raise OSError(
+                f"tar over the exec channel: {result.error or result.stderr.strip()[-300:] or result.exit_code}"
+            )
+
+
+def tar_bytes(local_dir: Path) -> bytes:
+    """``local_dir`` as an uncompressed tar archive (members relative to it, modes kept,
+    ``__pycache__`` and ``*.pyc`` left out)."""
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        name = Path(info.name).name
+        if name == "__pycache__" or name.endswith(".pyc"):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        return info
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for entry in sorted(local_dir.iterdir()):
+            tar.add(entry, arcname=entry.name, filter=keep)
+    return buf.getvalue()
+
+
+def untar_script(root: str, dest: str) -> str:
+    """Shell that makes ``root`` (mode 700), extracts a tar stream from stdin beside
+    ``dest`` and renames it to ``dest`` (a ``dest`` already there from a node sharing the
+    file system is kept)."""
+    r, d = shlex.quote(root), shlex.quote(dest)
+    return (
+        f"set -e; umask 022; mkdir -m 700 {r} 2>/dev/null || [ -d {r} ]; "
+        f't=$(mktemp -d {r}/.stage-XXXXXX); tar -x -o -f - -C "$t"; chmod 755 "$t"; '
+        f'if mv -T "$t" {d} 2>/dev/null; then :; elif [ -d {d} ]; then rm -rf "$t"; '
+        f'else echo "cannot rename $t to {dest}" >&2; exit 1; fi'
+    )
 
 
 def _mkdir(sftp: paramiko.SFTPClient, path: str, mode: int) -> None:

@@ -32,6 +32,7 @@ def test_burnin(node, nvtest_context, sku: SkuProfile | None, node_facts: NodeFa
         script="burnin_probe.py",
         args=["--device", "cuda", "--seconds", f"{seconds:g}", "--dtype", str(recipe.get("dtype", "bf16"))],
         timeout_s=seconds + 600,
+        needs=("gpu",),
     )
     judge.detail("duration_s", seconds)
     apply(thermal(measure(probe)), judge)

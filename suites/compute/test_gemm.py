@@ -28,7 +28,7 @@ def _gemm_args(node: Node, sku: SkuProfile | None) -> list[str]:
     return args
 
 
-GEMM = Probe("gemm", script="gemm_probe.py", args=_gemm_args, timeout_s=1800)
+GEMM = Probe("gemm", script="gemm_probe.py", args=_gemm_args, timeout_s=1800, needs=("gpu",))
 
 
 @pytest.mark.check("gemm", area="compute", title="GEMM throughput per device and dtype")

@@ -26,7 +26,7 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     return ["-r", str(_recipe(sku).get("level", 1)), "-j"]
 
 
-DCGM = Probe("dcgmi-diag", command=("dcgmi", "diag"), args=_args, timeout_s=3600)
+DCGM = Probe("dcgmi-diag", command=("dcgmi", "diag"), args=_args, timeout_s=3600, needs=("dcgmi", "gpu"))
 
 
 @pytest.mark.check("dcgm_diag", area="health", title="DCGM diagnostics (dcgmi diag)")

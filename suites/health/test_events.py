@@ -13,7 +13,9 @@ from nvtest.checks.health import apply
 from nvtest.checks.health.kernel_log import KERNEL_LOG_SCRIPT, split_probe, xid_scan
 from nvtest.session.facts import NodeFacts
 
-KERNEL_LOG = Probe("kernel-log", command=("sh", "-c", KERNEL_LOG_SCRIPT), timeout_s=120)
+KERNEL_LOG = Probe(
+    "kernel-log", command=("sh", "-c", KERNEL_LOG_SCRIPT), timeout_s=120, needs=("dmesg", "journalctl")
+)
 
 
 @pytest.mark.check("xid_scan", area="health", title="Xid / SXid events in the kernel log")

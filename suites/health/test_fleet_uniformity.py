@@ -20,7 +20,10 @@ from nvtest.checks.health.uniformity import (
 from nvtest.session.context import RunContext
 from nvtest.session.facts import NodeFacts
 
-VERSIONS = Probe("sw-versions", command=("sh", "-c", VERSIONS_SCRIPT), timeout_s=60)
+VERSIONS = Probe(
+    "sw-versions", command=("sh", "-c", VERSIONS_SCRIPT), timeout_s=60,
+    needs=("ofed_info", "nv-fabricmanager", "hca"),
+)  # fmt: skip
 
 
 @pytest.mark.check(

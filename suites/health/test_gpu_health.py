@@ -19,10 +19,14 @@ from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers import nvidia_smi_nvlink, nvidia_smi_xml
 from nvtest.session.facts import NodeFacts
 
-SMI_XML = Probe("nvidia-smi-q-x", command=("nvidia-smi", "-q", "-x"), timeout_s=120)
-NVLINK = Probe("nvidia-smi-nvlink", command=("nvidia-smi", "nvlink", "-s"), timeout_s=120)
-PCIE = Probe("pcie-sysfs", command=("sh", "-c", SYSFS_SCRIPT), timeout_s=60)
-FABRIC = Probe("fabric-manager", command=("sh", "-c", FM_SCRIPT), timeout_s=60)
+# a hung nvidia-smi is a wedged driver: it blocks every later check of the GPUs on the node
+_SMI = ("nvidia-smi", "gpu")
+SMI_XML = Probe("nvidia-smi-q-x", command=("nvidia-smi", "-q", "-x"), timeout_s=120, needs=_SMI)
+NVLINK = Probe("nvidia-smi-nvlink", command=("nvidia-smi", "nvlink", "-s"), timeout_s=120, needs=_SMI)
+PCIE = Probe("pcie-sysfs", command=("sh", "-c", SYSFS_SCRIPT), timeout_s=60, needs=("pci",))
+FABRIC = Probe(
+    "fabric-manager", command=("sh", "-c", FM_SCRIPT), timeout_s=60, needs=(*_SMI, "systemctl")
+)
 
 
 def _need_gpus(facts: NodeFacts, sku: SkuProfile | None) -> None:

@@ -40,7 +40,9 @@ def _local_args(node: Node, sku: SkuProfile | None) -> list[str]:
     return ["--nproc", str(recipe.get("nproc", gpus or 2)), *_common_args(recipe)]
 
 
-COLLECTIVES = Probe("collectives", script="collective_probe.py", args=_local_args, timeout_s=900)
+COLLECTIVES = Probe(
+    "collectives", script="collective_probe.py", args=_local_args, timeout_s=900, needs=("gpu",)
+)
 
 
 def judge_collectives(judge: Judge, doc: dict) -> None:

@@ -28,8 +28,8 @@ from nvtest.parsers import ibstat, ibv_devinfo
 from nvtest.parsers.ibstat import IbReport
 from nvtest.session.facts import NodeFacts
 
-IBSTAT = Probe("ibstat", command=("ibstat",), timeout_s=60)
-IBV_DEVINFO = Probe("ibv_devinfo", command=("ibv_devinfo", "-v"), timeout_s=60)
+IBSTAT = Probe("ibstat", command=("ibstat",), timeout_s=60, needs=("ibstat", "hca"))
+IBV_DEVINFO = Probe("ibv_devinfo", command=("ibv_devinfo", "-v"), timeout_s=60, needs=("ibv_devinfo", "hca"))
 
 
 def _ports(ctx, node, facts: NodeFacts) -> tuple[IbReport | None, str | None]:

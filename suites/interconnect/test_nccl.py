@@ -20,16 +20,20 @@ import os
 
 import pytest
 
-from nvtest.checks.api import Judge, NodeError, ProbeSkip
+from nvtest.checks.api import Judge, ProbeSkip
 from nvtest.checks.interconnect.pair_check import pair_report, report_node
 from nvtest.errors import ProbeError
 from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe, run_commands
 from nvtest.jobs.launch import mpirun_argv
-from nvtest.jobs.mpi import mpi_options
+from nvtest.jobs.mpi import mpi_options, mpirun_preflight
 from nvtest.jobs.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
 from nvtest.jobs.pair_jobs import NcclPairJob
 from nvtest.session.facts import NodeFacts
+from nvtest.session.probe import require_completed
 from nvtest.transports.base import render_command
+
+#: nccl-tests runs on the GPUs: a GPU that hung earlier on a node blocks it there at once
+NCCL_NEEDS = ("gpu",)
 
 
 def _recipe(ctx, node, key: str = "nccl") -> NcclRecipe:
@@ -73,9 +77,8 @@ def _intra(node, node_facts, ctx, judge: Judge, *, nics_only: bool, check: str) 
     for op in ops:
         key = f"{check}_{op}"
         cmds = {n.name: perf_argv(op, _recipe(ctx, n), _gpus(ctx, n)) for n in nodes}
-        res = run_commands(ctx, key, nodes, cmds, timeout_s=1800, env=env)[node.name]
-        if not res.completed:
-            raise NodeError(res.error or "did not complete")
+        res = run_commands(ctx, key, nodes, cmds, timeout_s=1800, env=env, needs=NCCL_NEEDS)[node.name]
+        require_completed(res)
         v = judge_output(
             res.stdout + "\n" + res.stderr,
             op=op,
@@ -116,16 +119,21 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
         )
         key = None
     else:
+        key = f"nccl_multinode_{op}"
+        unreachable = mpirun_preflight(ctx, key, nodes)
+        if unreachable:  # mpirun would not start its daemons there: say so in seconds
+            reasons = tuple(why for _, why in sorted(unreachable.items()))
+            return NcclVerdict(op=op, status="fail", reasons=reasons), "", key
         argv = mpirun_argv(
             [(n.name, _gpus(ctx, n)) for n in nodes],
             prog,
             export=list(env),
             opts=mpi_options(ctx, first),
         )
-        key = f"nccl_multinode_{op}"
         res = run_commands(
-            ctx, key, [first], {first.name: render_command(argv, env)}, timeout_s=1800
-        )[first.name]
+            ctx, key, [first], {first.name: render_command(argv, env)}, timeout_s=1800,
+            needs=NCCL_NEEDS,
+        )[first.name]  # fmt: skip
     if not res.completed:
         return (
             NcclVerdict(op=op, status="error", reasons=(res.error or "did not complete",)),

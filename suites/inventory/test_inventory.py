@@ -11,6 +11,7 @@ import pytest
 from nvtest.checks.api import Judge
 from nvtest.checks.health import apply
 from nvtest.checks.health.gpus import gpu_inventory
+from nvtest.checks.health.host import host_inventory
 from nvtest.config.thresholds import SkuProfile
 from nvtest.session.context import RunContext
 from nvtest.session.facts import NodeFacts
@@ -19,17 +20,7 @@ from nvtest.session.facts import NodeFacts
 @pytest.mark.check("host", area="inventory", title="Host: CPU, memory, OS")
 def test_host(node, node_facts: NodeFacts, judge: Judge) -> None:
     """CPU model, sockets and cores, memory and OS of the node."""
-    judge("cpu_cores", node_facts.cores, "count")
-    judge("memory_gib", (node_facts.memory_total_kib or 0) / 1048576, "GiB")
-    judge.detail(
-        "host",
-        {
-            "cpu": node_facts.cpu_model,
-            "sockets": node_facts.sockets,
-            "os": node_facts.os,
-            "kernel": node_facts.kernel,
-        },
-    )
+    apply(host_inventory(node_facts), judge)
 
 
 @pytest.mark.check(

@@ -11,7 +11,7 @@ import pytest
 
 from nvtest.checks.api import Judge, Probe
 
-DEVMEM = Probe("devmem", script="devmem_probe.py", timeout_s=900)
+DEVMEM = Probe("devmem", script="devmem_probe.py", timeout_s=900, needs=("gpu",))
 
 
 @pytest.mark.check("devmem", area="memory", title="GPU memory bandwidth (copy, triad)")

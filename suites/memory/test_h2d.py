@@ -10,7 +10,7 @@ import pytest
 from nvtest.checks.api import Judge, Probe
 from nvtest.parsers import nvbandwidth
 
-H2D = Probe("h2d", script="h2d_probe.py", timeout_s=900)
+H2D = Probe("h2d", script="h2d_probe.py", timeout_s=900, needs=("gpu",))
 
 #: nvbandwidth testcase -> our metric (copy engine, GB/s per GPU; nvbandwidth v0.8+ names).
 NVB_HOST_CASES = {

@@ -12,7 +12,7 @@ import pytest
 
 from nvtest.checks.api import Judge, Probe
 
-STREAM = Probe("stream", script="stream_probe.py", timeout_s=900)
+STREAM = Probe("stream", script="stream_probe.py", timeout_s=900, needs=("host-memory",))
 
 
 @pytest.mark.check("stream", area="memory", title="Host memory bandwidth (STREAM)")

@@ -20,7 +20,7 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     return ["--nproc", str(recipe.get("nproc", 2)), "--steps", str(recipe.get("steps", 30))]
 
 
-TRAIN = Probe("train_smoke", script="train_smoke.py", args=_args, timeout_s=600)
+TRAIN = Probe("train_smoke", script="train_smoke.py", args=_args, timeout_s=600, needs=("gpu",))
 
 
 @pytest.mark.check("train_smoke", area="workload", title="Training smoke run (DDP)")

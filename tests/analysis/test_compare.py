@@ -63,3 +63,23 @@ def test_cli_compare_text_and_html(tmp_path: Path):
 def test_cli_compare_missing_run_is_a_config_error(tmp_path: Path):
     proc = run_nvtest("compare", str(tmp_path / "nope"), str(tmp_path / "nope2"))
     assert proc.returncode == 2
+
+
+def test_a_tolerance_must_be_a_finite_number_of_percent(tmp_path: Path):
+    import pytest
+
+    from nvtest.errors import ConfigError
+
+    doc = synthetic_doc(2)
+    for bad in (-5.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError) as ei:
+            compare_docs(doc, doc, tolerance_pct=bad)
+        assert ei.value.field == "--tolerance"
+    assert all(c.kind == "same" for c in compare_docs(doc, doc, tolerance_pct=0.0))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "results.json").write_text(json.dumps(doc))
+    for bad in ("-5", "nan"):
+        proc = run_nvtest("compare", str(tmp_path / "a"), str(tmp_path / "a"), "--tolerance", bad)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert "--tolerance: must be a finite number of percent >= 0" in proc.stderr
+        assert "worse" not in proc.stdout

@@ -156,3 +156,17 @@ def test_diagnosis_catalog():
         }
     )
     assert d is not None and "NVLink" in d.cause
+
+
+def test_an_implausible_value_is_left_out_of_the_fleet():
+    doc = _doc({f"gpu{i:03d}": 730.0 + i for i in range(4)})
+    bad = doc["results"][3]
+    bad["verdict"], bad["reason"] = "fail", "the tool reported a failure; bf16_tflops: implausible"
+    bad["metrics"][0].update(
+        value=1.0e6, verdict="error", reason="implausible: 1e+06 TFLOP/s > 1088 TFLOP/s",
+        bound={"rule": "gemm", "min": 0.0, "max": 1088.34, "implausible": True},
+    )  # fmt: skip
+    doc = post_process(doc, policies=POLICY)
+    assert bad["metrics"][0]["fleet"] is None and bad["metrics"][0]["verdict"] == "error"
+    medians = {r["metrics"][0]["fleet"]["median"] for r in doc["results"][:3]}
+    assert medians == {731.0} and {r["metrics"][0]["fleet"]["n"] for r in doc["results"][:3]} == {3}

@@ -24,6 +24,7 @@ PUBLIC = [
     "TransportError",
     "Verdict",
     "__version__",
+    "declare_metric",
     "detect",
     "load_results",
     "measure_probe",

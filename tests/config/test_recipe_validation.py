@@ -36,6 +36,13 @@ ckpt.size_mib: 0 | greater than 0
 ckpt.chunk_mib: -16 | greater than 0
 ckpt.sizemib: 16 | unknown key
 ckpt.local_path: 7 | valid string
+inference.batch_sizes: 8 | valid list
+inference.new_tokens: 1 | greater than or equal to 2
+inference.widht: 128 | unknown key
+inference.vllm.model: meta-llama/Llama-3.1-8B | should match pattern
+inference.vllm.num_prompts: 0 | greater than 0
+sdc.steps: -1 | greater than or equal to 0
+sdc.threads: 0 | greater than 0
 """
 
 
@@ -58,6 +65,10 @@ def _recipe_case(case: str) -> tuple[str, int, str, str]:
 BAD_OVERLAYS = [_recipe_case(c) for c in RECIPE_CASES.strip().splitlines()] + [
     (HEAD + "recipe: {resilience: {steps: -5}}\n", 3, "recipe.resilience.steps", "than 0"),
     (HEAD + "recipe:\n  ckpt: 5\n", 4, "recipe.ckpt", "valid dictionary"),
+    (HEAD + "recipe:\n  inference:\n    batch_sizes: [1, 0]\n", 5, "recipe.inference.batch_sizes.1", "greater than 0"),
+    (HEAD + "recipe:\n  inference:\n    dtypes: [fp8]\n", 5, "recipe.inference.dtypes.0", "'fp32', 'bf16' or 'fp16'"),
+    (HEAD + "recipe:\n  inference: {width: 100, heads: 8}\n", 4, "recipe.inference", "not a multiple of heads 8"),
+    (HEAD + "recipe:\n  sdc:\n    dtypes: [int8]\n", 5, "recipe.sdc.dtypes.0", "'fp32', 'bf16', 'fp16' or 'fp64'"),
     (HEAD + BAD_BOUND.format("max: -1"), 5, BOUND_FIELD, "max -1 is negative"),
     (HEAD + BAD_BOUND.format("min: 20, max: 10"), 5, BOUND_FIELD, "min 20 > max 10"),
     (HEAD + BAD_BOUND.format("min: 20, warn_min: 10"), 5, BOUND_FIELD, "min 20 > warn_min 10"),
@@ -108,7 +119,7 @@ recipe:
   stream: {anything: [goes, here]}
 thresholds:
   thermal:
-    gpu_temp_c: {max: 85, warn_min: -5, unit: C, source: site}
+    gpu_temp_max_c: {max: 85, warn_min: -5, unit: C, source: site}
 """
 
 

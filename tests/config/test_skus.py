@@ -6,7 +6,7 @@ import pytest
 
 from nvtest.checks.api import Judge
 from nvtest.cli.skus import gpus_from_text, unknown_sku_help
-from nvtest.config.skus import GpuSummary
+from nvtest.config.skus import Catalog, GpuSummary, load_catalog
 from nvtest.verdict import Verdict
 from tests.checks.health.conftest import corpus
 
@@ -14,6 +14,12 @@ REQUIRED = {
     "h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-pcie-80gb",
     "h100-nvl-94gb", "b200-hgx-180gb", "gb200-nvl72-tray", "l40s", "cpu-generic",
 }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    """The bundled SKU profiles."""
+    return load_catalog()
 
 
 def test_catalog_has_every_sku_and_every_threshold_has_unit_and_source(catalog):

@@ -31,21 +31,29 @@ def delivery_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Pa
 def test_exit_code_and_overall_verdict(delivery_run):
     proc, _, doc = delivery_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert doc["summary"]["verdict"] == "pass"
-    assert "overall: PASS" in proc.stdout
+    # one node, one CPU: its SDC digests have no peer to be compared with, a warning
+    assert doc["summary"]["verdict"] == "warn"
+    assert "overall: WARN" in proc.stdout
+    odd = [r for r in doc["results"] if r["verdict"] not in ("pass", "skip")]
+    assert [(r["check"], r["verdict"]) for r in odd] == [("sdc", "warn")], odd
+    assert "the only CPU of its configuration in this run, nothing could be compared" in odd[0]["reason"]
 
 
 def test_every_check_present_with_real_numbers(delivery_run):
     _, _, doc = delivery_run
     checks = {r["check"]: r for r in doc["results"]}
-    assert {"host", "gpus", "stream", "gemm", "devmem", "h2d", "nccl", "ib_ports", "train_smoke"} <= set(checks)
-    for name in ("host", "stream", "gemm", "train_smoke"):
+    assert {"host", "gpus", "stream", "gemm", "devmem", "h2d", "nccl", "ib_ports", "train_smoke",
+            "inference", "sdc"} <= set(checks)
+    for name in ("host", "stream", "gemm", "train_smoke", "inference"):
         assert checks[name]["verdict"] == "pass", checks[name]
         for m in checks[name]["metrics"]:
             assert m["value"] is not None and math.isfinite(m["value"]) and m["value"] > 0, m
     names = {m["name"] for m in checks["stream"]["metrics"]}
     assert names == {"copy_gbps", "scale_gbps", "add_gbps", "triad_gbps"}
     assert {m["name"] for m in checks["gemm"]["metrics"]} >= {"fp64_tflops", "fp32_tflops"}
+    assert {m["name"] for m in checks["inference"]["metrics"]} >= {
+        "fp32_bs1_prefill_tokens_per_s", "fp32_bs4_decode_tokens_per_s", "fp32_bs1_ttft_ms",
+        "fp32_bs4_token_p50_ms", "fp32_bs4_token_p99_ms"}
     assert checks["stream"]["log"] and checks["gemm"]["log"]
 
 
@@ -83,7 +91,7 @@ def test_evidence_logs_exist(delivery_run):
 def test_report_html_contents(delivery_run):
     _, run_dir, doc = delivery_run
     html = (run_dir / "report.html").read_text()
-    assert "Overall verdict: PASS" in html
+    assert "Overall verdict: WARN" in html
     assert "http://" not in html and "https://" not in html  # self-contained
     for r in doc["results"]:
         assert f'id="check-{r["check"]}"' in html
@@ -108,7 +116,7 @@ def test_report_rerenders_from_results_json(delivery_run, tmp_path):
     (copy / "results.json").write_text((run_dir / "results.json").read_text())
     proc = run_nvtest("report", str(copy))
     assert proc.returncode == 0, proc.stderr
-    assert "Overall verdict: PASS" in (copy / "report.html").read_text()
+    assert "Overall verdict: WARN" in (copy / "report.html").read_text()
 
 
 def test_failing_threshold_exits_1(tmp_path):
@@ -153,7 +161,8 @@ def test_ctrl_c_keeps_results_and_exits_130(tmp_path):
     assert "run interrupted" in (out / "latest" / "report.html").read_text()
     # no probe left behind
     time.sleep(0.5)
-    ps = subprocess.run(["pgrep", "-f", "gemm_probe.py"], capture_output=True, text=True)
+    # this checkout's probes only: other runs on a shared machine may be measuring too
+    ps = subprocess.run(["pgrep", "-f", f"{REPO}/nvtest/probes/gemm_probe.py"], capture_output=True, text=True)
     assert ps.stdout.strip() == "", ps.stdout
 
 

@@ -74,8 +74,9 @@ def test_delivery_over_four_ssh_nodes_passes(
     assert sorted(host) == cluster.names and all(r["verdict"] == "pass" for r in host.values())
     assert all(r["verdict"] in ("pass", "skip") for r in doc["results"]), output
     assert (run_dir / "report.html").exists()
-    # the probes shipped for this run were removed from the nodes at the end
-    assert not Path(f"/tmp/nvtest-{doc['run']['run_id']}").exists()
+    # the probes shipped for this run (by SFTP) were removed from the nodes at the end
+    assert all(doc["nodes"][n]["staging"] == "sftp" for n in cluster.names), doc["nodes"]
+    assert not list(Path("/tmp").glob(f"nvtest-{doc['run']['run_id']}*"))
 
 
 def test_a_stopped_node_gets_errors_and_the_rest_finish(

@@ -88,10 +88,8 @@ def run_on_cluster(
         suite = d / "suite.yaml"
         suite.write_text(yaml.safe_dump({"name": "t", "description": "t", "checks": checks}))
         inv = write_inventory(sim_cluster, d / "inventory.yaml", slow)
-        env = {
-            "NVTEST_MPI_RSH_AGENT": f"ssh -F {sim_cluster.ssh_config_path}",
-            "OMP_NUM_THREADS": "1",
-        }
+        # no NVTEST_MPI_RSH_AGENT: mpirun reaches the nodes through the run's generated ssh config
+        env = {"OMP_NUM_THREADS": "1"}
         proc = run_nvtest(
             "run", "--backend", "ssh", "--inventory", str(inv), "--insecure-host-keys",
             "--sku-dir", str(sku_dir), "--sku", "sim-cpu", "--suite", str(suite),

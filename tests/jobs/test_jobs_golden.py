@@ -16,6 +16,8 @@ from nvtest.jobs.launch import MpiOptions, mpirun_argv, torchrun_commands
 from nvtest.jobs.mpi import mpmd_argv, slurm_mpirun_env
 from nvtest.jobs.nccl import NcclRecipe, perf_argv
 from nvtest.jobs.pair_jobs import NcclPairJob, PerftestPairJob, TcpPairJob
+from nvtest.transports._ssh_config import SSHTarget, launcher_config, launcher_known_hosts
+from nvtest.transports.local import LocalTransport
 from tests.golden import assert_golden, lines, stale_goldens
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -23,8 +25,29 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 N1 = Node(name="gpu001", python="/opt/venv/bin/python3", address="10.0.0.1")
 N2 = Node(name="gpu002", python="/opt/venv/bin/python3", address="10.0.0.2")
 SITE = MpiOptions(rsh_agent="ssh -F /etc/nvtest/ssh_config", tcp_if_include="eth0", mca={"pml": "ucx"})
-#: what the pair jobs need of a run context to build their command lines
-CTX: Any = SimpleNamespace(probe_dirs={"gpu001": "/tmp/nvtest-r1/probes", "gpu002": "/tmp/nvtest-r1/probes"})
+#: what the pair jobs need of a run context to build their command lines (the transport says
+#: where a node is reached: here its inventory address)
+CTX: Any = SimpleNamespace(
+    probe_dirs={"gpu001": "/tmp/nvtest-r1/probes", "gpu002": "/tmp/nvtest-r1/probes"},
+    transport=LocalTransport(),
+)
+#: the run's generated ssh config (nvtest.transports.ssh.SSHTransport.launcher_ssh_config)
+RUN_SSH = MpiOptions(rsh_args="-F /tmp/nvtest-20260101-120000-abcd-0123abcd/ssh-89abcdef/config", tcp_if_include="eth0")
+
+
+def _launcher_config() -> str:
+    """The generated config: inventory address/port/user/key; ssh-config HostName and
+    IdentityFile; a node the controller reaches through a jump host (HostName only)."""
+    inv = SSHTarget("gpu001", "10.0.0.1", 2222, "acceptance", ("/home/acceptance/.ssh/id_ed25519",), True,
+                    key_source="inventory")  # fmt: skip
+    cfg = SSHTarget("gpu002", "gpu002.ib.cluster", 22, "root", ("/root/.ssh/id_rsa",))
+    jumped = SSHTarget("gpu003", "10.0.0.3", 22, "root", (), proxy_jump="login01")
+    kh = "/tmp/nvtest-r1-0123abcd/ssh-89abcdef/known_hosts"
+    text = launcher_config(
+        [("gpu001", inv, "~/.ssh/id_ed25519"), ("gpu002", cfg, None), ("gpu003", jumped, None)], kh, run_id="r1"
+    )
+    known = launcher_known_hosts([(inv, "ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIA"), (cfg, "ssh-rsa", "AAAAB3NzaC1yc2E")])
+    return text + "\n# known_hosts\n" + known
 
 
 def _script(node: Node) -> list[str]:
@@ -67,6 +90,10 @@ CASES: dict[str, Callable[[], str]] = {
         mpmd_argv([("gpu001", 8, ["/p/mpi_probe.py", "--node", "gpu001"]), ("gpu002", 4, ["/p/mpi_probe.py"])],
                   export=["OMP_NUM_THREADS"], opts=SITE),
     ),  # fmt: skip
+    "mpirun_run_ssh_config": lambda: lines(
+        mpirun_argv([("gpu001", 8), ("gpu002", 8)], ["/opt/nccl-tests/build/all_reduce_perf"], opts=RUN_SSH),
+    ),
+    "launcher_ssh_config": _launcher_config,
     "slurm_mpirun_env": lambda: slurm_mpirun_env(["gpu001", "gpu002", "gpu003"], 8) + "mpirun ...\n",
     "nccl_perf": lambda: lines(
         perf_argv("all_reduce", NcclRecipe(), 8),

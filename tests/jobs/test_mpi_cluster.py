@@ -1,6 +1,7 @@
 """The ``mpi`` check over the simulated ssh cluster, for real: mpirun on sim01 reaches the other
-nodes through the cluster's ssh config (``NVTEST_MPI_RSH_AGENT``), one item per node with the
-rank -> node map; a node whose ranks cannot start is failed and named, the others errored."""
+nodes, whose names resolve nowhere, through the run's generated ssh config (the inventory's
+address and port), one item per node with the rank -> node map; a node whose ranks cannot
+start is failed and named, the others errored."""
 
 from __future__ import annotations
 
@@ -51,11 +52,9 @@ def _run(
             if entry["names"] == broken_python:
                 entry["python"] = str(wrapper)
         inv.write_text(yaml.safe_dump(data))
-    env = {
-        **os.environ,
-        "NVTEST_MPI_RSH_AGENT": f"ssh -F {cluster.ssh_config_path}",
-        "OMP_NUM_THREADS": "1",
-    }
+    # no NVTEST_MPI_RSH_AGENT: the node names reach the nodes through the run's generated
+    # ssh config (the inventory's addresses and ports), as on a cluster without DNS for them
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = run_nvtest(
         "run", "--backend", "ssh", "--inventory", str(inv), "--insecure-host-keys",
         "--sku-dir", str(d / "skus"), "--sku", "sim-cpu", "--suite", str(suite),
@@ -75,7 +74,7 @@ def test_mpi_over_three_nodes_maps_every_rank(sim_cluster: SSHDCluster, tmp_path
         assert d["launcher"] == "mpirun" and d["world_size"] == 3
         assert d["rank_nodes"] == {"0": "sim01", "1": "sim02", "2": "sim03"}
         assert d["node_ranks"] == [i]
-        assert "--host sim02:1" in d["command"] and "plm_rsh_agent" in d["command"]
+        assert "--host sim02:1" in d["command"] and "plm_rsh_args '-F /tmp/nvtest-" in d["command"]
         metrics = {m["name"]: m for m in r["metrics"]}
         assert metrics["barrier_latency_us"]["unit"] == "us"
         assert metrics["barrier_latency_us"]["value"] > 0

@@ -2,8 +2,9 @@
 this machine): ``nvtest run --backend slurm --suite fabric`` gives real verdicts for the gloo
 collectives under torchrun, the multi-node training smoke run, the TCP pair test and MPI.
 
-Both nodes are this machine, so the inventory gives them the address 127.0.0.1 (the Slurm
-node names do not resolve); MPI starts as mpirun inside the allocation (Debian's Open MPI has
+Both nodes are this machine and their Slurm names resolve nowhere: the inventory names them
+only, and the rendezvous and the pair tests use the address Slurm gives them (``NodeAddr``
+127.0.0.1, from ``scontrol show node``); MPI starts as mpirun inside the allocation (Debian's Open MPI has
 no PMI-2 client, and ``srun --mpi=pmix`` cannot run two slurmd of one host: both create the
 same ``/tmp/spmix_appdir_<uid>_<job>.<step>``).
 """
@@ -52,7 +53,7 @@ def _sku_dir(tmp_path: Path) -> Path:
 def test_fabric_suite_under_slurm(cluster: SlurmCluster, tmp_path: Path) -> None:
     inv = tmp_path / "inventory.yaml"
     inv.write_text(
-        f"cluster: sim\ndefaults: {{python: {sys.executable}, address: 127.0.0.1}}\n"
+        f"cluster: sim\ndefaults: {{python: {sys.executable}}}\n"
         "nodes:\n  - names: node[1-2]\n"
     )
     proc, doc, out = run_nvtest_on_slurm(

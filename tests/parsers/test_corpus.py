@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from nvtest.errors import ParseError
 from nvtest.parsers import ValueState, detect, parse
 from tests.conftest import CORPUS
 from tests.parsers.conftest import corpus_files, read
@@ -19,6 +20,7 @@ EXPECTED_TOOL = {
     "nvbandwidth": "nvbandwidth",
     "perftest": "perftest",
     "stream": "stream",
+    "vllm": "vllm-bench",
 }
 SPECIAL_TOOL = {
     "ibv_devinfo-port-down-lid-65535-one-hca.txt": "ibv_devinfo",
@@ -48,9 +50,9 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_82_samples_each_with_its_index_entry():
+def test_corpus_has_86_samples_each_with_its_index_entry():
     files = corpus_files()
-    assert len(files) == 82
+    assert len(files) == 86
     index = (CORPUS / "INDEX.md").read_text(encoding="utf-8")
     entries = set(re.findall(r"^### `([^`]+)`", index, re.M))
     assert entries == {f"{p.parent.name}/{p.name}" for p in files}
@@ -850,3 +852,57 @@ def test_gpu_burn_ok_without_throughput():
     )
     assert g.gflops is None and not g.passed and g.failure_reason == "OK but no throughput measured"
     assert not r.passed
+
+
+# ---------------------------------------------------------------- vLLM
+
+
+def test_vllm_bench_throughput_summary_and_token_counts():
+    r = parse("vllm-bench", read("vllm/bench-throughput-llama70b-tp4-async-engine-random-2000in-1000out.txt"))
+    assert (r.requests_per_s, r.total_tokens_per_s, r.output_tokens_per_s) == (2.23, 6699.75, 2234.0)
+    assert (r.prompt_tokens, r.output_tokens) == (1999000, 1000000)
+    assert r.passed and r.summaries == 1 and r.warnings == ()
+    # the benchmark's elapsed time, and the request rate it implies (1000 prompts)
+    assert r.elapsed_s == pytest.approx(2999000 / 6699.75)
+    assert 1000 / r.elapsed_s == pytest.approx(2.23, abs=0.005)
+
+
+def test_vllm_bench_after_an_echoed_command_line():
+    r = parse("vllm-bench", read("vllm/bench-throughput-h100-lfm2.5-350m-command-echo-512in-256out.txt"))
+    assert (r.requests_per_s, r.total_tokens_per_s, r.output_tokens_per_s) == (70.77, 54350.30, 18116.77)
+    assert (r.prompt_tokens, r.output_tokens) == (512 * 512, 512 * 256)  # --num-prompts 512 x lengths
+    assert r.passed and not r.warnings
+
+
+def test_vllm_benchmark_throughput_legacy_line_has_no_output_rate():
+    r = parse("vllm-bench", read("vllm/benchmark_throughput-2024-legacy-two-figures-no-output-tokens.txt"))
+    assert (r.requests_per_s, r.total_tokens_per_s, r.output_tokens_per_s) == (81.74, 20926.37, None)
+    assert r.prompt_tokens is None and r.elapsed_s is None and r.passed
+
+
+def test_vllm_engine_traceback_without_a_summary_is_a_failed_run():
+    r = parse("vllm-bench", read("vllm/bench-throughput-enginecore-traceback-no-throughput-excerpt.txt"))
+    assert not r.passed and r.summaries == 0 and r.requests_per_s is None
+    assert r.failure_reason == "vllm bench throughput failed: Python traceback without a final error line"
+
+
+def test_vllm_final_error_line_is_quoted_and_the_last_summary_wins():
+    text = read("vllm/bench-throughput-enginecore-traceback-no-throughput-excerpt.txt")
+    failed = parse("vllm-bench", text + "(EngineCore_DP0 pid=8459) RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    assert failed.failure_reason == ("vllm bench throughput failed: RuntimeError: CUDA out of memory. "
+                                     "Tried to allocate 2.00 GiB")
+    two = parse("vllm-bench", "Batch Size: 8, TP Size: 2\nThroughput: 1.00 requests/s, 10.00 total tokens/s, "
+                "5.00 output tokens/s\nTotal num prompt tokens:  50\nTotal num output tokens:  50\n"
+                "Batch Size: 16, TP Size: 2\nThroughput: 2.00 requests/s, 20.00 total tokens/s, 10.00 output tokens/s\n")
+    assert (two.summaries, two.batch_size, two.requests_per_s, two.prompt_tokens) == (2, 16, 2.0, None)
+
+
+def test_vllm_counts_that_disagree_with_the_rates_are_a_warning():
+    r = parse("vllm-bench", "Throughput: 1.00 requests/s, 100.00 total tokens/s, 90.00 output tokens/s\n"
+              "Total num prompt tokens:  500\nTotal num output tokens:  500\n")
+    assert r.passed and r.warnings and "output share" in r.warnings[0]
+
+
+def test_text_that_is_not_vllm_is_a_parse_error():
+    with pytest.raises(ParseError):
+        parse("vllm-bench", read("stream/ppc-linux-verbose-build-based-on-stream-validates.txt"))

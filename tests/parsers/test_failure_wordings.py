@@ -178,6 +178,35 @@ WORDINGS: tuple[Wording, ...] = (
         "Error (gpu_burn-drv.cpp:113): device kernel image is invalid",
         "https://github.com/wilicc/gpu-burn/issues/130 (comment; gpu-burn 2025 master)",
     ),
+    Wording(
+        "vllm-bench",
+        "(APIServer pid=1179246)     raise RuntimeError(\"Engine core initialization failed. \"\n"
+        "(APIServer pid=1179246) RuntimeError: Engine core initialization failed. See root cause "
+        "above. Failed core proc(s): {}\n",
+        K.INIT_FAILURE,
+        "RuntimeError",
+        "https://github.com/vllm-project/vllm/issues/23176 (vLLM v1 engine, 2025)",
+    ),
+    Wording(
+        "vllm-bench",
+        "(EngineCore_DP0 pid=504) ValueError: Current node has no GPU available. "
+        "vLLM engine cannot start without GPU.\n",
+        K.NO_DEVICE,
+        "ValueError",
+        "https://github.com/vllm-project/vllm/issues/29265 (Ray executor on a node without a GPU)",
+    ),
+    Wording(
+        "vllm-bench",
+        "ERROR 05-23 09:31:47 [core.py:396] EngineCore failed to start.\n"
+        "ERROR 05-23 09:31:47 [core.py:396] Traceback (most recent call last):\n"
+        'ERROR 05-23 09:31:47 [core.py:396] File "/opt/venv/lib/python3.12/site-packages/vllm/'
+        'v1/engine/core.py", line 387, in run_engine_core\n'
+        "ERROR 05-23 09:31:47 [core.py:396] ValueError: No available memory for the cache "
+        "blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n",
+        K.INIT_FAILURE,
+        "ValueError",
+        "https://github.com/vllm-project/vllm/issues/18730 (vLLM 0.8 engine start-up, KV cache)",
+    ),
 )
 
 

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-import _probe_common as pc
+import _contract as contract
 
 
 def behave(device: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -15,7 +15,7 @@ def behave(device: str, payload: dict[str, Any]) -> dict[str, Any]:
     if action == "raise":
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
     if action == "skip":
-        raise pc.ProbeSkip("no such thing here")
+        raise contract.ProbeSkip("no such thing here")
     if action == "die":
         os._exit(7)
     if action == "hang":

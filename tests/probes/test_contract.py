@@ -13,6 +13,8 @@ SCRIPTS = [
     "h2d_probe.py",
     "burnin_probe.py",
     "train_smoke.py",
+    "inference_probe.py",
+    "sdc_probe.py",
 ]
 NOTHING = {"NVTEST_PROBE_DISABLE": "numpy,torch,cupy,pynvml,cc,nvbandwidth"}
 
@@ -63,12 +65,13 @@ def test_no_gpu_is_a_skip_naming_torch_cuda(probe, script, args):
 
 
 def test_run_per_device_turns_failures_into_entries():
-    import _probe_common as pc
+    import _contract as contract
+    import _device_pool as pool
 
     from tests.probes.spawn_workers import behave
 
     plan = {"cuda:0": "ok", "cuda:1": "raise", "cuda:2": "skip", "cuda:3": "die", "cuda:4": "hang"}
-    answers = pc.run_per_device(behave, list(plan), plan, timeout_s=10)
+    answers = pool.run_per_device(behave, list(plan), plan, timeout_s=10)
     assert [a["device"] for a in answers] == list(plan)
     ok, raised, skipped, died, hung = answers
     assert ok["status"] == "ok" and ok["pid"] != os.getpid()
@@ -76,7 +79,7 @@ def test_run_per_device_turns_failures_into_entries():
     assert skipped == {"device": "cuda:2", "status": "skip", "reason": "no such thing here"}
     assert died["status"] == "error" and "exit code 7" in died["reason"]
     assert hung["status"] == "error" and "no answer within 10 s" in hung["reason"]
-    assert pc.overall_status(answers)[0] == "error"
+    assert contract.overall_status(answers)[0] == "error"
 
 
 def test_sigterm_still_prints_an_error_document(probe_dir):

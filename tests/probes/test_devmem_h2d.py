@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-import _probe_common as pc
+import _devices as hw
 import devmem_probe as dm
 import h2d_probe as hd
 import pytest
@@ -76,11 +76,11 @@ def fake_pci(tmp_path):
 
 def test_numa_node_and_local_cpus_from_sysfs(fake_pci):
     root = str(fake_pci)
-    assert pc.pci_numa_node("00000000:1B:00.0", root) == 1  # nvidia-smi style 8-digit domain
-    assert pc.pci_numa_node("0000:1b:00.0", root) == 1
-    assert pc.pci_numa_node("0000:2c:00.0", root) is None  # -1: no NUMA information
-    assert pc.pci_numa_node("0000:99:00.0", root) is None
-    assert pc.pci_local_cpus("0000:1b:00.0", root) == [0, 1, 2, 3, 8, 10, 11]
+    assert hw.pci_numa_node("00000000:1B:00.0", root) == 1  # nvidia-smi style 8-digit domain
+    assert hw.pci_numa_node("0000:1b:00.0", root) == 1
+    assert hw.pci_numa_node("0000:2c:00.0", root) is None  # -1: no NUMA information
+    assert hw.pci_numa_node("0000:99:00.0", root) is None
+    assert hw.pci_local_cpus("0000:1b:00.0", root) == [0, 1, 2, 3, 8, 10, 11]
 
 
 def test_bound_to_restores_affinity():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-import _probe_common as pc
+import _gemm_backends as gemm
 import gemm_probe as gp
 import numpy as np
 import pytest
@@ -13,12 +13,12 @@ FAST = ("--size", "128", "--min-seconds", "0.05", "--pairs", "2")
 
 
 def test_flops_and_tflops():
-    assert pc.gemm_flops(2, 3, 4) == 48
-    assert pc.tflops(1000, 1000, 1000, 2.0) == pytest.approx(2e9 / 2.0 / 1e12)
+    assert gemm.gemm_flops(2, 3, 4) == 48
+    assert gemm.tflops(1000, 1000, 1000, 2.0) == pytest.approx(2e9 / 2.0 / 1e12)
 
 
 def test_tolerance_orders_dtypes_and_grows_with_sqrt_k():
-    tol = {d: gp.gemm_tolerance(d, 4096) for d in pc.GEMM_DTYPES}
+    tol = {d: gp.gemm_tolerance(d, 4096) for d in gemm.GEMM_DTYPES}
     assert tol["fp64"] < tol["fp32"] < tol["fp16"] < tol["bf16"]
     assert tol["tf32"] == pytest.approx(tol["fp16"], rel=1e-3)  # same 11-bit significand
     assert tol["fp8"] == pytest.approx(tol["bf16"])  # fp8 inputs are exact, output bf16
@@ -29,7 +29,7 @@ def test_tolerance_orders_dtypes_and_grows_with_sqrt_k():
 
 @pytest.mark.parametrize("dtype", ["fp64", "fp32"])
 def test_sample_check_passes_clean_and_catches_corruption(dtype):
-    backend = pc.NumpyGemm(np)
+    backend = gemm.NumpyGemm(np)
     a, b = backend.operands(dtype, 64, 48, 256, seed=3)
     assert np.all(a != 0) and a.min() >= -1 and a.max() < 1
     rows = gp.sample_rows(64)
@@ -74,7 +74,7 @@ def test_cpu_run_measures_numpy_and_torch_dtypes(cpu_run):
         assert r["device"] == "cpu" and r["m"] == r["n"] == r["k"] == 128
         assert r["check"]["ok"] is True, r
         assert r["reps"] >= 5
-        mean_tflops = pc.gemm_flops(128, 128, 128) * r["reps"] / r["seconds_total"] / 1e12
+        mean_tflops = gemm.gemm_flops(128, 128, 128) * r["reps"] / r["seconds_total"] / 1e12
         assert r["tflops_min"] <= mean_tflops <= r["tflops_max"]
         assert r["tflops_min"] <= r["tflops_median"] <= r["tflops_max"]
 

@@ -115,9 +115,9 @@ def test_numpy_fallback_same_arithmetic_and_detects_corruption(probe):
 
 def test_parse_table_rejects_output_without_verdict():
     text = "Copy:  1000.0  0.1  0.1  0.1\nScale: 1.0 0.1 0.1 0.1\nAdd: 1.0 0.1 0.1 0.1\nTriad: 1.0 0.1 0.1 0.1\n"
-    with pytest.raises(sp.pc.ProbeError, match="neither"):
+    with pytest.raises(sp.contract.ProbeError, match="neither"):
         sp.parse_table(text)
-    with pytest.raises(sp.pc.ProbeError, match="lacks"):
+    with pytest.raises(sp.contract.ProbeError, match="lacks"):
         sp.parse_table("Solution Validates\n")
 
 

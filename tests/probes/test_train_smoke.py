@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import _ports
 import pytest
 import train_smoke as ts
 
@@ -69,7 +70,7 @@ def test_standalone_two_ranks_on_cpu(probe):
 def test_launched_as_rank_zero_of_one(probe):
     env = {
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(ts.free_port()),
+        "MASTER_PORT": str(_ports.free_port()),
         "RANK": "0",
         "WORLD_SIZE": "1",
         "LOCAL_RANK": "0",

@@ -19,7 +19,10 @@ HOST = local_hostname()
 
 HEADER = """
 import pytest
-from nvtest.checks.api import Judge, Probe
+from nvtest.checks.api import Judge, Probe, declare_metric
+
+declare_metric("alpha", "x_gbps", "GB/s", kind="bandwidth", bound="host_memory")
+declare_metric("ok", "v_count", "count", kind="count", bound="count")
 
 def doc_probe(name, doc, rc=0):
     import json

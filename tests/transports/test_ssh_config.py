@@ -80,7 +80,8 @@ def test_parse_jump() -> None:
 
 def test_wrapper_and_kill_script_quote_everything() -> None:
     line = "echo 'a b'; touch x"
-    wrapped = wrap_command(line)
+    wrapped = wrap_command(line, "t0ken")
     assert wrapped.startswith("exec /bin/sh -c ")
-    assert wrapped.endswith(" 'echo '\"'\"'a b'\"'\"'; touch x'")
+    assert wrapped.endswith(" 'echo '\"'\"'a b'\"'\"'; touch x' t0ken")
     assert "-- -4242" in kill_script(4242, 1.0) and "KILL" in kill_script(4242, 1.0)
+    assert "NVTEST_TASK=$t" in kill_script(4242, 1.0, "t0ken") and "t=t0ken;" in kill_script(4242, 1.0, "t0ken")

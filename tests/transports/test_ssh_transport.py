@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -152,7 +153,8 @@ def test_stage_copies_once_and_close_removes(sshd_cluster: SSHDCluster, tmp_path
         dirs = transport.stage(nodes, probes)
         assert dirs["shared"] == "/opt/shared/probes"
         remote = dirs[nodes[0].name]
-        assert remote == "/tmp/nvtest-stage-test/probes"
+        root = transport.remote_root
+        assert root.startswith("/tmp/nvtest-stage-test-") and remote == f"{root}/probes"
         assert transport.stage(nodes, probes) == dirs  # once per run
         results = transport.run(
             nodes[:2],
@@ -168,11 +170,79 @@ def test_stage_copies_once_and_close_removes(sshd_cluster: SSHDCluster, tmp_path
         assert "__pycache__" not in listing.stdout
         # the simulated nodes are this machine: look at the copy directly
         assert stat.S_IMODE(os.stat(f"{remote}/probe.py").st_mode) == 0o755
-        assert stat.S_IMODE(os.stat("/tmp/nvtest-stage-test").st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
+        assert transport.stage_methods == {n.name: "sftp" for n in nodes[:2]}
     finally:
         transport.close()
-    assert not Path("/tmp/nvtest-stage-test").exists()
+    assert not Path(root).exists()
     assert transport.stage_errors == {}
+
+
+def _probe_dir(tmp_path: Path) -> Path:
+    probes = tmp_path / "probes"
+    (probes / "sub").mkdir(parents=True)
+    script = probes / "probe.py"
+    script.write_text("import json, sys\nprint(json.dumps({'ok': True, 'argv': sys.argv[1:]}))\n")
+    script.chmod(0o750)
+    (probes / "sub" / "data.txt").write_text("data\n")
+    (probes / "__pycache__").mkdir()
+    (probes / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    return probes
+
+
+def test_two_runs_at_once_with_one_run_id_stage_apart(
+    sshd_cluster: SSHDCluster, tmp_path: Path
+) -> None:
+    """Two runs against the same nodes, even under one run id (``nvtest inventory`` used a
+    fixed one): each stages into its own directory and removing one leaves the other."""
+    probes = _probe_dir(tmp_path)
+    nodes = sshd_cluster.inventory().nodes[:2]
+    kh = str(sshd_cluster.known_hosts_path)
+    first, second = SSHTransport(known_hosts=kh, run_id="same"), SSHTransport(known_hosts=kh, run_id="same")
+    try:
+        a, b = first.stage(nodes, probes), second.stage(nodes, probes)
+        assert first.remote_root != second.remote_root
+        assert all(a[n.name] != b[n.name] for n in nodes)
+        first.close()  # the first run ends while the second is still running
+        assert not Path(first.remote_root).exists()
+        results = second.run(
+            nodes, {n.name: ["python3", f"{b[n.name]}/probe.py", "y"] for n in nodes}, timeout_s=20
+        )
+        assert all(r.stdout.strip() == '{"ok": true, "argv": ["y"]}' for r in results.values()), results
+    finally:
+        first.close()
+        second.close()
+    assert not Path(second.remote_root).exists()
+
+
+def test_a_node_without_sftp_is_staged_over_the_exec_channel(
+    make_cluster: Callable[..., SSHDCluster], tmp_path: Path
+) -> None:
+    """Hardened sites remove ``Subsystem sftp``: the copy falls back to a tar stream on the
+    exec channel's stdin, keeps modes, leaves caches out, and says which way it went."""
+    cluster = make_cluster(1, no_sftp=["fault01"])
+    probes = _probe_dir(tmp_path)
+    node = cluster.inventory().nodes[0]
+    lines: list[str] = []
+    transport = SSHTransport(known_hosts=str(cluster.known_hosts_path), log=lines.append)
+    try:
+        remote = transport.stage([node], probes)[node.name]
+        assert transport.stage_errors == {}, transport.stage_errors
+        assert transport.stage_methods == {node.name: "exec channel (tar on stdin)"}
+        assert transport.staging_method(node.name) == "exec channel (tar on stdin)"
+        assert any("SFTP subsystem was refused" in line and "tar on stdin" in line for line in lines), lines
+        res = transport.run(
+            [node], f"python3 {remote}/probe.py z && cat {remote}/sub/data.txt && ls -a {remote}",
+            timeout_s=20,
+        )[node.name]
+        assert res.exit_code == 0, res
+        assert res.stdout.splitlines()[:2] == ['{"ok": true, "argv": ["z"]}', "data"]
+        assert "__pycache__" not in res.stdout and ".stage-" not in res.stdout
+        assert stat.S_IMODE(os.stat(f"{remote}/probe.py").st_mode) == 0o750
+        assert stat.S_IMODE(os.stat(transport.remote_root).st_mode) == 0o700
+    finally:
+        transport.close()
+    assert not Path(transport.remote_root).exists()
 
 
 def test_get_transport_builds_ssh_with_cli_options(sshd_cluster: SSHDCluster) -> None:

@@ -102,16 +102,33 @@ _FM_MISMATCH = re.compile(
 )
 
 
+#: The states ``systemctl is-active`` prints (systemd 252, ``systemctl(1)``); any other
+#: line is systemctl's own error (no systemd as PID 1, no D-Bus, not installed).
+UNIT_STATES = frozenset(
+    {"active", "inactive", "activating", "deactivating", "failed", "reloading", "refreshing",
+     "maintenance"}
+)  # fmt: skip
+
+
 def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: int) -> Outcome:
-    """Judge the fabric manager on a system with ``nvswitches`` NVSwitches (0: skip)."""
+    """Judge the fabric manager on a system with ``nvswitches`` NVSwitches (0: skip).
+
+    The service state is the line ``systemctl is-active`` printed; when systemctl could not
+    say (its own error instead of a state), the state is unknown, never that error: the
+    GPUs' fabric state then decides (all Completed/Success: pass with a note), and without
+    it the item is an ``error`` quoting systemctl.
+    """
     out = Outcome()
     if nvswitches <= 0:
         out.skip = "no NVSwitch on this SKU: no fabric manager needed"
         return out
-    state = sections.get("service", "").strip().splitlines()
-    svc = state[-1].strip() if state else "unknown"
+    lines = [x.strip() for x in sections.get("service", "").splitlines() if x.strip()]
+    svc = next((x for x in reversed(lines) if x in UNIT_STATES), None)
+    said = " | ".join(lines)[-300:] or "nothing"
     out.details["fabric_manager"] = {"service": svc}
-    if svc != "active":
+    if svc is None:
+        out.details["fabric_manager"]["systemctl"] = said
+    elif svc != "active":
         out.fail(
             f"nvidia-fabricmanager is {svc} on an NVSwitch system: CUDA fails with error 802 "
             "(system not yet initialized)"
@@ -127,24 +144,47 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
         out.fail(
             f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}"
         )
-    fabric = sections.get("fabric", "")
+    registered = _fabric_states(out, sections.get("fabric", ""))
+    if svc is None:
+        if registered:
+            out.note(
+                f"systemctl could not report the service state ({said}); every GPU's fabric "
+                "state is Completed/Success, so the fabric manager did its work"
+            )
+        else:
+            out.error = (
+                f"the state of nvidia-fabricmanager is unknown: systemctl said {said!r} "
+                "(no systemd on this node, e.g. a container?) and no GPU fabric state shows "
+                "it registered the GPUs; check `pgrep -a nv-fabricmanager` on the node"
+            )
+    return out
+
+
+def _fabric_states(out: Outcome, fabric: str) -> bool:
+    """Judge each GPU's fabric state (``nvidia-smi --query-gpu=index,fabric.state,
+    fabric.status``); True when at least one GPU is listed and every one is
+    Completed/Success."""
     if "not a valid field" in fabric or not fabric.strip():
         out.note(
             "GPU fabric state not available from nvidia-smi (driver older than the fabric.* fields)"
         )
-    else:
-        try:
-            table = nvidia_smi_csv.parse(fabric)
-        except ParseError as exc:
-            out.note(f"GPU fabric state unreadable: {exc}")
-        else:
-            if table.failure is not None:
-                out.note(f"GPU fabric state unreadable: {table.failure.message}")
-            for row in table.rows:
-                vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
-                if len(vals) >= 3 and (vals[1] != "Completed" or vals[2] != "Success"):
-                    out.fail(
-                        f"GPU {vals[0]}: fabric state {vals[1]}, status {vals[2]} "
-                        "(GPU not registered with the NVLink fabric)"
-                    )
-    return out
+        return False
+    try:
+        table = nvidia_smi_csv.parse(fabric)
+    except ParseError as exc:
+        out.note(f"GPU fabric state unreadable: {exc}")
+        return False
+    if table.failure is not None:
+        out.note(f"GPU fabric state unreadable: {table.failure.message}")
+        return False
+    good = 0
+    for row in table.rows:
+        vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
+        if len(vals) >= 3 and (vals[1] != "Completed" or vals[2] != "Success"):
+            out.fail(
+                f"GPU {vals[0]}: fabric state {vals[1]}, status {vals[2]} "
+                "(GPU not registered with the NVLink fabric)"
+            )
+        elif len(vals) >= 3:
+            good += 1
+    return good > 0 and good == len(table.rows)

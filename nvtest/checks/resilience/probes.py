@@ -69,7 +69,10 @@ def drill_args(kind: str) -> ArgsFn:
 
 
 CKPT = {
-    tier: Probe(f"ckpt_{tier}", script="ckpt_probe.py", args=ckpt_args(tier), timeout_s=1800)
+    tier: Probe(
+        f"ckpt_{tier}", script="ckpt_probe.py", args=ckpt_args(tier), timeout_s=1800,
+        needs=("gpu", "storage"),
+    )  # fmt: skip
     for tier in ("mem", "local", "shared")
 }
 CKPT_QUICK = {
@@ -78,15 +81,19 @@ CKPT_QUICK = {
         script="ckpt_probe.py",
         args=ckpt_args(tier, "quick_size_mib", model=False),
         timeout_s=600,
+        needs=("gpu", "storage"),
     )
     for tier in ("mem", "local")
 }
 INJOB = Probe(
-    "restart_injob", script="resilience_train.py", args=drill_args("injob"), timeout_s=1500
-)
+    "restart_injob", script="resilience_train.py", args=drill_args("injob"), timeout_s=1500,
+    needs=("gpu",),
+)  # fmt: skip
 INPROCESS = Probe(
-    "restart_inprocess", script="resilience_train.py", args=drill_args("inprocess"), timeout_s=900
-)
+    "restart_inprocess", script="resilience_train.py", args=drill_args("inprocess"), timeout_s=900,
+    needs=("gpu",),
+)  # fmt: skip
 STRAGGLER = Probe(
-    "straggler", script="resilience_train.py", args=drill_args("straggler"), timeout_s=900
-)
+    "straggler", script="resilience_train.py", args=drill_args("straggler"), timeout_s=900,
+    needs=("gpu",),
+)  # fmt: skip

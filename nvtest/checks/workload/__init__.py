@@ -1,1 +1,1 @@
-"""Judging of the workload checks (training smoke runs)."""
+"""Judging of the workload checks: training smoke runs (training.py), inference serving (inference.py)."""

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from nvtest.checks.api import Judge, ProbeSkip
 from nvtest.checks.health import Outcome, apply
-from nvtest.config.skus import Catalog, load_catalog
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ProbeError
 from nvtest.verdict import Verdict
@@ -15,11 +12,6 @@ from tests.conftest import CORPUS
 
 def corpus(rel: str) -> str:
     return (CORPUS / rel).read_text(encoding="utf-8")
-
-
-@pytest.fixture(scope="session")
-def catalog() -> Catalog:
-    return load_catalog()
 
 
 def judged(outcome: Outcome, sku: SkuProfile | None, check: str = "health") -> Verdict:

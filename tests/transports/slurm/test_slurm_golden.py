@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nvtest.transports import _slurm_cmd as cmd
+from nvtest.transports._deadline import kill_task_script
 from nvtest.transports.base import render_command
 from nvtest.transports.options import SlurmOptions
 from tests.golden import assert_golden, lines, stale_goldens
@@ -91,6 +92,19 @@ CASES: dict[str, Callable[[], str]] = {
             ["node1", "node2"], "hostname", ntasks_per_node=2, timeout_s=30, name=NAME
         ),
     ),
+    # a phase's shell as srun gets it (the task token first), and the kill step a deadline
+    # runs before scancel
+    "srun_phase_task_token_and_kill_step": lambda: _lines(
+        cmd.srun_phase_argv(
+            ["node1", "node2"], cmd.task_shell(PROBE, "0123456789abcdef"), timeout_s=90,
+            name=NAME, job_id="4242",
+        ),
+        cmd.srun_phase_argv(
+            ["node1", "node2"],
+            kill_task_script(None, "0123456789abcdef", 3.0, same_env="SLURMD_NODENAME"),
+            timeout_s=36, name=NAME, job_id="4242",
+        ),
+    ),  # fmt: skip
     "salloc": lambda: _lines(
         cmd.salloc_argv(FULL, NODES, name=NAME),
         cmd.salloc_argv(SlurmOptions(), ["node1", "node2"], name=NAME),

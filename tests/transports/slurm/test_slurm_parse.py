@@ -43,7 +43,7 @@ def test_scontrol_records_keep_spaces_and_reason() -> None:
 
 def test_states_and_availability() -> None:
     states = states_from_records(parse_node_records(SCONTROL))
-    assert states["node1"] == SlurmNodeState("IDLE", "", (), "")
+    assert states["node1"] == SlurmNodeState("IDLE", "", (), "", address="127.0.0.1")
     assert states["node1"].available
     assert states["gpu017"] == SlurmNodeState(
         "IDLE+DRAIN", "nvtest r1: gemm low=3 TFLOP/s", ("h100", "ib"), "gpu:h100:8(S:0-1)"

@@ -210,6 +210,14 @@ def test_interrupt_cancels_steps_and_allocation_keeps_results(cluster: SlurmClus
     t.close()
 
 
+def test_node_address_is_slurms_nodeaddr_unless_the_inventory_gives_one(cluster: SlurmCluster) -> None:
+    t = SlurmTransport(run_id="t-addr")
+    assert t.node_address(Node("node1")) == "127.0.0.1"  # NodeAddr of the test cluster
+    assert t.node_address(Node("node2", address="10.9.8.7")) == "10.9.8.7"
+    assert t.node_address(Node("not-a-slurm-node")) == "not-a-slurm-node"
+    t.close()
+
+
 def test_stage_paths(
     cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -225,11 +233,19 @@ def test_stage_paths(
     shared = tmp_path / "shared"
     monkeypatch.setenv("NVTEST_SHARED_DIR", str(shared))
     staged = t.stage(nodes, probes)
-    assert staged["node2"] == str(shared / "nvtest-t-stage" / "probes")
+    root = Path(staged["node2"]).parent
+    assert root.parent == shared and root.name.startswith("nvtest-t-stage-")
+    assert staged["node2"] == str(root / "probes")
+    # a second run with the same run id stages apart, and each removes only its own copy
+    other = SlurmTransport(run_id="t-stage", log=warnings.append)
+    theirs = Path(other.stage(nodes, probes)["node2"]).parent
+    assert theirs != root and theirs.name.startswith("nvtest-t-stage-")
     res = t.run([Node("node2")], ["cat", f"{staged['node2']}/p.py"], timeout_s=30)
     assert res["node2"].stdout == "print(1)\n"
     t.close()
-    assert not (shared / "nvtest-t-stage").exists()
+    assert not root.exists() and (theirs / "probes" / "p.py").is_file()
+    other.close()
+    assert not theirs.exists()
 
 
 def test_submit_runs_the_batch_script(

@@ -1,0 +1,57 @@
+"""The fabric manager's service state is what ``systemctl is-active`` says it is, never
+systemctl's own error: where systemctl cannot answer (no systemd as PID 1, as in this
+container), the state is unknown and the GPUs' fabric state decides."""
+
+from __future__ import annotations
+
+import pytest
+
+from nvtest.checks.health.nvlink import FM_SCRIPT, fabric_manager, split_sections
+from nvtest.config.inventory import Node
+from nvtest.transports.local import LocalTransport
+from nvtest.verdict import Verdict
+
+#: systemctl 252 (Debian 12) in a container without systemd, recorded on this project's CI
+#: machine: ``systemctl is-active nvidia-fabricmanager 2>&1`` (exit 1)
+NO_SYSTEMD = (
+    "System has not been booted with systemd as init system (PID 1). Can't operate.\n"
+    "Failed to connect to bus: Host is down\n"
+)
+REGISTERED = "index, fabric.state, fabric.status\n0, Completed, Success\n1, Completed, Success\n"
+
+
+def _sections(service: str, fabric: str = "") -> dict[str, str]:
+    return {"service": service, "version": "", "fabric": fabric, "journal": ""}
+
+
+def test_systemctl_error_is_not_the_service_state() -> None:
+    out = fabric_manager(_sections(NO_SYSTEMD), "535.161.08", nvswitches=4)
+    assert out.verdict is Verdict.ERROR, out.text()
+    assert out.error and "state of nvidia-fabricmanager is unknown" in out.error
+    assert "Failed to connect to bus" in out.error  # systemctl's words, quoted as such
+    assert not any("is Failed" in f or "is System" in f for f in out.failures), out.failures
+    assert out.details["fabric_manager"]["service"] is None
+
+
+def test_unknown_service_state_but_registered_gpus_pass_with_a_note() -> None:
+    out = fabric_manager(_sections(NO_SYSTEMD, REGISTERED), "535.161.08", nvswitches=4)
+    assert out.verdict is Verdict.PASS, out.text()
+    assert any("could not report the service state" in n for n in out.notes), out.notes
+
+
+@pytest.mark.parametrize("state", ["inactive", "failed", "activating"])
+def test_a_real_state_other_than_active_fails(state: str) -> None:
+    out = fabric_manager(_sections(f"{state}\n", REGISTERED), "535.161.08", nvswitches=4)
+    assert out.verdict is Verdict.FAIL and f"nvidia-fabricmanager is {state}" in out.failures[0]
+
+
+def test_the_probe_on_this_machine() -> None:
+    """The real probe script, run here: no systemd and no fabric manager."""
+    res = LocalTransport().run([Node("here")], ["sh", "-c", FM_SCRIPT], timeout_s=30)["here"]
+    sections = split_sections(res.stdout)
+    said = sections["service"].strip()
+    if said in ("active", "inactive", "failed"):
+        pytest.skip(f"systemd runs here (systemctl says {said!r}): not the no-systemd case")
+    out = fabric_manager(sections, "535.161.08", nvswitches=4)
+    assert out.verdict is Verdict.ERROR, out.text()
+    assert said.splitlines()[-1] in (out.error or "")
