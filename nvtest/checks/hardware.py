@@ -84,13 +84,19 @@ def read_tool(
     exp: Expected, tool: str, res: CommandResult, parse: Callable[[str], T], *, stdout_only: bool = False
 ) -> T:
     """``parse`` the tool's output (stdout and stderr, or stdout only); output that is not
-    the tool's report (an error banner, nothing) on a node with the hardware fails the check
-    with the tool's words.
+    the tool's report (nothing, another program's text) or the tool's own failure (the
+    record's ``failure``: an error banner, an init failure, a crash after part of its
+    report) on a node with the hardware fails the check with the tool's words.
 
     Raises:
-        UnreportedHardware: the parser could not read the output.
+        UnreportedHardware: the parser could not read the output, or the tool reported
+            its own failure.
     """
     try:
-        return parse(res.stdout if stdout_only else res.stdout + "\n" + res.stderr)
+        record = parse(res.stdout if stdout_only else res.stdout + "\n" + res.stderr)
     except ParseError:
         raise unreported(exp, tool, tool_words(res)) from None
+    failure = getattr(record, "failure", None)
+    if failure is not None:
+        raise unreported(exp, tool, f"exit {res.exit_code}: {failure.reason}")
+    return record

@@ -332,6 +332,8 @@ def judge_run(
             fails.append(f"NCCL WARN: {warns[0]}")
         return NcclVerdict(status="fail", reasons=tuple(fails), failure_site=site, **common)  # type: ignore[arg-type]
     errors: list[str] = []
+    if run.failure is not None:  # a launcher's words, or a table cut before its summary
+        errors.append(f"nccl-tests: {run.failure.reason}")
     if not run.rows:
         errors.append("no result row")
     if expected_ranks is not None and run.ranks and len(run.ranks) < expected_ranks:

@@ -1,8 +1,12 @@
 """Pure parsers: tool output text -> typed, frozen records.
 
-Each tool has one module with ``parse(text)``, ``detect(text)``, ``TOOL`` and ``DESCRIPTION``;
-this package gathers them in :data:`PARSERS`. Parsers do no I/O and raise only
-:class:`~nvtest.errors.ParseError` (tool, line, what was expected).
+Each tool has one module with ``parse(text)``, ``detect(text)``, ``TOOL``, ``DESCRIPTION`` and
+``FAILURES`` (the tool's failure wordings, a :class:`~nvtest.parsers._common.FailureTable`);
+this package gathers them in :data:`PARSERS`. Parsers do no I/O. The contract (in
+``_common``'s docstring and docs/parsers.md): the tool's own failure output is a record whose
+``failure`` is a :class:`ToolFailure`; only text that is not the tool's raises
+:class:`~nvtest.errors.ParseError` (tool, line, what was expected). Every record carries
+``effective``, the parameters that took effect.
 
     >>> from nvtest.parsers import parse, detect, to_jsonable
     >>> tool = detect(text)                 # e.g. "nccl-tests", or None
@@ -14,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -40,12 +44,14 @@ from nvtest.parsers import (
     vllm_bench,
 )
 from nvtest.parsers._binary import binary_reason
-from nvtest.parsers._common import ValueState
+from nvtest.parsers._common import FailureKind, FailureTable, ToolFailure, ValueState
 
 __all__ = [
     "PARSERS",
+    "FailureKind",
     "ParseError",
     "ParserInfo",
+    "ToolFailure",
     "ValueState",
     "detect",
     "parse",
@@ -56,12 +62,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ParserInfo:
-    """One registered parser: its tool name, a one-line description and its two functions."""
+    """One registered parser: its tool name, a one-line description, its two functions and its
+    table of the tool's failure wordings."""
 
     name: str
     description: str
     parse: Callable[[str], Any]
     detect: Callable[[str], bool]
+    failures: FailureTable
 
 
 # Order matters for detect(): the most specific formats first.
@@ -87,7 +95,7 @@ _MODULES: tuple[ModuleType, ...] = (
 
 #: Tool name -> :class:`ParserInfo`, in detection order.
 PARSERS: dict[str, ParserInfo] = {
-    m.TOOL: ParserInfo(m.TOOL, m.DESCRIPTION, m.parse, m.detect) for m in _MODULES
+    m.TOOL: ParserInfo(m.TOOL, m.DESCRIPTION, m.parse, m.detect, m.FAILURES) for m in _MODULES
 }
 
 
@@ -135,7 +143,7 @@ def to_jsonable(obj: Any) -> Any:
         return obj.value
     if isinstance(obj, (list, tuple)):
         return [to_jsonable(v) for v in obj]
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
         return str(obj)

@@ -1,5 +1,20 @@
 """Helpers shared by the parsers: value states, prefix stripping, line iteration, numbers,
-and :class:`LineDispatch`, the table of line rules that the line-oriented parsers run.
+:class:`LineDispatch` (the table of line rules that the line-oriented parsers run), and the
+contract every parser keeps with its callers: :class:`ToolFailure` and :class:`FailureTable`
+for the tool's own failure outputs, :func:`effective` for the parameters that took effect.
+
+The contract (also in docs/parsers.md; ``tests/parsers/test_contract.py`` walks every parser):
+
+1. ``parse(text)`` of the tool's own output never raises. A failure output (an error banner
+   instead of the report, a diagnostic that could not start, an init failure, a partial table
+   then a crash, a plugin that did not load, a format version the parser does not read) is a
+   record whose ``failure`` is a :class:`ToolFailure` carrying the tool's words and line.
+2. ``parse(text)`` of text that is not the tool's at all (another tool's output, binary, empty
+   text, a bare shell prompt) raises :class:`~nvtest.errors.ParseError`; never a record that
+   would read as "nothing wrong".
+3. The record returned by ``parse`` has ``failure`` (None when the tool printed no failure) and
+   ``effective``: a read-only mapping of the parameters that took effect, as the tool printed
+   them (keys per tool in docs/parsers.md).
 
 Nothing here knows about a particular tool's format; each helper is used by at least
 two parsers. All functions are pure and raise only :class:`~nvtest.errors.ParseError`.
@@ -10,21 +25,31 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import types
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from nvtest.errors import ParseError
 
 __all__ = [
+    "FailureKind",
+    "FailureRule",
+    "FailureTable",
     "LineDefault",
     "LineDispatch",
     "LineHandler",
     "LinePattern",
     "ParseError",
+    "ToolFailure",
     "ValueState",
     "Reading",
+    "effective",
+    "effective_field",
+    "NO_PARAMETERS",
     "guarded",
     "lost_gpu",
+    "not_tool_output",
     "numbered_lines",
     "parse_state",
     "reading",
@@ -184,7 +209,9 @@ def guarded(tool: str) -> Callable[[F], F]:
 
 
 _LOST_GPU_RE = re.compile(
-    r"Unable to determine the device handle for (?:GPU\s*)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.?\d?)"
+    r"Unable to determine the device handle for (?:GPU\s*)?(?:\d+:\s*)?"
+    r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.?\d?)",
+    re.IGNORECASE,
 )
 
 
@@ -313,3 +340,165 @@ class LineDispatch(Generic[StateT]):
 
 def skip_line(_state: object, _no: int, _line: str, _match: re.Match[str]) -> None:
     """A :data:`LineHandler` that takes the line and does nothing (lines to pass over)."""
+
+
+# ------------------------------------------------------------------ the tool's own failures
+
+
+class FailureKind(enum.StrEnum):
+    """Where a tool stopped, as its own output shows (the value of :attr:`ToolFailure.kind`).
+
+    - ``could_not_start``: the tool never reached its device or peer: a launcher or connection
+      failure, a service it needs not running (DCGM's host engine), permission denied.
+    - ``no_device``: the tool ran and says it found none of its devices (``No devices were
+      found``, ``No IB devices found``, ``No CUDA devices``). Not proof of absence: what a node
+      has comes from the PCI bus.
+    - ``init_failure``: the tool found its devices but could not initialise them or its library
+      before measuring (NVML/CUDA/NCCL init, ``Couldn't init a GPU test``, ``RmInitAdapter``).
+    - ``crash_after_partial_output``: part of the result was printed (a table header, rows, a
+      testcase banner), then the tool died or reported an error mid-run.
+    - ``plugin_not_loaded``: a plugin or helper process of the tool did not load or did not
+      run (DCGM's diagnostic plugins and their child processes, NCCL's network plugin).
+    - ``unsupported_format``: recognisably the tool's output, in a version or schema the parser
+      does not read (a new JSON schema, a table layout no reader matches).
+    - ``error_banner``: the tool printed an error in place of (part of) its report and no more
+      specific kind applies (``Unable to determine the device handle for GPU...``).
+    """
+
+    COULD_NOT_START = "could_not_start"
+    NO_DEVICE = "no_device"
+    INIT_FAILURE = "init_failure"
+    CRASH_AFTER_PARTIAL_OUTPUT = "crash_after_partial_output"
+    PLUGIN_NOT_LOADED = "plugin_not_loaded"
+    UNSUPPORTED_FORMAT = "unsupported_format"
+    ERROR_BANNER = "error_banner"
+
+
+@dataclass(frozen=True)
+class ToolFailure:
+    """A failure the tool printed, in its own words.
+
+    Attributes:
+        kind: where the tool stopped (:class:`FailureKind`).
+        message: the tool's failure line as printed (stripped; a launcher tag removed).
+        line: 1-based line number of ``message`` in the text, None when not line-based.
+        code: a code the tool printed with it, as printed: an error name (``CUDA_ERROR_UNKNOWN``,
+            ``'system not yet initialized'``), a work-completion status (``10``), a source site
+            (``common.cu:392``), a return code; None when it printed none.
+        device: the device the message names (PCI bus id, HCA, GPU index), as printed.
+        detail: the tool's supporting lines, in order (an NCCL WARN before the failure, the
+            call chain after it, a launcher's abort banner); at most a few, stripped.
+    """
+
+    kind: FailureKind
+    message: str
+    line: int | None = None
+    code: str | None = None
+    device: str | None = None
+    detail: tuple[str, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        """One line for a verdict: ``"<kind>: <message>"``."""
+        return f"{self.kind.value}: {self.message}"
+
+
+#: One row of a :class:`FailureTable`: a regex searched in a line, the kind it means, and where
+#: the wording comes from (tool and version), for the reader of the table.
+FailureRule = tuple[re.Pattern[str], FailureKind, str]
+
+
+def _bare(rx: re.Pattern[str]) -> str:
+    """``rx`` as one branch of an alternation: named groups unnamed, IGNORECASE scoped."""
+    pattern = re.sub(r"\(\?P<\w+>", "(?:", rx.pattern)
+    if rx.flags & re.IGNORECASE:
+        pattern = f"(?i:{pattern})"
+    return f"(?:{pattern})"
+
+
+class FailureTable:
+    """A tool's failure wordings: ``(regex, kind, source)`` rows tried in order on each line.
+
+    A regex may name groups ``code`` and ``device``; they fill :attr:`ToolFailure.code` and
+    :attr:`ToolFailure.device`. The table is pure data plus two lookups; one module-level
+    instance per parser. ``tests/parsers/test_contract.py`` checks that every row of every
+    parser's table is exercised by at least one corpus file or a case in the tests.
+    """
+
+    __slots__ = ("_any", "rules")
+
+    def __init__(self, rules: Sequence[FailureRule]) -> None:
+        self.rules: tuple[FailureRule, ...] = tuple(rules)
+        # one alternation of every row (groups unnamed, flags scoped) tried first: most lines
+        # are no failure, and one search rejects them where a search per row would not
+        self._any = re.compile("|".join(_bare(rx) for rx, _, _ in self.rules)) if rules else None
+
+    def match(self, line: str) -> tuple[FailureKind, re.Match[str]] | None:
+        """The kind and match of the first row whose regex is found in ``line``, or None."""
+        if self._any is None or self._any.search(line) is None:
+            return None
+        for rx, kind, _source in self.rules:
+            m = rx.search(line)
+            if m is not None:
+                return kind, m
+        return None
+
+    def failure(
+        self,
+        no: int | None,
+        line: str,
+        *,
+        kind: FailureKind | None = None,
+        detail: Sequence[str] = (),
+    ) -> ToolFailure | None:
+        """A :class:`ToolFailure` for ``line`` when a row matches it (``kind`` overrides the
+        row's kind, e.g. to ``crash_after_partial_output`` once results were printed)."""
+        hit = self.match(line)
+        if hit is None:
+            return None
+        row_kind, m = hit
+        groups = m.groupdict()
+        return ToolFailure(
+            kind or row_kind,
+            line.strip(),
+            no,
+            groups.get("code"),
+            groups.get("device"),
+            tuple(detail),
+        )
+
+    def scan(self, lines: Iterable[tuple[int, str]]) -> ToolFailure | None:
+        """The failure of the first line (``(number, text)`` pairs) any row matches, or None."""
+        for no, line in lines:
+            f = self.failure(no, line)
+            if f is not None:
+                return f
+        return None
+
+
+def effective(**params: object) -> Mapping[str, object]:
+    """The ``effective`` mapping of a record: the parameters that took effect, as the tool
+    printed them. Keys with value None (not printed) are left out; the mapping is read-only."""
+    return types.MappingProxyType({k: v for k, v in params.items() if v is not None})
+
+
+#: The ``effective`` of a record that read no parameter.
+NO_PARAMETERS: Mapping[str, object] = types.MappingProxyType({})
+
+
+def _no_parameters() -> Mapping[str, object]:
+    return NO_PARAMETERS
+
+
+def effective_field() -> Any:
+    """The dataclass field of a record's ``effective``: empty by default and left out of the
+    record's hash (a mapping is not hashable), so frozen records stay hashable."""
+    return field(default_factory=_no_parameters, hash=False)
+
+
+def not_tool_output(tool: str, expected: str, text: str) -> ParseError:
+    """The :class:`~nvtest.errors.ParseError` for text that is not ``tool``'s output at all
+    (rule 2 of the contract); the message says how much text there was, never its content."""
+    n = len(text.splitlines())
+    what = "empty text" if not text.strip() else f"{n} line(s) with no {tool} output"
+    return ParseError(tool, f"not {tool} output: {what}", expected=expected)

@@ -9,22 +9,95 @@ Text: ``| Name | Result |`` rows, ``|-----  Category  ---`` separators, a result
 continuation rows (``Pass - GPUs: 1, 2`` / ``Fail - GPU: 0``), and ``Warning``/``Info`` cells
 that DCGM wraps at a fixed width, even mid-word; these are rejoined.
 
+DCGM 4.x tables add one ``GPUn: Pass`` row per GPU under each test; these become per-GPU
+results.
+
 Statuses are normalised to ``pass``, ``fail``, ``warn``, ``skip`` (``not run`` and other
 spellings kept lower-cased); Skip is never counted as a pass.
+
+Failures (:data:`FAILURES`): the host engine not reachable (``Error: unable to establish a
+connection to the specified host``: ``could_not_start``), a diagnostic plugin that did not load
+or whose child process died (``Couldn't load a definition for ... in plugin``, ``There was an
+internal error during the test: 'A child process ... exited'``: ``plugin_not_loaded``), CUDA that
+could not initialise under the diagnostic (``Unable to initialize CUDA library: 'system not yet
+initialized'``: ``init_failure``), a DCGM JSON schema this parser does not read
+(``unsupported_format``). Warning cells are read after DCGM's wrapping is undone, so a wrapped
+message still matches. ``effective``: the run level named on the command line, DCGM and driver
+version, GPU device ids, and which tests ran and which were skipped.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+)
 
 TOOL = "dcgmi"
 DESCRIPTION = "dcgmi diag (-j JSON of DCGM 3.x/4.x, or the text table): per test and per GPU status"
 
-__all__ = ["DcgmDiag", "DcgmGpuResult", "DcgmTest", "detect", "parse"]
+__all__ = ["FAILURES", "DcgmDiag", "DcgmGpuResult", "DcgmTest", "detect", "parse"]
+
+_K = FailureKind
+
+#: dcgmi's and the diagnostic's (nvvs) failure wordings, DCGM 2.4-4.5; the last rows are found
+#: in Warning cells once rejoined.
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(
+                r"Error: unable to establish a connection to the specified host: (?P<device>\S+)"
+            ),
+            _K.COULD_NOT_START,
+            "dcgmi 2.x-4.x: nv-hostengine not running or not listening",
+        ),
+        (
+            re.compile(r"Error: Unable to connect to host engine\. (?P<code>.+)$"),
+            _K.COULD_NOT_START,
+            "dcgmi 2.x-4.x",
+        ),
+        (
+            re.compile(r"Couldn't load a definition for \w+ in plugin (?P<code>\S+?):"),
+            _K.PLUGIN_NOT_LOADED,
+            "nvvs PluginLib (DCGM 3.2/3.3 with mismatched plugin packages)",
+        ),
+        (
+            re.compile(
+                r"There was an internal error during the test: '(?P<code>A child process \(\d+\) exited"
+                r" with non-zero status \d+|Output of child process \(\d+\) couldn't be parsed)"
+            ),
+            _K.PLUGIN_NOT_LOADED,
+            "DCGM 4.x: a test plugin's child process failed (pcie, nvbandwidth)",
+        ),
+        (
+            re.compile(r"Unable to initiali[sz]e CUDA library: '(?P<code>[^']+)'"),
+            _K.INIT_FAILURE,
+            "nvvs 3.x/4.x: cuInit failed under the diagnostic",
+        ),
+        (
+            re.compile(r"Error using CUDA API (?P<code>\w+)"),
+            _K.INIT_FAILURE,
+            "nvvs: a CUDA call the test needs failed",
+        ),
+    ]
+)
+_RUN_RE = re.compile(r"dcgmi\s+diag\b.*?(?:-r|--run)\s+(\S+)")
+_GPU_RESULT_RE = re.compile(
+    r"^GPU\s*(\d+):\s*(Pass|Fail|Warn|Skip|Not Run|Passed|Failed|Skipped|Warning)\b", re.I
+)
 
 _RANK = {"fail": 4, "warn": 3, "skip": 2, "pass": 1}
 
@@ -69,6 +142,8 @@ class DcgmDiag:
     version: str | None = None
     metadata: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
 
     def test(self, name: str) -> DcgmTest | None:
         """The test called ``name`` (case-insensitive), or None."""
@@ -83,8 +158,23 @@ class DcgmDiag:
 
     @property
     def passed(self) -> bool:
-        """True only when tests ran and every one of them passed (Skip and Warn are not a pass)."""
-        return bool(self.tests) and all(t.status == "pass" for t in self.tests)
+        """True only when tests ran and every one of them passed (Skip and Warn are not a pass),
+        and the diagnostic reported no failure of its own."""
+        return (
+            bool(self.tests)
+            and all(t.status == "pass" for t in self.tests)
+            and self.failure is None
+        )
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the run is not a pass: the tool's failure, else the first test not passing."""
+        if self.failure is not None:
+            return self.failure.reason
+        bad = next((t for t in self.tests if t.status != "pass"), None)
+        if bad is not None:
+            return f"{bad.name}: {bad.status}"
+        return None if self.tests else "no test ran"
 
 
 def _worst(statuses: list[str]) -> str:
@@ -173,6 +263,14 @@ def _parse_json(text: str, start: int) -> DcgmDiag:
     body = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic"))
     if not isinstance(body, dict):
         keys = ", ".join(map(str, doc)) or "none"
+        if any("dcgm" in str(k).lower() for k in doc):
+            unsupported = ToolFailure(
+                FailureKind.UNSUPPORTED_FORMAT,
+                f"DCGM JSON with top-level keys: {keys}",
+                None,
+                "json schema",
+            )
+            return DcgmDiag((), "json-unknown", failure=unsupported)
         raise ParseError(
             TOOL,
             f"unrecognised dcgmi JSON schema (top-level keys: {keys})",
@@ -267,6 +365,11 @@ def _parse_text(text: str) -> DcgmDiag:
             last_kind = key.lower()
             notes.setdefault(last_kind, []).append([value])
             continue
+        gm = _GPU_RESULT_RE.match(value.strip())
+        if gm and key == "" and name is not None:  # DCGM 4.x: one row per GPU
+            results.append(DcgmGpuResult(_status(gm.group(2)), (int(gm.group(1)),)))
+            last_kind = "result"
+            continue
         rm = _RESULT_RE.match(value.strip())
         if key == "" and last_kind in ("warning", "info") and notes.get(last_kind):
             notes[last_kind][-1].append(value)
@@ -285,26 +388,57 @@ def _parse_text(text: str) -> DcgmDiag:
             metadata.append((key, value.strip()))
     close()
     version = next((v for k, v in metadata if k.lower() in ("dcgm version", "version")), None)
-    if not tests:
-        raise ParseError(
-            TOOL,
-            "no test result rows in the dcgmi table",
-            expected="'| <test> | Pass/Fail/Warn/Skip |'",
-        )
     return DcgmDiag(tuple(tests), "text", version, tuple(metadata))
+
+
+def _failure(text: str, diag: DcgmDiag) -> ToolFailure | None:
+    """The first failure line of :data:`FAILURES` outside the table, else the first Warning
+    cell (rejoined) that is one, with the test it belongs to in ``detail``."""
+    head = text if diag.layout == "text" else text[: text.find("{")]  # JSON: the lines before it
+    outside = ((no, ln) for no, ln in numbered_lines(head) if not ln.lstrip().startswith("|"))
+    f = FAILURES.scan(outside)
+    if f is not None:
+        return f
+    for t in diag.tests:
+        for w in (*t.warnings, *(w for r in t.results for w in r.warnings)):
+            f = FAILURES.failure(None, w, detail=(f"test {t.name}: {t.status}",))
+            if f is not None:
+                return f
+    return None
+
+
+def _effective(text: str, diag: DcgmDiag) -> Mapping[str, object]:
+    """What ran: the level named on the command line, versions, GPUs, tests run and skipped."""
+    meta = {k.lower(): v for k, v in diag.metadata}
+    rm = _RUN_RE.search(text[:2000])
+    return effective(
+        run=rm.group(1) if rm else None,
+        dcgm_version=diag.version,
+        driver_version=meta.get("driver version detected"),
+        gpu_device_ids=meta.get("gpu device ids detected"),
+        tests_run=tuple(t.name for t in diag.tests if t.status != "skip"),
+        tests_skipped=tuple(t.name for t in diag.tests if t.status == "skip"),
+    )
 
 
 @guarded(TOOL)
 def parse(text: str) -> DcgmDiag:
     """Parse ``dcgmi diag`` output (JSON when a ``{`` starts a line, else the text table).
 
+    dcgmi's own failure outputs (:data:`FAILURES`) give a record with ``failure`` set.
+
     Raises:
-        ParseError: invalid JSON, an unknown JSON schema, or a table with no test rows.
+        ParseError: not dcgmi's output (no test row, no DCGM JSON, no failure line), invalid
+            JSON, or JSON of another schema than DCGM's.
     """
     m = re.search(r"^\s*\{", text, re.M)
-    if m:
-        return _parse_json(text, m.start() + (len(m.group(0)) - 1))
-    return _parse_text(text)
+    diag = _parse_json(text, m.start() + (len(m.group(0)) - 1)) if m else _parse_text(text)
+    failure = diag.failure or _failure(text, diag)
+    if not diag.tests and failure is None and diag.layout == "text":
+        raise not_tool_output(
+            TOOL, "'| <test> | Pass/Fail/Warn/Skip |' rows or dcgmi -j JSON", text
+        )
+    return dataclasses.replace(diag, failure=failure, effective=_effective(text, diag))
 
 
 def detect(text: str) -> bool:
@@ -312,4 +446,6 @@ def detect(text: str) -> bool:
     head = text[:20000]
     if "DCGM GPU Diagnostic" in head or "DCGM Diagnostic" in head:
         return True
-    return bool(re.search(r"^\|\s*[\w/ .-]+\|\s*(Pass|Fail|Warn|Skip)\b", head, re.M))
+    if re.search(r"^\|\s*[\w/ .-]+\|\s*(Pass|Fail|Warn|Skip)\b", head, re.M):
+        return True
+    return any(FAILURES.match(ln) for ln in head.splitlines()[:10])

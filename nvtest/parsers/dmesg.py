@@ -12,21 +12,88 @@ Timestamps: ``timestamp_raw`` is the prefix as printed (``1843.308145``, ``Fri A
 2024``, ``2024-08-30T11:43:09,123456+00:00`` or a journal ``Aug 30 11:43:09``);
 ``timestamp_s`` is seconds since boot when the raw value is numeric, else None.
 A log with no GPU event is valid and gives an empty ``events``.
+
+The driver's own words of a GPU it could not bring up or that stopped answering, which carry
+no Xid (``RmInitAdapter failed!``, ``rm_init_adapter failed``, ``No NVIDIA graphics adapter
+probed``, ``The NVIDIA probe routine was not called``, GSP ``Heartbeat timed out`` / ``GSP
+Timeout``, ``NV_ERR_RESET_REQUIRED``), are kept in ``driver_messages`` (same record as events;
+``kind`` names the message, ``code`` is 0). ``failure`` is dmesg's own failure (``dmesg: read
+kernel buffer failed: Operation not permitted``: ``could_not_start``). Text with no kernel-log
+line at all (no dmesg/journal timestamp, no ``NVRM:``/``SXid``/``kernel:`` line) is not a
+kernel log (ParseError). ``effective``: the timestamp format and the first and last timestamps
+read (the window of the log that was read), the lines read, the driver version.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import LineDispatch, ParseError, guarded, numbered_lines
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    LineDispatch,
+    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+)
 
 TOOL = "dmesg"
 DESCRIPTION = "kernel log (dmesg, dmesg -T, journalctl -k): Xid, SXid and fallen-off-the-bus events"
 
-__all__ = ["KernelEvent", "KernelLog", "detect", "parse"]
+__all__ = ["DRIVER_MESSAGES", "FAILURES", "KernelEvent", "KernelLog", "detect", "parse"]
 
 FALLEN_OFF_BUS_XID = 79
+
+#: dmesg's and journalctl's own failure wordings (util-linux 2.x, systemd 2xx).
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(r"dmesg: read kernel buffer failed: (?P<code>.+)$"),
+            FailureKind.COULD_NOT_START,
+            "util-linux dmesg with kernel.dmesg_restrict=1",
+        ),
+        (
+            re.compile(r"No journal files were (?:found|opened due to insufficient permissions)"),
+            FailureKind.COULD_NOT_START,
+            "journalctl without access to the journal",
+        ),
+    ]
+)
+
+#: The NVIDIA driver's messages of a GPU it could not bring up or that stopped answering, with
+#: no Xid: ``(kind, regex)``, drivers 331-595 (the open module's GSP wordings from 515).
+DRIVER_MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("rm_init_adapter_failed", re.compile(r"RmInitAdapter failed!|rm_init_adapter failed")),
+    (
+        "gsp_init_failed",
+        re.compile(
+            r"Cannot initialize GSP firmware RM|failed to wait for GFW(?:_BOOT| boot complete)"
+        ),
+    ),
+    ("no_adapter_probed", re.compile(r"No NVIDIA graphics adapter (?:probed|found)")),
+    ("probe_not_called", re.compile(r"probe routine was not called for \d+ device")),
+    (
+        "gsp_heartbeat_timeout",
+        re.compile(
+            r"Heartbeat timed out|GSP Timeout|Timeout after \d+s of waiting for RPC response"
+        ),
+    ),
+    ("reset_required", re.compile(r"NV_ERR_RESET_REQUIRED")),
+    ("memory_subsystem_error", re.compile(r"Memory Subsystem Error detected")),
+)
+_ANY_DRIVER_MESSAGE_RE = re.compile("|".join(f"(?:{rx.pattern})" for _, rx in DRIVER_MESSAGES))
+#: A line that is a kernel log's: a dmesg timestamp (seconds or ctime), an ISO or journal
+#: ``kernel:`` prefix, or an NVRM/SXid message (``dmesg -t``, kmsg).
+_KERNEL_LINE_RE = re.compile(
+    r"^\[\s*\d+\.\d+\]|^\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\]"
+    r"|\bkernel: |NVRM: |SXid \("
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +121,19 @@ class KernelLog:
     driver_version: str | None = None
     probe_failures: int = 0
     warnings: tuple[str, ...] = ()
+    driver_messages: tuple[KernelEvent, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when dmesg or journalctl could not read the log (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
     @property
     def xid_codes(self) -> tuple[int, ...]:
@@ -79,12 +159,16 @@ _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
 _SXID_RE = re.compile(
     r"SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(?:(Fatal|Non-fatal),\s*)?(.*)$"
 )
-_PID_RE = re.compile(r"^pid=['\"]?([^,'\"]*)['\"]?,\s*name=['\"]?([^,'\"]*)['\"]?,\s*(.*)$")
+_PID_RE = re.compile(r"^pid=['\"]?([^,'\"]*)['\"]?,\s*(?:name=['\"]?([^,'\"]*)['\"]?,\s*)?(.*)$")
 _GPU_START_RE = re.compile(
     r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f:.]+)"
 )
 _PCI_ID_RE = re.compile(r"\(PCI ID: ([0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)")
 _PROBE_RE = re.compile(r"probe routine failed for (\d+) device")
+_GPU_NAMED_RE = re.compile(
+    r"NVRM: (?:The NVIDIA )?(?:GPU (?:at )?(?:PCI:)?)?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?)"
+    r"|NVRM: (GPU\d+) "
+)
 _DRIVER_RE = re.compile(r"Kernel Module for \S+\s+([\d.]+)")
 
 
@@ -120,6 +204,13 @@ def _logical_lines(text: str) -> list[tuple[int, str | None, str]]:
     return out
 
 
+def _same_gpu(a: str | None, b: str | None) -> bool:
+    """``0000:09:00`` and ``0000:09:00.0`` (the Xid form and the bus-id form) name one GPU."""
+    if a is None or b is None:
+        return False
+    return a.rstrip(":.").split(".")[0].lower() == b.rstrip(":.").split(".")[0].lower()
+
+
 def _xid_event(no: int, raw: str | None, m: re.Match[str]) -> KernelEvent:
     rest = m.group(3).strip()
     pid: int | None = None
@@ -127,7 +218,7 @@ def _xid_event(no: int, raw: str | None, m: re.Match[str]) -> KernelEvent:
     pm = _PID_RE.match(rest)
     if pm:
         pid = int(pm.group(1)) if pm.group(1).isdigit() else None
-        name = pm.group(2) if pm.group(2) and pm.group(2) != "<unknown>" else None
+        name = pm.group(2) if pm.group(2) and pm.group(2) != "<unknown>" else None  # name= optional
         rest = pm.group(3).strip()
     return KernelEvent(no, "xid", int(m.group(2)), m.group(1), rest, raw, _seconds(raw), pid, name)
 
@@ -146,11 +237,16 @@ class _Reader:
         self.probe = 0
         self.raw: str | None = None
         self.pending: _Pending | None = None
+        self.messages: list[KernelEvent] = []
+        self.stamps: list[str] = []
 
     def read(self, no: int, raw: str | None, msg: str) -> None:
         """One logical line; an ``NVRM:`` line continuing an open GPU block is joined to it."""
+        if raw is not None:
+            self.stamps.append(raw)
         if "NVRM" not in msg and "SXid" not in msg:
             return
+        self.driver_message(no, raw, msg)
         p = self.pending
         if (
             p is not None
@@ -163,7 +259,18 @@ class _Reader:
         self.raw = raw
         _LINES(self, no, msg)
 
-    def result(self) -> KernelLog:
+    def driver_message(self, no: int, raw: str | None, msg: str) -> None:
+        """Note a driver message of :data:`DRIVER_MESSAGES` (it may also be an event)."""
+        if _ANY_DRIVER_MESSAGE_RE.search(msg) is None:
+            return
+        for kind, rx in DRIVER_MESSAGES:
+            if rx.search(msg):
+                pm = _GPU_NAMED_RE.search(msg)
+                where = (pm.group(1) or pm.group(2)) if pm else None
+                self.messages.append(KernelEvent(no, kind, 0, where, msg, raw, _seconds(raw)))
+                return
+
+    def result(self, lines: int) -> KernelLog:
         """The :class:`KernelLog`, with a warning for a GPU block that never ended."""
         warnings: list[str] = []
         if self.pending is not None:
@@ -175,12 +282,28 @@ class _Reader:
             driver_version=self.driver,
             probe_failures=self.probe,
             warnings=tuple(warnings),
+            driver_messages=tuple(self.messages),
+            effective=effective(
+                timestamps=_stamp_format(self.stamps[0]) if self.stamps else None,
+                first_timestamp=self.stamps[0] if self.stamps else None,
+                last_timestamp=self.stamps[-1] if self.stamps else None,
+                lines=lines,
+                driver_version=self.driver,
+            ),
         )
 
     def fallen_off_bus(self, no: int, msg: str, _m: re.Match[str]) -> None:
         """The no-Xid form (570+): the address from the message or the open GPU block."""
         addr_m = _GPU_START_RE.search(msg)
         addr = addr_m.group(1) if addr_m else (self.pending[3] if self.pending else None)
+        last = self.events[-1] if self.events else None
+        if (
+            last is not None
+            and last.code == FALLEN_OFF_BUS_XID
+            and _same_gpu(last.pci_address, addr)
+        ):
+            self.pending = None  # the second line of the Xid 79 just read, not a new event
+            return
         pid_m = _PCI_ID_RE.search(msg)
         clean = re.sub(r"\s*NVRM:\s*", " ", msg).strip()
         self.events.append(
@@ -243,26 +366,43 @@ _LINES: LineDispatch[_Reader] = LineDispatch(
 )
 
 
+def _stamp_format(raw: str) -> str:
+    """``monotonic`` (seconds since boot), ``ctime`` (``dmesg -T``), ``iso`` or ``journal``."""
+    if raw[:1].isdigit() and ("T" in raw or "-" in raw[:5]):
+        return "iso"
+    if _seconds(raw) is not None:
+        return "monotonic"
+    return "ctime" if raw[-4:].isdigit() else "journal"
+
+
 @guarded(TOOL)
 def parse(text: str) -> KernelLog:
     """Parse a kernel log into a :class:`KernelLog` (events in log order).
 
+    dmesg's own failure (``dmesg: read kernel buffer failed: ...``) gives a record with
+    ``failure`` set and no events.
+
     Raises:
-        ParseError: the text is empty, or is dmesg's own permission error rather than a log.
+        ParseError: the text is empty or has no kernel-log line (see the module doc).
     """
     if not text.strip():
         raise ParseError(TOOL, "empty kernel log", line=1, expected="kernel log lines")
-    if "read kernel buffer failed" in text[:500]:
-        raise ParseError(
-            TOOL, "dmesg could not read the kernel buffer", line=1, expected="kernel log lines"
-        )
+    head = text[:2000]
+    failure = FAILURES.scan(numbered_lines(head)) if "dmesg:" in head or "journal" in head else None
+    if failure is not None:
+        return KernelLog(events=(), failure=failure)
+    if not any(_KERNEL_LINE_RE.search(line) for line in text.splitlines()):
+        raise not_tool_output(TOOL, "kernel log lines (dmesg, journalctl -k)", text)
     reader = _Reader()
-    for no, raw, msg in _logical_lines(text):
+    logical = _logical_lines(text)
+    for no, raw, msg in logical:
         reader.read(no, raw, msg)
-    return reader.result()
+    return reader.result(len(logical))
 
 
 def detect(text: str) -> bool:
     """True when ``text`` looks like a kernel log with NVIDIA driver lines."""
     head = text[:50000]
-    return "NVRM:" in head or "SXid (" in head
+    if "NVRM:" in head or "SXid (" in head:
+        return True
+    return any(FAILURES.match(ln) for ln in head.splitlines()[:10])

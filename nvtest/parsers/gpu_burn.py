@@ -7,19 +7,73 @@ errors (``Couldn't init a GPU test``), ``No clients are alive!  Aborting``, and 
 GPUs:`` summary. gpu-burn exits 0 whatever it finds, so the verdict comes only from this text:
 a GPU passes only when the summary says OK, work was measured (iterations and Gflop/s > 0), its
 error counter is 0 and it did not die. The last progress line holds the final values.
+
+Failures (:data:`FAILURES`): ``Couldn't init CUDA``/``Couldn't init a GPU test`` (``init_failure``,
+even when the summary later says OK), ``No CUDA devices`` (``no_device``), ``No clients are
+alive!  Aborting``, ``Failure during compute``, an uncaught C++ exception
+(``crash_after_partial_output``). FAULTY GPUs are a result, not a failure of the tool. Device
+lines alone (``GPU 0: NAME (UUID: ...)``, which ``nvidia-smi -L`` prints too) are not gpu-burn's
+output (ParseError). ``effective``: GPUs listed, the burn duration, precision, result size and
+planned iterations, progress reached.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import LineDispatch, ParseError, guarded, numbered_lines
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    LineDispatch,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+)
 
 TOOL = "gpu-burn"
 DESCRIPTION = "gpu-burn: per-GPU Gflop/s, error counts, temperatures and the OK/FAULTY summary"
 
-__all__ = ["GpuBurnGpu", "GpuBurnResult", "detect", "parse"]
+__all__ = ["FAILURES", "GpuBurnGpu", "GpuBurnResult", "detect", "parse"]
+
+_K = FailureKind
+
+#: gpu-burn's failure wordings (wilicc/gpu-burn, 2015 through 2025 master).
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(r"Couldn't init CUDA: (?P<code>.*)$"),
+            _K.INIT_FAILURE,
+            "gpu-burn 2023+ (gpu_burn-drv.cpp)",
+        ),
+        (
+            re.compile(r"Couldn't init a GPU test: (?P<code>.*)$"),
+            _K.INIT_FAILURE,
+            "gpu-burn, all versions",
+        ),
+        (re.compile(r"^No CUDA devices"), _K.NO_DEVICE, "gpu-burn 2023+"),
+        (
+            re.compile(r"^No clients are alive!"),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "gpu-burn: every worker died",
+        ),
+        (
+            re.compile(r"Failure during compute: (?P<code>.*)$"),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "gpu-burn worker error",
+        ),
+        (
+            re.compile(r"terminate called after throwing an instance of '(?P<code>[^']+)'"),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "gpu-burn without a driver (uncaught exception)",
+        ),
+    ]
+)
+_BURN_RE = re.compile(r"Burning for (\d+) (?:seconds|secs)")
 
 
 @dataclass(frozen=True)
@@ -81,10 +135,14 @@ class GpuBurnResult:
     planned_iterations: int | None = None
     init_errors: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
 
     @property
     def failure_reason(self) -> str | None:
         """Why the run does not pass (first reason found); None when every GPU passed."""
+        if self.failure is not None and self.failure.kind is _K.NO_DEVICE:
+            return self.failure.reason
         if self.aborted:
             return "no clients alive: run aborted"
         if self.init_errors:
@@ -137,6 +195,9 @@ class _Reader:
         self.init_errors: list[str] = []
         self.warnings: list[str] = []
         self.extra: dict[str, object] = {}
+        self.failure: ToolFailure | None = None
+        self.burn_s: int | None = None
+        self.anchored = False  # a line only gpu-burn prints was read
 
     def progress(self, no: int, line: str, _m: re.Match[str]) -> None:
         m = _PROGRESS_RE.match(line)
@@ -176,7 +237,18 @@ class _Reader:
         return True
 
     def other(self, no: int, line: str) -> None:
-        """Any other line: the abort message, an init error, or ignored."""
+        """Any other line: a failure line, the abort message, an init error, or ignored."""
+        f = FAILURES.failure(no, line)
+        if f is not None:
+            self.failure = self.failure or f
+            self.anchored = True
+        bm = _BURN_RE.search(line)
+        if bm:
+            self.burn_s = int(bm.group(1))
+        if line.startswith(
+            ("Burning for", "Run length not specified", "Using compare file", "Killing processes")
+        ):
+            self.anchored = True
         if line.startswith("No clients are alive"):
             self.aborted = True
         elif (
@@ -207,13 +279,12 @@ class _Reader:
             memory_used_mb=mem[2],
         )
 
-    def result(self) -> GpuBurnResult:
-        """The :class:`GpuBurnResult`; ParseError when no gpu-burn line was read."""
-        if self.last is None and not self.status and not self.names:
-            raise ParseError(
-                TOOL,
-                "no gpu-burn output found",
-                expected="'proc'd:' progress line or 'Tested N GPUs:'",
+    def result(self, text: str) -> GpuBurnResult:
+        """The :class:`GpuBurnResult`; ParseError when no line only gpu-burn prints was read."""
+        anchored = self.anchored or self.last is not None or self.tested is not None
+        if not anchored and not self.memory:
+            raise not_tool_output(
+                TOOL, "'proc'd:' progress line, 'Tested N GPUs:' or a gpu-burn error", text
             )
         pct, procd, errs, temps = self.last if self.last else (None, [], [], [])
         n = max(
@@ -237,6 +308,15 @@ class _Reader:
             aborted=self.aborted,
             init_errors=tuple(self.init_errors),
             warnings=tuple(self.warnings),
+            failure=self.failure,
+            effective=effective(
+                gpus_listed=len(self.names) or None,
+                burn_s=self.burn_s,
+                precision=self.extra.get("precision"),
+                result_bytes=self.extra.get("result_bytes"),
+                planned_iterations=self.extra.get("planned_iterations"),
+                progress_pct=pct,
+            ),
             **self.extra,  # type: ignore[arg-type]
         )
 
@@ -260,14 +340,15 @@ def parse(text: str) -> GpuBurnResult:
     """Parse gpu-burn output into a :class:`GpuBurnResult`.
 
     Raises:
-        ParseError: no device line, progress line or summary was found.
+        ParseError: not gpu-burn's output: no progress line, summary, start-up line or failure
+            line of :data:`FAILURES` (device lines alone are not enough).
     """
     reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
         if s:
             _LINES(reader, no, s)
-    return reader.result()
+    return reader.result(text)
 
 
 def detect(text: str) -> bool:

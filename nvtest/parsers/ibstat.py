@@ -7,20 +7,39 @@ read and notes the gap in ``warnings``.
 
 Units: ``rate_gbps`` is ibstat's ``Rate`` in Gb/s (10 is printed on a port with no link and is
 not a measurement). LIDs are integers; 65535 (0xffff) and 0 mean "not assigned".
+
+Failures (:data:`FAILURES`): ``ibpanic: [pid] main: stat of IB device 'mlx5_8' failed: ...``
+(``init_failure``; ``crash_after_partial_output`` after CAs were printed, since ibstat exits
+there and never lists the CAs after it), ``ibwarn: ... umad_init: can't read ABI version ... is
+ib_umad module loaded?`` (``could_not_start``). ``effective``: the CAs listed and their ports.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, split_kv, to_float, to_int
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+    split_kv,
+    to_float,
+    to_int,
+)
 
 TOOL = "ibstat"
 DESCRIPTION = "ibstat: per CA and port state, physical state, rate, link layer, LIDs, firmware"
 
 __all__ = [
+    "FAILURES",
     "IbCa",
     "IbPort",
     "IbReport",
@@ -31,6 +50,29 @@ __all__ = [
 ]
 
 UNASSIGNED_LIDS = frozenset({0, 0xFFFF})
+
+#: ibstat's failure wordings (infiniband-diags 2.x, rdma-core 17-50).
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(
+                r"ibpanic: \[\d+\] \w+: stat of IB device '(?P<device>[^']+)' failed: (?P<code>.+)$"
+            ),
+            FailureKind.INIT_FAILURE,
+            "ibstat: umad_get_ca failed (rdma-core <= 52 exits at the first such CA)",
+        ),
+        (
+            re.compile(r"ibwarn: \[\d+\] umad_init: (?P<code>.+)$"),
+            FailureKind.COULD_NOT_START,
+            "libibumad without the ib_umad module",
+        ),
+        (
+            re.compile(r"ibpanic: \[\d+\] \w+: (?P<code>.+)$"),
+            FailureKind.INIT_FAILURE,
+            "ibstat: other panics",
+        ),
+    ]
+)
 
 _STATE_NAMES = {
     "active": "Active",
@@ -146,6 +188,18 @@ class IbReport:
 
     cas: tuple[IbCa, ...]
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when the tool printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
     @property
     def ports(self) -> tuple[tuple[str, IbPort], ...]:
@@ -204,6 +258,25 @@ class CaBuilder:
         self.port_f: dict[str, str] = {}
         self.in_port = False
         self._hook = port_hook
+        self.failure: ToolFailure | None = None
+
+    def note_failure(self, failure: ToolFailure | None) -> bool:
+        """Keep the first failure; a failure after CAs were read is a crash after partial
+        output (the tool stopped listing). True when ``failure`` is one."""
+        if failure is None:
+            return False
+        if self.failure is None:
+            if (self.cas or self.ca is not None) and failure.kind is FailureKind.INIT_FAILURE:
+                failure = ToolFailure(
+                    FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
+                    failure.message,
+                    failure.line,
+                    failure.code,
+                    failure.device,
+                    failure.detail,
+                )
+            self.failure = failure
+        return True
 
     def close_port(self) -> None:
         """Build the open port section, if any."""
@@ -236,11 +309,12 @@ class CaBuilder:
             self.cas.append(IbCa(ports=tuple(self.ports), **self.ca))  # type: ignore[arg-type]
         self.ca, self.ports = None, []
 
-    def report(self, tool: str) -> IbReport:
-        """Close everything and check port counts; ParseError when no CA was read."""
+    def report(self, tool: str, text: str) -> IbReport:
+        """Close everything and check port counts; ParseError when no CA and no failure was
+        read."""
         self.close_ca()
-        if not self.cas:
-            raise ParseError(tool, "no CA found", expected="a CA / hca_id block")
+        if not self.cas and self.failure is None:
+            raise not_tool_output(tool, "a CA / hca_id block", text)
         for ca in self.cas:
             if ca.num_ports is not None and len(ca.ports) < ca.num_ports:
                 self.warnings.append(
@@ -249,7 +323,14 @@ class CaBuilder:
             for p in ca.ports:
                 if p.state is None:
                     self.warnings.append(f"{ca.name} port {p.port}: no state line (output cut?)")
-        return IbReport(cas=tuple(self.cas), warnings=tuple(self.warnings))
+        return IbReport(
+            cas=tuple(self.cas),
+            warnings=tuple(self.warnings),
+            failure=self.failure,
+            effective=effective(
+                cas=tuple(ca.name for ca in self.cas), ports=sum(len(ca.ports) for ca in self.cas)
+            ),
+        )
 
 
 @guarded(TOOL)
@@ -257,11 +338,14 @@ def parse(text: str) -> IbReport:
     """Parse ``ibstat`` output into an :class:`IbReport`.
 
     Raises:
-        ParseError: no ``CA '...'`` line, or a port section outside a CA.
+        ParseError: not ibstat's output (no ``CA '...'`` line and no failure of :data:`FAILURES`),
+            or a port section outside a CA.
     """
     b = CaBuilder()
     for no, line in numbered_lines(text):
         s = line.strip()
+        if b.note_failure(FAILURES.failure(no, s)):
+            continue
         m = _CA_RE.match(s)
         if m:
             b.start_ca(m.group(1))
@@ -279,9 +363,12 @@ def parse(text: str) -> IbReport:
         elif key in _CA_KEYS:
             name = _CA_KEYS[key]
             b.ca[name] = to_int(value) if name == "num_ports" else value
-    return b.report(TOOL)
+    return b.report(TOOL, text)
 
 
 def detect(text: str) -> bool:
     """True when ``text`` looks like ibstat output."""
-    return bool(re.search(r"^\s*CA '[^']+'", text[:20000], re.M)) and "CA type" in text[:20000]
+    head = text[:20000]
+    if re.search(r"^\s*CA '[^']+'", head, re.M) and "CA type" in head:
+        return True
+    return bool(re.search(r"^ib(?:panic|warn): \[\d+\]", head, re.M))

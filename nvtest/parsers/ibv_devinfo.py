@@ -8,19 +8,54 @@ so both tools give the same :class:`~nvtest.parsers.ibstat.IbReport`.
 
 Units: MTU in bytes; ``rate_gbps`` is computed from active_width x active_speed when ``-v``
 printed them, else None.
+
+Failures (:data:`FAILURES`): ``No IB devices found`` (``no_device``; libibverbs' ``no userspace
+device-specific driver found`` warnings before it go to ``detail``), ``Failed to get IB devices
+list`` (``could_not_start``), ``Failed to open device`` (``init_failure``: a device listed but not
+opened, e.g. an SR-IOV VF not assigned to this container; the HCAs that did open are read).
 """
 
 from __future__ import annotations
 
 import re
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, split_kv, to_float, to_int
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    guarded,
+    numbered_lines,
+    split_kv,
+    to_float,
+    to_int,
+)
 from nvtest.parsers.ibstat import CaBuilder, IbReport
 
 TOOL = "ibv_devinfo"
 DESCRIPTION = "ibv_devinfo: per HCA and port state, MTU, LIDs, link layer, firmware and part id"
 
-__all__ = ["detect", "parse"]
+__all__ = ["FAILURES", "detect", "parse"]
+
+#: ibv_devinfo's (libibverbs, rdma-core 17-50) failure wordings.
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(r"^No IB devices found"),
+            FailureKind.NO_DEVICE,
+            "ibv_devinfo: no verbs device",
+        ),
+        (
+            re.compile(r"^Failed to get IB devices list(?::\s*(?P<code>.+))?$"),
+            FailureKind.COULD_NOT_START,
+            "ibv_devinfo: libibverbs could not list devices",
+        ),
+        (
+            re.compile(r"^Failed to open device"),
+            FailureKind.INIT_FAILURE,
+            "ibv_devinfo: a listed device not opened",
+        ),
+    ]
+)
+_DRIVER_WARNING_RE = re.compile(r"^libibverbs: Warning: ")
 
 _PORT_KEYS = {
     "state": "state",
@@ -61,15 +96,28 @@ def _add_rate(fields: dict[str, str]) -> None:
 def parse(text: str) -> IbReport:
     """Parse ``ibv_devinfo`` output into an :class:`~nvtest.parsers.ibstat.IbReport`.
 
+    ``No IB devices found`` and the other failures of :data:`FAILURES` give a report with
+    ``failure`` set.
+
     Raises:
-        ParseError: no ``hca_id:`` line, or a port section outside an HCA; also for
-            ``No IB devices found``.
+        ParseError: not ibv_devinfo's output (no ``hca_id:`` line and no failure line), or a port
+            section outside an HCA.
     """
-    if "No IB devices found" in text[:2000]:
-        raise ParseError(TOOL, "No IB devices found", line=1, expected="hca_id blocks")
     b = CaBuilder(_add_rate)
+    warned: list[str] = []
+    opened_failures = 0
     for no, line in numbered_lines(text):
-        kv = split_kv(line.strip())
+        s = line.strip()
+        if _DRIVER_WARNING_RE.match(s):
+            warned.append(s)
+            continue
+        f = FAILURES.failure(no, s, detail=warned[:2])
+        if f is not None:
+            opened_failures += f.kind is FailureKind.INIT_FAILURE
+            if b.failure is None:
+                b.failure = f
+            continue
+        kv = split_kv(s)
         if kv is None:
             continue
         key, value = kv
@@ -87,10 +135,16 @@ def parse(text: str) -> IbReport:
             b.ca[key] = to_int(value)
         elif key == "phys_port_cnt":
             b.ca["num_ports"] = to_int(value)
-    return b.report(TOOL)
+    if opened_failures > 1:
+        b.warnings.append(
+            f"{opened_failures} devices listed but not opened ('Failed to open device')"
+        )
+    return b.report(TOOL, text)
 
 
 def detect(text: str) -> bool:
     """True when ``text`` looks like ibv_devinfo output."""
     head = text[:20000]
-    return "hca_id:" in head and ("fw_ver" in head or "port:" in head)
+    if "hca_id:" in head and ("fw_ver" in head or "port:" in head):
+        return True
+    return bool(re.search(r"^(?:No IB devices found|Failed to get IB devices list)", head, re.M))

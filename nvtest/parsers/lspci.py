@@ -8,22 +8,54 @@ slot, and the link capability vs status of the function's own PCI Express capabi
 through ``grep``/``egrep`` (no slot header line) is attributed to the ``-s <slot>`` named on the
 preceding command line.
 
+A function whose revision reads ``ff`` (``(rev ff)``) answers config reads with all ones: the
+device is not responding (fallen off the bus, lost power); :attr:`PciDevice.unresponsive` says
+so and the report warns. lspci's own failures (:data:`FAILURES`: ``pcilib: Cannot open
+/proc/bus/pci``, ``lspci: Cannot find any working access method``) give a record with
+``failure`` set. ``effective``: the functions listed, the NVIDIA GPUs among them, and the output
+form (``plain``, ``verbose`` for ``-v``/``-vv``/``-vvv`` blocks, ``machine`` for ``-vmm``).
+
 Units: link speeds in GT/s, widths in lanes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, split_kv, to_float
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+    split_kv,
+    to_float,
+)
 
 TOOL = "lspci"
 DESCRIPTION = (
     "lspci (-nn, -nnk, -vvv, -vmm -nn, grep-filtered): ids, classes, drivers, PCIe LnkCap vs LnkSta"
 )
 
-__all__ = ["LspciReport", "PciDevice", "detect", "parse"]
+__all__ = ["FAILURES", "LspciReport", "PciDevice", "detect", "parse"]
+
+#: lspci's (pciutils 3.x) failure wordings.
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(
+                r"pcilib: Cannot open (?P<code>\S+)|lspci: Cannot find any working access method"
+            ),
+            FailureKind.COULD_NOT_START,
+            "pciutils without /proc/bus/pci or sysfs (a container without /sys)",
+        ),
+    ]
+)
 
 NVIDIA_VENDOR_ID = "10de"
 MELLANOX_VENDOR_ID = "15b3"
@@ -57,6 +89,11 @@ class PciDevice:
     lnksta_width: int | None = None
     lnksta_speed_note: str | None = None
     lnksta_width_note: str | None = None
+
+    @property
+    def unresponsive(self) -> bool:
+        """True when the revision reads ``ff``: config space returns all ones (device lost)."""
+        return self.revision == "ff"
 
     @property
     def width_downgraded(self) -> bool | None:
@@ -93,6 +130,18 @@ class LspciReport:
 
     devices: tuple[PciDevice, ...]
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when lspci printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
     @property
     def nvidia_gpus(self) -> tuple[PciDevice, ...]:
@@ -190,12 +239,15 @@ def parse(text: str) -> LspciReport:
     """Parse lspci output into an :class:`LspciReport`.
 
     Raises:
-        ParseError: no device header, ``Slot:`` line or ``-s <slot>`` command was found.
+        ParseError: not lspci's output: no device header, ``Slot:`` line, ``-s <slot>`` command or
+            failure line of :data:`FAILURES`.
     """
     devices: list[PciDevice] = []
     warnings: list[str] = []
     f: dict[str, object] | None = None
     vmm = False
+    failure: ToolFailure | None = None
+    form = "plain"
 
     def close() -> None:
         nonlocal f
@@ -212,6 +264,12 @@ def parse(text: str) -> LspciReport:
             if vmm:
                 close()
             continue
+        fl = FAILURES.failure(no, s)
+        if fl is not None:
+            failure = failure or fl
+            continue
+        if line[:1].isspace() and form == "plain":
+            form = "verbose"
         m = _HEADER_RE.match(s) if not line[:1].isspace() else None
         if m and not s.startswith(("Slot:", "Class:")):
             close()
@@ -231,6 +289,7 @@ def parse(text: str) -> LspciReport:
         if key == "Slot" and _SLOT_ONLY_RE.match(value):
             close()
             vmm = True
+            form = "machine"
             f = {}
         if f is None:
             continue
@@ -254,11 +313,23 @@ def parse(text: str) -> LspciReport:
             else:
                 _link(f, prefix, value)
     close()
-    if not devices:
-        raise ParseError(
-            TOOL, "no PCI device found", expected="'<bus>:<dev>.<fn> <class>: <name>' line"
-        )
-    return LspciReport(devices=tuple(devices), warnings=tuple(warnings))
+    if not devices and failure is None:
+        raise not_tool_output(TOOL, "'<bus>:<dev>.<fn> <class>: <name>' line", text)
+    for d in devices:
+        if d.unresponsive:
+            warnings.append(
+                f"{d.slot}: revision ff: config space reads all ones (device not responding)"
+            )
+    return LspciReport(
+        devices=tuple(devices),
+        warnings=tuple(warnings),
+        failure=failure,
+        effective=effective(
+            functions=len(devices),
+            nvidia_gpus=sum(1 for d in devices if d.is_nvidia_gpu),
+            form=form,
+        ),
+    )
 
 
 def detect(text: str) -> bool:

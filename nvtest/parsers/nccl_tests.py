@@ -8,6 +8,19 @@ stripped; NCCL INFO/WARN lines inside the table are kept aside; several tests co
 log (``Running: ...`` lines, ``# Collective test starting:`` banners, or a new parameter line)
 give one :class:`NcclTestRun` each.
 
+Failures (:data:`FAILURES`): a ``Test NCCL|CUDA failure common.cu:N '...'`` line is the tool's
+own verdict on why it died: ``init_failure`` before the results table, ``crash_after_partial_output``
+once the table header (or a row) was printed, ``plugin_not_loaded`` when NCCL warned that the
+network plugin it was told to use is not there. A launcher's words (Open MPI, srun, UCX) stand in
+when nccl-tests printed none: ``could_not_start`` when no nccl-tests line came out at all. A table
+that stops before its summary is ``crash_after_partial_output`` (code ``no summary``) with the
+last line printed. Wrong results (``#wrong``, ``Out of bounds values : N FAILED``) are results,
+not a failure of the tool: ``failure`` stays None and ``passed`` is False.
+
+``effective`` holds what the parameter line and the table say ran: minBytes/maxBytes, step,
+warmup/iters/agg iters, validation (``-c``), graph, threads and GPUs per thread, ranks and hosts
+listed, and the sizes, data types and reduction ops actually present in the table.
+
 Units: sizes in bytes, times in microseconds, bandwidths in GB/s (10^9 bytes/s) as printed.
 """
 
@@ -15,14 +28,19 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
     LineDispatch,
-    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
     guarded,
+    not_tool_output,
     numbered_lines,
-    skip_line,
     to_float,
     to_int,
 )
@@ -31,6 +49,7 @@ TOOL = "nccl-tests"
 DESCRIPTION = "nccl-tests *_perf output: per-size algbw/busbw, #wrong, avg busbw, failures (one record per test)"
 
 __all__ = [
+    "FAILURES",
     "NcclLog",
     "NcclRank",
     "NcclResult",
@@ -140,6 +159,8 @@ class NcclTestRun:
     failures: tuple[NcclFailure, ...] = ()
     nccl_warnings: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
 
     @property
     def hostnames(self) -> tuple[str, ...]:
@@ -168,8 +189,8 @@ class NcclTestRun:
 
     @property
     def completed(self) -> bool:
-        """True when the summary (``Avg bus bandwidth``) was printed and no failure line seen."""
-        return self.avg_busbw_gbps is not None and not self.failures
+        """True when the summary (``Avg bus bandwidth``) was printed and no failure was seen."""
+        return self.avg_busbw_gbps is not None and not self.failures and self.failure is None
 
     @property
     def reached_max_bytes(self) -> bool | None:
@@ -185,6 +206,8 @@ class NcclTestRun:
         if self.failures:
             f = self.failures[0]
             return f"{f.kind} failure at {f.site}: {f.message}"
+        if self.failure is not None and self.failure.code != NO_SUMMARY:
+            return self.failure.reason
         if not self.rows:
             return "no result rows"
         if self.oob_values:
@@ -209,11 +232,81 @@ class NcclLog:
 
     tests: tuple[NcclTestRun, ...]
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
 
     @property
     def passed(self) -> bool:
         """True when every test passed (False for an empty log)."""
         return bool(self.tests) and all(t.passed for t in self.tests)
+
+
+#: :attr:`ToolFailure.code` of a run whose table stopped before its summary (no failure line).
+NO_SUMMARY = "no summary"
+
+_K = FailureKind
+
+#: nccl-tests' failure wordings, NCCL's warning for a missing network plugin, and the
+#: launchers' (Open MPI, Slurm, UCX) for a job that did not start or died.
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(r"Test (?:NCCL|CUDA|NVML) failure \S+:\d+"),
+            _K.INIT_FAILURE,
+            "nccl-tests common.cu (2.x); crash_after_partial_output once the table started",
+        ),
+        (re.compile(r"^NCCL failure \S+:\d+"), _K.INIT_FAILURE, "nccl-tests 1.x (NCCL 1.0)"),
+        (
+            re.compile(r"NCCL WARN (?:Error: )?network (?P<code>.+?) not found"),
+            _K.PLUGIN_NOT_LOADED,
+            "NCCL 2.19+ net.cc: NCCL_NET names a network plugin that did not load",
+        ),
+        (
+            re.compile(
+                r"(?:mpirun|prterun) noticed that process rank \d+ with PID \d+ on node (?P<device>\S+) exited"
+            ),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "Open MPI 4.x/5.x",
+        ),
+        (
+            re.compile(
+                r"mpirun was unable to (?:launch|find)|ORTE was unable to reliably start"
+                r"|There are not enough slots available"
+            ),
+            _K.COULD_NOT_START,
+            "Open MPI 4.x/5.x launch failures",
+        ),
+        (
+            re.compile(r"Primary job\s+terminated normally, but \d+ process returned"),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "Open MPI 4.x: a rank exited non-zero",
+        ),
+        (
+            re.compile(
+                r"^srun: error: (?P<device>\S+): tasks? [\d,-]+: (?P<code>Exited with exit code \d+|Killed|Terminated)"
+            ),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "Slurm srun: a task died",
+        ),
+        (
+            re.compile(
+                r"\*\*\* (?:STEP|JOB) \S+ ON (?P<device>\S+) CANCELLED AT \S+(?P<code>.*?)\s*\*\*\*"
+            ),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "Slurm slurmstepd: step cancelled (time limit, scancel)",
+        ),
+        (re.compile(r"^srun: error: "), _K.COULD_NOT_START, "Slurm srun: the step did not start"),
+        (
+            re.compile(r"\bUCX\s+ERROR\b"),
+            _K.COULD_NOT_START,
+            "UCX (Open MPI pml ucx), before NCCL starts",
+        ),
+    ]
+)
+
+#: The rows of :data:`FAILURES` that are a launcher's words, not nccl-tests' (tried on lines no
+#: nccl-tests rule took).
+_LAUNCHER = FailureTable(FAILURES.rules[3:])
 
 
 _PARAM_RE = re.compile(
@@ -222,6 +315,12 @@ _PARAM_RE = re.compile(
 _ITERS_RE = re.compile(r"(?<![a-z] )iters:\s*(\d+)")
 _WARMUP_RE = re.compile(r"warmup iters:\s*(\d+)")
 _VALID_RE = re.compile(r"validation:\s*(\d+)")
+_STEP_RE = re.compile(r"step:\s*(\S+)")
+_AGG_RE = re.compile(r"agg iters:\s*(\d+)")
+_GRAPH_RE = re.compile(r"graph:\s*(\d+)")
+_FAIL_AT_HOST_RE = re.compile(r"(?:^|\s)([\w.-]+): Test (?:NCCL|CUDA|NVML) failure")
+_QUOTED_RE = re.compile(r"'([^']*)")
+_INFO_VERSION_RE = re.compile(r"NCCL INFO NCCL version (\S+)")
 _RANK_RE = re.compile(
     r"^#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?(?:\s+Pid\s+(\d+))?\s+on\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$"
 )
@@ -244,11 +343,24 @@ _DEFAULT_LAYOUTS: dict[int, tuple[str, ...]] = {
 }
 
 
+def _error_text(quoted: str) -> str:
+    """NCCL's error string from a failure line's quote, without the ``(run with NCCL_DEBUG=INFO
+    for details)`` hint and the trailing `` / `` nccl-tests appends."""
+    text = re.sub(r"\(run with NCCL_DEBUG=\w+ for details\)", "", quoted)
+    return re.sub(r"[\s/]+$", "", text).strip()
+
+
 class _Builder:
-    """Mutable state of the test being read; frozen into an NcclTestRun by :meth:`build`."""
+    """Mutable state of the test being read; frozen into an NcclTestRun by :meth:`build`.
+
+    ``fail_lines`` are the ``Test ... failure`` lines as printed, ``launcher`` the launcher's
+    failure lines, ``plugin`` NCCL's missing-plugin warning, ``last`` the last line that was
+    not an NCCL INFO line (what a cut-off run printed last).
+    """
 
     def __init__(self) -> None:
         self.f: dict[str, object] = {}
+        self.params: dict[str, object] = {}
         self.ranks: list[NcclRank] = []
         self.rows: list[NcclRow] = []
         self.failures: list[NcclFailure] = []
@@ -257,10 +369,22 @@ class _Builder:
         self.prefix: tuple[str, ...] | None = None
         self.columns: tuple[str, ...] = ()
         self.summary_seen = False
+        self.fail_lines: list[tuple[int, str]] = []
+        self.launcher: list[tuple[int, str]] = []
+        self.plugin: tuple[int, str] | None = None
+        self.last: tuple[int, str] | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.f or self.ranks or self.rows or self.failures or self.columns)
+        return not (
+            self.f
+            or self.ranks
+            or self.rows
+            or self.failures
+            or self.columns
+            or self.launcher
+            or self.plugin
+        )
 
     @property
     def started(self) -> bool:
@@ -278,7 +402,69 @@ class _Builder:
             nccl_warnings=tuple(self.nccl_warnings),
             warnings=tuple(self.warnings),
             columns=self.columns,
+            failure=self.tool_failure(),
+            effective=self.effective(),
             **self.f,  # type: ignore[arg-type]
+        )
+
+    def tool_failure(self) -> ToolFailure | None:
+        """The failure this test's output shows (see the module doc), or None."""
+        table = bool(self.columns or self.rows)
+        chain = [line for _, line in self.fail_lines[1:3]]
+        if self.plugin is not None:
+            first = [line for _, line in self.fail_lines[:1]]
+            return FAILURES.failure(*self.plugin, detail=first + self.nccl_warnings[-1:])
+        if self.fail_lines:
+            no, line = self.fail_lines[0]
+            qm = _QUOTED_RE.search(line)
+            code = _error_text(qm.group(1)) if qm else None
+            hm = _FAIL_AT_HOST_RE.search(line)
+            kind = _K.CRASH_AFTER_PARTIAL_OUTPUT if table else _K.INIT_FAILURE
+            detail = self.nccl_warnings[-2:] + chain + [ln for _, ln in self.launcher[:1]]
+            return ToolFailure(
+                kind, line, no, code or None, hm.group(1) if hm else None, tuple(detail)
+            )
+        if self.launcher and not self.summary_seen:
+            f = _LAUNCHER.failure(*self.launcher[0], detail=[ln for _, ln in self.launcher[1:3]])
+            # no nccl-tests line at all: it never started; after its parameters: it died
+            kind = _K.CRASH_AFTER_PARTIAL_OUTPUT if self.started else _K.COULD_NOT_START
+            if f is not None and f.kind is not kind:
+                return ToolFailure(kind, f.message, f.line, f.code, f.device, f.detail)
+            return f
+        if self.started and not self.summary_seen and self.last is not None:
+            no, line = self.last
+            return ToolFailure(
+                _K.CRASH_AFTER_PARTIAL_OUTPUT,
+                line,
+                no,
+                NO_SUMMARY,
+                None,
+                tuple(self.nccl_warnings[-2:]),
+            )
+        return None
+
+    def effective(self) -> Mapping[str, object]:
+        """What ran: the parameter line's values and the table's sizes, types and ops."""
+        f, rows = self.f, self.rows
+        return effective(
+            test=f.get("test_name"),
+            nccl_version=f.get("nccl_version"),
+            nccl_tests_version=f.get("nccl_tests_version"),
+            threads=f.get("n_threads"),
+            gpus_per_thread=f.get("n_gpus"),
+            min_bytes=f.get("min_bytes"),
+            max_bytes=f.get("max_bytes"),
+            step=self.params.get("step"),
+            warmup_iters=f.get("warmup_iters"),
+            iters=f.get("iters"),
+            agg_iters=self.params.get("agg_iters"),
+            validation=f.get("validation"),
+            graph=self.params.get("graph"),
+            ranks=len(self.ranks) or None,
+            hosts=tuple(dict.fromkeys(r.host for r in self.ranks)) or None,
+            sizes_bytes=tuple(dict.fromkeys(r.size_bytes for r in rows)),
+            datatypes=tuple(dict.fromkeys(r.dtype for r in rows if r.dtype)) or None,
+            redops=tuple(dict.fromkeys(r.redop for r in rows if r.redop)) or None,
         )
 
 
@@ -378,6 +564,13 @@ def _read_params(b: _Builder, line: str, m: re.Match[str]) -> None:
         mm = rx.search(line)
         if mm:
             b.f[key] = int(mm.group(1))
+    for key, rx in (("agg_iters", _AGG_RE), ("graph", _GRAPH_RE)):
+        mm = rx.search(line)
+        if mm:
+            b.params[key] = int(mm.group(1))
+    sm = _STEP_RE.search(line)
+    if sm:
+        b.params["step"] = sm.group(1)
 
 
 def _rank(m: re.Match[str]) -> NcclRank:
@@ -424,19 +617,23 @@ class _Reader:
         if self.b.started:
             self.close()
 
-    def log(self) -> NcclLog:
+    def log(self, text: str) -> NcclLog:
         """Close the last test and return the log; ParseError when no test was found."""
         self.close()
         runs = tuple(
-            t for t in self.done if t.n_gpus is not None or t.rows or t.failures or t.columns
+            t
+            for t in self.done
+            if t.n_gpus is not None or t.rows or t.failures or t.columns or t.failure
         )
         if not runs:
-            raise ParseError(
-                TOOL,
-                "no nccl-tests output found",
-                expected="'# nThread ...' line or a results table",
+            raise not_tool_output(
+                TOOL, "'# nThread ...' line, a results table or a failure line", text
             )
-        return NcclLog(tests=runs)
+        return NcclLog(
+            tests=runs,
+            failure=next((t.failure for t in runs if t.failure), None),
+            effective=effective(tests=tuple(t.test_name or "?" for t in runs)),
+        )
 
     # -- every line ------------------------------------------------------------------------
 
@@ -485,13 +682,32 @@ class _Reader:
 
     def nccl_warning(self, no: int, line: str, _m: re.Match[str]) -> None:
         self.b.nccl_warnings.append(line)
+        hit = FAILURES.match(line)
+        if hit and hit[0] is _K.PLUGIN_NOT_LOADED and self.b.plugin is None:
+            self.b.plugin = (no, line)
+
+    def nccl_info(self, no: int, line: str, _m: re.Match[str]) -> None:
+        """An NCCL INFO line; ``NCCL INFO NCCL version X`` (NCCL_DEBUG=INFO) names the version."""
+        vm = _INFO_VERSION_RE.search(line)
+        if vm and "nccl_version" not in self.b.f:
+            self.b.f["nccl_version"] = vm.group(1)
 
     def failure(self, no: int, line: str, m: re.Match[str]) -> None:
-        hm = _FAIL_HOST_RE.match(line)
+        hm = _FAIL_HOST_RE.match(line) or _FAIL_AT_HOST_RE.search(line)
         host = hm.group(1) if hm and hm.group(1) not in ("Test", "NCCL", "CUDA") else None
+        if host and host.isdigit():  # a row cut off by the failure: its size, not a host
+            host = None
         self.b.failures.append(
             NcclFailure(no, m.group(1) or "Test", m.group(2), m.group(3) or "", host)
         )
+        self.b.fail_lines.append((no, line))
+
+    def launcher(self, no: int, line: str, _m: re.Match[str]) -> None:
+        """A launcher's failure line (Open MPI, srun, UCX)."""
+        if self.b.summary_seen:
+            self.b.warnings.append(f"line {no}: after the summary: {line}")
+        else:
+            self.b.launcher.append((no, line))
 
     def nccl_version(self, no: int, line: str, _m: re.Match[str]) -> None:
         m = _NCCL_VERSION_RE.match(line)
@@ -568,9 +784,10 @@ _LINES: LineDispatch[_Reader] = LineDispatch(
         (lambda s: s[0].isdigit(), _Reader.row),
         (("Avg bus bandwidth", "Out of bounds"), _Reader.bare_summary),
         (re.compile("NCCL WARN"), _Reader.nccl_warning),
-        (re.compile("NCCL INFO"), skip_line),
+        (re.compile("NCCL INFO"), _Reader.nccl_info),
         (_FAIL_RE, _Reader.failure),
         ("NCCL version", _Reader.nccl_version),
+        (lambda s: _LAUNCHER.match(s) is not None, _Reader.launcher),
         (_NAME_RE, _Reader.test_name),
     ]
 )
@@ -594,21 +811,30 @@ def parse(text: str) -> NcclLog:
     """Parse a nccl-tests log into an :class:`NcclLog` with one :class:`NcclTestRun` per test.
 
     Raises:
-        ParseError: no parameter line, table header, result row or failure line was found.
+        ParseError: not nccl-tests output: no parameter line, table header, result row, failure
+            line or launcher failure line was found.
     """
     reader = _Reader()
     for no, line in numbered_lines(text, strip_prefix=True):
         s = line.lstrip()
         if s:
             _LINES(reader, no, s)
-    return reader.log()
+            if "NCCL INFO" not in s:
+                reader.b.last = (no, s.strip())
+    return reader.log(text)
 
 
 def detect(text: str) -> bool:
     """True when ``text`` looks like nccl-tests output (parameter line or results header)."""
     head = text[:20000]
-    return ("nThread" in head and "minBytes" in head) or (
+    if ("nThread" in head and "minBytes" in head) or (
         "busbw" in head
         and "algbw" in head
         and ("#wrong" in head or " error" in head or " res" in head)
-    )
+    ):
+        return True
+    lines = head.splitlines()
+    own = FailureTable(FAILURES.rules[:3])  # nccl-tests' and NCCL's own wordings
+    if any(own.match(ln) for ln in lines):
+        return True
+    return bool(_NAME_RE.search(head)) and any(_LAUNCHER.match(ln) for ln in lines)

@@ -8,22 +8,78 @@ None), ``SUM <name> <value>`` and v0.10 ``COEFFICIENT_OF_VARIATION <name> <value
 Bidirectional device-to-device testcases print several matrices (Read1, Read2, Total), each
 with its own suffixed SUM. ``Waived:`` lines (testcases skipped on this system) are counted.
 
+Multinode builds print ``Process N (host): device D: NAME (BUS)`` instead of ``Device N``; both
+give :class:`NvbDevice`.
+
+Failures (:data:`FAILURES`): a CUDA error in an expression (``[CUDA_ERROR_NOT_PERMITTED] ...
+in expression cuMemCreate(...)``), a failed pattern check (``Invalid value when checking the
+pattern``, ``ASSERT in expression h_errorFlag == 0``), an abort (``Aborted (core dumped)``): ``crash_after_partial_output`` once a testcase was running, else
+``init_failure``. A testcase whose ``Running`` line is followed by no matrix and no error, at
+the end of the output, is a cut run (``crash_after_partial_output``, code ``no matrix``).
+``effective``: the testcases run, how many were waived, the devices listed.
+
 Units: each matrix carries its unit as printed: ``GB/s`` (bandwidth) or ``ns`` (latency).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import LineDispatch, ParseError, guarded, numbered_lines, to_float
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    LineDispatch,
+    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+    to_float,
+)
 
 TOOL = "nvbandwidth"
 DESCRIPTION = (
     "nvbandwidth: per-testcase bandwidth (GB/s) or latency (ns) matrices, SUM and CoV lines"
 )
 
-__all__ = ["NvbDevice", "NvbMatrix", "NvbTestCase", "NvbandwidthResult", "detect", "parse"]
+__all__ = [
+    "FAILURES",
+    "NvbDevice",
+    "NvbMatrix",
+    "NvbTestCase",
+    "NvbandwidthResult",
+    "detect",
+    "parse",
+]
+
+_CRASH = FailureKind.CRASH_AFTER_PARTIAL_OUTPUT
+
+#: nvbandwidth's failure wordings (v0.4-v0.10); kind ``init_failure`` before the first testcase.
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(r"\[(?P<code>CUDA_ERROR_\w+)\] .* in expression"),
+            _CRASH,
+            "nvbandwidth CUDA_ASSERT (error_handling.h)",
+        ),
+        (
+            re.compile(r"Invalid value when checking the pattern"),
+            _CRASH,
+            "nvbandwidth memcmpPattern",
+        ),
+        (re.compile(r"ASSERT in expression (?P<code>.+?) in "), _CRASH, "nvbandwidth ASSERT"),
+        (
+            re.compile(r"^(?P<code>Aborted|Segmentation fault)(?: \(core dumped\))?$"),
+            _CRASH,
+            "the shell, after nvbandwidth printed its banner",
+        ),
+    ]
+)
+NO_MATRIX = "no matrix"
 
 
 @dataclass(frozen=True)
@@ -90,6 +146,18 @@ class NvbandwidthResult:
     devices: tuple[NvbDevice, ...] = ()
     waived: int = 0
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when nvbandwidth died or printed an error (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
     def testcase(self, name: str) -> NvbTestCase | None:
         """The testcase called ``name``, or None."""
@@ -98,6 +166,9 @@ class NvbandwidthResult:
 
 _TITLE_RE = re.compile(r"^(.*?)\s*\((GB/s|ns|us|MB/s)\)\s*$")
 _DEVICE_RE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9A-Fa-f:.]+)\))?$")
+_PROCESS_RE = re.compile(
+    r"^Process \d+ \(([^)]*)\): device (\d+): (.+?)(?: \(([0-9A-Fa-f:.]+)\))?$"
+)
 _VERSION_KEYS = {
     "nvbandwidth Version": "version",
     "CUDA Runtime Version": "cuda_runtime_version",
@@ -142,6 +213,9 @@ class _Reader:
         self.mats: list[_Matrix] = []
         self.cur: _Matrix | None = None
         self.prev_blank_line: str | None = None  # a one-word line before the devices: hostname
+        self.failure: ToolFailure | None = None
+        self.detail: list[str] = []
+        self.last: tuple[int, str] | None = None
 
     def close_case(self) -> None:
         """Freeze the open testcase, if any."""
@@ -149,22 +223,53 @@ class _Reader:
             self.cases.append(NvbTestCase(self.name, tuple(m.build() for m in self.mats)))
         self.name, self.mats, self.cur = None, [], None
 
-    def result(self) -> NvbandwidthResult:
+    def result(self, text: str) -> NvbandwidthResult:
         """Close the last testcase; ParseError when neither a testcase nor a banner was read."""
+        cut = self.name is not None and not self.mats and self.failure is None
         self.close_case()
         if not self.cases and "version" not in self.info:
-            raise ParseError(
-                TOOL,
-                "no nvbandwidth output found",
-                expected="'nvbandwidth Version' or 'Running <test>.'",
+            raise not_tool_output(TOOL, "'nvbandwidth Version' or 'Running <test>.'", text)
+        failure = self.failure
+        if failure is not None and self.detail:
+            f = failure
+            failure = ToolFailure(
+                f.kind, f.message, f.line, f.code, f.device, tuple(self.detail[:3])
             )
+        if cut and self.last is not None:
+            failure = ToolFailure(_CRASH, self.last[1], self.last[0], NO_MATRIX)
         return NvbandwidthResult(
             testcases=tuple(self.cases),
             devices=tuple(self.devices),
             waived=self.waived,
             warnings=tuple(self.warnings),
+            failure=failure,
+            effective=effective(
+                testcases_run=tuple(c.name for c in self.cases),
+                testcases_waived=self.waived,
+                devices=len(self.devices),
+                version=self.info.get("version"),
+            ),
             **self.info,  # type: ignore[arg-type]
         )
+
+    def failed(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """A line of :data:`FAILURES` (declined when none matches)."""
+        kind = _CRASH if (self.name is not None or self.cases) else FailureKind.INIT_FAILURE
+        f = FAILURES.failure(no, line, kind=kind)
+        if f is None:
+            return False
+        if self.failure is None:
+            self.failure = f
+        else:
+            self.detail.append(line)
+        return True
+
+    def offset(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """``Current offset ...`` after a failed pattern check: detail of the failure."""
+        if self.failure is None:
+            return False
+        self.detail.append(line)
+        return True
 
     def running(self, no: int, line: str, m: re.Match[str]) -> None:
         self.close_case()
@@ -187,7 +292,7 @@ class _Reader:
 
     def title(self, no: int, line: str, m: re.Match[str]) -> bool:
         """A matrix title ``... bandwidth (GB/s)`` (declined when it starts with a digit)."""
-        if line[0].isdigit():
+        if line[0].isdigit() or (self.name is None and "version" not in self.info):
             return False
         if self.name is None:
             self.name = "unnamed"
@@ -227,6 +332,10 @@ class _Reader:
             self.info[_VERSION_KEYS[key]] = line.partition(":")[2].strip()
             return True
         dm = _DEVICE_RE.match(line)
+        pm = _PROCESS_RE.match(line) if dm is None else None
+        if pm is not None:
+            self.devices.append(NvbDevice(int(pm.group(2)), pm.group(3), pm.group(4)))
+            return True
         if dm is None:
             return False
         self.devices.append(NvbDevice(int(dm.group(1)), dm.group(2), dm.group(3)))
@@ -248,6 +357,8 @@ class _Reader:
 #: Every non-blank line, stripped.
 _LINES: LineDispatch[_Reader] = LineDispatch(
     [
+        (lambda s: FAILURES.match(s) is not None, _Reader.failed),
+        ("Current offset", _Reader.offset),
         ("Running ", _Reader.running),
         ("Waived", _Reader.waived_line),
         (("SUM ", "COEFFICIENT_OF_VARIATION "), _Reader.total),
@@ -263,16 +374,19 @@ _LINES: LineDispatch[_Reader] = LineDispatch(
 def parse(text: str) -> NvbandwidthResult:
     """Parse nvbandwidth output into an :class:`NvbandwidthResult`.
 
+    nvbandwidth's failures (:data:`FAILURES`) give a record with ``failure`` set.
+
     Raises:
-        ParseError: no ``Running`` testcase and no version banner, or a matrix row that does not
-            match its column header.
+        ParseError: not nvbandwidth's output (no ``Running`` testcase and no version banner), or a
+            matrix row that does not match its column header.
     """
     reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
         if s:
             _LINES(reader, no, s)
-    return reader.result()
+            reader.last = (no, s)
+    return reader.result(text)
 
 
 def detect(text: str) -> bool:

@@ -7,21 +7,33 @@ layouts (two or three lines per GPU, ``MIG M.`` on the third), the ``MIG devices
 for GPU...`` lines naming a GPU nvidia-smi lost. Cells are split on ``|`` so a value glued to
 the border (``|ERR!   54C``) still reads. ``ERR!``/``N/A`` become :class:`ValueState`s.
 
+nvidia-smi's own failure outputs (:data:`FAILURES`: ``NVIDIA-SMI has failed because it couldn't
+communicate with the NVIDIA driver``, ``Failed to initialize NVML: ...`` with the ``NVML library
+version`` line, ``No devices were found``, ``Unable to determine the device handle ...``) give a
+record whose ``failure`` holds the tool's words; a GPU table no layout reads is
+``unsupported_format``.
+
 Units: temperatures in C, power in W, memory in MiB, utilisation in percent.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
     LineDispatch,
-    ParseError,
     Reading,
+    ToolFailure,
     ValueState,
+    effective,
+    effective_field,
     guarded,
     lost_gpu,
+    not_tool_output,
     numbered_lines,
     reading,
     skip_line,
@@ -32,7 +44,43 @@ DESCRIPTION = (
     "plain nvidia-smi table: per-GPU temp, power, memory, util, ECC, MIG; MIG devices; lost GPUs"
 )
 
-__all__ = ["SmiMigDevice", "SmiPlain", "SmiPlainGpu", "SmiProcess", "detect", "parse"]
+__all__ = ["FAILURES", "SmiMigDevice", "SmiPlain", "SmiPlainGpu", "SmiProcess", "detect", "parse"]
+
+_K = FailureKind
+
+#: nvidia-smi's failure wordings (drivers 418-580; the same text in plain, ``-q``, ``-q -x`` and
+#: ``--query-gpu`` mode, which share this table).
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(
+                r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
+            ),
+            _K.INIT_FAILURE,
+            "nvidia-smi, driver not loaded (all versions)",
+        ),
+        (
+            re.compile(r"Failed to initialize NVML: (?P<code>.+?)\s*$"),
+            _K.INIT_FAILURE,
+            "nvidia-smi: NVML init error (Driver/library version mismatch, Unknown Error, ...)",
+        ),
+        (
+            re.compile(r"NVIDIA-SMI couldn't find libnvidia-ml\.so"),
+            _K.COULD_NOT_START,
+            "nvidia-smi without the NVML library (driver user-space not installed)",
+        ),
+        (re.compile(r"^No devices were found"), _K.NO_DEVICE, "nvidia-smi, driver sees no GPU"),
+        (
+            re.compile(
+                r"Unable to determine the device handle for (?:GPU|gpu)\s*(?:\d+:\s*)?"
+                r"(?P<device>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.?\d?)"
+                r"(?::\s*(?P<code>.+?))?\s*$"
+            ),
+            _K.ERROR_BANNER,
+            "nvidia-smi, a GPU it lists but cannot reach (driver 450+)",
+        ),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -119,6 +167,18 @@ class SmiPlain:
     processes: tuple[SmiProcess, ...] = ()
     lost_gpus: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
 
 _HEADER_RE = re.compile(r"NVIDIA-SMI\s+(\S+)")
@@ -130,6 +190,7 @@ _ROW2_RE = re.compile(r"^\s*(\S+)\s+(\S+?)C?\s+(P\d+|\S+)\s+(\S+?)W?\s*/\s*(\S+?
 _MEM_RE = re.compile(r"^\s*(\S+?)(?:MiB)?\s*/\s*(\S+?)(?:MiB)?\s*$")
 _PROC_RE = re.compile(r"^\s*(\d+)\s+(\S+)\s+(\S+)\s+(\d+)\s+(\S+)\s+(.+?)\s+(\S+?)(?:MiB)?\s*$")
 _ENGINES = ("CE", "ENC", "DEC", "OFA", "JPG")
+_ANY_BUS_RE = re.compile(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]")
 
 
 def _cells(line: str) -> list[str]:
@@ -193,6 +254,9 @@ class _Reader:
         self.section = "gpus"
         self.cur: dict[str, object] | None = None
         self.line_in_gpu = 0
+        self.failure: ToolFailure | None = None
+        self.detail: list[str] = []
+        self.unread_row: tuple[int, str] | None = None
 
     def close(self) -> None:
         """Freeze the open GPU row group, if any."""
@@ -200,28 +264,60 @@ class _Reader:
             self.gpus.append(SmiPlainGpu(**self.cur))  # type: ignore[arg-type]
         self.cur = None
 
-    def result(self) -> SmiPlain:
-        """The :class:`SmiPlain`; ParseError when neither a header nor a GPU was read."""
+    def result(self, text: str) -> SmiPlain:
+        """The :class:`SmiPlain`; ParseError when neither a header, a GPU nor a failure was read."""
         self.close()
-        if not self.gpus and not self.lost and "driver_version" not in self.info:
-            raise ParseError(
-                TOOL, "no nvidia-smi table found", expected="'NVIDIA-SMI ... Driver Version' header"
-            )
-        warnings = [] if self.gpus or self.lost else ["header without any GPU row"]
+        failure = self.final_failure()
+        if not self.gpus and not self.lost and "driver_version" not in self.info and not failure:
+            raise not_tool_output(TOOL, "'NVIDIA-SMI ... Driver Version' header", text)
+        warnings = [] if self.gpus or self.lost or failure else ["header without any GPU row"]
         return SmiPlain(
             gpus=tuple(self.gpus),
             mig_devices=tuple(SmiMigDevice(**m) for m in self.migs),  # type: ignore[arg-type]
             processes=tuple(self.procs),
             lost_gpus=tuple(self.lost),
             warnings=tuple(warnings),
+            failure=failure,
+            effective=effective(
+                gpus_reported=len(self.gpus),
+                bus_ids=tuple(g.bus_id for g in self.gpus),
+                lost_gpus=len(self.lost),
+                mig_devices=len(self.migs),
+                driver_version=self.info.get("driver_version"),
+            ),
             **self.info,
         )
 
-    def lost_gpu(self, no: int, line: str, _m: re.Match[str]) -> None:
-        self.lost.append(lost_gpu(line) or "unknown")
+    def final_failure(self) -> ToolFailure | None:
+        """The tool's failure (with the lines that followed it), or ``unsupported_format`` for
+        a GPU table with bus ids that no layout read."""
+        if self.failure is not None:
+            if self.detail:
+                f = self.failure
+                return ToolFailure(f.kind, f.message, f.line, f.code, f.device, tuple(self.detail))
+            return self.failure
+        if self.unread_row is not None and not self.gpus:
+            no, line = self.unread_row
+            return ToolFailure(FailureKind.UNSUPPORTED_FORMAT, line, no, "GPU table layout")
+        return None
 
-    def failed(self, no: int, line: str, _m: re.Match[str]) -> None:
-        raise ParseError(TOOL, line, line=no, expected="the GPU table")
+    def lost_gpu(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        self.lost.append(lost_gpu(line) or "unknown")
+        return False  # the failure rule notes it too
+
+    def failed(self, no: int, line: str, _m: re.Match[str]) -> bool:
+        """A line of :data:`FAILURES`: the first becomes the record's failure; declined for a
+        line the table does not know (e.g. a prompt)."""
+        f = FAILURES.failure(no, line)
+        if f is None:
+            return False
+        if self.failure is None:
+            self.failure = f
+        return True
+
+    def nvml_version(self, no: int, line: str, _m: re.Match[str]) -> None:
+        """``NVML library version: 570.124``, printed after a version mismatch."""
+        self.detail.append(line)
 
     def header(self, no: int, line: str, _m: re.Match[str]) -> None:
         for key, rx in (
@@ -245,6 +341,8 @@ class _Reader:
         """A ``|`` row of the current section's table."""
         cells = _cells(line)
         if self.section == "gpus" and len(cells) >= 3:
+            if self.unread_row is None and _ANY_BUS_RE.search(line):
+                self.unread_row = (no, line)
             self.gpu_row(cells)
         elif self.section == "mig" and len(cells) >= 3:
             row = _mig_row(cells)
@@ -305,7 +403,8 @@ class _Reader:
 _LINES: LineDispatch[_Reader] = LineDispatch(
     [
         (re.compile("Unable to determine the device handle"), _Reader.lost_gpu),
-        (("NVIDIA-SMI has failed", "No devices were found"), _Reader.failed),
+        (lambda s: FAILURES.match(s) is not None, _Reader.failed),
+        ("NVML library version", _Reader.nvml_version),
         (lambda s: "NVIDIA-SMI" in s and "Version" in s, _Reader.header),
         (re.compile("MIG devices:"), _Reader.mig_section),
         (re.compile("Processes:"), _Reader.procs_section),
@@ -320,21 +419,27 @@ _LINES: LineDispatch[_Reader] = LineDispatch(
 def parse(text: str) -> SmiPlain:
     """Parse plain ``nvidia-smi`` output into an :class:`SmiPlain`.
 
+    nvidia-smi's own failure messages (``NVIDIA-SMI has failed ...``, ``No devices were found``,
+    ...) give a record with ``failure`` set, not an error.
+
     Raises:
-        ParseError: no ``NVIDIA-SMI`` header, no GPU row and no lost-GPU line; or nvidia-smi's own
-            failure message (``NVIDIA-SMI has failed ...``, ``No devices were found``).
+        ParseError: the text is not nvidia-smi's: no ``NVIDIA-SMI`` header, GPU row, lost-GPU line
+            or failure message of :data:`FAILURES`.
     """
     reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
         if s:
             _LINES(reader, no, s)
-    return reader.result()
+    return reader.result(text)
 
 
 def detect(text: str) -> bool:
     """True when ``text`` looks like the plain nvidia-smi table."""
     head = text[:5000]
-    return ("NVIDIA-SMI" in head and "Driver Version" in head) or (
-        "Unable to determine the device handle" in head and "," not in head
-    )
+    if "NVIDIA-SMI" in head and "Driver Version" in head:
+        return True
+    if "<nvidia_smi_log" in head or "Attached GPUs" in head:
+        return False
+    lines = [ln for ln in head.splitlines() if ln.strip()]
+    return any(FAILURES.match(ln.strip()) for ln in lines[:6]) and "," not in head

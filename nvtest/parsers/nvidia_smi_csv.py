@@ -5,30 +5,38 @@ The header names the fields (``fan.speed [%]``: the bracket is the unit, kept ev
 ``[N/A]``, ``[Not Supported]``, ``[GPU requires reset]``, ``[Unknown Error]`` become
 :class:`ValueState`s. Without a header (``noheader``), pass ``fields`` (the ``--query-gpu`` list)
 or the columns are named ``col0``, ``col1``... Lines before the header (a prompt) are skipped;
-``Unable to determine the device handle`` lines are collected as lost GPUs.
+``Unable to determine the device handle`` lines are collected as lost GPUs. nvidia-smi's failure
+lines (:data:`~nvtest.parsers.nvidia_smi.FAILURES`, shared by every nvidia-smi mode) set
+``failure``. ``effective`` names the queried fields (``columns``), as the header printed them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nvtest.parsers._common import (
     ParseError,
     Reading,
+    ToolFailure,
     ValueState,
+    effective,
+    effective_field,
     guarded,
     lost_gpu,
+    not_tool_output,
     numbered_lines,
     reading,
 )
+from nvtest.parsers.nvidia_smi import FAILURES
 
 TOOL = "nvidia-smi-csv"
 DESCRIPTION = (
     "nvidia-smi --query-gpu CSV: one row per GPU, units from the header, states for [N/A] etc."
 )
 
-__all__ = ["SmiCsv", "SmiCsvRow", "detect", "parse"]
+__all__ = ["FAILURES", "SmiCsv", "SmiCsvRow", "detect", "parse"]
 
 _FIELD_RE = re.compile(r"^[a-z_]+(?:\.[a-z_0-9]+)*(?: \[[^\]]+\])?$")
 
@@ -50,6 +58,18 @@ class SmiCsv:
     rows: tuple[SmiCsvRow, ...]
     lost_gpus: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
     def column(self, name: str) -> tuple[Reading | str, ...]:
         """All values of the column ``name`` (e.g. ``"temperature.gpu"``)."""
@@ -76,6 +96,14 @@ _TEXT_FIELDS = frozenset(
     {"name", "uuid", "pstate", "pci.bus_id", "driver_version", "serial", "vbios_version"}
 )
 _NUMBER_WITH_UNIT_RE = re.compile(r"^[-+]?[\d.]+(?:[eE][-+]?\d+)?(?:\s*[A-Za-z%/]+)?$")
+#: Characters nvidia-smi never prints in a ``--query-gpu`` value: a headerless row holding one is
+#: another tool's text (JSON, a table, a log), not ``noheader`` output.
+_NOT_A_VALUE_RE = re.compile(r'[{}"|=#<>]')
+#: A ``label: value`` line (a word, a colon and a space): another tool's summary, never a
+#: headerless ``--query-gpu`` row (nvidia-smi's own colons - bus ids, times - have no space).
+_LABEL_RE = re.compile(r"^[A-Za-z][\w ]*: ")
+#: The field list of a ``--query-gpu=...`` command line printed before ``noheader`` rows.
+_QUERY_RE = re.compile(r"--query-gpu[= ](\S+)")
 
 
 def _value(column: str, raw: str) -> Reading | str:
@@ -98,37 +126,57 @@ def parse(text: str, fields: tuple[str, ...] | None = None) -> SmiCsv:
         fields: column names for ``noheader`` output (the ``--query-gpu`` list, in order).
 
     Raises:
-        ParseError: no header and no ``fields``-compatible row, or a row whose column count differs
-            from the header's.
+        ParseError: not ``--query-gpu`` output (no header, no ``fields``-compatible row and no
+            nvidia-smi failure line), or a row whose column count differs from the header's.
     """
     columns: list[str] | None = list(fields) if fields else None
+    header = False
     units: list[str | None] = [None] * len(columns) if columns else []
     rows: list[SmiCsvRow] = []
     lost: list[str] = []
     warnings: list[str] = []
+    failure: ToolFailure | None = None
+    foreign = 0  # lines that are neither a header, a row, a prompt nor nvidia-smi's failure
     for no, line in numbered_lines(text):
         s = line.strip()
         if not s:
             continue
+        f = FAILURES.failure(no, s)
+        failure = failure or f
         lg = lost_gpu(s)
-        if lg:
-            lost.append(lg)
+        if lg or f:
+            if lg:
+                lost.append(lg)
+            continue
+        qm = _QUERY_RE.search(s)
+        if qm:
+            if columns is None:
+                columns = [c.strip() for c in qm.group(1).split(",") if c.strip()]
+                units = [None] * len(columns)
             continue
         cells = [c.strip() for c in s.split(",")]
-        if columns is None and len(cells) > 1 and all(_FIELD_RE.match(c) for c in cells):
-            columns = []
+        if not header and not rows and len(cells) > 1 and all(_FIELD_RE.match(c) for c in cells):
+            header = True
+            columns, units = [], []
             for c in cells:
                 name, _, unit = c.partition(" [")
                 columns.append(name)
                 units.append(unit.rstrip("]") or None)
             continue
-        if "," not in s:
+        if (
+            "," not in s
+            or (not header and _NOT_A_VALUE_RE.search(s))
+            or (columns is None and _LABEL_RE.match(s))
+        ):
+            foreign += 1
             continue
         if columns is None:
             columns = [f"col{i}" for i in range(len(cells))]
             units = [None] * len(cells)
             warnings.append("no header: columns named col0, col1, ...")
         if len(cells) != len(columns):
+            if not header:
+                raise not_tool_output(TOOL, "CSV header and one row per GPU", text)
             raise ParseError(
                 TOOL,
                 f"{len(cells)} values for {len(columns)} columns",
@@ -140,9 +188,19 @@ def parse(text: str, fields: tuple[str, ...] | None = None) -> SmiCsv:
             parts = v.split()
             if units[i] is None and len(parts) == 2 and reading(parts[0]) is not None:
                 units[i] = parts[1]
-    if columns is None or (not rows and not lost):
-        raise ParseError(TOOL, "no query rows", expected="CSV header and one row per GPU")
-    return SmiCsv(tuple(columns), tuple(units), tuple(rows), tuple(lost), tuple(warnings))
+    headerless = not header and not fields and rows
+    if failure is None and (columns is None or (not rows and not lost) or (headerless and foreign)):
+        raise not_tool_output(TOOL, "CSV header and one row per GPU", text)
+    cols = tuple(columns or ())
+    return SmiCsv(
+        cols,
+        tuple(units),
+        tuple(rows),
+        tuple(lost),
+        tuple(warnings),
+        failure,
+        effective(columns=cols, header=header, rows=len(rows)),
+    )
 
 
 def detect(text: str) -> bool:

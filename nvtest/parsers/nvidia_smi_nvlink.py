@@ -2,7 +2,9 @@
 
 Reads ``GPU N: NAME (UUID: ...)`` blocks and their ``Link L: 25.781 GB/s`` lines; inactive
 links are printed ``<inactive>`` by older drivers and ``Inactive`` by newer ones, and both are
-read as inactive (speed None). Lines elided by the poster (``....``) are ignored.
+read as inactive (speed None). Lines elided by the poster (``....``) are ignored. nvidia-smi's
+failure lines (:data:`FAILURES`: the shared nvidia-smi table plus ``NVML: Unable to retrieve
+NVLink information as all links are inActive``) set ``failure``.
 
 Units: per-link speed in GB/s as printed.
 """
@@ -10,14 +12,42 @@ Units: per-link speed in GB/s as printed.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines, to_float
+from nvtest.parsers import nvidia_smi
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+    to_float,
+)
 
 TOOL = "nvidia-smi-nvlink"
 DESCRIPTION = "nvidia-smi nvlink -s: per-GPU, per-link speed (GB/s) and inactive links"
 
-__all__ = ["NvLink", "NvLinkGpu", "NvLinkStatus", "detect", "parse"]
+__all__ = ["FAILURES", "NvLink", "NvLinkGpu", "NvLinkStatus", "detect", "parse"]
+
+#: nvidia-smi's failure wordings, and the one ``nvlink -s`` prints for a GPU whose links are all
+#: down (drivers 535-590).
+FAILURES = FailureTable(
+    [
+        *nvidia_smi.FAILURES.rules,
+        (
+            re.compile(
+                r"NVML:\s*Unable to retrieve NVLink information as all links are inActive", re.I
+            ),
+            FailureKind.ERROR_BANNER,
+            "nvidia-smi nvlink -s, every link of a GPU down",
+        ),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +86,18 @@ class NvLinkStatus:
 
     gpus: tuple[NvLinkGpu, ...]
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
 
 _GPU_RE = re.compile(r"^GPU (\d+):\s*(.*?)(?:\s*\(UUID:\s*([^)]*)\))?\s*$")
@@ -67,12 +109,14 @@ def parse(text: str) -> NvLinkStatus:
     """Parse ``nvidia-smi nvlink -s`` into an :class:`NvLinkStatus`.
 
     Raises:
-        ParseError: a link line before any GPU line, or no GPU at all.
+        ParseError: a link line before any GPU line, or no link line and no failure line of
+            :data:`FAILURES` (GPU lines alone are ``nvidia-smi -L``'s, or gpu-burn's).
     """
     gpus: list[NvLinkGpu] = []
     warnings: list[str] = []
     cur: tuple[int, str | None, str | None] | None = None
     links: list[NvLink] = []
+    failure: ToolFailure | None = None
 
     def close() -> None:
         if cur is not None:
@@ -80,6 +124,7 @@ def parse(text: str) -> NvLinkStatus:
 
     for no, line in numbered_lines(text):
         s = line.strip()
+        failure = failure or FAILURES.failure(no, s)
         m = _GPU_RE.match(s)
         if m:
             close()
@@ -102,9 +147,14 @@ def parse(text: str) -> NvLinkStatus:
                     warnings.append(f"line {no}: link {m.group(1)} reads {value!r}")
                 links.append(NvLink(int(m.group(1)), None, False, state or None))
     close()
-    if not gpus:
-        raise ParseError(TOOL, "no GPU found", expected="GPU N: <name> (UUID: ...) and Link lines")
-    return NvLinkStatus(tuple(gpus), tuple(warnings))
+    if failure is None and not any(g.links for g in gpus):
+        raise not_tool_output(TOOL, "GPU N: <name> (UUID: ...) and Link lines", text)
+    return NvLinkStatus(
+        tuple(gpus),
+        tuple(warnings),
+        failure,
+        effective(gpus=len(gpus), links=sum(len(g.links) for g in gpus)),
+    )
 
 
 def detect(text: str) -> bool:

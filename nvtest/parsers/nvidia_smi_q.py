@@ -6,32 +6,39 @@ The text is read into a tree by indentation (``Key : value`` leaves, bare ``Key`
 spaces and values such as ``N/A``, ``[Not Supported]``, ``ERR!`` become :class:`ValueState`s.
 
 Units are in field names: MiB, degrees C, W, MHz; PCIe generation and width are plain numbers.
+
+nvidia-smi's failure outputs (the table :data:`~nvtest.parsers.nvidia_smi.FAILURES` shared by
+every nvidia-smi mode) give a record with ``failure`` set instead of an error.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from nvtest.parsers._common import (
-    ParseError,
     Reading,
+    ToolFailure,
     ValueState,
+    effective,
+    effective_field,
     guarded,
     lost_gpu,
+    not_tool_output,
     numbered_lines,
     parse_state,
     reading,
 )
+from nvtest.parsers.nvidia_smi import FAILURES
 
 TOOL = "nvidia-smi-q"
 DESCRIPTION = (
     "nvidia-smi -q text: per-GPU identity, memory, ECC, remapping, PCIe, temperatures, power"
 )
 
-__all__ = ["Node", "TreeNode", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "parse"]
+__all__ = ["FAILURES", "Node", "TreeNode", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "parse"]
 
 #: A count: an int, a state such as N/A, or None when the field is absent.
 Count = int | ValueState | None
@@ -165,6 +172,32 @@ class SmiQuery:
     attached_gpus: int | None = None
     lost_gpus: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
+
+
+def query_effective(
+    gpus: Sequence[SmiGpu], attached: int | None, driver: str | None, **extra: object
+) -> Mapping[str, object]:
+    """The ``effective`` of an :class:`SmiQuery`: GPUs nvidia-smi reported (count, bus ids) and
+    announced, the driver, and ``extra`` (the XML's DTD)."""
+    return effective(
+        gpus_reported=len(gpus),
+        bus_ids=tuple(g.pci_bus_id for g in gpus),
+        attached_gpus=attached,
+        driver_version=driver,
+        **extra,
+    )
 
 
 def _reading(node: TreeNode, *paths: str) -> Reading | None:
@@ -313,18 +346,26 @@ def gpu_from_tree(bus_id: str, g: TreeNode, mig_device_count: int | None = None)
 _GPU_RE = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
 
 
-def _tree(text: str) -> tuple[Node, list[tuple[str, Node]], list[str]]:
-    """Build the indentation tree; returns (top level, GPU blocks, lost GPU bus ids)."""
+def _tree(
+    text: str,
+) -> tuple[Node, list[tuple[str, Node]], list[str], ToolFailure | None]:
+    """Build the indentation tree; returns (top level, GPU blocks, lost GPU bus ids, the first
+    failure line of :data:`FAILURES`)."""
     root = Node()
     gpus: list[tuple[str, Node]] = []
     lost: list[str] = []
+    failure: ToolFailure | None = None
     stack: list[tuple[int, Node]] = [(-1, root)]
-    for _, line in numbered_lines(text):
+    for no, line in numbered_lines(text):
         if not line.strip() or line.lstrip().startswith("===="):
             continue
+        # nvidia-smi prints its failure lines at column 0; the report's lines are indented
+        f = FAILURES.failure(no, line) if failure is None and not line[:1].isspace() else None
+        failure = failure or f
         lg = lost_gpu(line)
-        if lg:
-            lost.append(lg)
+        if lg or f:
+            if lg:
+                lost.append(lg)
             continue
         indent = len(line) - len(line.lstrip(" \t"))
         s = line.strip()
@@ -340,7 +381,7 @@ def _tree(text: str) -> tuple[Node, list[tuple[str, Node]], list[str]]:
             stack.pop()
         stack[-1][1].children.append((snake(key), node))
         stack.append((indent, node))
-    return root, gpus, lost
+    return root, gpus, lost, failure
 
 
 @guarded(TOOL)
@@ -348,16 +389,14 @@ def parse(text: str) -> SmiQuery:
     """Parse ``nvidia-smi -q`` text into an :class:`SmiQuery`.
 
     Raises:
-        ParseError: neither a ``Driver Version`` line nor a ``GPU <bus id>`` block was found.
+        ParseError: not nvidia-smi's output: no ``NVSMI LOG`` banner, ``Attached GPUs`` line,
+            ``GPU <bus id>`` block or failure message of :data:`FAILURES`.
     """
-    root, blocks, lost = _tree(text)
+    root, blocks, lost, failure = _tree(text)
     driver = root.text("driver_version")
-    if driver is None and not blocks:
-        raise ParseError(
-            TOOL,
-            "no nvidia-smi -q output",
-            expected="'Driver Version : ...' and 'GPU <bus id>' blocks",
-        )
+    own = blocks or failure or "NVSMI LOG" in text[:5000] or root.get("attached_gpus") is not None
+    if not own:
+        raise not_tool_output(TOOL, "'Attached GPUs : ...' and 'GPU <bus id>' blocks", text)
     attached = root.text("attached_gpus")
     n_attached = int(attached) if attached and attached.isdigit() else None
     gpus = tuple(gpu_from_tree(bus, node) for bus, node in blocks)
@@ -372,6 +411,8 @@ def parse(text: str) -> SmiQuery:
         attached_gpus=n_attached,
         lost_gpus=tuple(lost),
         warnings=tuple(warnings),
+        failure=failure,
+        effective=query_effective(gpus, n_attached, driver),
     )
 
 

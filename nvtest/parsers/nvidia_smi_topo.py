@@ -3,20 +3,31 @@
 Reads the header (``GPU0 ... NIC0 ... CPU Affinity  NUMA Affinity  GPU NUMA ID``; older
 drivers name NIC columns ``mlx5_0``), one row per device with a cell per device column (``X``,
 ``NV#``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``), the affinity columns of GPU rows, and
-the ``NIC Legend`` (``NIC0: mlx5_0``). The legend of link kinds is skipped.
+the ``NIC Legend`` (``NIC0: mlx5_0``). The legend of link kinds is skipped. nvidia-smi's
+failure lines (the shared :data:`~nvtest.parsers.nvidia_smi.FAILURES`) set ``failure``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.parsers._common import ParseError, guarded, numbered_lines
+from nvtest.parsers._common import (
+    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
+    guarded,
+    not_tool_output,
+    numbered_lines,
+)
+from nvtest.parsers.nvidia_smi import FAILURES
 
 TOOL = "nvidia-smi-topo"
 DESCRIPTION = "nvidia-smi topo -m: GPU/NIC link matrix (NV#, PIX, PXB, PHB, NODE, SYS), CPU/NUMA affinity, NIC legend"
 
-__all__ = ["SmiTopology", "TopoAffinity", "detect", "parse"]
+__all__ = ["FAILURES", "SmiTopology", "TopoAffinity", "detect", "parse"]
 
 LINK_KINDS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 _DEVICE_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|\w+_\d+)$")
@@ -42,6 +53,18 @@ class SmiTopology:
     affinity: tuple[TopoAffinity, ...] = ()
     nic_names: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
+
+    @property
+    def completed(self) -> bool:
+        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
     def link(self, a: str, b: str) -> str | None:
         """The link kind between devices ``a`` and ``b`` (e.g. ``"NV12"``), None if unknown."""
@@ -80,9 +103,15 @@ def parse(text: str) -> SmiTopology:
     legend: list[tuple[str, str]] = []
     warnings: list[str] = []
     in_legend = False
+    failure: ToolFailure | None = None
     for no, line in numbered_lines(text):
         s = line.strip()
         if not s:
+            continue
+        # matrix rows (GPU0 ..., NIC3 ...) are no failure line; skip the table search there
+        f = None if s.startswith(("GPU", "NIC")) else FAILURES.failure(no, s)
+        if f is not None:
+            failure = failure or f
             continue
         if s.startswith("Legend") or s.startswith("NIC Legend"):
             in_legend = True
@@ -117,15 +146,22 @@ def parse(text: str) -> SmiTopology:
         if rest:
             vals = dict(zip(("cpu_affinity", "numa_affinity", "gpu_numa_id"), rest, strict=False))
             affinity.append(TopoAffinity(toks[0], **vals))
-    if devices is None or not rows:
-        raise ParseError(
-            TOOL, "no topology matrix", expected="a header 'GPU0 GPU1 ...' and device rows"
-        )
+    if (devices is None or not rows) and failure is None:
+        raise not_tool_output(TOOL, "a header 'GPU0 GPU1 ...' and device rows", text)
+    devices = devices or []
     if names != devices[: len(names)]:
         warnings.append("row order differs from column order")
-    if len(rows) < len(devices):
+    if rows and len(rows) < len(devices):
         warnings.append(f"{len(devices)} columns but {len(rows)} rows (output cut?)")
-    return SmiTopology(tuple(names), tuple(rows), tuple(affinity), tuple(legend), tuple(warnings))
+    return SmiTopology(
+        tuple(names),
+        tuple(rows),
+        tuple(affinity),
+        tuple(legend),
+        tuple(warnings),
+        failure,
+        effective(devices=tuple(names)),
+    )
 
 
 def detect(text: str) -> bool:

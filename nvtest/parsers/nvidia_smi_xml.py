@@ -3,7 +3,11 @@
 Uses :mod:`xml.etree.ElementTree` (the DTD is not fetched) and maps each ``<gpu id=...>``
 element to the same :class:`~nvtest.parsers.nvidia_smi_q.SmiGpu` record as the ``-q`` text,
 through :func:`~nvtest.parsers.nvidia_smi_q.gpu_from_tree`. Text before the XML declaration
-(a prompt, a command line) is skipped.
+(a prompt, a command line) is skipped; nvidia-smi's failure lines around the document (the
+shared :data:`~nvtest.parsers.nvidia_smi.FAILURES`: ``Failed to initialize NVML``, ``Unable to
+determine the device handle ...``), or in place of it, set ``failure``. A document cut short
+(a killed command) is ``crash_after_partial_output`` with the GPU blocks that were complete.
+``effective`` names the DTD the document declares (``nvsmi_device_v12.dtd``).
 """
 
 from __future__ import annotations
@@ -11,13 +15,23 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from nvtest.parsers._common import ParseError, guarded, lost_gpu, parse_state
-from nvtest.parsers.nvidia_smi_q import SmiGpu, SmiQuery, gpu_from_tree
+from nvtest.parsers._common import (
+    FailureKind,
+    ParseError,
+    ToolFailure,
+    guarded,
+    lost_gpu,
+    not_tool_output,
+    numbered_lines,
+    parse_state,
+)
+from nvtest.parsers.nvidia_smi import FAILURES
+from nvtest.parsers.nvidia_smi_q import SmiGpu, SmiQuery, gpu_from_tree, query_effective
 
 TOOL = "nvidia-smi-xml"
 DESCRIPTION = "nvidia-smi -q -x XML: the -q record from any DTD version"
 
-__all__ = ["XmlNode", "detect", "parse"]
+__all__ = ["FAILURES", "XmlNode", "detect", "parse"]
 
 
 class XmlNode:
@@ -107,29 +121,81 @@ def _gpu(el: ET.Element) -> SmiGpu:
     )
 
 
+_DTD_RE = re.compile(r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"([^"]+)"')
+_GPU_BLOCK_RE = re.compile(r"<gpu\b[^>]*>.*?</gpu>", re.S)
+_DRIVER_RE = re.compile(r"<driver_version>\s*([^<]*?)\s*</driver_version>")
+
+
+def _outside(text: str, start: int, end: int) -> tuple[tuple[str, ...], ToolFailure | None]:
+    """Lost GPUs and the first failure line in the text before and after the XML document
+    (``start < 0``: there is no document, the whole text is outside)."""
+    parts = (
+        [(0, text)] if start < 0 else [(0, text[:start]), (text.count("\n", 0, end), text[end:])]
+    )
+    lines = [(offset + no, ln) for offset, part in parts for no, ln in numbered_lines(part)]
+    lost = tuple(g for _, ln in lines if (g := lost_gpu(ln)))
+    return lost, FAILURES.scan(lines)
+
+
+def _salvage(body: str, exc: ET.ParseError, line: int | None) -> tuple[list[SmiGpu], ToolFailure]:
+    """The complete ``<gpu>`` blocks of a document that does not parse (cut short)."""
+    gpus: list[SmiGpu] = []
+    for block in _GPU_BLOCK_RE.findall(body):
+        try:
+            gpus.append(_gpu(ET.fromstring(block)))
+        except ET.ParseError:
+            break
+    where = f" at line {line}" if line else ""
+    failure = ToolFailure(
+        FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
+        f"XML document cut short or malformed{where}: {exc}",
+        None,
+        "malformed XML",
+    )
+    return gpus, failure
+
+
 @guarded(TOOL)
 def parse(text: str) -> SmiQuery:
     """Parse ``nvidia-smi -q -x`` output into an :class:`~nvtest.parsers.nvidia_smi_q.SmiQuery`.
 
     Raises:
-        ParseError: no ``<nvidia_smi_log>`` document, or malformed XML (with its line number).
+        ParseError: not nvidia-smi's output: no ``<nvidia_smi_log>`` document and no failure
+            line of :data:`FAILURES`, or an XML document whose root is another element.
     """
     start = text.find("<?xml")
     if start < 0:
         start = text.find("<nvidia_smi_log")
-    if start < 0:
-        raise ParseError(TOOL, "no XML document", expected="<?xml ...?> or <nvidia_smi_log>")
-    lost = tuple(g for line in text[:start].splitlines() if (g := lost_gpu(line)))
     end = text.rfind("</nvidia_smi_log>")
-    body = text[start : end + len("</nvidia_smi_log>")] if end > start else text[start:]
-    body = _squeeze(body)
+    end = end + len("</nvidia_smi_log>") if end > start >= 0 else len(text)
+    lost, failure = _outside(text, start, end)
+    if start < 0:
+        if failure is None:
+            raise not_tool_output(TOOL, "<?xml ...?> or <nvidia_smi_log>", text)
+        return SmiQuery(
+            gpus=(), lost_gpus=lost, failure=failure, effective=query_effective((), None, None)
+        )
+    body = _squeeze(text[start:end])
+    dtd = _DTD_RE.search(body)
     try:
         root = ET.fromstring(body)
     except ET.ParseError as exc:
         line = exc.position[0] + text.count("\n", 0, start) if exc.position else None
-        raise ParseError(
-            TOOL, f"malformed XML: {exc}", line=line, expected="well-formed XML"
-        ) from None
+        if "<nvidia_smi_log" not in body:
+            raise ParseError(
+                TOOL, f"malformed XML: {exc}", line=line, expected="well-formed XML"
+            ) from None
+        salvaged, cut = _salvage(body, exc, line)
+        dm = _DRIVER_RE.search(body)
+        driver = dm.group(1) if dm else None
+        return SmiQuery(
+            gpus=tuple(salvaged),
+            driver_version=driver,
+            lost_gpus=lost,
+            warnings=(f"XML cut short: {len(salvaged)} complete <gpu> element(s) read",),
+            failure=failure or cut,
+            effective=query_effective(salvaged, None, driver, dtd=dtd.group(1) if dtd else None),
+        )
     if root.tag != "nvidia_smi_log":
         raise ParseError(TOOL, f"root element is <{root.tag}>", line=1, expected="<nvidia_smi_log>")
     gpus = tuple(_gpu(el) for el in root.findall("gpu"))
@@ -139,13 +205,16 @@ def parse(text: str) -> SmiQuery:
     if n_attached is not None and len(gpus) < n_attached:
         warnings.append(f"{n_attached} GPUs attached but {len(gpus)} <gpu> elements read")
     cuda = (root.findtext("cuda_version") or "").strip()
+    driver = (root.findtext("driver_version") or "").strip() or None
     return SmiQuery(
         gpus=gpus,
-        driver_version=(root.findtext("driver_version") or "").strip() or None,
+        driver_version=driver,
         cuda_version=cuda if cuda and parse_state(cuda) is None else None,
         attached_gpus=n_attached,
         lost_gpus=lost,
         warnings=tuple(warnings),
+        failure=failure,
+        effective=query_effective(gpus, n_attached, driver, dtd=dtd.group(1) if dtd else None),
     )
 
 

@@ -7,6 +7,20 @@ columns located by name), ``-a`` sweeps, duration mode (``-D``: peak printed as 
 not a failure), server and client output in one log (one :class:`PerftestRun` per banner), and
 the tool's error lines (connect failures, ``Completion with error``, ``Failed status N``).
 
+Failures (:data:`FAILURES`, perftest 4.x-25.x wordings): no device (``Did not detect devices``,
+``IB device mlx5_9 not found``), the peer or the out-of-band exchange never reached
+(``Couldn't connect to``, ``Unable to init the socket connection``, ``ethernet_read_keys:
+Couldn't read remote address``: ``could_not_start``), a QP or memory region that could not be set
+up (``Failed to modify QP ... to RTR``, ``Couldn't allocate MR``: ``init_failure``), a work
+completion error mid-run (``Completion with error``, ``Failed status N``:
+``crash_after_partial_output``, status N as the code). Text with none of perftest's banner,
+table, command or failure wordings is not perftest's (ParseError), even if it has error lines.
+
+``effective`` per run: test, side, device, link type, GID index, QPs, MTU, connection type, TX
+depth, duration mode, and the message sizes and iteration counts actually in the table; the
+log's ``effective`` adds the notices perftest printed about what it changed (``Changing to
+active mtu``, ``BW peak won't be measured``).
+
 Units: sizes in bytes; bandwidth as printed (``bw_unit``) and in Gbit/s (``*_gbit_s``; MB/sec
 is perftest's MiB-based unit, 1 MB/sec = 2^20 * 8 / 10^9 Gbit/s); latency in microseconds.
 """
@@ -14,12 +28,18 @@ is perftest's MiB-based unit, 1 MB/sec = 2^20 * 8 / 10^9 Gbit/s); latency in mic
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
     LineDispatch,
-    ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
     guarded,
+    not_tool_output,
     numbered_lines,
     split_kv,
     to_float,
@@ -32,6 +52,7 @@ DESCRIPTION = (
 )
 
 __all__ = [
+    "FAILURES",
     "PerftestBwRow",
     "PerftestError",
     "PerftestLatRow",
@@ -42,6 +63,82 @@ __all__ = [
 ]
 
 _MBS_TO_GBIT = 1048576 * 8 / 1e9
+
+_K = FailureKind
+
+#: perftest's failure wordings (linux-rdma/perftest 4.x through 25.x).
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(r"Did not detect devices|Unable to find the Infiniband/RoCE device"),
+            _K.NO_DEVICE,
+            "perftest: no RDMA device visible",
+        ),
+        (
+            re.compile(r"IB device (?P<device>\S+) not found"),
+            _K.NO_DEVICE,
+            "perftest: -d names a device that is absent",
+        ),
+        (
+            re.compile(r"Couldn't connect to (?P<device>\S+)"),
+            _K.COULD_NOT_START,
+            "perftest client: server's TCP port not reached",
+        ),
+        (
+            re.compile(r"Unable to (?:init|open file descriptor for) (?:the )?socket connection"),
+            _K.COULD_NOT_START,
+            "perftest: out-of-band TCP exchange",
+        ),
+        (
+            re.compile(r"Couldn't listen to port|Problem in resolving basic address and port"),
+            _K.COULD_NOT_START,
+            "perftest server: port busy or address unresolved",
+        ),
+        (
+            re.compile(
+                r"ethernet_read_keys: Couldn't read remote address|Failed to exchange data between server and clients"
+            ),
+            _K.COULD_NOT_START,
+            "perftest: key exchange with the peer failed",
+        ),
+        (
+            re.compile(
+                r"Failed to modify QP (?P<code>\S+) to (?:RTR|RTS|INIT)|Unable to Connect the HCA's through the link"
+            ),
+            _K.INIT_FAILURE,
+            "perftest: QP transition refused (GID, MTU, GRH)",
+        ),
+        (
+            re.compile(
+                r"Couldn't (?:allocate MR|create (?:QP|CQ|AH)|allocate PD|get context)|Failed to create (?:QP|CQ)"
+            ),
+            _K.INIT_FAILURE,
+            "perftest: verbs resources (memlock, GPU memory)",
+        ),
+        (
+            re.compile(r"Completion with error at (?P<device>client|server)"),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "perftest: work completion error mid-run",
+        ),
+        (
+            re.compile(r"Failed status (?P<code>\d+)"),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "perftest: ibv_wc_status of the failed completion",
+        ),
+        (
+            re.compile(r"Failed to complete run_iter_\w+ function successfully"),
+            _K.CRASH_AFTER_PARTIAL_OUTPUT,
+            "perftest: the run loop gave up",
+        ),
+    ]
+)
+#: perftest's notices about a parameter it changed (kept in the log's ``effective``).
+_NOTICES = (
+    ("mtu_lowered_to_active", re.compile(r"Changing to active mtu")),
+    ("peak_not_measured", re.compile(r"BW peak won't be measured")),
+    ("inline_size_set_to_0", re.compile(r"inline size set to 0")),
+)
+_ANY_NOTICE_RE = re.compile("|".join(rx.pattern for _, rx in _NOTICES))
 
 
 @dataclass(frozen=True)
@@ -100,6 +197,7 @@ class PerftestRun:
     bw_rows: tuple[PerftestBwRow, ...] = ()
     lat_rows: tuple[PerftestLatRow, ...] = ()
     warnings: tuple[str, ...] = ()
+    effective: Mapping[str, object] = effective_field()
 
     @property
     def best_bw_avg_gbit_s(self) -> float | None:
@@ -115,13 +213,29 @@ class PerftestLog:
     errors: tuple[PerftestError, ...] = ()
     command: str | None = None
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
 
     @property
     def passed(self) -> bool:
         """True when no error line was printed and every run has at least one result row."""
         return (
-            bool(self.runs) and not self.errors and all(r.bw_rows or r.lat_rows for r in self.runs)
+            bool(self.runs)
+            and not self.errors
+            and self.failure is None
+            and all(r.bw_rows or r.lat_rows for r in self.runs)
         )
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the log is not a pass, from the tool's words; None when it passed."""
+        if self.failure is not None:
+            return self.failure.reason
+        if self.errors:
+            return self.errors[0].message
+        if not self.passed:
+            return "no result row"
+        return None
 
     @property
     def best_bw_avg_gbit_s(self) -> float | None:
@@ -189,13 +303,30 @@ class _Run:
 
     def build(self) -> PerftestRun:
         duration = bool(self.bw) and all(r.bw_peak == 0.0 and r.bw_avg > 0 for r in self.bw)
+        duration = duration or bool(self.f.pop("duration_mode", False))
+        rows: list[PerftestBwRow | PerftestLatRow] = [*self.bw, *self.lat]
         return PerftestRun(
             test=self.test,
             side=self.side,
-            duration_mode=duration or bool(self.f.pop("duration_mode", False)),
+            duration_mode=duration,
             bw_rows=tuple(self.bw),
             lat_rows=tuple(self.lat),
             warnings=tuple(self.warnings),
+            effective=effective(
+                test=self.test,
+                side=self.side,
+                device=self.f.get("device"),
+                link_type=self.f.get("link_type"),
+                gid_index=self.f.get("gid_index"),
+                qps=self.f.get("num_qps"),
+                mtu_bytes=self.f.get("mtu_bytes"),
+                connection_type=self.f.get("connection_type"),
+                tx_depth=self.f.get("tx_depth"),
+                duration_mode=duration,
+                bw_unit=self.unit if self.bw else None,
+                sizes_bytes=tuple(dict.fromkeys(r.size_bytes for r in rows)),
+                iterations=tuple(dict.fromkeys(r.iterations for r in rows)),
+            ),
             **self.f,  # type: ignore[arg-type]
         )
 
@@ -258,16 +389,30 @@ class _Reader:
         self.command: str | None = None
         self.waiting = False
         self.side_hint: str | None = None
+        self.notices: dict[str, bool] = {}
 
-    def log(self) -> PerftestLog:
-        """Close the open run and return the log; ParseError when nothing was found."""
+    def log(self, text: str) -> PerftestLog:
+        """Close the open run and return the log; ParseError when nothing of perftest's was
+        found (error lines alone count only when they are perftest's wording)."""
         if self.cur is not None:
             self.runs.append(self.cur.build())
-        if not self.runs and not self.errors:
-            raise ParseError(
-                TOOL, "no perftest banner, table or error line", expected="'... BW Test' banner"
-            )
-        return PerftestLog(runs=tuple(self.runs), errors=tuple(self.errors), command=self.command)
+        anchored = (
+            bool(self.runs)
+            or self.command is not None
+            or any(FAILURES.match(e.message) for e in self.errors)
+        )
+        errors = self.errors if anchored else []
+        if not self.runs and not errors:
+            raise not_tool_output(TOOL, "'... BW Test' banner, a table or a perftest error", text)
+        return PerftestLog(
+            runs=tuple(self.runs),
+            errors=tuple(errors),
+            command=self.command,
+            failure=_failure(errors),
+            effective=effective(
+                command=self.command, sides=tuple(r.side or "?" for r in self.runs), **self.notices
+            ),
+        )
 
     def wait(self, no: int, line: str, _m: re.Match[str]) -> None:
         self.waiting = True
@@ -307,16 +452,13 @@ class _Reader:
         cm = _COMMAND_RE.search(line)
         if cm:
             self.command = self.command or line[cm.start() :]
-            args = line[cm.end() :].split()
-            self.side_hint = (
-                "client"
-                if args and not args[-1].startswith("-") and not args[-1].isdigit()
-                else "server"
-            )
+            self.side_hint = _side(line[cm.end() :].split())
 
     def banner_values(self, no: int, line: str, _m: re.Match[str]) -> bool:
         """``Key : value`` pairs of the open run's banner; an error line is passed on."""
         if self.cur is None or line.startswith(("local address", "remote address", "GID:")):
+            return False
+        if FAILURES.match(line):
             return False
         for key, value in _banner_pairs(line):
             spec = _BANNER_KEYS.get(key)
@@ -326,14 +468,65 @@ class _Reader:
         return not line.startswith(_ERROR_STARTS)
 
     def other(self, no: int, line: str) -> None:
-        """Any other line: an error line of the tool, or ignored."""
-        if line.startswith(_ERROR_STARTS) or ("error" in line.lower() and self.cur is None):
+        """Any other line: an error line of the tool, a notice of a changed parameter, or
+        ignored."""
+        for key, rx in _NOTICES if _ANY_NOTICE_RE.search(line) else ():
+            if rx.search(line):
+                self.notices[key] = True
+                if key == "peak_not_measured" and self.cur is not None:
+                    self.cur.f["duration_mode"] = True
+                return
+        if (
+            line.startswith(_ERROR_STARTS)
+            or ("error" in line.lower() and self.cur is None)
+            or FAILURES.match(line)
+        ):
             sm = _STATUS_RE.search(line)
             self.errors.append(PerftestError(no, line, int(sm.group(1)) if sm else None))
 
 
+def _failure(errors: list[PerftestError]) -> ToolFailure | None:
+    """The log's failure: the first error line in perftest's wording (kind from
+    :data:`FAILURES`), else the first error line as an ``error_banner``; the status of a
+    ``Failed status N`` line as the code of a completion error."""
+    if not errors:
+        return None
+    first = next((e for e in errors if FAILURES.match(e.message)), errors[0])
+    f = FAILURES.failure(first.line, first.message) or ToolFailure(
+        FailureKind.ERROR_BANNER, first.message, first.line
+    )
+    status = next((e.status for e in errors if e.status is not None), None)
+    rest = tuple(e.message for e in errors if e is not first)[:3]
+    code = f.code if f.code is not None else (str(status) if status is not None else None)
+    return ToolFailure(f.kind, f.message, f.line, code, f.device, rest)
+
+
+#: perftest options that take no value (every other ``-x`` / ``--xyz`` without ``=`` takes one).
+_FLAGS = frozenset(
+    "-a -b -F -R -e -h -H -N -O -V -z --report_gbits --report-both --report_both --use_cuda_dmabuf "
+    "--run_infinitely --noPeak --cpu_util --dont_xchg_versions --use_hugepages --odp".split()
+)
+
+
+def _side(args: list[str]) -> str:
+    """``client`` when the command names a server (a positional argument), else ``server``."""
+    expects_value = False
+    for arg in args:
+        if arg.startswith("-"):
+            expects_value = arg not in _FLAGS and "=" not in arg
+            continue
+        if not expects_value:
+            return "client"
+        expects_value = False
+    return "server"
+
+
 def _comment_or_prompt(line: str) -> bool:
-    return line.startswith("#") or "$ " in line or (line.startswith("[") and "]# " in line)
+    """A comment, a shell prompt (``$ ``, ``]# ``, ``sh-5.1# ``, ``root@host:/# ``) or a bare
+    perftest command line."""
+    if line.startswith("#") or "$ " in line or (line.startswith("[") and "]# " in line):
+        return True
+    return ("# " in line or line.startswith("ib_")) and _COMMAND_RE.search(line) is not None
 
 
 #: Every non-blank line, launcher tag removed, stripped.
@@ -355,14 +548,15 @@ def parse(text: str) -> PerftestLog:
     """Parse perftest output into a :class:`PerftestLog`.
 
     Raises:
-        ParseError: neither a test banner, a result table nor an error line was found.
+        ParseError: not perftest's output: no test banner, result table, command line or error
+            line in perftest's wording (:data:`FAILURES`).
     """
     reader = _Reader()
     for no, line in numbered_lines(text, strip_prefix=True):
         s = line.strip()
         if s:
             _LINES(reader, no, s)
-    return reader.log()
+    return reader.log(text)
 
 
 def detect(text: str) -> bool:
@@ -372,4 +566,6 @@ def detect(text: str) -> bool:
         return True
     if " BW Test" in head or "Latency Test" in head:
         return True
-    return bool(_COMMAND_RE.search(head)) or ("Completion with error" in head and "scnt=" in head)
+    if _COMMAND_RE.search(head) or ("Completion with error" in head and "scnt=" in head):
+        return True
+    return any(FAILURES.match(ln) for ln in head.splitlines()[:10])

@@ -6,18 +6,33 @@ outcome: ``Solution Validates`` or ``Failed Validation on array x[]`` blocks (wh
 ``AvgRelAbsErr`` value may have been wrapped onto the next line by a mail client). Lines printed
 before the banner by modified builds are kept in ``prefix_lines``.
 
+A failed validation is a result (``validated`` False, ``passed`` False), not a failure of the
+tool. Failures (:data:`FAILURES`): a kernel that could not allocate its arrays
+(``init_failure``); a run that printed its banner but no table, or a table cut before its
+validation line, or a crash line after the banner (``Segmentation fault``, ``Killed``):
+``crash_after_partial_output``. Text without STREAM's banner or table is not STREAM's
+(ParseError). ``effective``: array size, NTIMES, bytes per element, threads requested and
+counted, and the kernels present in the table.
+
 Units: rates in MB/s as printed (10^6 bytes/s) and in GB/s (= MB/s / 1000); times in seconds.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
     LineDispatch,
     ParseError,
+    ToolFailure,
+    effective,
+    effective_field,
     guarded,
+    not_tool_output,
     numbered_lines,
     to_float,
     to_int,
@@ -26,9 +41,31 @@ from nvtest.parsers._common import (
 TOOL = "stream"
 DESCRIPTION = "STREAM (stream.c 5.x and variants): Copy/Scale/Add/Triad rates and validation"
 
-__all__ = ["StreamKernel", "StreamResult", "StreamValidationFailure", "detect", "parse"]
+__all__ = ["FAILURES", "StreamKernel", "StreamResult", "StreamValidationFailure", "detect", "parse"]
 
 KERNELS = ("Copy", "Scale", "Add", "Triad")
+
+#: STREAM's failure wordings: nvtest's kernel (nvtest/probes/stream.c) and the shell's words for a
+#: process that died after STREAM printed its banner (only read once a STREAM banner was seen).
+FAILURES = FailureTable(
+    [
+        (
+            re.compile(r"cannot allocate \d+ arrays of \d+ doubles"),
+            FailureKind.INIT_FAILURE,
+            "nvtest STREAM kernel",
+        ),
+        (
+            re.compile(
+                r"(?P<code>Segmentation fault|Bus error|Killed|Aborted)(?: \(core dumped\))?\s*$"
+            ),
+            FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
+            "the shell, after stream.c printed its banner",
+        ),
+    ]
+)
+#: :attr:`ToolFailure.code` of a run that stopped before its validation line / its table.
+NO_VALIDATION = "no validation line"
+NO_TABLE = "no results table"
 
 
 @dataclass(frozen=True)
@@ -68,6 +105,8 @@ class StreamResult:
     validation_failures: tuple[StreamValidationFailure, ...] = ()
     prefix_lines: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    failure: ToolFailure | None = None
+    effective: Mapping[str, object] = effective_field()
 
     def rate_mbs(self, name: str) -> float | None:
         """Best rate of kernel ``name`` (Copy, Scale, Add, Triad) in MB/s, None if absent."""
@@ -88,7 +127,20 @@ class StreamResult:
     @property
     def passed(self) -> bool:
         """True only when all four kernels were read and the run printed ``Solution Validates``."""
-        return self.validated is True and len(self.kernels) == 4
+        return self.validated is True and len(self.kernels) == 4 and self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the run is not a pass; None when it passed."""
+        if self.failure is not None and self.failure.code not in (NO_VALIDATION,):
+            return self.failure.reason
+        if self.validated is False:
+            return "failed validation on " + ", ".join(
+                f"{v.array}[]" for v in self.validation_failures
+            )
+        if not self.passed:
+            return "no 'Solution Validates' line (run cut short?)"
+        return None
 
 
 _VERSION_RE = re.compile(r"STREAM version \$Revision:\s*([\d.]+)")
@@ -97,7 +149,7 @@ _NTIMES_RE = re.compile(r"executed (\d+) times")
 _BYTES_RE = re.compile(r"uses (\d+) bytes per array element")
 _THREADS_RE = re.compile(r"Number of Threads (requested|counted)(?: for rank \d+)? = (\d+)")
 _FAILED_RE = re.compile(r"Failed Validation on array (\w)\[\](?:.*epsilon \(([^)]+)\))?")
-_VALIDATES_RE = re.compile(r"Solution Validates: avg error less than (\S+)")
+_VALIDATES_RE = re.compile(r"Solution Validates: avg (?:and max )?error less than (\S+)")
 _ERRORS_RE = re.compile(r"For array (\w)\[\], (\d+) errors were found")
 _RELERR_RE = re.compile(r"AvgRelAbsErr:\s*(\S*)")
 _ROW_RE = re.compile(r"^(Copy|Scale|Add|Triad):\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)")
@@ -124,10 +176,17 @@ class _Reader:
         self.table_line: int | None = None
         self.want_relerr: str | None = None
         self.current: str | None = None
+        self.failure: ToolFailure | None = None
+        self.last: tuple[int, str] | None = None
 
     def read(self, no: int, line: str) -> None:
-        """One non-blank stripped line: a wrapped value, a line before the banner, or
-        a line for :data:`_LINES`."""
+        """One non-blank stripped line: a wrapped value, a failure line, a line before the
+        banner, or a line for :data:`_LINES`."""
+        self.last = (no, line)
+        hit = FAILURES.match(line)
+        if hit is not None and (self.banner or hit[0] is FailureKind.INIT_FAILURE):
+            self.failure = self.failure or FAILURES.failure(no, line)
+            return
         if self.want_relerr:
             v = to_float(line)
             if v is not None:
@@ -146,6 +205,9 @@ class _Reader:
             self.banner = True
             self.info["version"] = m.group(1)
             return True
+        if line.startswith("nvtest STREAM-style kernel"):
+            self.banner = True
+            return True
         if line.startswith("Function") and "Best Rate" in line:
             self.banner = True
         elif not line.startswith("-----"):
@@ -153,19 +215,16 @@ class _Reader:
             return True
         return False
 
-    def result(self) -> StreamResult:
-        """The :class:`StreamResult`; ParseError when no results table was read."""
-        if self.table_line is None or not self.kernels:
-            raise ParseError(
-                TOOL,
-                "no STREAM results table",
-                expected="'Function    Best Rate MB/s ...' and kernel rows",
-            )
+    def result(self, text: str) -> StreamResult:
+        """The :class:`StreamResult`; ParseError when neither STREAM's banner nor its table (nor
+        nvtest's kernel's failure) was read."""
+        if not self.kernels and not self.banner and self.failure is None:
+            raise not_tool_output(TOOL, "'Function    Best Rate MB/s ...' and kernel rows", text)
         warnings: list[str] = []
         missing = [k for k in KERNELS if k not in self.kernels]
-        if missing:
+        if missing and self.kernels:
             warnings.append(f"kernel rows missing: {', '.join(missing)}")
-        if self.validated is None:
+        if self.validated is None and self.kernels:
             warnings.append("no validation line (run cut short?)")
         return StreamResult(
             kernels=tuple(self.kernels[k] for k in KERNELS if k in self.kernels),
@@ -176,8 +235,29 @@ class _Reader:
             ),
             prefix_lines=tuple(self.prefix),
             warnings=tuple(warnings),
+            failure=self.final_failure(),
+            effective=effective(
+                version=self.info.get("version"),
+                array_size=self.info.get("array_size"),
+                ntimes=self.info.get("ntimes"),
+                bytes_per_element=self.info.get("bytes_per_element"),
+                threads_requested=self.info.get("threads_requested"),
+                threads_counted=self.info.get("threads_counted"),
+                kernels=tuple(k for k in KERNELS if k in self.kernels),
+            ),
             **self.info,  # type: ignore[arg-type]
         )
+
+    def final_failure(self) -> ToolFailure | None:
+        """The failure line read, else a run cut before its table or its validation line."""
+        if self.failure is not None:
+            return self.failure
+        no, line = self.last or (None, "")
+        if self.table_line is None or not self.kernels:
+            return ToolFailure(FailureKind.CRASH_AFTER_PARTIAL_OUTPUT, line, no, NO_TABLE)
+        if self.validated is None:
+            return ToolFailure(FailureKind.CRASH_AFTER_PARTIAL_OUTPUT, line, no, NO_VALIDATION)
+        return None
 
     def header(self, no: int, line: str, _m: re.Match[str]) -> None:
         if "MB/s" not in line:
@@ -264,14 +344,15 @@ def parse(text: str) -> StreamResult:
     """Parse STREAM output into a :class:`StreamResult`.
 
     Raises:
-        ParseError: no ``Function    Best Rate MB/s`` table, or a kernel row that is not numeric.
+        ParseError: not STREAM's output (no banner, no ``Function    Best Rate MB/s`` table), or a
+            kernel row that is not numeric.
     """
     reader = _Reader()
     for no, line in numbered_lines(text):
         s = line.strip()
         if s:
             reader.read(no, s)
-    return reader.result()
+    return reader.result(text)
 
 
 def detect(text: str) -> bool:

@@ -329,11 +329,17 @@ def _pci_from_raw(raw: dict[str, Any], notes: list[str], sources: list[PciSource
         sources.append(PciSource(name, False, reason=str(why)))
         return []
     try:
-        devices = lspci.parse(text).devices
+        report = lspci.parse(text)
     except ParseError as exc:
         notes.append(f"lspci output unreadable: {exc}")
         sources.append(PciSource(name, False, reason=f"output unreadable: {exc}"))
         return []
+    if report.failure is not None:
+        notes.append(f"lspci: {report.failure.message}")
+        if not report.devices:  # lspci's own failure: the bus was not read, nothing proven
+            sources.append(PciSource(name, False, reason=f"lspci failed: {report.failure.message}"))
+            return []
+    devices = report.devices
     sources.append(PciSource(name, True, len(devices)))
     return [
         PciFact(
@@ -397,25 +403,30 @@ def _gpus_from_raw(
     except ParseError as exc:
         notes.append(f"nvidia-smi -q -x unreadable: {exc}")
         return [], None, None, f"nvidia-smi -q -x output unreadable: {exc}"
-    gpus = [
-        GpuFact(
-            index=i,
-            name=g.product_name or "unknown",
-            uuid=g.uuid,
-            serial=g.serial,
-            pci_bus_id=g.pci_bus_id,
-            memory_mib=_int(g.memory_total_mib),
-            vbios=g.vbios_version,
-            ecc_mode=g.ecc_mode_current,
-            persistence_mode=g.persistence_mode,
-            mig_mode=g.mig_mode_current,
-            pcie_gen_current=_int(g.pcie_gen_current),
-            pcie_gen_max=_int(g.pcie_gen_max),
-            pcie_width_current=_int(g.pcie_width_current),
-            pcie_width_max=_int(g.pcie_width_max),
+    if rec.failure is not None:
+        notes.append(f"nvidia-smi -q -x: {rec.failure.reason}")
+        if not rec.gpus and not rec.lost_gpus:
+            return [], None, None, f"nvidia-smi -q -x failed: {rec.failure.message}"
+    gpus = []
+    for i, g in enumerate(rec.gpus):
+        gpus.append(
+            GpuFact(
+                index=i,
+                name=g.product_name or "unknown",
+                uuid=g.uuid,
+                serial=g.serial,
+                pci_bus_id=g.pci_bus_id,
+                memory_mib=_int(g.memory_total_mib),
+                vbios=g.vbios_version,
+                ecc_mode=g.ecc_mode_current,
+                persistence_mode=g.persistence_mode,
+                mig_mode=g.mig_mode_current,
+                pcie_gen_current=_int(g.pcie_gen_current),
+                pcie_gen_max=_int(g.pcie_gen_max),
+                pcie_width_current=_int(g.pcie_width_current),
+                pcie_width_max=_int(g.pcie_width_max),
+            )
         )
-        for i, g in enumerate(rec.gpus)
-    ]
     lost = [f"nvidia-smi cannot reach GPU {bus}" for bus in rec.lost_gpus]
     notes.extend(lost)
     error = "; ".join(lost) if lost else None

@@ -67,7 +67,7 @@ def test_nvlink(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile 
         raise ProbeSkip(f"not on this hardware: PCIe SKU without NVLink ({sku.name} expect.nvlinks_per_gpu 0)")
     res = raw(NVLINK)
     if nvidia_smi_nvlink.detect(res.stdout):
-        status = nvidia_smi_nvlink.parse(res.stdout)
+        status = read_tool(exp, "nvidia-smi nvlink -s", res, nvidia_smi_nvlink.parse, stdout_only=True)
     elif res.exit_code != 0:
         raise unreported(exp, "nvidia-smi nvlink -s", tool_words(res))
     else:

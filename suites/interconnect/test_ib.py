@@ -51,7 +51,10 @@ def _ports(ctx, node, facts: NodeFacts) -> tuple[IbReport | None, str | None]:
             continue
         res = raw_output(ctx, probe, node, ctx.nodes)
         try:
-            return parser.parse(res.stdout), None
+            report = parser.parse(res.stdout)
+            if report.failure is not None and not report.cas:
+                return None, report.failure.message  # the tool's words (No IB devices found, ...)
+            return report, None
         except ParseError:
             return None, (res.stderr.strip() or res.stdout.strip())[
                 :200
@@ -100,6 +103,8 @@ def test_ib_ports(
         only = sorted({c.name for c in report.cas} ^ {c.name for c in devinfo.cas})
         if only:
             judge.fail(f"ibstat and ibv_devinfo disagree on the HCAs: {', '.join(only)}")
+    if report.failure is not None:  # e.g. ibstat's ibpanic after part of its report
+        judge.fail(f"the RDMA tool failed: {report.failure.reason}")
     judge("hca_count", len(report.cas), "count")
     for ca in report.cas:
         for port in ca.ports:

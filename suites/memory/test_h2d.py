@@ -27,6 +27,8 @@ NVB_PEER_CASE = "device_to_device_memcpy_read_ce"
 def judge_nvbandwidth(judge: Judge, text: str) -> None:
     """Judge nvbandwidth's output: per-GPU host copies, and the slowest peer read per GPU."""
     result = nvbandwidth.parse(text)
+    if result.failure is not None:  # the tool's own failure: what it measured before is judged too
+        judge.fail(f"nvbandwidth: {result.failure.reason}")
     for case, metric in NVB_HOST_CASES.items():
         tc = result.testcase(case)
         if tc is None or not tc.matrices:

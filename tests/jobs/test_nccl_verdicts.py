@@ -140,9 +140,11 @@ def test_a_sweep_the_tool_shortened_is_an_error_naming_its_own_line():
     assert "Reducing maxBytes to 12703978837 due to memory limitation" in v.reason
     assert v.requested["max_bytes"] == 12884901888
     assert v.effective["max_bytes"] == 12703978837 and v.effective["max_size_reached"] == 11408506880
-    # a threshold defined within what the tool did run is judged as usual
+    # a threshold defined within what the tool did run is not a gap; this excerpt stops before
+    # the tool's summary, so it is still an error, for that reason only
     ok = judge_output(REDUCED, op="gather", max_bytes=12884901888, plateau_bytes=8 * GIB, expected_ranks=2)
-    assert ok.status == "pass" and ok.busbw_gbps
+    assert ok.status == "error" and "crash_after_partial_output" in ok.reason
+    assert "was not measured" not in ok.reason and ok.busbw_gbps
 
 
 def test_a_correctness_gate_switched_off_is_an_error_not_a_pass():
@@ -159,3 +161,19 @@ def test_every_verdict_records_what_ran_beside_what_was_asked():
     assert eff["ranks"] == 16 and eff["validation"] == 1 and eff["dtypes"] == ["float"]
     assert eff["max_size_reached"] == 8 * GIB and eff["hosts"] == ["gpu-node-0001", "gpu-node-0002"]
     assert v.details()["requested"] == {"max_bytes": 8 * GIB, "plateau_bytes": 8 * GIB, "ranks": 16}
+
+
+def test_launch_that_never_started_is_an_error_with_the_launchers_words():
+    text = (
+        CORPUS_ROOT
+        / "nccl-tests"
+        / "all_reduce_perf-2pod-sriov-ucx-ibv-create-ah-no-such-device-never-started.txt"
+    ).read_text()
+    v = judge_output(text, op="all_reduce")
+    assert v.status == "error" and "could_not_start" in v.reason and "UCX" in v.reason
+
+
+def test_table_cut_before_its_summary_is_an_error_even_at_full_size():
+    cut = NORMAL[: NORMAL.index("# Out of bounds")]  # every row, then the job was killed
+    v = judge_output(cut, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
+    assert v.status == "error" and "crash_after_partial_output" in v.reason

@@ -64,8 +64,10 @@ def test_catalog_facts():
 def test_public_surface():
     assert set(P.__all__) == {
         "PARSERS",
+        "FailureKind",
         "ParseError",
         "ParserInfo",
+        "ToolFailure",
         "ValueState",
         "detect",
         "parse",

@@ -63,7 +63,7 @@ def test_parse_error_exits_2_with_message(app, tmp_path):
     f = tmp_path / "s.txt"
     f.write_text("no table here\n")
     res = runner.invoke(app, ["parse", "stream", str(f)])
-    assert res.exit_code == 2 and "stream" in res.output and "no STREAM results table" in res.output
+    assert res.exit_code == 2 and "stream" in res.output and "not stream output" in res.output
 
 
 def test_help_has_an_example(app):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from nvtest.errors import ParseError
 from nvtest.parsers import ValueState, detect, parse
+from tests.conftest import CORPUS
 from tests.parsers.conftest import corpus_files, read
 
 EXPECTED_TOOL = {
@@ -21,6 +24,8 @@ EXPECTED_TOOL = {
 }
 SPECIAL_TOOL = {
     "ibv_devinfo-port-down-lid-65535-one-hca.txt": "ibv_devinfo",
+    "ibv_devinfo-no-userspace-driver-warnings-no-ib-devices-found.txt": "ibv_devinfo",
+    "ibv_devinfo-sriov-vfs-failed-to-open-device-around-one-hca.txt": "ibv_devinfo",
     "q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt": "nvidia-smi-xml",
     "q-h100-sxm-driver565-gpu0-only.txt": "nvidia-smi-q",
     "nvlink-s-v100-inactive-links-truncated.txt": "nvidia-smi-nvlink",
@@ -45,8 +50,12 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_46_samples():
-    assert len(corpus_files()) == 46
+def test_corpus_has_89_samples_each_with_its_index_entry():
+    files = corpus_files()
+    assert len(files) == 89
+    index = (CORPUS / "INDEX.md").read_text(encoding="utf-8")
+    entries = set(re.findall(r"^### `([^`]+)`", index, re.M))
+    assert entries == {f"{p.parent.name}/{p.name}" for p in files}
 
 
 # ---------------------------------------------------------------- nvidia-smi

@@ -120,3 +120,13 @@ def test_gpus_from_recorded_xml():
     assert f.gpu_absent_reason is None
     summary = f.gpu_summary()
     assert summary.count == len(f.gpus) and summary.memory_mib[0] == g.memory_mib
+
+
+def test_nvidia_smi_failure_is_kept_in_the_tools_words():
+    text = (CORPUS / "nvidia-smi" / "plain-nvml-driver-library-version-mismatch-570.txt").read_text()
+    f = facts_from_probe(_doc(smi_xml=text))
+    assert f.gpus == ()
+    # nvidia-smi's own words are kept; they prove nothing about the bus (fail closed)
+    assert f.smi_error and f.smi_error.startswith("nvidia-smi -q -x")
+    assert "Failed to initialize NVML: Driver/library version mismatch" in f.smi_error
+    assert f.gpu_absent_reason and f.gpu_absent_reason.startswith("GPU absence not proven")

@@ -32,7 +32,8 @@ def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = 
     out = Outcome()
     no_nvlink = bool(sku and sku.expect.nvlinks_per_gpu == 0)
     if not diag.tests:
-        out.error = "dcgmi diag reported no test"
+        said = f": {diag.failure.reason}" if diag.failure else ""
+        out.error = f"dcgmi diag reported no test{said}"
         return out
     out.details["dcgm"] = {
         "layout": diag.layout,
@@ -59,4 +60,6 @@ def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = 
             out.error = f"dcgmi {t.name} passed with error code(s) {codes}: not a pass"
     if diag.status == "skip" and not out.failures:
         out.error = "every dcgmi test was skipped: Skip is not Pass"
+    if diag.failure is not None and not out.failures:
+        out.error = f"dcgmi diag: {diag.failure.reason}"
     return out

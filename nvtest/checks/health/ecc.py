@@ -72,6 +72,9 @@ def _gpu(i: int, g: SmiGpu, sku: SkuProfile | None, out: Outcome) -> None:
 def ecc_health(query: SmiQuery, sku: SkuProfile | None) -> Outcome:
     """Judge ECC state of every GPU of one ``nvidia-smi -q -x`` output (see the module doc)."""
     out = Outcome()
+    if query.failure is not None and not query.gpus and not query.lost_gpus:
+        out.error = f"nvidia-smi -q -x: {query.failure.reason}"
+        return out
     if not query.gpus and not query.lost_gpus:
         if sku and sku.expect.gpus:
             out.fail(f"nvidia-smi reports no GPU, SKU {sku.name} expects {sku.expect.gpus}")

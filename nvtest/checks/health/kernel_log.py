@@ -99,6 +99,9 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
     except ParseError as exc:
         out.error = f"kernel log not readable ({source}): {exc}"
         return out
+    if log.failure is not None:  # dmesg's own words: the log was not read, nothing proven
+        out.error = f"kernel log not readable ({source}): {log.failure.message}"
+        return out
     for said in driver_binding(lines):
         out.fail(f"the NVIDIA driver did not take the devices: {said}")
     xids = [e for e in log.events if e.kind != "sxid"]

@@ -183,6 +183,12 @@ def _fabric_states(out: Outcome, fabric: str) -> bool:
         # fail closed: the GPUs are there (NVSwitch SKU) and nvidia-smi could not say their state
         out.fail(f"GPU fabric state not reported: nvidia-smi said: {said}")
         return False
+    if table.failure is not None and not table.rows:  # nvidia-smi's own failure, no state
+        if _TOOL_MISSING.search(fabric):
+            out.note(f"GPU fabric state not measured: {table.failure.message}")
+        else:
+            out.fail(f"GPU fabric state not reported: nvidia-smi said: {table.failure.message}")
+        return False
     good = 0
     for row in table.rows:
         vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]

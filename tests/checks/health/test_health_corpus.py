@@ -343,3 +343,39 @@ def test_thermal_verdicts(catalog):
     drop = next(m for m in hw.metrics if m.name == "sm_clock_drop_pct")
     assert abs(drop.value - 24.24) < 0.01
     assert judged(thermal(_burn("ignore", 70, telemetry=False)), sku, "thermal") == Verdict.ERROR
+
+
+# -- the tool's own failure (parsers' ``failure``) reaches the verdict -------------------------
+
+
+def test_dmesg_permission_failure_is_not_a_clean_log():
+    out = xid_scan(
+        corpus("dmesg-xid/dmesg-unprivileged-read-kernel-buffer-failed-operation-not-permitted.txt")
+    )
+    assert out.verdict == Verdict.ERROR and "Operation not permitted" in (out.error or "")  # nothing proven: never a skip
+
+
+def test_nvml_failure_instead_of_xml_is_an_error_with_the_tools_words(catalog):
+    q = nvidia_smi_xml.parse(
+        corpus("nvidia-smi/plain-nvml-driver-library-version-mismatch-570.txt")
+    )
+    out = ecc_health(q, catalog.get("a100-sxm-80gb"))
+    assert out.verdict == Verdict.ERROR and "Driver/library version mismatch" in (out.error or "")
+
+
+def test_dcgmi_that_could_not_reach_the_host_engine_is_an_error():
+    d = dcgmi.parse(
+        corpus("dcgmi/hostengine-not-running-unable-to-establish-connection-localhost.txt")
+    )
+    out = dcgm_diag(d, None)
+    assert out.verdict == Verdict.ERROR and "unable to establish a connection" in (out.error or "")
+
+
+def test_dcgm4_pcie_plugin_failure_fails_the_check():
+    d = dcgmi.parse(
+        corpus(
+            "dcgmi/diag-r2-text-dcgm-4.2.3-per-gpu-lines-pcie-fail-child-process-internal-error.txt"
+        )
+    )
+    out = dcgm_diag(d, None)
+    assert out.verdict == Verdict.FAIL and any("pcie failed" in f for f in out.failures)
