@@ -122,6 +122,9 @@ class LocalTransport(Transport):
                 timed_out = True
                 kill_process_group(proc)
                 out, err = proc.communicate()
+            except BaseException:  # KeyboardInterrupt (a second Ctrl-C): leave nothing running
+                kill_process_group(proc, grace_s=1.0)
+                raise
         finally:
             with self._lock:
                 self._running.discard(proc)
