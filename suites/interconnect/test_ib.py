@@ -22,7 +22,7 @@ from nvtest.checks.interconnect.pair_check import pair_report, report_node
 from nvtest.checks.interconnect.rdma import port_problems, rdma_absent_reason
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ParseError
-from nvtest.jobs.base import check_nodes, node_recipe
+from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe
 from nvtest.jobs.pair_jobs import PerftestPairJob, TcpPairJob
 from nvtest.parsers import ibstat, ibv_devinfo
 from nvtest.parsers.ibstat import IbReport
@@ -107,7 +107,7 @@ def test_ib_write_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) 
     if not node_facts.tools.get("ib_write_bw"):
         raise ProbeSkip("perftest not installed: ib_write_bw not found on the node's PATH")
     ctx = nvtest_context
-    rdma = [n for n in check_nodes(ctx, "ib_write_bw") if _has_rdma(ctx, n)]
+    rdma = _rdma_nodes(ctx, "ib_write_bw", True)
     job = PerftestPairJob(
         ctx,
         hcas=lambda n: _active_hcas(ctx, n),
@@ -115,6 +115,13 @@ def test_ib_write_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) 
         gpus=lambda n: len(ctx.states[n.name].facts.gpus) if ctx.states[n.name].facts else 0,
     )
     report_node(judge, pair_report(ctx, "ib_write_bw", job, rdma), node, job.metric, "Gb/s")
+
+
+def _rdma_nodes(ctx, check: str, rdma: bool) -> list:
+    """The check's reachable nodes with (``rdma``) or without RDMA devices, once per run."""
+    return fleet_cache(ctx).get(
+        f"{check}:rdma={rdma}", lambda: [n for n in check_nodes(ctx, check) if _has_rdma(ctx, n) is rdma]
+    )
 
 
 def _has_rdma(ctx, node) -> bool:
@@ -132,7 +139,7 @@ def test_tcp_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> No
     ctx = nvtest_context
     if _has_rdma(ctx, node):
         raise ProbeSkip("the node has RDMA devices: ib_write_bw measures its links")
-    targets = [n for n in check_nodes(ctx, "tcp_bw") if not _has_rdma(ctx, n)]
+    targets = _rdma_nodes(ctx, "tcp_bw", False)
     if len(targets) < 2:
         raise ProbeSkip(f"a pair test needs two nodes without RDMA; this run has {len(targets)}")
     recipe = node_recipe(ctx, targets[0], "tcp_bw")
