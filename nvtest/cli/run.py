@@ -225,6 +225,10 @@ def pytest_args(run_dir: Path, targets: list[str], cfg_path: Path, progress: str
         "-p", "no:terminal",
         "-p", "no:randomly",
         "-p", "no:xdist",  # one run is one process: a check is a phase of threads, not workers
+        # per-item work the run never reads (its verdicts, logs and warnings are nvtest's own)
+        "-p", "no:logging", "-p", "no:warnings", "-p", "no:junitxml", "-p", "no:pastebin",
+        "-p", "no:doctest", "-p", "no:stepwise", "-p", "no:unraisableexception",
+        "-p", "no:threadexception", "-p", "no:subtests",
         "--capture=no",  # the live view draws on the terminal while checks run
         "--nvtest-config", str(cfg_path),
         "--nvtest-progress", progress,

@@ -226,13 +226,44 @@ def run_dir(nvtest_context: RunContext) -> Path:
     return nvtest_context.run_dir
 
 
+class _Item:
+    """What the per-item fixtures share: the pytest item, its node (None: a fleet item),
+    its check's name and the run (one lookup of pytest's ``request`` per item, not one
+    per fixture: each cost pytest a signature inspection)."""
+
+    __slots__ = ("check", "ctx", "item", "node")
+
+    def __init__(self, ctx: RunContext, item: pytest.Item) -> None:
+        self.ctx = ctx
+        self.item = item
+        callspec = getattr(item, "callspec", None)
+        node = callspec.params.get("node") if callspec is not None else None
+        self.node: Node | None = node if isinstance(node, Node) else None
+        self.check = check_name(item)
+
+    def need_node(self) -> Node:
+        if self.node is None:
+            raise TypeError(f"{self.item.nodeid}: this fixture needs the check's `node` argument")
+        return self.node
+
+    def note_log(self, key: str) -> None:
+        judge = self.item.stash.get(JUDGE_KEY, None)
+        if judge is not None and self.node is not None:
+            judge.log = self.ctx.phases.log_path(key, self.node.name)
+
+
 @pytest.fixture
-def sku(nvtest_context: RunContext, request: pytest.FixtureRequest) -> SkuProfile | None:
+def _nvtest_item(nvtest_context: RunContext, request: pytest.FixtureRequest) -> _Item:
+    return _Item(nvtest_context, request.node)
+
+
+@pytest.fixture
+def sku(_nvtest_item: _Item) -> SkuProfile | None:
     """The SKU profile of this item's node (None: no profile matched, measure only)."""
-    node = request.getfixturevalue("node") if "node" in request.fixturenames else None
+    node = _nvtest_item.node
     if node is None:
         return None
-    st = nvtest_context.states[node.name].match
+    st = _nvtest_item.ctx.states[node.name].match
     return st.profile if st else None
 
 
@@ -241,51 +272,47 @@ def _check_nodes(ctx: RunContext, check: str) -> list[Node]:
 
 
 @pytest.fixture
-def measure(nvtest_context: RunContext, request: pytest.FixtureRequest) -> Callable[[Probe], dict[str, Any]]:
+def measure(_nvtest_item: _Item) -> Callable[[Probe], dict[str, Any]]:
     """``measure(probe) -> dict``: this node's JSON document from a probe script."""
-    node: Node = request.getfixturevalue("node")
-    check = check_name(request.node)
+    it = _nvtest_item
+    node = it.need_node()
 
     def _measure(probe: Probe) -> dict[str, Any]:
-        doc = measure_probe(nvtest_context, probe, node, _check_nodes(nvtest_context, check))
-        judge = request.node.stash.get(JUDGE_KEY, None)
-        if judge is not None:
-            judge.log = nvtest_context.phases.log_path(probe.name, node.name)
+        doc = measure_probe(it.ctx, probe, node, _check_nodes(it.ctx, it.check))
+        it.note_log(probe.name)
         return doc
 
     return _measure
 
 
 @pytest.fixture
-def raw(nvtest_context: RunContext, request: pytest.FixtureRequest) -> Callable[[Probe], CommandResult]:
+def raw(_nvtest_item: _Item) -> Callable[[Probe], CommandResult]:
     """``raw(probe) -> CommandResult``: this node's raw tool output, for a parser."""
-    node: Node = request.getfixturevalue("node")
-    check = check_name(request.node)
+    it = _nvtest_item
+    node = it.need_node()
 
     def _raw(probe: Probe) -> CommandResult:
-        res = raw_output(nvtest_context, probe, node, _check_nodes(nvtest_context, check))
-        judge = request.node.stash.get(JUDGE_KEY, None)
-        if judge is not None:
-            judge.log = nvtest_context.phases.log_path(probe.name, node.name)
+        res = raw_output(it.ctx, probe, node, _check_nodes(it.ctx, it.check))
+        it.note_log(probe.name)
         return res
 
     return _raw
 
 
 @pytest.fixture
-def judge(nvtest_context: RunContext, request: pytest.FixtureRequest, sku: SkuProfile | None) -> Judge:
+def judge(_nvtest_item: _Item, sku: SkuProfile | None) -> Judge:
     """The item's :class:`~nvtest.checks.api.Judge` (metrics judged against the node's SKU)."""
-    node = request.getfixturevalue("node") if "node" in request.fixturenames else None
-    j = Judge(nvtest_context, check_name(request.node), node.name if node else FLEET, sku)
-    request.node.stash[JUDGE_KEY] = j
+    it = _nvtest_item
+    j = Judge(it.ctx, it.check, it.node.name if it.node else FLEET, sku)
+    it.item.stash[JUDGE_KEY] = j
     return j
 
 
 @pytest.fixture
-def node_facts(nvtest_context: RunContext, request: pytest.FixtureRequest, judge: Judge) -> Any:
+def node_facts(_nvtest_item: _Item, judge: Judge) -> Any:
     """This node's :class:`~nvtest.session.facts.NodeFacts` (error verdict if the node is down)."""
-    node: Node = request.getfixturevalue("node")
-    st = nvtest_context.states[node.name]
+    node = _nvtest_item.need_node()
+    st = _nvtest_item.ctx.states[node.name]
     if st.down_reason or st.facts is None:
         raise NodeError(f"node unreachable: {st.down_reason or 'no facts'}")
     judge.log = st.facts_log
