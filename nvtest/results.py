@@ -20,6 +20,8 @@ JSONL lines, by ``kind``:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import socket
@@ -51,6 +53,10 @@ SCHEMA_VERSION = 1
 
 #: Seconds an appended line may wait for its fsync (see :class:`ResultStore`).
 FSYNC_INTERVAL_S = 0.1
+#: Disk space a store sets aside for results.jsonl while a run goes on (about 8,000
+#: results), and how much of it each write that finds the disk full gives back.
+RESERVE_BYTES = 4 << 20
+RESERVE_STEP = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -132,8 +138,14 @@ class ResultStore:
     the main thread), so an OS crash or a power cut loses at most that interval;
     :meth:`close` fsyncs before it returns.
 
-    A failed write (a full disk, a read-only mount) is undone (the file is cut back to
-    its last whole line) and the line kept in memory, retried with every later append
+    While it is open the store keeps :data:`RESERVE_BYTES` of the disk allocated in a
+    hidden file beside it (``.results.jsonl.reserve``, removed at :meth:`close`): when a
+    write finds the disk full (the evidence logs or another program filled it), the store
+    gives back a slice of that space and writes again, so the measurements still reach
+    results.jsonl while the derived files fail.
+
+    A failed write (a full disk past the reserve, a read-only mount) is undone (the file
+    is cut back to its last whole line) and the line kept in memory, retried with every later append
     and at :meth:`close`: :attr:`write_error` names the path and the errno of the first
     failure, :attr:`unwritten` holds what never reached the file, and :func:`assemble`
     takes it as ``extra`` so results.json still holds every measurement. An append after
@@ -158,6 +170,8 @@ class ResultStore:
         self._flusher: threading.Thread | None = None
         #: the first failure to write results.jsonl (None: every line is in the file)
         self.write_error: OutputWriteError | None = None
+        self._reserve_path = run_dir / ".results.jsonl.reserve"
+        self._reserve = _set_aside(self._reserve_path, RESERVE_BYTES)
 
     def _open(self) -> int:
         try:
@@ -214,7 +228,11 @@ class ResultStore:
         done = 0
         try:
             while done < len(data):
-                done += os.write(self._fd, data[done:])
+                try:
+                    done += os.write(self._fd, data[done:])
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self._give_back():
+                        raise
         except OSError as exc:
             if self.write_error is None:
                 self.write_error = OutputWriteError.of(self.path, exc)
@@ -225,6 +243,21 @@ class ResultStore:
             return False
         self._size += len(data)
         self._pending.clear()
+        return True
+
+    def _give_back(self) -> bool:
+        """Free a slice of the reserve (the disk is full); False when none is left."""
+        if self._reserve <= 0:
+            return False
+        self._reserve = max(0, self._reserve - RESERVE_STEP)
+        try:
+            if self._reserve:
+                os.truncate(self._reserve_path, self._reserve)
+            else:
+                self._reserve_path.unlink(missing_ok=True)
+        except OSError:
+            self._reserve = 0
+            return False
         return True
 
     def _sync(self) -> None:
@@ -262,8 +295,26 @@ class ResultStore:
             with self._fd_lock:
                 os.close(self._fd)
                 self._fd = None
+            self._reserve = 0
+            with contextlib.suppress(OSError):
+                self._reserve_path.unlink(missing_ok=True)
         if self._flusher is not None:
             self._flusher.join(timeout=5)
+
+
+def _set_aside(path: Path, size: int) -> int:
+    """Allocate ``size`` bytes of disk in ``path`` (best effort); returns the bytes set aside."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return 0
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return size
+    except OSError:  # not that much room (or no fallocate): whatever got allocated
+        return 0 if os.fstat(fd).st_size == 0 else os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def _json_default(obj: Any) -> Any:

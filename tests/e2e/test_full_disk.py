@@ -4,9 +4,9 @@ The run on this machine (the local backend) measures ``host``, then ``sw_uniform
 whose probe calls ``ofed_info``: here a script first on PATH that fills the file system
 under ``--out`` before it answers, as a full disk does in the middle of a delivery run.
 What must hold: exit 3 with one line naming the file and the errno (no traceback), no
-temporary file left, results.jsonl keeps what was measured, ``latest`` does not point at
-the earlier green run, and once there is room ``nvtest report RUN_DIR`` rebuilds
-results.json, the report and junit.xml from results.jsonl alone.
+temporary file left, results.jsonl keeps every measurement (its reserve of disk space),
+``latest`` never left on the earlier green run, and once there is room ``nvtest report
+RUN_DIR`` rebuilds results.json, the report and junit.xml from results.jsonl alone.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_a_disk_that_fills_mid_run(tmp_path: Path) -> None:
     with tiny_tmpfs(tmp_path / "out", "8m") as out:
         green = run_nvtest("run", "-k", "host", "--out", str(out), "--progress", "none")
         assert green.returncode == 0, green.stdout + green.stderr
-        assert (out / "latest").resolve().name
+        earlier = (out / "latest").resolve()
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
         (bin_dir / "ofed_info").write_text(FILLER)
@@ -51,25 +51,49 @@ def test_a_disk_that_fills_mid_run(tmp_path: Path) -> None:
         errors = _error_lines(full.stderr)
         assert len(errors) == 1, text
         assert str(out) in errors[0] and "[Errno 28] No space left on device" in errors[0], errors
-        assert not (out / "latest").exists(), "latest still points at the earlier green run"
-        runs = [d for d in out.iterdir() if d.is_dir() and (d / "run_config.json").is_file()]
-        new = max(runs, key=lambda d: d.stat().st_mtime)
-        assert not (new / "results.json").exists()
-        assert not [p for p in new.rglob("*") if ".tmp" in p.name], "a temporary file was left"
+        runs = [d for d in out.iterdir() if not d.is_symlink() and (d / "run_config.json").is_file() and d != earlier]
+        assert len(runs) == 1, runs
+        new = runs[0]
+        # latest never stays on the earlier green run: on this one if its results.json is whole
+        if (new / "results.json").exists():
+            assert (out / "latest").resolve() == new
+            json.loads((new / "results.json").read_text())
+        else:
+            assert not (out / "latest").exists()
+        assert not [p for p in new.rglob("*") if ".tmp" in p.name or p.name.endswith(".reserve")]
+        # the disk filled under the evidence logs: the measurements still reached results.jsonl
         lines = [json.loads(x) for x in (new / "results.jsonl").read_text().splitlines()]
-        assert any(e["kind"] == "result" and e["check"] == "host" for e in lines)
-        assert "rebuild with: nvtest report" in errors[0] or "evidence" in errors[0] or "results.jsonl" in errors[0]
+        measured = {e["check"]: e for e in lines if e["kind"] == "result"}
+        assert set(measured) == {"host", "sw_uniformity"}, measured
+        assert measured["host"]["verdict"] == "pass"
+        assert "No space" not in measured["sw_uniformity"]["reason"], "the full disk turned a measurement into an error"
 
         (out / "filler").unlink()
         again = run_nvtest("report", str(new))
         assert again.returncode == 0, again.stdout + again.stderr
         doc = json.loads((new / "results.json").read_text())
-        got = {(r["check"], r["verdict"]) for r in doc["results"]}
-        assert ("host", "pass") in got, got
-        assert {r["check"] for r in doc["results"]} == {"host", "sw_uniformity"}
+        assert {r["check"]: r["verdict"] for r in doc["results"]} == {
+            "host": "pass", "sw_uniformity": measured["sw_uniformity"]["verdict"],
+        }  # fmt: skip
         assert doc["summary"]["verdict"] == "error" and "nvtest failed: cannot write" in doc["summary"]["incomplete"]
         ET.parse(new / "junit.xml")
         assert "Overall verdict" in (new / "report.html").read_text()
+
+
+def test_a_run_whose_results_json_cannot_be_written_moves_no_latest(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    green = run_nvtest("run", "-k", "host", "--out", str(out), "--progress", "none")
+    assert green.returncode == 0, green.stdout + green.stderr
+    run_dir = out / "blocked"
+    (run_dir / "results.json").mkdir(parents=True)  # a directory where the file goes
+    (run_dir / "results.json" / "x").write_text("")
+    proc = run_nvtest("run", "-k", "host", "--progress", "none", env={"NVTEST_RUN_DIR": str(run_dir)})
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    errors = _error_lines(proc.stderr)
+    assert len(errors) == 1 and f"cannot write {run_dir / 'results.json'}: [Errno" in errors[0], proc.stderr
+    assert "rebuild with: nvtest report" in errors[0]
+    assert not (out / "latest").exists(), "latest still points at the earlier green run"
+    assert (run_dir / "results.jsonl").is_file()
 
 
 def test_report_on_a_full_or_read_only_disk(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from nvtest.analysis.finish import finish_run
 from nvtest.errors import OutputWriteError
-from nvtest.results import CheckResult, ResultStore, assemble, read_events, write_atomic
+from nvtest.results import RESERVE_BYTES, CheckResult, ResultStore, assemble, read_events, write_atomic
 from nvtest.verdict import Verdict
 from tests.conftest import fill, read_only_view, tiny_tmpfs
 
@@ -52,6 +52,23 @@ def test_a_full_disk_cuts_no_line_and_loses_no_measurement(tmp_path: Path) -> No
         events = read_events(fs / "run" / "results.jsonl")
         assert [e["node"] for e in events if e["kind"] == "result"] == [f"n{i:03d}" for i in range(40)]
         assert events[-1]["kind"] == "end"
+
+
+def test_the_reserve_keeps_the_measurements_when_the_disk_fills(tmp_path: Path) -> None:
+    with tiny_tmpfs(tmp_path / "fs", "8m") as fs:
+        run = fs / "run"
+        store = ResultStore(run)
+        assert (run / ".results.jsonl.reserve").stat().st_blocks * 512 >= RESERVE_BYTES
+        store.append("run", {"run_id": "r", "started_at": 1.0})
+        filler = fill(fs)  # the evidence logs (or another program) took the rest
+        _store_run(store, 2000)  # about 600 kB of results
+        assert store.write_error is None and store.unwritten == []
+        with pytest.raises(OutputWriteError):  # a derived file finds the disk full
+            write_atomic(run / "results.json", "x" * 300_000)
+        store.close()
+        assert not (run / ".results.jsonl.reserve").exists()
+        assert len([e for e in read_events(run / "results.jsonl") if e["kind"] == "result"]) == 2000
+        filler.unlink()
 
 
 def test_results_json_and_reports_are_whole_or_absent(tmp_path: Path) -> None:
