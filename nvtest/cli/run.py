@@ -358,7 +358,7 @@ def print_summary(run_dir: Path) -> None:
     report's path, on the console; plain text, never cut (lines wrap between words).
 
     Items with the same verdict, check and reason are one line naming their nodes;
-    skips (not applicable) are listed by reason after the rest.
+    skips (not applicable) come after the rest, one line per reason naming its items.
     """
     from nvtest.results import load_results
     from nvtest.run.console import wrap_text
@@ -390,10 +390,13 @@ def print_summary(run_dir: Path) -> None:
         say(f"not passed ({sum(len(v) for _, v in bad)} item(s)):")
         for (verdict, check, reason), names in bad:
             say(f"{verdict.upper():5} {check}[{node_list(names)}]: {reason or verdict}", indent="  ")
-    if skipped:
+    if skipped:  # by reason: "no NVIDIA GPU ..." is one line for every check it skipped
         say(f"skipped, not applicable ({sum(len(v) for _, v in skipped)} item(s)):")
+        by_reason: dict[str, list[str]] = {}
         for (_, check, reason), names in skipped:
-            say(f"{check}[{node_list(names)}]: {reason or 'no reason given'}", indent="  ")
+            by_reason.setdefault(reason or "no reason given", []).append(f"{check}[{node_list(names)}]")
+        for reason, items in by_reason.items():
+            say(f"{reason}: {', '.join(items)}", indent="  ")
     warnings = list(dict.fromkeys(str(w) for w in doc["run"].get("warnings") or []))
     if warnings:
         say(f"warnings ({len(warnings)}):")
