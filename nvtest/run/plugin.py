@@ -16,6 +16,7 @@ State lives in ``config.stash`` (:data:`CONTEXT_KEY`). Fixtures: ``nodes``,
 from __future__ import annotations
 
 import contextlib
+import gc
 import sys
 import time
 import traceback
@@ -146,6 +147,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         ctx.store.append("planned", {"check": check, "nodes": list(planned_nodes)})
     for check, listed in ctx.check_nodes.items():
         ctx.check_nodes[check] = list(dict.fromkeys(listed))
+    # the items live as long as the run: out of the collector's way (a 4,096-node run has
+    # 110,000 of them, each collection of the old generation would walk them all)
+    gc.collect()
+    gc.freeze()
 
 
 def _store_check(ctx: RunContext, item: pytest.Item, check: str) -> None:
@@ -366,6 +371,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.stash[REPORTED_KEY] = True
         result = _result_of(ctx, item, call, report)
         ctx.store.result(result)
+        # the result is stored: the item need not keep its judge and metrics to the run's end
+        if JUDGE_KEY in item.stash:
+            del item.stash[JUDGE_KEY]
+        item.user_properties.clear()
+        report.user_properties = []
         for fn in ctx.listeners:
             fn("result", {"check": result.check, "node": result.node, "verdict": result.verdict.value, "reason": result.reason})
     return report
@@ -473,6 +483,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     stop = _stop(session.config)
     if stop is not None:
         stop.finishing()  # from here a signal is only recorded: the files get written
+    gc.unfreeze()
     if not ctx.started:  # a usage error before the run began: nothing measured, nothing to report
         ctx.transport.close()
         ctx.store.close()
