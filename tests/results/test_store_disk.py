@@ -17,7 +17,14 @@ import pytest
 
 from nvtest.analysis.finish import finish_run
 from nvtest.errors import OutputWriteError
-from nvtest.results import RESERVE_BYTES, CheckResult, ResultStore, assemble, read_events, write_atomic
+from nvtest.results import (
+    RESERVE_BYTES,
+    CheckResult,
+    ResultStore,
+    assemble,
+    read_events,
+    write_atomic,
+)
 from nvtest.verdict import Verdict
 from tests.conftest import fill, read_only_view, tiny_tmpfs
 
