@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import socket
@@ -40,6 +41,7 @@ __all__ = [
     "CheckResult",
     "MetricResult",
     "ResultStore",
+    "share_details",
     "assemble",
     "load_results",
     "unmeasured_result",
@@ -57,6 +59,8 @@ FSYNC_INTERVAL_S = 0.1
 #: results), and how much of it each write that finds the disk full gives back.
 RESERVE_BYTES = 4 << 20
 RESERVE_STEP = 256 << 10
+#: A detail value with more JSON than this, the same in a check's items, is stored once.
+SHARED_DETAIL_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,7 @@ class ResultStore:
         self._flusher: threading.Thread | None = None
         #: the first failure to write results.jsonl (None: every line is in the file)
         self.write_error: OutputWriteError | None = None
+        self._shared: dict[tuple[str, str], tuple[bytes, str]] = {}
         self._reserve_path = run_dir / ".results.jsonl.reserve"
         self._reserve = _set_aside(self._reserve_path, RESERVE_BYTES)
 
@@ -213,7 +218,12 @@ class ResultStore:
             self._fd = None
 
     def result(self, result: CheckResult) -> None:
-        self.append("result", result.to_json())
+        """Append one item's result; a large detail the check's earlier item already
+        stored is written as ``{"same_as": "<check>[<node>]"}`` (see :func:`share_details`)."""
+        doc = result.to_json()
+        if doc.get("details"):
+            doc["details"] = share_details(self._shared, result.check, result.node, doc["details"])
+        self.append("result", doc)
 
     @property
     def unwritten(self) -> list[str]:
@@ -300,6 +310,31 @@ class ResultStore:
                 self._reserve_path.unlink(missing_ok=True)
         if self._flusher is not None:
             self._flusher.join(timeout=5)
+
+
+def share_details(
+    seen: dict[tuple[str, str], tuple[bytes, str]], check: str, node: str, details: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``details`` with each value over :data:`SHARED_DETAIL_BYTES` of JSON that an earlier
+    item of ``check`` stored the same replaced by ``{"same_as": "<check>[<node>]"}``.
+
+    A fleet-wide detail (the mpirun command line of an MPMD launch, the rank -> node map of
+    a job) is the same in every node's item and grows with the fleet: kept in each of
+    4,096 items it made results.jsonl 2.2 GB. ``seen`` is the caller's memory of the first
+    item per (check, key): its digest and node.
+    """
+    out: dict[str, Any] = {}
+    for key, value in details.items():
+        if isinstance(value, (dict, list, str)):
+            text = json.dumps(value, default=_json_default, sort_keys=True)
+            if len(text) > SHARED_DETAIL_BYTES:
+                digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+                first = seen.setdefault((check, key), (digest, node))
+                if first[0] == digest and first[1] != node:
+                    out[key] = {"same_as": f"{check}[{first[1]}]"}
+                    continue
+        out[key] = value
+    return out
 
 
 def _set_aside(path: Path, size: int) -> int:
