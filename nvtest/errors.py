@@ -16,6 +16,7 @@ import nothing of nvtest, aside); a test fails when a class outside this tree ap
     │   ├── ParseError               a text is not the tool's output (tool, line, expectation)
     │   ├── ProbeError               a probe ran but reported that it could not measure
     │   ├── NodeError                the node could not run the probe (down, timeout, crash)
+    │   ├── OutputWriteError         a file of the run could not be written (its path, errno)
     │   └── ClusterStartError        a test cluster (sshd, Slurm) could not start
     ├── ProbeSkip                    exit 0: not an error; the check does not apply here
     └── AssertionError
@@ -47,6 +48,7 @@ __all__ = [
     "NodeError",
     "NodeWedged",
     "NvtestError",
+    "OutputWriteError",
     "ParseError",
     "ProbeError",
     "ProbeSkip",
@@ -167,6 +169,33 @@ class ProbeError(NvtestError):
 
 class NodeError(NvtestError):
     """The node could not run the probe (unreachable, timeout, crash): an ``error`` verdict."""
+
+
+class OutputWriteError(NvtestError):
+    """A file of the run (results.jsonl, results.json, a report, evidence, ``latest``)
+    could not be written: a full disk, a read-only mount, a quota.
+
+    ``str(err)`` is one line: ``cannot write <path>: [Errno <n>] <strerror>``. What was
+    measured before stays in results.jsonl wherever that file could be written.
+
+    Attributes:
+        path: the file that could not be written.
+        errno: the OS error number (``errno.ENOSPC`` ...), or None.
+        strerror: the OS's words for it.
+    """
+
+    def __init__(self, path: str, errno: int | None, strerror: str | None) -> None:
+        self.path = path
+        self.errno = errno
+        self.strerror = strerror
+        code = f"[Errno {errno}] " if errno is not None else ""
+        super().__init__(f"cannot write {path}: {code}{strerror or 'write failed'}")
+
+    @classmethod
+    def of(cls, path: object, exc: OSError) -> OutputWriteError:
+        """The error for ``exc`` raised while writing ``path`` (named as given, not the
+        temporary file it was written through)."""
+        return cls(str(path), exc.errno, exc.strerror or str(exc))
 
 
 class ClusterStartError(NvtestError):

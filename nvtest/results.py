@@ -11,13 +11,18 @@ JSONL lines, by ``kind``:
 - ``node``: a node's settings, gathered inventory and SKU
 - ``sku``: a SKU profile used in the run (thresholds with sources)
 - ``check``: a check's title, area and description
+- ``planned``: a check and the nodes of its items, written after collection (an item
+  without a result at the end is ``error`` "not measured")
 - ``result``: one verdict of one (check, node) with its metrics
 - ``warning``: a run-level warning (e.g. host keys not checked)
-- ``end``: end time, interrupted flag, exit code
+- ``end``: end time, interrupted flag, the signals received, harness error
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import json
 import os
 import socket
@@ -28,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nvtest.errors import OutputWriteError
 from nvtest.verdict import Verdict, worst
 
 __all__ = [
@@ -35,14 +41,26 @@ __all__ = [
     "CheckResult",
     "MetricResult",
     "ResultStore",
+    "share_details",
     "assemble",
     "load_results",
+    "unmeasured_result",
+    "write_atomic",
     "write_results",
     "node_verdicts",
 ]
 
 #: Version of the results.json layout; bumped on any incompatible change.
 SCHEMA_VERSION = 1
+
+#: Seconds an appended line may wait for its fsync (see :class:`ResultStore`).
+FSYNC_INTERVAL_S = 0.1
+#: Disk space a store sets aside for results.jsonl while a run goes on (about 8,000
+#: results), and how much of it each write that finds the disk full gives back.
+RESERVE_BYTES = 4 << 20
+RESERVE_STEP = 256 << 10
+#: A detail value with more JSON than this, the same in a check's items, is stored once.
+SHARED_DETAIL_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -120,32 +138,222 @@ class CheckResult:
 class ResultStore:
     """Append-only JSONL writer for one run directory; safe across threads.
 
-    Each :meth:`append` writes one line and flushes it to disk (``fsync``) before
-    returning.
+    Each :meth:`append` writes its whole line with one ``write(2)`` on an ``O_APPEND``
+    descriptor before it returns, so a crash of nvtest (an exception, SIGKILL, the OOM
+    killer) loses nothing appended. A background thread fsyncs the file within
+    :data:`FSYNC_INTERVAL_S` of a write, one fsync for every line written meanwhile (a
+    phase's items come in a burst: an fsync per item was a millisecond or more each, on
+    the main thread), so an OS crash or a power cut loses at most that interval;
+    :meth:`close` fsyncs before it returns.
+
+    While it is open the store keeps :data:`RESERVE_BYTES` of the disk allocated in a
+    hidden file beside it (``.results.jsonl.reserve``, removed at :meth:`close`): when a
+    write finds the disk full (the evidence logs or another program filled it), the store
+    gives back a slice of that space and writes again, so the measurements still reach
+    results.jsonl while the derived files fail.
+
+    A failed write (a full disk past the reserve, a read-only mount) is undone (the file
+    is cut back to its last whole line) and the line kept in memory, retried with every later append
+    and at :meth:`close`: :attr:`write_error` names the path and the errno of the first
+    failure, :attr:`unwritten` holds what never reached the file, and :func:`assemble`
+    takes it as ``extra`` so results.json still holds every measurement. An append after
+    :meth:`close` (a transport's late note) is written too, never an error.
+
+    Raises:
+        OutputWriteError: (constructor) results.jsonl cannot be opened for appending.
     """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.path = run_dir / "results.jsonl"
         run_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()  # the pending lines, the size, the descriptor
+        self._fd_lock = threading.Lock()  # the descriptor's life (fsync against close)
+        self._fd: int | None = self._open()
+        self._size = os.fstat(self._fd).st_size
+        self._pending: list[bytes] = []
+        self._last_sync = 0.0
+        self._dirty = threading.Event()
+        self._closing = False
+        self._flusher: threading.Thread | None = None
+        #: the first failure to write results.jsonl (None: every line is in the file)
+        self.write_error: OutputWriteError | None = None
+        self._shared: dict[tuple[str, str], tuple[bytes, str]] = {}
+        self._reserve_path = run_dir / ".results.jsonl.reserve"
+        self._reserve = _set_aside(self._reserve_path, RESERVE_BYTES)
+
+    def _open(self) -> int:
+        try:
+            return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise OutputWriteError.of(self.path, exc) from None
 
     def append(self, kind: str, payload: Mapping[str, Any]) -> None:
-        """Write one event line ``{"kind": kind, "t": <epoch s>, **payload}``."""
+        """Write one event line ``{"kind": kind, "t": <epoch s>, **payload}``; never raises
+        for the disk (see the class text)."""
         line = json.dumps({"kind": kind, "t": time.time(), **payload}, default=_json_default, sort_keys=False)
+        data = (line + "\n").encode("utf-8")
         with self._lock:
-            self._fh.write(line + "\n")
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
+            self._pending.append(data)
+            if self._fd is None:  # after close: one short-lived descriptor
+                self._append_closed()
+                return
+            if not self._write_pending():
+                return
+        if not self._dirty.is_set():
+            self._dirty.set()
+            if self._flusher is None:
+                with self._lock:
+                    if self._flusher is None and self._fd is not None:
+                        self._flusher = threading.Thread(target=self._flush_loop, name="nvtest-results-fsync", daemon=True)
+                        self._flusher.start()
+
+    def _append_closed(self) -> None:
+        try:
+            self._fd = self._open()
+        except OutputWriteError as exc:
+            self.write_error = self.write_error or exc
+            return
+        try:
+            if self._write_pending():
+                self._sync()
+        finally:
+            os.close(self._fd)
+            self._fd = None
 
     def result(self, result: CheckResult) -> None:
-        self.append("result", result.to_json())
+        """Append one item's result; a large detail the check's earlier item already
+        stored is written as ``{"same_as": "<check>[<node>]"}`` (see :func:`share_details`)."""
+        doc = result.to_json()
+        if doc.get("details"):
+            doc["details"] = share_details(self._shared, result.check, result.node, doc["details"])
+        self.append("result", doc)
+
+    @property
+    def unwritten(self) -> list[str]:
+        """The lines (without their newline) that could not be written to results.jsonl."""
+        with self._lock:
+            return [b.decode("utf-8").rstrip("\n") for b in self._pending]
+
+    def _write_pending(self) -> bool:
+        """Write every pending line (lock held); False (and the file as it was) on a failure."""
+        assert self._fd is not None
+        data = b"".join(self._pending)
+        done = 0
+        try:
+            while done < len(data):
+                try:
+                    done += os.write(self._fd, data[done:])
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self._give_back():
+                        raise
+        except OSError as exc:
+            if self.write_error is None:
+                self.write_error = OutputWriteError.of(self.path, exc)
+            try:  # a torn line would swallow the next one: cut back to the last whole line
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                pass
+            return False
+        self._size += len(data)
+        self._pending.clear()
+        return True
+
+    def _give_back(self) -> bool:
+        """Free a slice of the reserve (the disk is full); False when none is left."""
+        if self._reserve <= 0:
+            return False
+        self._reserve = max(0, self._reserve - RESERVE_STEP)
+        try:
+            if self._reserve:
+                os.truncate(self._reserve_path, self._reserve)
+            else:
+                self._reserve_path.unlink(missing_ok=True)
+        except OSError:
+            self._reserve = 0
+            return False
+        return True
+
+    def _sync(self) -> None:
+        with self._fd_lock:
+            if self._fd is None:
+                return
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                if self.write_error is None:
+                    self.write_error = OutputWriteError.of(self.path, exc)
+            self._last_sync = time.monotonic()
+
+    def _flush_loop(self) -> None:
+        """The background fsync: at most one per :data:`FSYNC_INTERVAL_S`, while lines wait."""
+        while True:
+            self._dirty.wait()
+            if self._closing:
+                return
+            delay = self._last_sync + FSYNC_INTERVAL_S - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            self._dirty.clear()  # a line written from here on sets it again
+            self._sync()
 
     def close(self) -> None:
+        """Write what is pending, fsync, close (idempotent)."""
         with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
+            if self._fd is None:
+                return
+            self._write_pending()
+            self._closing = True
+            self._dirty.set()
+            self._sync()
+            with self._fd_lock:
+                os.close(self._fd)
+                self._fd = None
+            self._reserve = 0
+            with contextlib.suppress(OSError):
+                self._reserve_path.unlink(missing_ok=True)
+        if self._flusher is not None:
+            self._flusher.join(timeout=5)
+
+
+def share_details(
+    seen: dict[tuple[str, str], tuple[bytes, str]], check: str, node: str, details: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``details`` with each value over :data:`SHARED_DETAIL_BYTES` of JSON that an earlier
+    item of ``check`` stored the same replaced by ``{"same_as": "<check>[<node>]"}``.
+
+    A fleet-wide detail (the mpirun command line of an MPMD launch, the rank -> node map of
+    a job) is the same in every node's item and grows with the fleet: kept in each of
+    4,096 items it made results.jsonl 2.2 GB. ``seen`` is the caller's memory of the first
+    item per (check, key): its digest and node.
+    """
+    out: dict[str, Any] = {}
+    for key, value in details.items():
+        if isinstance(value, (dict, list, str)):
+            text = json.dumps(value, default=_json_default, sort_keys=True)
+            if len(text) > SHARED_DETAIL_BYTES:
+                digest = hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+                first = seen.setdefault((check, key), (digest, node))
+                if first[0] == digest and first[1] != node:
+                    out[key] = {"same_as": f"{check}[{first[1]}]"}
+                    continue
+        out[key] = value
+    return out
+
+
+def _set_aside(path: Path, size: int) -> int:
+    """Allocate ``size`` bytes of disk in ``path`` (best effort); returns the bytes set aside."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return 0
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return size
+    except OSError:  # not that much room (or no fallocate): whatever got allocated
+        return 0 if os.fstat(fd).st_size == 0 else os.fstat(fd).st_size
+    finally:
+        os.close(fd)
 
 
 def _json_default(obj: Any) -> Any:
@@ -160,10 +368,23 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def read_events(jsonl: Path) -> list[dict[str, Any]]:
-    """Read a results.jsonl; a torn last line (crash mid-write) is ignored."""
+def read_events(jsonl: Path, extra: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Read a results.jsonl, then the ``extra`` lines (those a store could not write);
+    a torn line (a crash mid-write) is ignored. A missing file reads as no lines when
+    ``extra`` is given (everything was kept in memory).
+
+    Raises:
+        OSError: the file cannot be read (and no ``extra`` was given).
+    """
+    extra = list(extra)
+    try:
+        text = jsonl.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if not extra:
+            raise
+        text = ""
     events = []
-    for raw in jsonl.read_text(encoding="utf-8").splitlines():
+    for raw in [*text.splitlines(), *extra]:
         raw = raw.strip()
         if not raw:
             continue
@@ -182,10 +403,14 @@ def node_verdicts(results: Iterable[Mapping[str, Any]], node_names: Iterable[str
     return {n: worst(vs).value for n, vs in per.items()}
 
 
-def assemble(jsonl: Path) -> dict[str, Any]:
-    """Fold a run's results.jsonl into the results.json document (schema version 1).
+def assemble(jsonl: Path, extra: Iterable[str] = ()) -> dict[str, Any]:
+    """Fold a run's results.jsonl (and ``extra`` lines, see :func:`read_events`) into the
+    results.json document (schema version 1).
 
-    The latest ``result`` line for a (check, node) wins (a rerun replaces).
+    The latest ``result`` line for a (check, node) wins (a rerun replaces). Every item of
+    a ``planned`` line that has no result gets one: ``error``, ``unmeasured: true``,
+    reason ``not measured: <why the run ended>`` (:func:`unmeasured_result`), so an
+    interrupted run counts what it did not reach and ``--rerun-failed`` reruns it.
     """
     run: dict[str, Any] = {}
     nodes: dict[str, dict[str, Any]] = {}
@@ -193,9 +418,10 @@ def assemble(jsonl: Path) -> dict[str, Any]:
     checks: dict[str, Any] = {}
     warnings: list[str] = []
     results: dict[tuple[str, str], dict[str, Any]] = {}
+    planned: dict[tuple[str, str], None] = {}
     end: dict[str, Any] = {}
     drained: dict[str, str] = {}
-    for ev in read_events(jsonl):
+    for ev in read_events(jsonl, extra):
         kind = ev.pop("kind", None)
         ev.pop("t", None)
         if kind == "run":
@@ -206,6 +432,8 @@ def assemble(jsonl: Path) -> dict[str, Any]:
             skus[ev["name"]] = ev
         elif kind == "check":
             checks[ev["name"]] = ev
+        elif kind == "planned":
+            planned.update(dict.fromkeys((ev["check"], n) for n in ev.get("nodes") or ()))
         elif kind == "warning":
             warnings.append(ev["message"])
         elif kind == "result":
@@ -214,11 +442,17 @@ def assemble(jsonl: Path) -> dict[str, Any]:
             end.update(ev)
         elif kind == "drain":
             drained[ev["node"]] = ev["reason"]
+    run.setdefault("host", socket.gethostname())
+    run.update({k: v for k, v in end.items()})
+    missing = [key for key in planned if key not in results]
+    if missing:
+        why = incomplete_reason(run) or "the run ended without a result for it"
+        at = float(run.get("ended_at") or run.get("started_at") or 0.0)
+        for check, node in missing:
+            results[(check, node)] = unmeasured_result(check, node, why, at)
     result_list = sorted(results.values(), key=lambda r: (r.get("started_at", 0), r["check"], r["node"]))
     for r in result_list:
         nodes.setdefault(r["node"], {"name": r["node"]})
-    run.setdefault("host", socket.gethostname())
-    run.update({k: v for k, v in end.items()})
     if run.get("started_at") and run.get("ended_at"):
         run["duration_s"] = round(run["ended_at"] - run["started_at"], 3)
     run["warnings"] = warnings
@@ -234,6 +468,14 @@ def assemble(jsonl: Path) -> dict[str, Any]:
     }
     summarize(doc)
     return doc
+
+
+def unmeasured_result(check: str, node: str, why: str, at: float = 0.0) -> dict[str, Any]:
+    """The result of a planned item that was never measured: ``error``, ``not measured: <why>``."""
+    return {
+        **CheckResult(check=check, node=node, verdict=Verdict.ERROR, reason=f"not measured: {why}", started_at=at).to_json(),
+        "unmeasured": True,
+    }
 
 
 def incomplete_reason(run: Mapping[str, Any]) -> str | None:
@@ -284,21 +526,43 @@ def summarize(doc: dict[str, Any]) -> None:
     doc["summary"] = summary
 
 
-def write_results(run_dir: Path, doc: Mapping[str, Any]) -> Path:
-    """Write ``doc`` as ``run_dir/results.json`` atomically (a temporary file, then rename).
+def write_atomic(path: Path, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file beside it, fsync, then rename:
+    a reader sees the old file or the new one, never half of one, and a failure leaves
+    the old file and no temporary one.
 
     Raises:
-        OSError: the file could not be written (the previous results.json, if any, is kept).
+        OutputWriteError: the file could not be written (its path and errno).
     """
-    path = run_dir / "results.json"
-    tmp = run_dir / "results.json.tmp"
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        tmp.write_text(json.dumps(doc, indent=1, default=_json_default), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise OutputWriteError.of(path, exc) from None
     return path
+
+
+def write_results(run_dir: Path, doc: Mapping[str, Any]) -> Path:
+    """Write ``doc`` as ``run_dir/results.json`` atomically (:func:`write_atomic`).
+
+    Raises:
+        OutputWriteError: the file could not be written (the previous results.json, if
+            any, is kept; no temporary file is left).
+    """
+    return write_atomic(run_dir / "results.json", json.dumps(doc, indent=1, default=_json_default))
 
 
 def load_results(run_dir: Path) -> dict[str, Any]:

@@ -104,3 +104,54 @@ def started_slurm_cluster(*, activate: bool = False) -> Iterator[SlurmCluster]:
                 yield cluster
         else:
             yield cluster
+
+
+@contextlib.contextmanager
+def tiny_tmpfs(path: Path, size: str = "2m") -> Iterator[Path]:
+    """A real tmpfs of ``size`` mounted at ``path`` for one test (a disk that fills up; see
+    :func:`read_only_view` for a read-only one), unmounted after. Skips, printing why, where this
+    process may not mount (not root, or no CAP_SYS_ADMIN in the container)."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        reason = f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}): run as root"
+        print(f"skipping: {reason}")
+        pytest.skip(reason)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def read_only_view(src: Path, dst: Path) -> Iterator[Path]:
+    """``src`` seen read-only at ``dst`` (a read-only bind mount) for one test.
+
+    Needs the mount privileges of :func:`tiny_tmpfs` (call it inside one).
+    """
+    dst.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "--bind", str(src), str(dst)], check=True, capture_output=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(dst)], check=True, capture_output=True)
+        yield dst
+    finally:
+        subprocess.run(["umount", "-l", str(dst)], capture_output=True, check=False)
+
+
+def fill(path: Path) -> Path:
+    """Fill the file system of ``path`` to the last byte with ``path/filler``; returns it."""
+    filler = path / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for size in (1 << 16, 1 << 10, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+    return filler

@@ -7,6 +7,7 @@ by ``nvtest report`` to rebuild a run's files; none of them repeats the sequence
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ def finish_run(
     *,
     doc: dict[str, Any] | None = None,
     pdf: bool = False,
+    extra: Iterable[str] = (),
 ) -> Finished:
     """End ``run_dir``: its document, analysed, written as results.json and rendered.
 
@@ -42,16 +44,19 @@ def finish_run(
         doc: the document to finish; None assembles it from ``run_dir/results.jsonl``
             (every measurement is there first: a crash before this loses nothing).
         pdf: also write report.pdf.
+        extra: results.jsonl lines that could not be written to it (a full disk; see
+            :attr:`nvtest.results.ResultStore.unwritten`), read after the file's.
 
     Returns:
         The document as written and the paths of the files written.
 
     Raises:
-        OSError: results.json or a report could not be written.
+        OutputWriteError: results.json or a report could not be written (one line: the
+            path and the errno); each file is whole or absent, never cut.
         ConfigError: ``pdf`` was asked and no PDF engine is available.
     """
     if doc is None:
-        doc = assemble(run_dir / "results.jsonl")
+        doc = assemble(run_dir / "results.jsonl", extra)
     post_process(doc, catalog=catalog)
     written = write_results(run_dir, doc)
     return Finished(doc, [written, *render_all(run_dir, doc, pdf=pdf)])

@@ -16,7 +16,9 @@ Each verb lives in its own module of :mod:`nvtest.cli` and registers itself on
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import os
 import secrets
 import sys
 from pathlib import Path
@@ -26,9 +28,20 @@ import typer
 from rich.console import Console
 
 from nvtest import __version__
-from nvtest.errors import NvtestError, exit_code_of
+from nvtest.errors import NvtestError, OutputWriteError, exit_code_of
+from nvtest.run.console import make_console
 
-__all__ = ["app", "console", "err_console", "fail", "list_app", "main", "new_run_id", "update_latest"]
+__all__ = [
+    "app",
+    "console",
+    "err_console",
+    "fail",
+    "list_app",
+    "main",
+    "new_run_id",
+    "remove_latest",
+    "update_latest",
+]
 
 app = typer.Typer(
     name="nvtest",
@@ -40,13 +53,15 @@ app = typer.Typer(
 list_app = typer.Typer(help="List suites, checks or SKU profiles.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+#: stdout and stderr: data printed as it is (no markup, emoji or highlighting, see
+#: :func:`nvtest.run.console.make_console`)
+console: Console = make_console()
+err_console: Console = make_console(stderr=True)
 
 
 def fail(exc: NvtestError) -> typer.Exit:
     """Print ``nvtest: error: <exc>`` on stderr; the :class:`typer.Exit` of its exit code."""
-    err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
+    err_console.print(f"nvtest: error: {exc}")
     return typer.Exit(exc.exit_code)
 
 
@@ -69,14 +84,33 @@ def new_run_id() -> str:
 
 
 def update_latest(out: Path, run_dir: Path) -> None:
-    """Point ``out/latest`` at ``run_dir`` (best effort: a failure leaves it as it was)."""
+    """Point ``out/latest`` at ``run_dir`` (a new link renamed over the old one: a reader
+    sees the old target or the new one).
+
+    Raises:
+        OutputWriteError: the link could not be made; ``latest`` is then removed, so it
+            never points at an earlier run as if it were this one.
+    """
     latest = out / "latest"
+    tmp = out / f".latest.tmp-{os.getpid()}"
     try:
-        if latest.is_symlink() or latest.exists():
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, latest)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        remove_latest(out)
+        raise OutputWriteError.of(latest, exc) from None
+
+
+def remove_latest(out: Path) -> None:
+    """Remove ``out/latest`` (a run that wrote no results.json must not leave it pointing
+    at an earlier run, which CI would then read)."""
+    latest = out / "latest"
+    with contextlib.suppress(OSError):
+        if latest.is_symlink():
             latest.unlink()
-        latest.symlink_to(run_dir.name)
-    except OSError:
-        pass
 
 
 def main() -> None:
@@ -86,7 +120,7 @@ def main() -> None:
     try:
         app()
     except NvtestError as exc:
-        err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
+        err_console.print(f"nvtest: error: {exc}")
         sys.exit(exit_code_of(exc))
     except KeyboardInterrupt as exc:
         sys.exit(exit_code_of(exc))

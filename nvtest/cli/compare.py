@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from nvtest.cli.app import app, console, fail
 from nvtest.errors import EXIT_OK, NvtestError
+from nvtest.run.console import print_table
 
 __all__ = ["compare"]
 
@@ -60,27 +60,26 @@ def compare(
     ra, rb = doc_a.get("run") or {}, doc_b.get("run") or {}
     console.print(
         f"A {ra.get('run_id')} ({doc_a.get('summary', {}).get('verdict')}) -> B {rb.get('run_id')} ({doc_b.get('summary', {}).get('verdict')})",
-        markup=False,
-        highlight=False,
     )
     shown = [c for c in changes if show_all or c.kind != "same"]
     if shown:
-        t = Table("node", "check", "metric", "A", "B", "Δ", "verdict", "change")
+        rows = []
         for c in shown:
             metric = c.metric + (f" [{c.labels}]" if c.labels else "") if c.metric else "(item)"
             delta = "-" if c.delta_pct is None else f"{c.delta_pct:+.1f} %"
-            t.add_row(
-                escape(c.node), escape(c.check), escape(metric), f"{fmt_num(c.a)} {c.unit}".strip(), f"{fmt_num(c.b)} {c.unit}".strip(), delta,
-                f"{c.verdict_a or '-'} -> {c.verdict_b or '-'}", f"[{_STYLE[c.kind]}]{c.kind}[/]",
-            )  # fmt: skip
-        console.print(t)
+            rows.append((
+                c.node, c.check, metric, f"{fmt_num(c.a)} {c.unit}".strip(), f"{fmt_num(c.b)} {c.unit}".strip(), delta,
+                f"{c.verdict_a or '-'} -> {c.verdict_b or '-'}", Text(c.kind, style=_STYLE[c.kind]),
+            ))  # fmt: skip
+        headers = ("node", "check", "metric", "A", "B", "Δ", "verdict", "change")
+        print_table(console, headers, rows)
     else:
         console.print("no change beyond the tolerance")
     counts = summarise(changes)
-    console.print("  ".join(f"{n} {k}" for k, n in counts.items()), markup=False, highlight=False)
+    console.print("  ".join(f"{n} {k}" for k, n in counts.items()))
     if html is not None:
         html.write_text(
             render_compare_html(changes, doc_a, doc_b, show_same=show_all), encoding="utf-8"
         )
-        console.print(f"html: {html}", markup=False, highlight=False)
+        console.print(f"html: {html}")
     raise typer.Exit(EXIT_OK)

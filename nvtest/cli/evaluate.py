@@ -56,9 +56,6 @@ def evaluate_cmd(
     for r in doc["results"]:
         if r["verdict"] in ("fail", "error"):
             console.print(
-                f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}",
-                markup=False,
-                highlight=False,
-            )
+                f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}")
     console.print(f"written: {out_dir / 'results.json'}")
     raise typer.Exit(EXIT_CHECK_FAILED if s["verdict"] in ("fail", "error") else EXIT_OK)

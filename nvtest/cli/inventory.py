@@ -16,12 +16,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
 from nvtest.cli.app import app, console, fail, new_run_id
 from nvtest.cli.options import with_options
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_OK, NvtestError
+from nvtest.run.console import fmt_counts, print_table
 from nvtest.session.context import RunConfig, RunContext
 from nvtest.transports.options import SshOptions
 
@@ -62,7 +61,7 @@ def fleet_summary(nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "nodes": len(nodes),
         "reachable": len(inv),
         "per_sku": dict(Counter(d.get("sku") or "none" for d in nodes.values())),
-        "per_driver": dict(Counter(str(i.get("driver_version")) for i in inv.values())),
+        "per_driver": dict(Counter(str(i.get("driver_version") or "none") for i in inv.values())),
         "odd_ones_out": odd,
     }
 
@@ -123,33 +122,40 @@ def gather_inventory(
 
 
 def print_inventory(console: Console, data: dict[str, Any]) -> None:
-    """Print the per-node table and the fleet summary."""
-    t = Table("node", "SKU", "CPU", "cores", "mem GiB", "GPUs", "driver", "CUDA", "OS / kernel")
+    """Print the per-node table and the fleet summary (plain text in a pipe, see
+    :func:`nvtest.run.console.print_table`)."""
+    headers = ("node", "SKU", "CPU", "cores", "mem GiB", "GPUs", "driver", "CUDA", "OS / kernel")
+    rows: list[tuple[str, ...]] = []
     for name, d in data["nodes"].items():
         inv = d.get("inventory")
         if not inv:
             why = d.get("down_message") or f"unreachable: {d.get('down_reason')}"
-            t.add_row(name, "-", f"[red]{escape(why)}[/red]", "", "", "", "", "", "")
+            rows.append((name, "-", why, "", "", "", "", "", ""))
             continue
         gpus = inv["gpus"]
         on_bus = len((inv.get("bus") or {}).get("gpu") or [])
         gpu_txt = f"{len(gpus)} x {gpus[0]['name']}" if gpus else f"0 ({inv.get('gpu_absent_reason') or 'none'})"
         if on_bus > len(gpus):
-            gpu_txt = f"[red]{len(gpus)} of {on_bus} on the PCI bus: {inv.get('smi_error') or 'nvidia-smi reports fewer'}[/red]"
-        t.add_row(
-            name,
-            d.get("sku") or "none",
-            str(inv.get("cpu_model")),
-            str(inv.get("cores")),
-            f"{(inv.get('memory_total_kib') or 0) / 1048576:.1f}",
-            gpu_txt,
-            str(inv.get("driver_version") or "-"),
-            str(inv.get("cuda_version") or "-"),
-            f"{inv.get('os')} / {inv.get('kernel')}",
+            gpu_txt = f"{len(gpus)} of {on_bus} on the PCI bus: {inv.get('smi_error') or 'nvidia-smi reports fewer'}"
+        rows.append(
+            (
+                name,
+                d.get("sku") or "none",
+                str(inv.get("cpu_model")),
+                str(inv.get("cores")),
+                f"{(inv.get('memory_total_kib') or 0) / 1048576:.1f}",
+                gpu_txt,
+                str(inv.get("driver_version") or "-"),
+                str(inv.get("cuda_version") or "-"),
+                f"{inv.get('os')} / {inv.get('kernel')}",
+            )
         )
-    console.print(t)
+    print_table(console, headers, rows)
     s = data["summary"]
-    console.print(f"fleet: {s['reachable']}/{s['nodes']} reachable; per SKU: {s['per_sku']}; per driver: {s['per_driver']}")
+    console.print(
+        f"fleet: {s['reachable']}/{s['nodes']} reachable; per SKU: {fmt_counts(s['per_sku'])}; "
+        f"per driver: {fmt_counts(s['per_driver'])}"
+    )
     for field, odd in s["odd_ones_out"].items():
         console.print(f"  odd {field}: " + ", ".join(f"{n}={v}" for n, v in odd.items()))
 

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from nvtest.cli.app import console, fail, list_app
 from nvtest.errors import NvtestError
+from nvtest.run.console import print_table
 
 __all__ = ["list_checks_cmd", "list_skus_cmd", "list_suites_cmd"]
 
@@ -25,10 +25,8 @@ def list_suites_cmd() -> None:
         raise fail(exc) from exc
     from nvtest.config.suites import check_names
 
-    t = Table("suite", "checks", "description")
-    for name, spec in suites.items():
-        t.add_row(name, str(sum(len(check_names(m)) for m in spec.checks)), spec.description)
-    console.print(t)
+    rows = [(name, str(sum(len(check_names(m)) for m in spec.checks)), spec.description) for name, spec in suites.items()]
+    print_table(console, ("suite", "checks", "description"), rows)
 
 
 @list_app.command("checks", epilog="Example: nvtest list checks --suite quick")
@@ -42,15 +40,12 @@ def list_checks_cmd(
         suites = {suite: load_suite(suite)} if suite else list_suites()
     except NvtestError as exc:
         raise fail(exc) from exc
-    t = Table("check", "module", "suites")
     seen: dict[str, list[str]] = {}
     for name, spec in suites.items():
         for c in spec.checks:
             seen.setdefault(c, []).append(name)
-    for module, names in seen.items():
-        for check in check_names(module):
-            t.add_row(check, module, ", ".join(names))
-    console.print(t)
+    rows = [(check, module, ", ".join(names)) for module, names in seen.items() for check in check_names(module)]
+    print_table(console, ("check", "module", "suites"), rows)
 
 
 @list_app.command("skus", epilog="Example: nvtest list skus")
@@ -64,10 +59,10 @@ def list_skus_cmd(
         cat = load_catalog(list(sku_dir or []))
     except NvtestError as exc:
         raise fail(exc) from exc
-    t = Table("sku", "match", "thresholds", "description")
+    rows = []
     for name in cat.names():
         p = cat.profiles[name]
         m = ", ".join(f"{k}={v}" for k, v in p.match.model_dump(exclude_none=True).items()) or "-"
         n = sum(len(v) for v in p.thresholds.values())
-        t.add_row(name, m, str(n), p.description)
-    console.print(t)
+        rows.append((name, m, str(n), p.description))
+    print_table(console, ("sku", "match", "thresholds", "description"), rows)

@@ -15,13 +15,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from nvtest.cli.app import app
 from nvtest.config.loader import read_bounded
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
 from nvtest.parsers import PARSERS, detect, parse, to_jsonable, tool_names
 from nvtest.parsers._binary import binary_reason
+from nvtest.run.console import make_console, print_table
 
 __all__ = ["DEFAULT_MAX_BYTES", "parse_command"]
 
@@ -107,7 +108,7 @@ def _with_signals(record: Any, data: Any, path: str, verdict: _Verdict) -> Any:
 
 
 def _fail(console: Console, message: str) -> typer.Exit:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(Text.assemble(("error:", "red"), f" {message}"))
     return typer.Exit(EXIT_CONFIG)
 
 
@@ -124,8 +125,8 @@ def parse_command(
         int, typer.Option("--max-bytes", min=1, help="Largest input read, bytes (a larger one is an error).")
     ] = DEFAULT_MAX_BYTES,
 ) -> None:
-    out = Console(soft_wrap=True)
-    err = Console(stderr=True, soft_wrap=True)
+    out = make_console()
+    err = make_console(stderr=True)
     if list_tools:
         for name in tool_names():
             typer.echo(name)
@@ -172,18 +173,10 @@ def parse_command(
     else:
         rows: list[tuple[str, str]] = []
         _rows("", data, rows)
-        table = Table(title=f"{file} ({tool})", show_lines=False)
-        table.add_column("field")
-        table.add_column("value")
-        for k, v in rows:
-            table.add_row(k, v)
-        out.print(table)
+        print_table(out, ("field", "value"), rows, title=f"{file} ({tool})")
     for w in verdict.warnings:
-        err.print(f"[yellow]warning:[/yellow] {file}: {w}", highlight=False)
+        err.print(Text.assemble(("warning:", "yellow"), f" {file}: {w}"))
     if verdict.passed is False:
         why = "; ".join(verdict.failures) or "passed: false"
-        err.print(
-            f"[yellow]warning:[/yellow] {file}: {tool} run failed or was cut short: {why}",
-            highlight=False,
-        )
+        err.print(Text.assemble(("warning:", "yellow"), f" {file}: {tool} run failed or was cut short: {why}"))
         raise typer.Exit(EXIT_CHECK_FAILED)

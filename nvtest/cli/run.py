@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import sys
@@ -22,7 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from nvtest import __version__
-from nvtest.cli.app import app, console, err_console, fail, new_run_id, update_latest
+from nvtest.cli.app import app, console, err_console, fail, new_run_id, remove_latest, update_latest
 from nvtest.cli.options import with_options
 from nvtest.errors import (
     EXIT_CHECK_FAILED,
@@ -32,7 +33,9 @@ from nvtest.errors import (
     EXIT_OK,
     ConfigError,
     NvtestError,
+    OutputWriteError,
 )
+from nvtest.results import write_atomic
 from nvtest.transports.options import SlurmOptions, SshOptions, cli_param_of
 
 __all__ = ["exit_code_of_run", "run"]
@@ -239,6 +242,10 @@ def pytest_args(run_dir: Path, targets: list[str], cfg_path: Path, progress: str
         "-p", "no:terminal",
         "-p", "no:randomly",
         "-p", "no:xdist",  # one run is one process: a check is a phase of threads, not workers
+        # per-item work the run never reads (its verdicts, logs and warnings are nvtest's own)
+        "-p", "no:logging", "-p", "no:warnings", "-p", "no:junitxml", "-p", "no:pastebin",
+        "-p", "no:doctest", "-p", "no:stepwise", "-p", "no:unraisableexception",
+        "-p", "no:threadexception", "-p", "no:subtests",
         "--capture=no",  # the live view draws on the terminal while checks run
         "--nvtest-config", str(cfg_path),
         "--nvtest-progress", progress,
@@ -317,19 +324,40 @@ def run(
         rerun_items=req.rerun_items,
     )
     cfg_path = run_dir / "run_config.json"
-    cfg_path.write_text(cfg.model_dump_json(indent=1), encoding="utf-8")
-    (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    try:
+        write_atomic(cfg_path, cfg.model_dump_json(indent=1))
+        write_atomic(run_dir / "pytest.ini", "[pytest]\n")
+    except OutputWriteError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise fail(exc) from exc
     implied = f" ({req.backend_implied})" if req.backend_implied else ""
     console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}{implied}; writing {run_dir}")
     rc = int(pytest.main(pytest_args(run_dir, suite_targets(spec), cfg_path, progress, keyword)))
     code = exit_code_of_run(run_dir, rc)
+    if not (run_dir / "results.json").is_file() and code != EXIT_CONFIG and _measured(run_dir):
+        # results.jsonl holds the measurements; the error line said why results.json is missing
+        remove_latest(out)
+        raise typer.Exit(EXIT_HARNESS)
     if code == EXIT_CONFIG or not (run_dir / "results.json").is_file():
         # nothing was measured (a usage error, no check selected): leave no empty run behind
         shutil.rmtree(run_dir, ignore_errors=True)
         raise typer.Exit(code)
-    update_latest(out, run_dir)
+    try:
+        update_latest(out, run_dir)
+    except OutputWriteError as exc:
+        err_console.print(f"nvtest: error: {exc}; {out / 'latest'} removed (it pointed at an earlier run)")
+        code = EXIT_HARNESS
     _after_run(run_dir, cfg, code, drain=drain_failed, pdf=pdf)
     raise typer.Exit(code)
+
+
+def _measured(run_dir: Path) -> bool:
+    """True when the run's results.jsonl holds a run record (the run began: keep its directory)."""
+    try:
+        with (run_dir / "results.jsonl").open(encoding="utf-8") as fh:
+            return any('"kind": "run"' in line for line in fh)
+    except OSError:
+        return False
 
 
 def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool) -> None:
@@ -344,27 +372,71 @@ def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool) ->
         try:
             render_pdf(run_dir)
         except NvtestError as exc:
-            err_console.print(f"nvtest: error: report.pdf not written: {exc}", markup=False, highlight=False)
+            err_console.print(f"nvtest: error: report.pdf not written: {exc}")
     print_summary(run_dir)
 
 
 def print_summary(run_dir: Path) -> None:
-    """The run's overall verdict, its failing items and the report's path, on the console."""
+    """The run's overall verdict, every item that did not pass, the run's warnings and the
+    report's path, on the console; plain text, never cut (lines wrap between words).
+
+    Items with the same verdict, check and reason are one line naming their nodes;
+    skips (not applicable) come after the rest, one line per reason naming its items.
+    """
     from nvtest.results import load_results
+    from nvtest.run.console import wrap_text
 
     try:
         doc = load_results(run_dir)
     except ConfigError as exc:
         err_console.print(f"nvtest: no results.json: {exc}")
         return
+    width = max(40, console.width)
+
+    def say(text: str, indent: str = "") -> None:
+        for line in wrap_text(text, width, indent=indent, more=indent + "    "):
+            console.print(line)
+
     s = doc["summary"]
-    nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items() if v)
     incomplete = f"  ({s['incomplete']})" if s.get("incomplete") else ""
-    console.print(f"overall: {s['verdict'].upper()}{incomplete}  nodes: {nodes}", markup=False, highlight=False)
-    bad = [r for r in doc["results"] if r["verdict"] in ("fail", "error")]
-    for r in bad[:20]:
-        console.print(f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}", markup=False, highlight=False)
-    if len(bad) > 20:
-        console.print(f"  ... and {len(bad) - 20} more (see the report)")
+    nodes = ", ".join(f"{v} {k}" for k, v in s["nodes"].items() if v)
+    say(f"overall: {s['verdict'].upper()}{incomplete}  nodes: {nodes}")
+    groups: dict[tuple[str, str, str], list[str]] = {}
+    for r in doc["results"]:
+        if r["verdict"] != "pass":
+            groups.setdefault((r["verdict"], r["check"], " ".join(str(r.get("reason") or "").split())), []).append(r["node"])
+    rank = {"error": 0, "fail": 1, "warn": 2, "skip": 3}
+    ordered = sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], 9), kv[0][1], kv[0][2]))
+    bad = [(k, v) for k, v in ordered if k[0] != "skip"]
+    skipped = [(k, v) for k, v in ordered if k[0] == "skip"]
+    if bad:
+        say(f"not passed ({sum(len(v) for _, v in bad)} item(s)):")
+        for (verdict, check, reason), names in bad:
+            say(f"{verdict.upper():5} {check}[{node_list(names)}]: {reason or verdict}", indent="  ")
+    if skipped:  # by reason: "no NVIDIA GPU ..." is one line for every check it skipped
+        say(f"skipped, not applicable ({sum(len(v) for _, v in skipped)} item(s)):")
+        by_reason: dict[str, list[str]] = {}
+        for (_, check, reason), names in skipped:
+            by_reason.setdefault(reason or "no reason given", []).append(f"{check}[{node_list(names)}]")
+        for reason, items in by_reason.items():
+            say(f"{reason}: {', '.join(items)}", indent="  ")
+    warnings = list(dict.fromkeys(str(w) for w in doc["run"].get("warnings") or []))
+    if warnings:
+        say(f"warnings ({len(warnings)}):")
+        for w in warnings:
+            say(w, indent="  ")
     console.print(f"report: {run_dir / 'report.html'}")
 
+
+def node_list(names: list[str]) -> str:
+    """Node names for one line: a hostlist (``gpu[001-004]``) where every name is plain
+    letters, digits, ``.``, ``_`` and ``-`` (the hostlist syntax reads those back the same),
+    else the names as they are, separated by ``", "``."""
+    from nvtest.config.inventory import fold_hostlist
+
+    if all(_PLAIN_NAME.fullmatch(n) for n in names):
+        return fold_hostlist(sorted(names))
+    return ", ".join(names)
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9._-]+")

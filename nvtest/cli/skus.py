@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from nvtest.cli.app import app, console, fail
 from nvtest.cli.options import with_options
 from nvtest.config.skus import Catalog, GpuSummary, MatchResult
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_OK, ConfigError, NvtestError
+from nvtest.run.console import print_table
 from nvtest.transports.options import SshOptions
 
 __all__ = ["gpus_from_text", "match", "show", "unknown_sku_help"]
@@ -101,30 +102,22 @@ def show(
         prof = cat.get(sku)
     except NvtestError as exc:
         raise fail(exc) from exc
-    console.print(f"[bold]{prof.name}[/bold]: {prof.description}  ({cat.files.get(prof.name)})")
+    console.print(Text.assemble((prof.name, "bold"), f": {prof.description}  ({cat.files.get(prof.name)})"))
     m = ", ".join(f"{k}={v}" for k, v in prof.match.model_dump(exclude_none=True).items()) or "-"
     e = ", ".join(f"{k}={v}" for k, v in prof.expect.model_dump(exclude_none=True).items()) or "-"
-    console.print(f"match:  {m}", markup=False, highlight=False)
-    console.print(f"expect: {e}", markup=False, highlight=False)
-    t = Table(
-        "check", "metric", "fail below", "warn below", "fail above", "unit", "source", "origin"
-    )
+    console.print(f"match:  {m}")
+    console.print(f"expect: {e}")
+    rows = []
     for check, metrics in prof.thresholds.items():
         for name, thr in metrics.items():
             src = thr.source + (" [proposed: calibrate on a golden node]" if thr.proposed else "")
-            t.add_row(
-                check,
-                name,
-                _num(thr.min),
-                _num(thr.warn_min),
-                _num(thr.max),
-                thr.unit,
-                src,
-                cat.origin(prof.name, check, name),
+            rows.append(
+                (check, name, _num(thr.min), _num(thr.warn_min), _num(thr.max), thr.unit, src, cat.origin(prof.name, check, name))
             )
-    console.print(t)
+    headers = ("check", "metric", "fail below", "warn below", "fail above", "unit", "source", "origin")
+    print_table(console, headers, rows)
     for abbr, ref in prof.sources.items():
-        console.print(f"  {abbr}: {ref}", markup=False, highlight=False)
+        console.print(f"  {abbr}: {ref}")
 
 
 @skus_app.command(
@@ -189,15 +182,14 @@ def match(
     for name, (gpus, res, down) in found.items():
         if down:
             unmatched += 1
-            console.print(f"{name}: {down}", markup=False, highlight=False)
+            console.print(f"{name}: {down}")
             continue
         if res.profile is None:
             unmatched += 1
             console.print(
-                f"{name}: {unknown_sku_help(cat, gpus, res)}", markup=False, highlight=False
-            )
+                f"{name}: {unknown_sku_help(cat, gpus, res)}")
             continue
-        console.print(f"{name}: {res.name}", markup=False, highlight=False)
+        console.print(f"{name}: {res.name}")
         for r in res.reasons:
-            console.print(f"  - {r}", markup=False, highlight=False)
+            console.print(f"  - {r}")
     raise typer.Exit(EXIT_CHECK_FAILED if unmatched else EXIT_OK)

@@ -71,5 +71,5 @@ def submit(
     except NvtestError as exc:
         raise fail(exc) from exc
     update_latest(out, run_dir)
-    console.print(f"submitted job {job_id}: {len(names)} node(s); batch script {script}", markup=False, highlight=False)
-    console.print(f"report (when the job ends): {run_dir / 'report.html'}", markup=False, highlight=False)
+    console.print(f"submitted job {job_id}: {len(names)} node(s); batch script {script}")
+    console.print(f"report (when the job ends): {run_dir / 'report.html'}")

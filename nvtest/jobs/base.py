@@ -57,7 +57,10 @@ class FleetCache:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
             if key in self._errors:
-                raise self._errors[key]
+                # the same exception object, its traceback dropped: raised again as it was,
+                # each raise would add this frame to it, and every item of a 4,096-node
+                # check would carry (and format) the tracebacks of all the items before it
+                raise self._errors[key].with_traceback(None)
             if key not in self._values:
                 try:
                     self._values[key] = compute()
@@ -84,9 +87,9 @@ def fleet_cache(ctx: RunContext) -> FleetCache:
 
 
 def check_nodes(ctx: RunContext, check: str) -> list[Node]:
-    """The reachable nodes the check targets (its pytest items' nodes), in inventory order."""
-    names = set(ctx.check_nodes.get(check) or ctx.inventory.names())
-    return [n for n in ctx.nodes if n.name in names and not ctx.states[n.name].down_reason]
+    """The reachable nodes the check targets (its pytest items' nodes), in inventory order
+    (computed once per check: see :meth:`~nvtest.session.context.RunContext.reachable_targets`)."""
+    return ctx.reachable_targets(check)
 
 
 def require_up(ctx: RunContext, node: Node) -> None:

@@ -20,7 +20,7 @@ from nvtest.report.html import render_html
 from nvtest.report.junit import render_junit
 from nvtest.report.model import build_view
 from nvtest.report.tables import write_tables
-from nvtest.results import load_results
+from nvtest.results import load_results, write_atomic
 
 __all__ = ["render_all", "render_html", "render_junit", "render_pdf"]
 
@@ -44,17 +44,19 @@ def render_all(
 ) -> list[Path]:
     """Render every report of ``run_dir``; return the paths written.
 
+    Each file is written whole or not at all (:func:`nvtest.results.write_atomic`): a
+    full disk leaves the previous report, never a truncated one.
+
     Raises:
         ConfigError: results.json is missing, unreadable or of another schema version.
+        OutputWriteError: a file could not be written (its path and errno).
         ReportError: ``pdf`` was asked and no PDF engine is available.
     """
     if doc is None:
         doc = load_results(run_dir)
     view = build_view(doc)
-    html = run_dir / "report.html"
-    html.write_text(render_html(doc, view), encoding="utf-8")
-    junit = run_dir / "junit.xml"
-    junit.write_text(render_junit(doc), encoding="utf-8")
+    html = write_atomic(run_dir / "report.html", render_html(doc, view))
+    junit = write_atomic(run_dir / "junit.xml", render_junit(doc))
     paths = [html, junit, *write_tables(run_dir, doc)]
     if pdf:
         paths.append(render_pdf(run_dir, doc))

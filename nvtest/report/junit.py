@@ -138,8 +138,9 @@ def render_junit(doc: Mapping[str, Any]) -> str:
         counts["errors"] += 1
         case = ET.Element("testcase", classname="nvtest", name="run", time="0.000")
         text = (
-            f"{incomplete}: the items that were running or not reached have no result; "
-            "the results cover only what was measured before the run stopped"
+            f"{incomplete}: the items that were running or not reached are errors "
+            "'not measured' (rerun them with --rerun-failed); the other results are what "
+            "was measured before the run stopped"
         )
         ET.SubElement(case, "error", message=_x(incomplete), type="nvtest.incomplete").text = _x(
             text

@@ -13,11 +13,13 @@ run as a formula; the Parquet file keeps the text unchanged.
 from __future__ import annotations
 
 import importlib.util
+import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from nvtest.report.model import labels_text, node_rack
+from nvtest.results import write_atomic
 
 __all__ = ["COLUMNS", "results_frame", "write_tables"]
 
@@ -109,7 +111,11 @@ def _defuse(value: Any) -> Any:
 
 
 def write_tables(run_dir: Path, doc: Mapping[str, Any]) -> list[Path]:
-    """Write ``results.csv`` (and ``results.parquet`` when pyarrow is installed); return the paths."""
+    """Write ``results.csv`` (and ``results.parquet`` when pyarrow is installed); return the paths.
+
+    Raises:
+        OutputWriteError: a file could not be written (each is written whole or not at all).
+    """
     import pandas as pd
 
     df = results_frame(doc)
@@ -119,10 +125,9 @@ def write_tables(run_dir: Path, doc: Mapping[str, Any]) -> list[Path]:
     for col in out.columns:
         if pd.api.types.is_string_dtype(out[col].dtype):
             out[col] = out[col].map(_defuse, na_action="ignore")
-    out.to_csv(csv, index=False)
-    written.append(csv)
+    written.append(write_atomic(csv, out.to_csv(index=False)))
     if importlib.util.find_spec("pyarrow") is not None:
-        pq = run_dir / "results.parquet"
-        df.to_parquet(pq, index=False, engine="pyarrow")
-        written.append(pq)
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False, engine="pyarrow")
+        written.append(write_atomic(run_dir / "results.parquet", buf.getvalue()))
     return written

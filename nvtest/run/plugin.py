@@ -15,8 +15,11 @@ State lives in ``config.stash`` (:data:`CONTEXT_KEY`). Fixtures: ``nodes``,
 
 from __future__ import annotations
 
-import signal
+import contextlib
+import gc
+import sys
 import time
+import traceback
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
@@ -27,8 +30,16 @@ from nvtest.analysis.finish import finish_run
 from nvtest.checks.api import Judge, note_probe_run
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import CheckFailed, NodeError, NvtestError, ProbeError, ProbeSkip
+from nvtest.errors import (
+    CheckFailed,
+    NodeError,
+    NvtestError,
+    OutputWriteError,
+    ProbeError,
+    ProbeSkip,
+)
 from nvtest.results import CheckResult
+from nvtest.run.stop import StopRequest
 from nvtest.session.context import RunConfig, RunContext
 from nvtest.session.environment import effective_environment
 from nvtest.session.probe import Probe, measure_probe, raw_output
@@ -36,10 +47,14 @@ from nvtest.transports.base import CommandResult
 from nvtest.verdict import Verdict
 
 CONTEXT_KEY = pytest.StashKey[RunContext]()
+STOP_KEY = pytest.StashKey[StopRequest]()
 JUDGE_KEY = pytest.StashKey[Judge]()
 STARTED_KEY = pytest.StashKey[float]()
 REPORTED_KEY = pytest.StashKey[bool]()
 PROGRESS_KEY = pytest.StashKey[Any]()
+
+#: The node name of an item that is not per node (a fleet-wide check).
+FLEET = "fleet"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -64,22 +79,30 @@ def pytest_configure(config: pytest.Config) -> None:
     progress = make_progress(config.getoption("--nvtest-progress"), ctx)
     config.stash[PROGRESS_KEY] = progress
     ctx.listeners.append(progress.on_event)
-    _install_signal_handlers(ctx)
 
-
-def _install_signal_handlers(ctx: RunContext) -> None:
-    def handler(signum: int, _frame: Any) -> None:
-        ctx.interrupted = True
-        ctx.interrupt_signal = signal.Signals(signum).name
-        ctx.store.append("warning", {"message": f"run interrupted by {signal.Signals(signum).name}"})
+    def on_first_signal() -> None:  # on the stop watcher's thread, never in the handler
+        with contextlib.suppress(Exception):
+            progress.note(
+                f"{stop.first_signal}: stopping; the commands in flight are being killed "
+                "(a second signal stops at once, the results and reports are written either way)"
+            )
         ctx.transport.interrupt()
-        raise KeyboardInterrupt
 
-    try:
-        signal.signal(signal.SIGINT, handler)
-        signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (embedded use): leave signals alone
-        pass
+    stop = StopRequest(on_first_signal)
+    stop.install()  # off the main thread (embedded use) signals are left alone
+    config.stash[STOP_KEY] = stop
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stop = config.stash.get(STOP_KEY, None)
+    if stop is not None:
+        stop.restore()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    stop = session.config.stash.get(STOP_KEY, None)
+    if stop is not None:
+        stop.session = session  # the handler sets session.shouldstop
 
 
 def _ctx(config: pytest.Config) -> RunContext | None:
@@ -113,29 +136,42 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         keep: list[pytest.Item] = []
         drop: list[pytest.Item] = []
         for item in items:
-            (keep if (check_name(item), _node_of(item)) in wanted else drop).append(item)
+            (keep if (check_name(item), _node_of(item) or FLEET) in wanted else drop).append(item)
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep
-    seen: set[str] = set()
+    planned: dict[str, dict[str, None]] = {}
     for item in items:
         check = check_name(item)
         node = _node_of(item)
+        if check not in planned:
+            planned[check] = {}
+            _store_check(ctx, item, check)
+        planned[check][node or FLEET] = None
         if node is not None:
-            ctx.check_nodes.setdefault(check, [])
-            if node not in ctx.check_nodes[check]:
-                ctx.check_nodes[check].append(node)
-        if check not in seen:
-            seen.add(check)
-            mark = item.get_closest_marker("check")
-            kw = mark.kwargs if mark else {}
-            doc = (getattr(item, "function", None).__doc__ or "").strip() if hasattr(item, "function") else ""
-            doc = doc.replace("``", "")  # reST literals read as plain text in the report
-            area = kw.get("area") or Path(str(item.path)).parent.name
-            ctx.store.append(
-                "check",
-                {"name": check, "area": area, "title": kw.get("title") or check, "description": doc, "module": item.path.name},
-            )
+            ctx.check_nodes.setdefault(check, []).append(node)
+    for check, planned_nodes in planned.items():
+        # every item that will run: one without a result at the end is "not measured"
+        ctx.store.append("planned", {"check": check, "nodes": list(planned_nodes)})
+    for check, listed in ctx.check_nodes.items():
+        ctx.check_nodes[check] = list(dict.fromkeys(listed))
+    # the items live as long as the run: out of the collector's way (a 4,096-node run has
+    # 110,000 of them, each collection of the old generation would walk them all)
+    gc.collect()
+    gc.freeze()
+
+
+def _store_check(ctx: RunContext, item: pytest.Item, check: str) -> None:
+    """The ``check`` event: title, area, description and module of the check."""
+    mark = item.get_closest_marker("check")
+    kw = mark.kwargs if mark else {}
+    doc = (getattr(item, "function", None).__doc__ or "").strip() if hasattr(item, "function") else ""
+    doc = doc.replace("``", "")  # reST literals read as plain text in the report
+    area = kw.get("area") or Path(str(item.path)).parent.name
+    ctx.store.append(
+        "check",
+        {"name": check, "area": area, "title": kw.get("title") or check, "description": doc, "module": item.path.name},
+    )
 
 
 def _node_of(item: pytest.Item) -> str | None:
@@ -143,6 +179,10 @@ def _node_of(item: pytest.Item) -> str | None:
     if callspec is not None and "node" in callspec.params:
         return str(callspec.params["node"].name)
     return None
+
+
+def _stop(config: pytest.Config) -> StopRequest | None:
+    return config.stash.get(STOP_KEY, None)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -154,7 +194,25 @@ def pytest_runtestloop(session: pytest.Session) -> None:
     if progress is not None:
         progress.start(len(session.items))
     ctx.start()
-    ctx.gather_facts()
+    stop = _stop(session.config)
+    if stop is not None and stop.requested:
+        raise session.Interrupted(session.shouldstop or "interrupted")
+    if stop is None:
+        ctx.gather_facts()
+        return
+    with stop.abortable():
+        ctx.gather_facts()
+    if stop.requested:
+        raise session.Interrupted(session.shouldstop or "interrupted")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """After a stop signal no item starts (each is then "not measured" in results.json)."""
+    stop = _stop(item.config)
+    if stop is not None and stop.requested:
+        return True
+    return None
 
 
 # -- fixtures --------------------------------------------------------------------------------
@@ -181,72 +239,99 @@ def run_dir(nvtest_context: RunContext) -> Path:
     return nvtest_context.run_dir
 
 
+class _Item:
+    """What the per-item fixtures share: the pytest item, its node (None: a fleet item),
+    its check's name and the run (one lookup of pytest's ``request`` per item, not one
+    per fixture: each cost pytest a signature inspection)."""
+
+    __slots__ = ("check", "ctx", "item", "node")
+
+    def __init__(self, ctx: RunContext, item: pytest.Item) -> None:
+        self.ctx = ctx
+        self.item = item
+        callspec = getattr(item, "callspec", None)
+        node = callspec.params.get("node") if callspec is not None else None
+        self.node: Node | None = node if isinstance(node, Node) else None
+        self.check = check_name(item)
+
+    def need_node(self) -> Node:
+        if self.node is None:
+            raise TypeError(f"{self.item.nodeid}: this fixture needs the check's `node` argument")
+        return self.node
+
+    def note_log(self, key: str) -> None:
+        judge = self.item.stash.get(JUDGE_KEY, None)
+        if judge is not None and self.node is not None:
+            judge.log = self.ctx.phases.log_path(key, self.node.name)
+
+
 @pytest.fixture
-def sku(nvtest_context: RunContext, request: pytest.FixtureRequest) -> SkuProfile | None:
+def _nvtest_item(nvtest_context: RunContext, request: pytest.FixtureRequest) -> _Item:
+    return _Item(nvtest_context, request.node)
+
+
+@pytest.fixture
+def sku(_nvtest_item: _Item) -> SkuProfile | None:
     """The SKU profile of this item's node (None: no profile matched, measure only)."""
-    node = request.getfixturevalue("node") if "node" in request.fixturenames else None
+    node = _nvtest_item.node
     if node is None:
         return None
-    st = nvtest_context.states[node.name].match
+    st = _nvtest_item.ctx.states[node.name].match
     return st.profile if st else None
 
 
 def _check_nodes(ctx: RunContext, check: str) -> list[Node]:
-    by_name = ctx.inventory.by_name()
-    names = ctx.check_nodes.get(check) or list(by_name)
-    return [by_name[n] for n in names]
+    return ctx.check_targets(check)
 
 
 @pytest.fixture
-def measure(nvtest_context: RunContext, request: pytest.FixtureRequest) -> Callable[[Probe], dict[str, Any]]:
+def measure(_nvtest_item: _Item) -> Callable[[Probe], dict[str, Any]]:
     """``measure(probe) -> dict``: this node's JSON document from a probe script."""
-    node: Node = request.getfixturevalue("node")
-    check = check_name(request.node)
+    it = _nvtest_item
+    node = it.need_node()
 
     def _measure(probe: Probe) -> dict[str, Any]:
-        nodes = _check_nodes(nvtest_context, check)
-        judge = request.node.stash.get(JUDGE_KEY, None)
         doc = None
         try:
-            doc = measure_probe(nvtest_context, probe, node, nodes)
+            doc = measure_probe(it.ctx, probe, node, _check_nodes(it.ctx, it.check))
         finally:
+            judge = it.item.stash.get(JUDGE_KEY, None)
             if judge is not None:
-                note_probe_run(judge, nvtest_context, probe, node, doc)
+                note_probe_run(judge, it.ctx, probe, node, doc)
+            it.note_log(probe.name)
         return doc
 
     return _measure
 
 
 @pytest.fixture
-def raw(nvtest_context: RunContext, request: pytest.FixtureRequest) -> Callable[[Probe], CommandResult]:
+def raw(_nvtest_item: _Item) -> Callable[[Probe], CommandResult]:
     """``raw(probe) -> CommandResult``: this node's raw tool output, for a parser."""
-    node: Node = request.getfixturevalue("node")
-    check = check_name(request.node)
+    it = _nvtest_item
+    node = it.need_node()
 
     def _raw(probe: Probe) -> CommandResult:
-        res = raw_output(nvtest_context, probe, node, _check_nodes(nvtest_context, check))
-        judge = request.node.stash.get(JUDGE_KEY, None)
-        if judge is not None:
-            judge.log = nvtest_context.phases.log_path(probe.name, node.name)
+        res = raw_output(it.ctx, probe, node, _check_nodes(it.ctx, it.check))
+        it.note_log(probe.name)
         return res
 
     return _raw
 
 
 @pytest.fixture
-def judge(nvtest_context: RunContext, request: pytest.FixtureRequest, sku: SkuProfile | None) -> Judge:
+def judge(_nvtest_item: _Item, sku: SkuProfile | None) -> Judge:
     """The item's :class:`~nvtest.checks.api.Judge` (metrics judged against the node's SKU)."""
-    node = request.getfixturevalue("node") if "node" in request.fixturenames else None
-    j = Judge(nvtest_context, check_name(request.node), node.name if node else "fleet", sku)
-    request.node.stash[JUDGE_KEY] = j
+    it = _nvtest_item
+    j = Judge(it.ctx, it.check, it.node.name if it.node else FLEET, sku)
+    it.item.stash[JUDGE_KEY] = j
     return j
 
 
 @pytest.fixture
-def node_facts(nvtest_context: RunContext, request: pytest.FixtureRequest, judge: Judge) -> Any:
+def node_facts(_nvtest_item: _Item, judge: Judge) -> Any:
     """This node's :class:`~nvtest.session.facts.NodeFacts` (error verdict if the node is down)."""
-    node: Node = request.getfixturevalue("node")
-    st = nvtest_context.states[node.name]
+    node = _nvtest_item.need_node()
+    st = _nvtest_item.ctx.states[node.name]
     if st.down_reason:
         raise st.down_error()
     if st.facts is None:
@@ -262,8 +347,13 @@ def node_facts(nvtest_context: RunContext, request: pytest.FixtureRequest, judge
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, object]:
     if _ctx(pyfuncitem.config) is None:
         return (yield)
+    stop = _stop(pyfuncitem.config)
     try:
-        res = yield
+        if stop is None:
+            res = yield
+        else:
+            with stop.abortable():  # a second signal abandons this check, not the run
+                res = yield
     except ProbeSkip as exc:
         pytest.skip(str(exc))
     judge = pyfuncitem.stash.get(JUDGE_KEY, None)
@@ -284,25 +374,72 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     item.stash[STARTED_KEY] = time.time()
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport | None:
+    """In an nvtest run: the item's report, and its result appended to results.jsonl.
+
+    The report is built here, without pytest's rendering of the traceback with its
+    source (the terminal plugin is off, and the verdict's reason is the item's own
+    words): that rendering cost tens of milliseconds per failed item.
+    """
     ctx = _ctx(item.config)
-    if ctx is None or item.stash.get(REPORTED_KEY, False):
+    if ctx is None:
+        return None
+    report = _report_of(item, call)
+    if item.stash.get(REPORTED_KEY, False):
         return report
     if call.when == "call" or (call.when == "setup" and (report.failed or report.skipped)):
         item.stash[REPORTED_KEY] = True
         result = _result_of(ctx, item, call, report)
         ctx.store.result(result)
+        # the result is stored: the item need not keep its judge and metrics to the run's end
+        if JUDGE_KEY in item.stash:
+            del item.stash[JUDGE_KEY]
+        item.user_properties.clear()
+        report.user_properties = []
         for fn in ctx.listeners:
             fn("result", {"check": result.check, "node": result.node, "verdict": result.verdict.value, "reason": result.reason})
     return report
 
 
+def _report_of(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """pytest's report of one phase of ``item``: outcome and a short ``longrepr``
+    (``(file, line, "Skipped: <reason>")`` for a skip, ``"<Error>: <message>"`` for a
+    failure; the formatted traceback only for an exception nvtest did not expect)."""
+    excinfo = call.excinfo
+    longrepr: Any = None
+    if excinfo is None:
+        outcome = "passed"
+    elif isinstance(excinfo.value, pytest.skip.Exception):
+        outcome = "skipped"
+        path, line = item.location[0], item.location[1]
+        longrepr = (path, (line or 0) + 1, f"Skipped: {excinfo.value.msg}")
+    else:
+        outcome = "failed"
+        exc = excinfo.value
+        if isinstance(exc, (NvtestError, AssertionError)):
+            longrepr = f"{type(exc).__name__}: {exc}"
+        else:
+            longrepr = "".join(traceback.format_exception(exc, limit=-8))
+    return pytest.TestReport(
+        item.nodeid,
+        item.location,
+        {},
+        outcome,  # type: ignore[arg-type]
+        longrepr,
+        call.when,  # type: ignore[arg-type]
+        [],
+        call.duration,
+        call.start,
+        call.stop,
+        user_properties=item.user_properties,
+    )
+
+
 def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> CheckResult:
     judge = item.stash.get(JUDGE_KEY, None)
     check = check_name(item)
-    node = _node_of(item) or "fleet"
+    node = _node_of(item) or FLEET
     reason = ""
     if report.skipped:
         verdict = Verdict.SKIP
@@ -331,7 +468,7 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
             reason = f"check raised {name}: {exc}" if exc else f"{call.when} failed"
     started = item.stash.get(STARTED_KEY, time.time())
     log = judge.log if judge else None
-    if log is None and node != "fleet":
+    if log is None and node != FLEET:
         log = ctx.phases.log_path(check, node)
     if log is None and node in ctx.states and ctx.states[node].down_reason:
         log = ctx.states[node].facts_log
@@ -362,19 +499,69 @@ def pytest_internalerror(excrepr: object, excinfo: pytest.ExceptionInfo[BaseExce
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """End the run: the end record, the transport closed (staged files removed), then
+    results.json and the reports from results.jsonl. A file that cannot be written is
+    one line on stderr and pytest's exit status 3 (a harness error)."""
     ctx = _ctx(session.config)
     if ctx is None:
         return
+    stop = _stop(session.config)
+    if stop is not None:
+        stop.finishing()  # from here a signal is only recorded: the files get written
+    gc.unfreeze()
     if not ctx.started:  # a usage error before the run began: nothing measured, nothing to report
         ctx.transport.close()
         ctx.store.close()
         return
+    if stop is not None and stop.requested:
+        stop.interrupt_now()  # nothing left running on a node before the transport closes
+        ctx.interrupted = True
+        ctx.interrupt_signal = stop.first_signal
+        ctx.store.append(
+            "warning",
+            {"message": f"run interrupted by {stop.describe()}: the items not measured are errors (rerun them with --rerun-failed)"},
+        )
     interrupted = ctx.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
     harness_error = None
     if exitstatus == pytest.ExitCode.INTERNAL_ERROR:
         harness_error = _internal_error[-1] if _internal_error else "internal error (see the terminal output)"
-    ctx.close(interrupted=interrupted, harness_error=harness_error)
+    failures = ctx.write_errors()
+    if failures and harness_error is None:
+        harness_error = str(failures[0])
+    ctx.close(interrupted=interrupted, harness_error=harness_error, signals=list(stop.signals) if stop else [])
     progress = session.config.stash.get(PROGRESS_KEY, None)
-    doc = finish_run(ctx.run_dir, ctx.catalog).doc
+    doc: dict[str, Any] | None = None
+    finish_error: OutputWriteError | None = None
+    try:
+        doc = finish_run(ctx.run_dir, ctx.catalog, extra=ctx.store.unwritten).doc
+    except OutputWriteError as exc:
+        finish_error = exc
     if progress is not None:
         progress.finish(doc)
+    if _report_write_failures(ctx, finish_error):
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+
+
+def _report_write_failures(ctx: RunContext, finish_error: OutputWriteError | None) -> bool:
+    """One line on stderr for the files the run could not write, the one that matters
+    most named (results.jsonl, then results.json and the reports, then evidence logs)
+    with its errno; True when there was one."""
+    store = [ctx.store.write_error] if ctx.store.write_error else []
+    finish = [finish_error] if finish_error else []
+    failures = [*store, *finish, *ctx.phases.write_errors]
+    if not failures:
+        return False
+    others = len(store) + len(finish) + ctx.phases.write_error_count - 1
+    more = f" (and {others} more file(s) not written)" if others else ""
+    sys.stderr.write(f"nvtest: error: {failures[0]}{_write_hint(ctx, failures[0])}{more}\n")
+    sys.stderr.flush()
+    return True
+
+
+def _write_hint(ctx: RunContext, exc: OutputWriteError) -> str:
+    """What the user can do about a file that could not be written."""
+    if exc.path == str(ctx.store.path):
+        return " (results.json holds every measurement)" if (ctx.run_dir / "results.json").is_file() else ""
+    if exc.path.endswith(("results.json", "report.html", "junit.xml", "results.csv", "results.parquet")):
+        return f" (the measurements are in {ctx.store.path}; rebuild with: nvtest report {ctx.run_dir})"
+    return ""

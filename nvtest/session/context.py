@@ -13,7 +13,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,10 +30,10 @@ from nvtest.config.inventory import (
 )
 from nvtest.config.resources import probes_dir
 from nvtest.config.skus import Catalog, MatchResult, check_inventory_skus, load_catalog
-from nvtest.errors import ConfigError, NodeError, NodeWedged
+from nvtest.errors import ConfigError, NodeError, NodeWedged, OutputWriteError
 from nvtest.results import ResultStore
 from nvtest.session.facts import NodeFacts, facts_from_probe
-from nvtest.session.phase import PhaseRunner
+from nvtest.session.phase import PhaseRunner, node_log_dir
 from nvtest.transports import Transport, get_transport
 from nvtest.transports.base import FAILURES, CommandResult
 from nvtest.transports.local import local_hostname
@@ -124,6 +124,8 @@ class RunContext:
     listeners: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
     _facts_lock: threading.Lock = field(default_factory=threading.Lock)
     _facts_done: bool = False
+    _targets: dict[str, tuple[Node, ...]] = field(default_factory=dict)
+    _reachable: dict[str, tuple[Node, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> RunContext:
@@ -157,10 +159,20 @@ class RunContext:
             catalog.get(cfg.sku)
         check_inventory_skus(inv, catalog)
         store = ResultStore(run_dir)
+        listeners: list[Callable[[str, dict[str, Any]], None]] = []
+
+        def note(message: str) -> None:
+            # a transport's note (a changed host key accepted, a retry) is a run warning,
+            # and the live view prints it at once, not only the report
+            payload = {"message": message}
+            store.append("warning", payload)
+            for fn in list(listeners):
+                fn("warning", payload)
+
         opts = dict(cfg.backend_options)
         if cfg.backend in ("ssh", "slurm"):
             opts.setdefault("run_id", cfg.run_id)
-            opts.setdefault("log", lambda msg: store.append("warning", {"message": msg}))
+            opts.setdefault("log", note)
         transport = get_transport(cfg.backend, **opts)
         ctx = cls(
             config=cfg,
@@ -171,6 +183,7 @@ class RunContext:
             phases=PhaseRunner(transport, run_dir),
             run_dir=run_dir,
             states={n.name: NodeState(node=n) for n in inv.nodes},
+            listeners=listeners,
         )
         return ctx
 
@@ -209,6 +222,29 @@ class RunContext:
     @property
     def nodes(self) -> list[Node]:
         return list(self.inventory.nodes)
+
+    def check_targets(self, check: str) -> list[Node]:
+        """The nodes of ``check``'s items (every node when it has none), in inventory order.
+
+        Computed once per check (the items are known after collection), so an item asking
+        costs nothing per node of the fleet.
+        """
+        got = self._targets.get(check)
+        if got is None:
+            names = set(self.check_nodes.get(check) or ())
+            got = tuple(n for n in self.inventory.nodes if n.name in names) if names else self.inventory.nodes
+            self._targets[check] = got
+        return list(got)
+
+    def reachable_targets(self, check: str) -> list[Node]:
+        """:meth:`check_targets` less the nodes down at the inventory, in inventory order
+        (computed once per check after the facts are gathered)."""
+        got = self._reachable.get(check)
+        if got is None:
+            got = tuple(n for n in self.check_targets(check) if not self.states[n.name].down_reason)
+            if self._facts_done:
+                self._reachable[check] = got
+        return list(got)
 
     def gather_facts(self) -> None:
         """Stage the probes and run the inventory probe on every node, once.
@@ -250,6 +286,7 @@ class RunContext:
                         "sku_forced": bool(state.match and state.match.forced),
                         "inventory_log": state.facts_log,
                         "staging": self.transport.staging_method(name),
+                        "log_dir": node_log_dir(name),
                     },
                 )
             for sku in sorted({s.match.name for s in self.states.values() if s.match and s.match.name}):
@@ -314,14 +351,32 @@ class RunContext:
                 },
             )
 
-    def close(self, *, interrupted: bool, harness_error: str | None = None) -> None:
-        """Write the end record and release the transport and the store."""
+    def write_errors(self) -> list[OutputWriteError]:
+        """The run's files that could not be written so far: results.jsonl first, then
+        the first evidence log files (see :class:`~nvtest.session.phase.PhaseRunner`)."""
+        out = [self.store.write_error] if self.store.write_error else []
+        return [*out, *self.phases.write_errors]
+
+    def close(
+        self, *, interrupted: bool, harness_error: str | None = None, signals: Sequence[str] = ()
+    ) -> None:
+        """Write the end record and release the transport (its staged files removed) and the store.
+
+        ``signals``: the stop signals received, in order (the first decides the exit code).
+        """
+        if self.phases.write_error_count:
+            first = self.phases.write_errors[0]
+            self.store.append(
+                "warning",
+                {"message": f"{self.phases.write_error_count} evidence log file(s) not written; the first: {first}"},
+            )
         self.emit(
             "end",
             {
                 "ended_at": time.time(),
                 "interrupted": interrupted,
                 "interrupt_signal": self.interrupt_signal,
+                "signals": list(signals),
                 "harness_error": harness_error,
             },
         )

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nvtest.config.inventory import Node
+from nvtest.errors import OutputWriteError
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
-__all__ = ["Hang", "PhaseRunner", "write_evidence"]
+__all__ = ["Hang", "PhaseRunner", "node_log_dir", "path_part", "write_evidence"]
 
 
 @dataclass(frozen=True)
@@ -40,25 +41,51 @@ class Hang:
         return f"blocked: {self.need} hung on this node in {self.key} ({why}); not started"
 
 
-def _safe(name: str, limit: int = 120) -> str:
-    """A file-name-safe form of ``name``; long names are cut and tagged with a hash."""
-    safe = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in name).lstrip(".") or "_"
+#: Characters a log path keeps as they are; every other one is written ``%XX`` (UTF-8).
+_KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.@+")
+
+
+def path_part(name: str, limit: int = 120) -> str:
+    """The file-name form of a node or check name: injective, so two names never share a file.
+
+    Letters, digits and ``-_.@+`` stay; every other character (``/``, a space, ``%``,
+    ``:``, a leading ``.``) is ``%XX`` per UTF-8 byte, as in a URL: ``a b`` ->
+    ``a%20b``, ``a_b`` -> ``a_b``; the empty name is ``%``. A form longer than
+    ``limit`` characters is cut and ends ``%~<80-bit SHA-256 of the name>``, which no
+    uncut form contains (each ``%`` there is followed by two hex digits).
+    """
+    out = []
+    for i, ch in enumerate(name):
+        if ch in _KEEP and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+    safe = "".join(out) or "%"
     if len(safe) > limit:
         import hashlib
 
-        safe = f"{safe[: limit - 13]}-{hashlib.sha1(name.encode()).hexdigest()[:12]}"
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+        safe = f"{safe[: limit - 22]}%~{digest}"
     return safe
+
+
+def node_log_dir(node: str) -> str:
+    """The directory of ``node``'s evidence, relative to the run directory (``logs/<node>``)."""
+    return f"logs/{path_part(node)}"
 
 
 def write_evidence(run_dir: Path, check: str, result: CommandResult) -> str:
     """Write one node's raw evidence; return its path relative to ``run_dir``.
 
-    Layout: ``logs/<node>/<check>.log``: a header (command, exit code, duration,
-    error), then stdout, then stderr, each under its own banner.
+    Layout: ``logs/<node>/<check>.log`` (names through :func:`path_part`): a header
+    (command, exit code, duration, error), then stdout, then stderr, each under its
+    own banner.
+
+    Raises:
+        OutputWriteError: the file could not be written (a full disk, a read-only mount).
     """
-    rel = Path("logs") / _safe(result.node) / f"{_safe(check)}.log"
+    rel = f"{node_log_dir(result.node)}/{path_part(check)}.log"
     path = run_dir / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = [
         f"# node:      {result.node}",
         f"# check:     {check}",
@@ -72,9 +99,13 @@ def write_evidence(run_dir: Path, check: str, result: CommandResult) -> str:
     if not body.endswith("\n"):
         body += "\n"
     body += "\n===== stderr =====\n" + result.stderr
-    with path.open("a", encoding="utf-8") as fh:
-        fh.write(body + ("\n" if not body.endswith("\n") else ""))
-    return str(rel)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(body + ("\n" if not body.endswith("\n") else ""))
+    except OSError as exc:
+        raise OutputWriteError.of(path, exc) from None
+    return rel
 
 
 class PhaseRunner:
@@ -98,6 +129,10 @@ class PhaseRunner:
         self._lock = threading.Lock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._hung: dict[str, dict[str, Hang]] = {}
+        #: evidence files that could not be written (the results stand; the run is a
+        #: harness error): the first few, and how many in all
+        self.write_errors: list[OutputWriteError] = []
+        self.write_error_count = 0
 
     def run(
         self,
@@ -116,7 +151,9 @@ class PhaseRunner:
         where one of them hung gets a ``blocked`` result without running anything, and a
         node where this command runs past its deadline marks them all hung.
 
-        Returns node name -> CommandResult. Evidence is written as it arrives.
+        Returns node name -> CommandResult. Evidence is written as it arrives; a log
+        file that cannot be written leaves the result as it is (no log path) and is
+        counted in :attr:`write_errors`.
         """
         with self._lock:
             lock = self._key_locks.setdefault(key, threading.Lock())
@@ -141,7 +178,13 @@ class PhaseRunner:
             for name, res in results.items():
                 if res.failure in ("timeout", "unkillable"):
                     self._mark_hung(name, key, needs, res)
-                self._logs[(key, name)] = write_evidence(self.run_dir, key, res)
+                try:
+                    self._logs[(key, name)] = write_evidence(self.run_dir, key, res)
+                except OutputWriteError as exc:  # the measurement stands without its log file
+                    self.write_error_count += 1
+                    if len(self.write_errors) < 3:
+                        self.write_errors.append(exc)
+                    continue
                 self._envs[self._logs[(key, name)]] = dict(env or {})
             self._cache[key] = results
             return results

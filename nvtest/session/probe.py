@@ -147,23 +147,24 @@ def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node])
     state = ctx.states[node.name]
     if state.down_reason:
         raise state.down_error()
-    live = [n for n in nodes if not ctx.states[n.name].down_reason]
 
     def build(n: Node) -> list[str]:
         st = ctx.states[n.name]
         prof = st.match.profile if st.match else None
         return [*probe.argv(n, ctx.probe_dirs.get(n.name, str(probes_dir())), prof), *device_for(probe, st)]
 
-    if ctx.phases.cached(probe.name) is None:
+    results = ctx.phases.cached(probe.name)
+    if results is None:  # the first item of the phase: nothing per node for the others
+        live = [n for n in nodes if not ctx.states[n.name].down_reason]
         ctx.emit("phase", {"check": probe.name, "nodes": len(live)})
-    results = ctx.phases.run(
-        probe.name,
-        live,
-        build,
-        timeout_s=probe.timeout_s * ctx.config.timeout_scale,
-        env=dict(probe.env) or None,
-        needs=probe.all_needs(),
-    )
+        results = ctx.phases.run(
+            probe.name,
+            live,
+            build,
+            timeout_s=probe.timeout_s * ctx.config.timeout_scale,
+            env=dict(probe.env) or None,
+            needs=probe.all_needs(),
+        )
     res = results.get(node.name)
     if res is None:
         raise NodeError("no result from the transport")

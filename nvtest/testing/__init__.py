@@ -2,7 +2,9 @@
 
 :mod:`nvtest.testing.sshd_cluster` starts real ``sshd`` processes on loopback
 addresses, one per simulated node, for transport tests, the fan-out benchmark
-and ``make demo-cluster``.
+and ``make demo-cluster``; :mod:`nvtest.testing.standin` puts stand-ins for the field's
+tools on a node's PATH; :mod:`nvtest.testing.instant` is a transport whose nodes answer
+at once, for measuring the harness's own cost per item.
 """
 
 from __future__ import annotations

@@ -173,13 +173,17 @@ class LocalTransport(Transport):
             self._running[proc] = token
         deadline = t0 + timeout_s
         try:
-            out, err, done = _pump(proc, stdin, deadline)
-            report: KillReport | None = None
-            if done:  # output closed: the shell exits now, or at the latest by the deadline
-                done = _wait(proc, max(0.0, deadline - time.monotonic()))
-            if not done:
-                report = kill_task(proc.pid, token, self.kill_grace_s)
-            reaped = done or _wait(proc, self.kill_grace_s)
+            try:
+                out, err, done = _pump(proc, stdin, deadline)
+                report: KillReport | None = None
+                if done:  # output closed: the shell exits now, or at the latest by the deadline
+                    done = _wait(proc, max(0.0, deadline - time.monotonic()))
+                if not done:
+                    report = kill_task(proc.pid, token, self.kill_grace_s)
+                reaped = done or _wait(proc, self.kill_grace_s)
+            except BaseException:  # KeyboardInterrupt (a second Ctrl-C): leave nothing running
+                kill_task(proc.pid, token, min(1.0, self.kill_grace_s))
+                raise
         finally:
             for pipe in (proc.stdout, proc.stderr, proc.stdin):
                 if pipe is not None:

@@ -13,10 +13,12 @@ from nvtest.checks.api import Judge, NodeError, Probe, raw_output
 from nvtest.checks.health import apply
 from nvtest.checks.health.uniformity import (
     VERSIONS_SCRIPT,
+    fleet_counts,
     uniformity,
     versions_from_facts,
     versions_from_probe,
 )
+from nvtest.jobs.base import fleet_cache
 from nvtest.session.context import RunContext
 from nvtest.session.facts import NodeFacts
 
@@ -34,11 +36,22 @@ def test_sw_uniformity(
 ) -> None:
     """Compare this node's versions with the majority of the nodes of its SKU."""
     ctx = nvtest_context
-    by_name = ctx.inventory.by_name()
-    names = ctx.check_nodes.get("sw_uniformity") or list(by_name)
-    targets = [by_name[n] for n in names]
     mine = ctx.states[node.name].match
     sku_name = mine.name if mine else None
+    targets = ctx.check_targets("sw_uniformity")
+    # the fleet's versions and their counts, once per SKU (not a pass over the fleet per node)
+    fleet, counts = fleet_cache(ctx).get(f"sw_uniformity:{sku_name}", lambda: _fleet(ctx, sku_name, targets))
+    judge.log = ctx.phases.log_path(VERSIONS.name, node.name)
+    if node.name not in fleet:
+        raw_output(ctx, VERSIONS, node, targets)  # this node's own error, if its probe failed
+        raise NodeError("no versions gathered from this node")
+    judge.detail("effective", {"nodes_compared": sorted(fleet), "versions": sorted(fleet[node.name])})
+    apply(uniformity(node.name, fleet, counts), judge)
+
+
+def _fleet(ctx: RunContext, sku_name: str | None, targets: list) -> tuple[dict[str, dict], dict]:
+    """Node -> versions for the reachable nodes of ``sku_name`` whose probe answered, and
+    :func:`fleet_counts` of them."""
     fleet = {}
     for n in targets:
         st = ctx.states[n.name]
@@ -47,12 +60,6 @@ def test_sw_uniformity(
         try:
             res = raw_output(ctx, VERSIONS, n, targets)
         except NodeError:
-            if n.name == node.name:
-                raise
             continue
         fleet[n.name] = {**versions_from_facts(st.facts), **versions_from_probe(res.stdout)}
-    judge.log = ctx.phases.log_path(VERSIONS.name, node.name)
-    if node.name not in fleet:
-        raise NodeError("no versions gathered from this node")
-    judge.detail("effective", {"nodes_compared": sorted(fleet), "versions": sorted(fleet[node.name])})
-    apply(uniformity(node.name, fleet), judge)
+    return fleet, fleet_counts(fleet)

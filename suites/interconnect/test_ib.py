@@ -31,7 +31,7 @@ from nvtest.checks.interconnect.rdma import port_problems, rdma_report
 from nvtest.checks.shape import golden_for, hca_shape, judge_shape
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import NvtestError, ParseError, UnreportedHardware
-from nvtest.jobs.base import check_nodes, node_recipe
+from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe
 from nvtest.jobs.pair_jobs import PerftestPairJob, TcpPairJob
 from nvtest.parsers import ibstat, ibv_devinfo
 from nvtest.parsers.ibstat import IbReport
@@ -140,7 +140,7 @@ def test_ib_write_bw(
     require_tool(node_facts, exp, "ib_write_bw", "perftest")
     ctx = nvtest_context
     by_name = ctx.inventory.by_name()
-    rdma = [n for n in check_nodes(ctx, "ib_write_bw") if _has_rdma(ctx, n)]
+    rdma = _rdma_nodes(ctx, "ib_write_bw")
     job = PerftestPairJob(
         ctx,
         hcas=lambda n: _active_hcas(ctx, n),
@@ -175,6 +175,11 @@ def _rdma_expected(ctx, node) -> bool:
     return expected_hcas(st.facts, st.match.profile if st.match else None, len(report.cas) if report else 0).count > 0
 
 
+def _rdma_nodes(ctx, check: str) -> list:
+    """The check's reachable nodes whose RDMA devices its tools can measure, once per run."""
+    return fleet_cache(ctx).get(f"{check}:rdma", lambda: [n for n in check_nodes(ctx, check) if _has_rdma(ctx, n)])
+
+
 def _has_rdma(ctx, node) -> bool:
     facts = ctx.states[node.name].facts
     if facts is None or not facts.tools.get("ib_write_bw"):
@@ -193,7 +198,9 @@ def test_tcp_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> No
     ctx = nvtest_context
     if _rdma_expected(ctx, node):
         raise ProbeSkip("the node has RDMA NICs: ib_write_bw measures its links")
-    targets = [n for n in check_nodes(ctx, "tcp_bw") if not _rdma_expected(ctx, n)]
+    targets = fleet_cache(ctx).get(
+        "tcp_bw:no-rdma", lambda: [n for n in check_nodes(ctx, "tcp_bw") if not _rdma_expected(ctx, n)]
+    )
     if len(targets) < 2:
         raise ProbeSkip(f"a pair test needs two nodes without RDMA; this run has {len(targets)}")
     recipe = node_recipe(ctx, targets[0], "tcp_bw")

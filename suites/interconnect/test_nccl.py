@@ -81,7 +81,7 @@ def _intra(node, node_facts, ctx, judge: Judge, *, nics_only: bool, check: str) 
     ops = ("all_reduce",) if nics_only else recipe.ops
     _require_tool(node_facts, recipe, ops[0], ctx, node)
     env = nccl_env(recipe, os.environ, nics_only=nics_only)
-    nodes = [n for n in check_nodes(ctx, check) if _gpus(ctx, n)]
+    nodes = _gpu_nodes(ctx, check)
     for op in ops:
         key = f"{check}_{op}"
         cmds = {n.name: perf_argv(op, _recipe(ctx, n), _gpus(ctx, n)) for n in nodes}
@@ -109,8 +109,13 @@ def test_nccl_nics_only(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     _intra(node, node_facts, nvtest_context, judge, nics_only=True, check="nccl_nics_only")
 
 
+def _gpu_nodes(ctx, check: str) -> list:
+    """The check's reachable nodes with GPUs (computed once per run and check)."""
+    return fleet_cache(ctx).get(f"{check}:gpu-nodes", lambda: [n for n in check_nodes(ctx, check) if _gpus(ctx, n)])
+
+
 def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
-    nodes = [n for n in check_nodes(ctx, "nccl_multinode") if _gpus(ctx, n)]
+    nodes = _gpu_nodes(ctx, "nccl_multinode")
     first = nodes[0]
     recipe = (
         _recipe(ctx, first, "nccl_multinode")
@@ -165,7 +170,7 @@ def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     ctx = nvtest_context
     recipe = _recipe(ctx, node, "nccl_multinode")
     _require_tool(node_facts, recipe, "all_reduce", ctx, node)
-    if len([n for n in check_nodes(ctx, "nccl_multinode") if _gpus(ctx, n)]) < 2:
+    if len(_gpu_nodes(ctx, "nccl_multinode")) < 2:
         raise ProbeSkip("multi-node NCCL needs two GPU nodes")
     op = recipe.ops[0]
     v, command, key = fleet_cache(ctx).get(f"nccl_multinode:{op}", lambda: _multinode(ctx, op))

@@ -33,6 +33,7 @@ from nvtest.checks.resilience.requeue import (
 from nvtest.config.resources import probes_dir
 from nvtest.config.thresholds import SkuProfile
 from nvtest.jobs.base import check_nodes, fleet_cache, profile_of, require_up
+from nvtest.session.phase import path_part
 
 if TYPE_CHECKING:
     from nvtest.session.context import RunContext
@@ -44,7 +45,7 @@ BASE_PORT = 29650
 def _drills(ctx: RunContext) -> dict[str, RequeueFigures | NodeError]:
     """Every node's drill, all at once (the check's first item runs it; the others wait)."""
     nodes = check_nodes(ctx, "requeue")
-    names = sorted(n.name for n in ctx.nodes)
+    index = {name: i for i, name in enumerate(sorted(n.name for n in ctx.nodes))}
     specs = []
     for n in nodes:
         rec = resilience_recipe(profile_of(ctx, n))
@@ -53,11 +54,11 @@ def _drills(ctx: RunContext) -> dict[str, RequeueFigures | NodeError]:
                 node=n.name,
                 python=n.python,
                 probe_dir=ctx.probe_dirs.get(n.name, str(probes_dir())),
-                workdir=ctx.run_dir / "requeue" / n.name,
+                workdir=ctx.run_dir / "requeue" / path_part(n.name),
                 steps=int(rec["steps"]) + 10,
                 ckpt_every=int(rec["ckpt_every"]),
                 requeue_step=int(rec["ckpt_every"]) + 2,
-                port=BASE_PORT + names.index(n.name),
+                port=BASE_PORT + index[n.name],
                 release_hold=bool(rec["requeue_release_hold"]),
             )
         )

@@ -42,7 +42,7 @@ FLOOR_RULES: dict[str, frozenset[str]] = {
     "nvtest.transports": frozenset({"nvtest.config"}),
     "nvtest.playbook": frozenset({"nvtest.parsers", "nvtest.config"}),
     "nvtest.config": frozenset(),
-    "nvtest.testing": frozenset({"nvtest.config"}),
+    "nvtest.testing": frozenset({"nvtest.config", "nvtest.transports"}),
 }
 
 #: Apart: shipped to nodes, they import nothing of nvtest.

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from nvtest.checks.health import Outcome
 from nvtest.session.facts import NodeFacts
 
-__all__ = ["VERSIONS_SCRIPT", "uniformity", "versions_from_facts", "versions_from_probe"]
+__all__ = ["VERSIONS_SCRIPT", "fleet_counts", "uniformity", "versions_from_facts", "versions_from_probe"]
 
 VERSIONS_SCRIPT = r"""
 echo "ofed=$(ofed_info -s 2>/dev/null | sed 's/:$//')"
@@ -60,8 +60,21 @@ def versions_from_facts(facts: NodeFacts) -> dict[str, str | None]:
     }
 
 
-def uniformity(node: str, fleet: Mapping[str, Versions]) -> Outcome:
+def fleet_counts(fleet: Mapping[str, Versions]) -> dict[str, Counter[str]]:
+    """Key -> how many nodes have each value (``(missing)`` where a node has none), for
+    every key some node has a value for: the fleet side of :func:`uniformity`, computed
+    once for all the nodes of a fleet."""
+    keys = sorted({k for v in fleet.values() for k, val in v.items() if val})
+    return {key: Counter(v.get(key) or "(missing)" for v in fleet.values()) for key in keys}
+
+
+def uniformity(
+    node: str, fleet: Mapping[str, Versions], counts: Mapping[str, Counter[str]] | None = None
+) -> Outcome:
     """Compare ``fleet[node]`` with the other nodes' values, key by key.
+
+    ``counts``: :func:`fleet_counts` of ``fleet`` when the caller keeps it for every
+    node (else computed here: a pass over the fleet per node).
 
     Metrics: ``versions_differing`` (count of keys where this node is odd or
     there is no majority).
@@ -77,10 +90,8 @@ def uniformity(node: str, fleet: Mapping[str, Versions]) -> Outcome:
         out.note("one node only: nothing to compare")
         out.measure("versions_differing", 0, "count")
         return out
-    keys = sorted({k for v in fleet.values() for k, val in v.items() if val})
     odd = 0
-    for key in keys:
-        values = Counter(v.get(key) or "(missing)" for v in fleet.values())
+    for key, values in (counts if counts is not None else fleet_counts(fleet)).items():
         value = mine.get(key) or "(missing)"
         top, top_n = values.most_common(1)[0]
         if len(values) == 1:
