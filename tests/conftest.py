@@ -68,6 +68,20 @@ def nvtest_cli():
     return run_nvtest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _history_in_session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs the tests start record their history in a file of the session's temp directory
+    (``NVTEST_HISTORY``, inherited by every nvtest they spawn), never in the user's data
+    directory. A test that needs its own database passes ``--history`` or sets the variable."""
+    saved = os.environ.get("NVTEST_HISTORY")
+    os.environ["NVTEST_HISTORY"] = str(tmp_path_factory.mktemp("history") / "history.sqlite")
+    yield
+    if saved is None:
+        os.environ.pop("NVTEST_HISTORY", None)
+    else:
+        os.environ["NVTEST_HISTORY"] = saved
+
+
 @contextlib.contextmanager
 def started_slurm_cluster(*, activate: bool = False) -> Iterator[SlurmCluster]:
     """A real 2-node Slurm (``node1``, ``node2``, partition ``nvt``) for a test module.

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "nvtest.report",
             "nvtest.results",
             "nvtest.playbook",
+            "nvtest.history",
             "nvtest.testing",
         ),
     ),
@@ -43,6 +44,9 @@ FLOOR_RULES: dict[str, frozenset[str]] = {
     "nvtest.playbook": frozenset({"nvtest.parsers", "nvtest.config"}),
     "nvtest.config": frozenset(),
     "nvtest.testing": frozenset({"nvtest.config"}),
+    # the record of every run, gate and sweep: written by finish_run (analysis) and the
+    # operating verbs (ops), so it sits on the floor below both and knows only the results
+    "nvtest.history": frozenset({"nvtest.results"}),
 }
 
 #: Apart: shipped to nodes, they import nothing of nvtest.
