@@ -12,6 +12,7 @@ inventory       :mod:`nvtest.cli.inventory`
 parse           :mod:`nvtest.cli.parse`
 list            :mod:`nvtest.cli.list`
 skus            :mod:`nvtest.cli.skus`
+gate            :mod:`nvtest.cli.gate`
 ==============  ==============================================================
 
 The app, its consoles and the exit-code table are in :mod:`nvtest.cli.app`; the
@@ -27,7 +28,10 @@ from nvtest.cli.app import app, main
 __all__ = ["VERBS", "app", "main"]
 
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
-VERBS = ("run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare")
+VERBS = (
+    "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare",
+    "gate",
+)  # fmt: skip
 
 for _verb in VERBS:
     importlib.import_module(f"nvtest.cli.{_verb}")

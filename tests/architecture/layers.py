@@ -14,6 +14,9 @@ PKG = Path(__file__).resolve().parents[2] / "nvtest"
 #: Top to bottom. A module imports its own layer and the layers below it, never one above.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("nvtest.cli",)),
+    # gate, sweep, export: the checks and thresholds every day after acceptance; they reuse
+    # the health logic (checks), the parsers, the playbook, the Slurm client and the history
+    ("ops", ("nvtest.ops",)),
     ("run", ("nvtest.run",)),
     ("checks", ("nvtest.checks",)),
     ("jobs", ("nvtest.jobs",)),
