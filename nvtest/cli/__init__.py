@@ -13,6 +13,7 @@ parse           :mod:`nvtest.cli.parse`
 list            :mod:`nvtest.cli.list`
 skus            :mod:`nvtest.cli.skus`
 gate            :mod:`nvtest.cli.gate`
+history         :mod:`nvtest.cli.history`
 ==============  ==============================================================
 
 The app, its consoles and the exit-code table are in :mod:`nvtest.cli.app`; the
@@ -30,7 +31,7 @@ __all__ = ["VERBS", "app", "main"]
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
 VERBS = (
     "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare",
-    "gate",
+    "gate", "history",
 )  # fmt: skip
 
 for _verb in VERBS:

@@ -82,7 +82,7 @@ def gate(
             err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
             raise typer.Exit(EXIT_CONFIG) from exc
         doc = _config_error_doc(opts, exc)
-    sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")
+    sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
     sys.stdout.flush()
     err_console.print(_summary(doc), markup=False, highlight=False)
     for w in doc.get("warnings") or []:
