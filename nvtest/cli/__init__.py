@@ -13,6 +13,7 @@ parse           :mod:`nvtest.cli.parse`
 list            :mod:`nvtest.cli.list`
 skus            :mod:`nvtest.cli.skus`
 gate            :mod:`nvtest.cli.gate`
+sweep           :mod:`nvtest.cli.sweep`
 history         :mod:`nvtest.cli.history`
 ==============  ==============================================================
 
@@ -31,7 +32,7 @@ __all__ = ["VERBS", "app", "main"]
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
 VERBS = (
     "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare",
-    "gate", "history",
+    "gate", "sweep", "history",
 )  # fmt: skip
 
 for _verb in VERBS:
