@@ -15,6 +15,7 @@ skus            :mod:`nvtest.cli.skus`
 gate            :mod:`nvtest.cli.gate`
 sweep           :mod:`nvtest.cli.sweep`
 history         :mod:`nvtest.cli.history`
+export          :mod:`nvtest.cli.export`
 ==============  ==============================================================
 
 The app, its consoles and the exit-code table are in :mod:`nvtest.cli.app`; the
@@ -32,7 +33,7 @@ __all__ = ["VERBS", "app", "main"]
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
 VERBS = (
     "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare",
-    "gate", "sweep", "history",
+    "gate", "sweep", "history", "export",
 )  # fmt: skip
 
 for _verb in VERBS:
