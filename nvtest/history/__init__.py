@@ -10,7 +10,26 @@ and the ground, so the analysis (``finish_run``) and the operating verbs can bot
 
 from __future__ import annotations
 
-from nvtest.history.schema import LATEST
-from nvtest.history.store import HistoryStore, default_path, resolve_target
+import importlib
+from typing import Any
 
 __all__ = ["LATEST", "HistoryStore", "default_path", "resolve_target"]
+
+#: name -> the module that defines it; loaded on first use, so a caller with history off
+#: (``--history off``) never imports SQLAlchemy.
+_WHERE = {
+    "LATEST": "nvtest.history.schema",
+    "HistoryStore": "nvtest.history.store",
+    "default_path": "nvtest.history.target",
+    "resolve_target": "nvtest.history.target",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'nvtest.history' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -96,7 +96,6 @@ def _v1(conn: Connection) -> None:
         Column("unit", String(32)),
         Column("verdict", String(16)),
     )
-    Index("ix_metrics_series", met.c.check_name, met.c.metric, met.c.node)
     Index("ix_metrics_run_node", met.c.run_id, met.c.node)
     md.create_all(conn)
 

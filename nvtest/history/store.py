@@ -27,40 +27,9 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from nvtest.errors import ConfigError, HistoryError
 from nvtest.history.migrate import migrate
 from nvtest.history.schema import events, metrics, results, runs
+from nvtest.history.target import default_path, resolve_target
 
 __all__ = ["HistoryStore", "day_of", "default_path", "labels_key", "resolve_target"]
-
-#: Values of ``--history`` / ``$NVTEST_HISTORY`` that turn history off.
-OFF = frozenset({"off", "none", "no", "0", "false"})
-
-
-def default_path() -> Path:
-    """``$XDG_DATA_HOME/nvtest/history.sqlite`` (``~/.local/share/nvtest/history.sqlite``)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "nvtest" / "history.sqlite"
-
-
-def resolve_target(value: str | os.PathLike[str] | None = None) -> str | None:
-    """The SQLAlchemy URL of the history database, or None when history is off.
-
-    Raises:
-        ConfigError: a URL SQLAlchemy cannot read.
-    """
-    raw = os.fspath(value) if value is not None else os.environ.get("NVTEST_HISTORY")
-    if raw is not None and raw.strip().lower() in OFF | {""}:
-        return None
-    if raw is None:
-        raw = str(default_path())
-    if "://" in raw:
-        if raw.startswith(("postgresql://", "postgres://")):
-            raw = "postgresql+psycopg://" + raw.split("://", 1)[1]
-        try:
-            make_url(raw)
-        except ArgumentError as exc:
-            raise ConfigError(f"not a database URL: {exc}", field="--history") from exc
-        return raw
-    return "sqlite:///" + str(Path(raw).expanduser().resolve())
-
 
 def day_of(t: float) -> int:
     """The UTC day number of epoch seconds ``t`` (days since 1970-01-01)."""
@@ -79,6 +48,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA cache_size=-65536")  # 64 MiB: the indexes of a large ingest stay in memory
     cur.close()
 
 
@@ -176,7 +146,7 @@ class HistoryStore:
                         [{**r, "run_id": run_id, "day": day_of(r["started_at"])} for r in result_rows],
                     )
                 if metric_rows:
-                    conn.execute(metrics.insert(), [{**m, "run_id": run_id} for m in metric_rows])
+                    _insert_metrics(conn, run_id, metric_rows)
                 if event_rows:
                     conn.execute(
                         events.insert(),
@@ -243,6 +213,21 @@ class HistoryStore:
             metric_rows,
             drains,
         )
+
+
+_METRIC_COLUMNS = ("run_id", "node", "check_name", "metric", "labels", "value", "unit", "verdict")
+
+
+def _insert_metrics(conn: Connection, run_id: int, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert metric rows: through the driver's ``executemany`` of tuples on SQLite (no
+    per-row statement work: a million rows is the common size), through SQLAlchemy's
+    batched ``insertmanyvalues`` elsewhere."""
+    if conn.dialect.name == "sqlite":
+        cols = _METRIC_COLUMNS
+        sql = f"INSERT INTO metrics ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        conn.exec_driver_sql(sql, [(run_id, *(m.get(c) for c in cols[1:])) for m in rows])
+    else:
+        conn.execute(metrics.insert(), [{**m, "run_id": run_id} for m in rows])
 
 
 def _result_rows(

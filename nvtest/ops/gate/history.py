@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nvtest.history import HistoryStore
-from nvtest.history.store import labels_key
+from nvtest.history.target import resolve_target
 
 __all__ = ["gate_rows", "record_gate"]
 
 
 def gate_rows(doc: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(run, result rows, metric rows, event rows) of a gate document."""
+    from nvtest.history.store import labels_key
+
     node, start = str(doc["node"]), float(doc["started_at"])
     run = {
         "kind": "gate", "started_at": start, "ended_at": start + float(doc.get("duration_s") or 0),
@@ -49,9 +50,12 @@ def record_gate(doc: Mapping[str, Any], target: str | None, *, cleared: bool = F
     Raises:
         HistoryError: the database could not be written. ConfigError: a bad ``--history``.
     """
-    store = HistoryStore.open(target)
-    if store is None:
+    url = resolve_target(target)
+    if url is None:
         return None
+    from nvtest.history.store import HistoryStore
+
+    store = HistoryStore(url)
     try:
         run, results, metrics, events = gate_rows(doc)
         if cleared:
