@@ -16,6 +16,10 @@ import pytest
 if TYPE_CHECKING:
     from nvtest.testing.slurm_cluster import SlurmCluster
 
+#: pytester drives the plugin's tests (tests/run); pytest reads pytest_plugins only here, in the
+#: top-level conftest
+pytest_plugins = ["pytester"]
+
 REPO = Path(__file__).resolve().parent.parent
 #: recorded real tool outputs and other test data
 DATA = REPO / "tests" / "data"

@@ -67,3 +67,18 @@ def test_one_node_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert proc.returncode == 0
     nodes = {dict(labels).get("node") for _, labels in _samples((tmp_path / "p" / "nvtest.prom").read_text())}
     assert nodes == {"gpu02"}
+
+
+def test_the_grafana_dashboard_asks_only_for_exported_series() -> None:
+    import json
+    import re
+
+    from tests.conftest import REPO
+
+    dash = json.loads((REPO / "docs" / "grafana-nvtest.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    exprs += [v["query"]["query"] for v in dash["templating"]["list"] if isinstance(v.get("query"), dict)]
+    used = {m for e in exprs for m in re.findall(r"\bnvtest_[a-z_]+", e)}
+    exported = {"nvtest_check_verdict", "nvtest_check_timestamp_seconds", "nvtest_metric", "nvtest_gate_duration_seconds"}
+    assert used == exported
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])

@@ -4,4 +4,4 @@ and must not touch this session's)."""
 
 from __future__ import annotations
 
-pytest_plugins = ["pytester"]
+# pytester is loaded by tests/conftest.py: pytest allows pytest_plugins only in the top-level conftest
