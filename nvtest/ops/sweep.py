@@ -167,8 +167,8 @@ def _node_result(sweep_dir: Path, node: str, state: str) -> tuple[dict[str, Any]
     return doc, str((doc.get("summary") or {}).get("verdict"))
 
 
-def _select(opts: SweepOptions) -> tuple[list[str], dict[str, str], int]:
-    """(idle nodes, node -> why not swept, nodes out of service now) of the partition."""
+def _select(opts: SweepOptions) -> tuple[list[str], dict[str, str], int, int]:
+    """(idle nodes, node -> why not swept, nodes out of service now, partition size)."""
     names = discover_nodes(opts.partition, None, include_unavailable=True)
     states = node_states(names)
     wanted = set(expand_hostlist(opts.nodes)) if opts.nodes else set(names)
@@ -182,7 +182,7 @@ def _select(opts: SweepOptions) -> tuple[list[str], dict[str, str], int]:
             idle.append(n)
         else:
             skipped[n] = f"not idle: {st.state}" + (f" ({st.reason})" if st.reason else "")
-    return idle, skipped, out_now
+    return idle, skipped, out_now, len(names)
 
 
 def run_sweep(opts: SweepOptions) -> dict[str, Any]:
@@ -194,8 +194,7 @@ def run_sweep(opts: SweepOptions) -> dict[str, Any]:
     opts.sweep_id = opts.sweep_id or sweep_id()
     sweep_dir = (opts.out / f"sweep-{opts.sweep_id}").resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    idle, skipped, out_now = _select(opts)
-    size = len(discover_nodes(opts.partition, None, include_unavailable=True))
+    idle, skipped, out_now, size = _select(opts)
     limit = max_out_count(opts.max_out, size)
     budget = limit - out_now
     batches = plan_batches(idle, budget)

@@ -218,3 +218,28 @@ def test_healthy_from_real_outputs_has_no_invented_recording() -> None:
         "ibstat.default.out", "lspci.default.out", "nv-fabricmanager.default.out", "nvidia-smi.0.out",
         "nvidia-smi.1.out", "systemctl.0.out",
     ])  # fmt: skip
+
+
+def test_the_drain_reason_is_nvtest_check_reason_on_one_short_line() -> None:
+    from nvtest.ops.gate.slurm import REASON_LIMIT, gate_reason
+
+    r = gate_reason("gpus", 'lspci lists 8 NVIDIA GPUs but "nvidia-smi" sees 7\nGPU lost ' + "x" * 300)
+    assert r.startswith("nvtest: gpus lspci lists 8") and len(r) == REASON_LIMIT
+    assert '"' not in r and "\n" not in r
+
+
+def test_two_gates_ending_together_merge_their_state(tmp_path: Path) -> None:
+    from nvtest.ops.gate.state import load_state, save_state
+
+    a, b = load_state(tmp_path, "n1"), load_state(tmp_path, "n1")
+    a.kernel_log_ts, b.kernel_log_ts = 100.0, 50.0
+    a.fatal_events = [{"code": 79, "pci": "0000:b3:00.0", "ts": 90.0}]
+    b.fatal_events = [{"code": 48, "pci": "0000:18:00.0", "ts": 40.0}]
+    save_state(tmp_path, "n1", a)
+    save_state(tmp_path, "n1", b)  # the Prolog ends after the health check: nothing lost
+    merged = load_state(tmp_path, "n1")
+    assert merged.kernel_log_ts == 100.0
+    assert sorted(e["code"] for e in merged.fatal_events) == [48, 79]
+    merged.fatal_events = []
+    save_state(tmp_path, "n1", merged, cleared=True)
+    assert load_state(tmp_path, "n1").fatal_events == []
