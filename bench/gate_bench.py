@@ -10,7 +10,9 @@ Three cases, each run ``--repeat`` times (median, min, max):
 - ``this machine, nvtest gate process``: the real tools of this host (no NVIDIA GPU: the
   GPU checks are skipped on lspci's word).
 
-``duration_s`` is the gate's own figure for its checks; ``wall`` is measured here. Usage::
+``checks`` is the gate's own ``duration_s`` (its checks, tools included); ``wall`` is measured
+here; ``cpu`` is the process's user+system CPU seconds (``getrusage`` of the child): on a
+loaded machine the wall time grows with the load, the CPU time does not. Usage::
 
     python bench/gate_bench.py [--repeat 5] [--budget 10]
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -43,7 +46,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--budget", type=float, default=10.0)
     args = ap.parse_args()
-    rows: list[tuple[str, list[float], list[float], str]] = []
+    rows: list[tuple[str, list[float], list[float], list[float], str]] = []
     with tempfile.TemporaryDirectory(prefix="nvtest-gate-bench-") as tmp:
         base = Path(tmp)
         tools = node_bin(base, "gpu01")
@@ -60,28 +63,32 @@ def main() -> int:
                 verdicts.add(doc["verdict"])
         finally:
             os.environ["PATH"] = saved
-        rows.append(("h100 stand-ins, in-process", walls, durs, ",".join(sorted(verdicts))))
+        rows.append(("h100 stand-ins, in-process", walls, durs, [], ",".join(sorted(verdicts))))
         for label, env_path, node in (
             ("h100 stand-ins, nvtest gate process", tools.path_prefix(saved), "gpu01"),
             ("this machine, nvtest gate process", saved, "bench-host"),
         ):
-            walls, durs, verdicts = [], [], set()
+            walls, durs, cpus, verdicts = [], [], [], set()
             for _ in range(args.repeat):
                 t0 = time.monotonic()
+                ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 proc = subprocess.run(
                     [sys.executable, "-m", "nvtest.cli", "gate", "--node", node, "--budget", str(args.budget),
                      "--state-dir", str(base / f"s-{node}"), "--history", str(base / f"h-{node}.sqlite")],
                     capture_output=True, text=True, env={**os.environ, "PATH": env_path}, cwd=REPO, timeout=120,
                 )  # fmt: skip
                 walls.append(time.monotonic() - t0)
+                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                cpus.append(ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime)
                 doc = json.loads(proc.stdout)
                 durs.append(doc["duration_s"])
                 verdicts.add(doc["verdict"])
-            rows.append((label, walls, durs, ",".join(sorted(verdicts))))
+            rows.append((label, walls, durs, cpus, ",".join(sorted(verdicts))))
     print(f"nvtest gate, {args.repeat} runs each, budget {args.budget:g} s, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-    print(f"{'case':40} {'wall s: median    min     max':30} {'checks s: median    min     max':31} verdict")
-    for label, walls, durs, verdicts in rows:
-        print(f"{label:40} {_stats(walls):30} {_stats(durs):31} {verdicts}")
+    print(f"{'case':38} {'wall s: median  min    max':27} {'checks s: median  min    max':29} {'cpu s: median':14} verdict")
+    for label, walls, durs, cpus, verdicts in rows:
+        cpu = f"{statistics.median(cpus):7.3f}" if cpus else "      -"
+        print(f"{label:38} {_stats(walls):27} {_stats(durs):29} {cpu:14} {verdicts}")
     print("goal: under 2 s for the passive set")
     return 0
 
