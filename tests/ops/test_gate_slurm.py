@@ -78,6 +78,18 @@ def _wait(what: str, ok: Callable[[], bool], timeout: float = 240.0) -> None:
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
+def _gates_running(node: str, mode: str) -> bool:
+    """Whether an ``nvtest gate --mode MODE --node NODE`` process is running on this machine."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gate" in argv and mode.encode() in argv and node.encode() in argv:
+            return True
+    return False
+
+
 def _docs(base: Path, node: str) -> list[dict]:
     path = base / f"gate-{node}.jsonl"
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.exists() else []
@@ -141,7 +153,8 @@ def test_the_health_check_drains_and_resumes_and_leaves_a_persons_drain(hooked: 
 
 def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(hooked: tuple[SlurmCluster, Path]) -> None:
     cluster, base = hooked
-    (base / "healthcheck.on").touch()
+    (base / "healthcheck.on").unlink(missing_ok=True)  # no health check may race the job's fresh cursor
+    _wait("no health check of node2 in flight", lambda: not _gates_running("node2", "healthcheck"))
     prepared = base / "prepared" / "node2" / "bin"
     FAULTS["fatal_xid"][0](healthy_h100(StandInTools(prepared)))
     # the job "makes" its GPU fall off the bus: node2's kernel log becomes the recorded one; its
@@ -152,6 +165,7 @@ def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(ho
     ).stdout.strip()  # fmt: skip
     _wait("node2 drained by its Epilog", lambda: _node(cluster, "node2")[1].startswith("nvtest: xid_scan"))
     assert "fell off the bus (Xid 79)" in _node(cluster, "node2")[1]
+    (base / "healthcheck.on").touch()
     assert (base / f"job-{job}.out").read_text().strip() == "ran on node2"  # the job itself ran
     healthy_h100(StandInTools(base / "nodes" / "node2" / "bin"))
     (base / "nodes" / "node2" / "bin" / "dmesg").unlink()  # the kernel log is clean again...
