@@ -17,7 +17,8 @@ import nothing of nvtest, aside); a test fails when a class outside this tree ap
     │   ├── ProbeError               a probe ran but reported that it could not measure
     │   ├── NodeError                the node could not run the probe (down, timeout, crash)
     │   ├── OutputWriteError         a file of the run could not be written (its path, errno)
-    │   └── ClusterStartError        a test cluster (sshd, Slurm) could not start
+    │   ├── ClusterStartError        a test cluster (sshd, Slurm) could not start
+    │   └── HistoryError             the history database could not be opened or written
     ├── ProbeSkip                    exit 0: not an error; the check does not apply here
     └── AssertionError
         ├── CheckFailed              exit 1: a check's judged metrics failed
@@ -44,6 +45,7 @@ __all__ = [
     "CommandTimeout",
     "ConfigError",
     "ConnectError",
+    "HistoryError",
     "HostKeyRejected",
     "NodeError",
     "NodeWedged",
@@ -202,6 +204,14 @@ class ClusterStartError(NvtestError):
     """A test cluster (the sshd or Slurm fixtures of :mod:`nvtest.testing`) could not start.
 
     The message carries the daemons' log tails.
+    """
+
+
+class HistoryError(NvtestError):
+    """The history database (SQLite file or PostgreSQL server) could not be opened, migrated
+    or written: unreachable server, permission, a file that is not a database.
+
+    A run or a gate never fails for it: the result is kept and the error is reported beside it.
     """
 
 

@@ -17,6 +17,7 @@ APT_PACKAGES=(
   munge slurm-wlm slurm-client
   openmpi-bin libopenmpi-dev
   iperf3 poppler-utils
+  postgresql
   chromium fonts-dejavu-core fonts-liberation
   libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0
 )
@@ -35,6 +36,7 @@ if [ ! -f "$STAMPS/apt-$apt_hash" ]; then
       apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
     # the Debian packages start these daemons on install; the tests start their own
+    # (postgresql: tests/history starts a server of its own in a temp dir, nvtest.testing.postgres)
     for svc in munge slurmctld slurmd ssh; do
       if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
         systemctl stop "$svc" || true

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -80,12 +80,28 @@ def nvtest_cli():
     return run_nvtest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _history_in_session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Runs the tests start record their history in a file of the session's temp directory
+    (``NVTEST_HISTORY``, inherited by every nvtest they spawn), never in the user's data
+    directory. A test that needs its own database passes ``--history`` or sets the variable."""
+    saved = os.environ.get("NVTEST_HISTORY")
+    os.environ["NVTEST_HISTORY"] = str(tmp_path_factory.mktemp("history") / "history.sqlite")
+    yield
+    if saved is None:
+        os.environ.pop("NVTEST_HISTORY", None)
+    else:
+        os.environ["NVTEST_HISTORY"] = saved
+
+
 @contextlib.contextmanager
-def started_slurm_cluster(*, activate: bool = False) -> Iterator[SlurmCluster]:
+def started_slurm_cluster(*, activate: bool = False, **options: Any) -> Iterator[SlurmCluster]:
     """A real 2-node Slurm (``node1``, ``node2``, partition ``nvt``) for a test module.
 
     Skips, printing the reason, where the Debian packages are missing or not root.
     ``activate``: also point this process's Slurm clients (SLURM_CONF, munge socket) at it.
+    ``options``: more :class:`~nvtest.testing.slurm_cluster.SlurmCluster` options (``prolog``,
+    ``health_check_program``, ``scheduler_parameters``...).
     """
     from nvtest.testing.slurm_cluster import SlurmCluster, missing_slurm_binaries
 
@@ -98,7 +114,7 @@ def started_slurm_cluster(*, activate: bool = False) -> Iterator[SlurmCluster]:
     if reason:
         print(f"skipping: {reason}")
         pytest.skip(reason)
-    with SlurmCluster(nodes=("node1", "node2"), partition="nvt") as cluster:
+    with SlurmCluster(nodes=("node1", "node2"), partition="nvt", **options) as cluster:
         if activate:
             with cluster.activated():
                 yield cluster

@@ -3,6 +3,12 @@
 :func:`finish_run` is called by the plugin at the end of every run, by
 ``--drain-failed`` after a drain, by ``nvtest evaluate`` for its re-judged copy and
 by ``nvtest report`` to rebuild a run's files; none of them repeats the sequence.
+
+It also keeps the run in the history (:mod:`nvtest.history`): each node's change since its
+previous run goes into results.json's ``history`` section (the report's "Since the last
+run"), then the run is written to the database (once per run id: a rebuild replaces it).
+A re-judged copy (``nvtest evaluate``) is not a new measurement and is not recorded; a
+history that cannot be reached is a run warning, never a failed run.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ def finish_run(
     doc: dict[str, Any] | None = None,
     pdf: bool = False,
     extra: Iterable[str] = (),
+    history: str | bool | None = None,
 ) -> Finished:
     """End ``run_dir``: its document, analysed, written as results.json and rendered.
 
@@ -46,6 +53,9 @@ def finish_run(
         pdf: also write report.pdf.
         extra: results.jsonl lines that could not be written to it (a full disk; see
             :attr:`nvtest.results.ResultStore.unwritten`), read after the file's.
+        history: where the history is (a path or URL, see
+            :func:`nvtest.history.resolve_target`); None: ``$NVTEST_HISTORY`` or the
+            default file; False: do not record this run.
 
     Returns:
         The document as written and the paths of the files written.
@@ -58,5 +68,28 @@ def finish_run(
     if doc is None:
         doc = assemble(run_dir / "results.jsonl", extra)
     post_process(doc, catalog=catalog)
+    if history is not False and not (doc.get("run") or {}).get("evaluated_from"):
+        _record_history(doc, None if history is True else history)
     written = write_results(run_dir, doc)
     return Finished(doc, [written, *render_all(run_dir, doc, pdf=pdf)])
+
+
+def _record_history(doc: dict[str, Any], target: str | None) -> None:
+    """Annotate ``doc`` with its nodes' history and write it there; a failure is a warning."""
+    from nvtest.errors import ConfigError, HistoryError
+    from nvtest.history import HistoryStore
+    from nvtest.history.annotate import record_run
+
+    try:
+        store = HistoryStore.open(target)
+        if store is None:
+            return
+        try:
+            record_run(store, doc)
+        finally:
+            store.close()
+    except (HistoryError, ConfigError) as exc:
+        warnings = doc.setdefault("run", {}).setdefault("warnings", [])
+        message = f"history not recorded: {exc}"
+        if message not in warnings:
+            warnings.append(message)

@@ -13,6 +13,10 @@ parse           :mod:`nvtest.cli.parse`
 list            :mod:`nvtest.cli.list`
 skus            :mod:`nvtest.cli.skus`
 evidence        :mod:`nvtest.cli.evidence` (its steps: :mod:`nvtest.cli.evidence_steps`)
+gate            :mod:`nvtest.cli.gate`
+sweep           :mod:`nvtest.cli.sweep`
+history         :mod:`nvtest.cli.history`
+export          :mod:`nvtest.cli.export`
 ==============  ==============================================================
 
 The app, its consoles and the exit-code table are in :mod:`nvtest.cli.app`; the
@@ -28,7 +32,10 @@ from nvtest.cli.app import app, main
 __all__ = ["VERBS", "app", "main"]
 
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
-VERBS = ("run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare", "evidence")
+VERBS = (
+    "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare",
+    "evidence", "gate", "sweep", "history", "export",
+)  # fmt: skip
 
 for _verb in VERBS:
     importlib.import_module(f"nvtest.cli.{_verb}")

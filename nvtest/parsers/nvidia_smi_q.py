@@ -38,7 +38,7 @@ DESCRIPTION = (
     "nvidia-smi -q text: per-GPU identity, memory, ECC, remapping, PCIe, temperatures, power"
 )
 
-__all__ = ["FAILURES", "Node", "TreeNode", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "parse"]
+__all__ = ["FAILURES", "Node", "TreeNode", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "gpu_values", "parse"]
 
 #: A count: an int, a state such as N/A, or None when the field is absent.
 Count = int | ValueState | None
@@ -414,6 +414,18 @@ def parse(text: str) -> SmiQuery:
         failure=failure,
         effective=query_effective(gpus, n_attached, driver),
     )
+
+
+def gpu_values(text: str, path: str) -> list[tuple[str, str | None]]:
+    """Per GPU block of ``nvidia-smi -q`` text, (bus id, the value at ``path``): a ``/``-joined
+    path of snake_case keys, e.g. ``fabric/state`` (``Fabric`` / ``State : Completed``), for
+    fields :class:`SmiGpu` does not carry. None where the block has no such key."""
+    _, blocks, _, _ = _tree(text)
+    out = []
+    for bus, node in blocks:
+        found = node.get(path)
+        out.append((bus, found.value.strip() if found is not None and found.value else None))
+    return out
 
 
 def detect(text: str) -> bool:

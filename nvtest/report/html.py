@@ -24,6 +24,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from nvtest.report.history import history_view
 from nvtest.report.model import (
     VERDICTS,
     ReportView,
@@ -371,6 +372,7 @@ def template_context(view: ReportView, *, xmlns: bool = False) -> dict[str, Any]
         "charts": charts,
         "groups": config_groups(view),
         "rs": resilience_view(view.doc.get("results") or []),
+        "hv": history_view(view.doc),
     }
 
 

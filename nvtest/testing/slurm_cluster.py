@@ -88,12 +88,15 @@ def render_slurm_conf(
     node_ports: Sequence[int],
     cpus_per_node: int,
     munge_socket: Path,
+    extra: Sequence[str] = (),
 ) -> str:
     """The ``slurm.conf`` text of the test cluster (Slurm 22.05 keywords).
 
     cgroup-free (``proctrack/linuxproc``, ``task/none``), no accounting,
     ``select/cons_tres``; the node's CPU count is taken as configured
     (``SlurmdParameters=config_overrides``), so two nodes can share two cores.
+    ``extra``: more ``Key=value`` lines (hooks: ``Prolog=``, ``HealthCheckProgram=``...),
+    written before the node and partition lines.
     """
     lines = [
         "ClusterName=nvtest",
@@ -130,6 +133,7 @@ def render_slurm_conf(
         "MessageTimeout=10",
         "SlurmctldDebug=info",
         "SlurmdDebug=info",
+        *extra,
     ]
     for name, port in zip(nodes, node_ports, strict=True):
         lines.append(
@@ -151,6 +155,14 @@ class SlurmCluster:
         cpus_per_node: CPUs each node declares (taken as configured).
         base_dir: where to create the cluster's directory (default: the temp dir).
         start_timeout_s: how long to wait for every node to be ``idle``, seconds.
+        prolog, epilog: ``Prolog=`` / ``Epilog=`` scripts (slurmd runs them as root with
+            ``SLURMD_NODENAME``, ``SLURM_JOB_ID`` and no ``PATH``).
+        health_check_program: ``HealthCheckProgram=`` (run with only ``SLURMD_NODENAME``
+            set), every ``health_check_interval_s`` seconds in any node state
+            (``HealthCheckNodeState=ANY``), and at slurmd's start.
+        scheduler_parameters: ``SchedulerParameters=`` flags (e.g. ``nohold_on_prolog_fail``:
+            a job whose Prolog failed is requeued, not held).
+        extra_conf: any other ``slurm.conf`` lines.
 
     Attributes (after start):
         dir: the cluster's directory; ``conf``: its ``slurm.conf``;
@@ -169,9 +181,22 @@ class SlurmCluster:
         cpus_per_node: int = 4,
         base_dir: str | None = None,
         start_timeout_s: float = 30.0,
+        prolog: str | None = None,
+        epilog: str | None = None,
+        health_check_program: str | None = None,
+        health_check_interval_s: int = 0,
+        scheduler_parameters: Sequence[str] = (),
+        extra_conf: Sequence[str] = (),
     ) -> None:
         if not nodes:
             raise ValueError("a Slurm test cluster needs at least one node")
+        hooks = [f"Prolog={prolog}"] if prolog else []
+        hooks += [f"Epilog={epilog}"] if epilog else []
+        if health_check_program:
+            hooks += [f"HealthCheckProgram={health_check_program}", "HealthCheckNodeState=ANY"]
+            hooks += [f"HealthCheckInterval={health_check_interval_s}"] if health_check_interval_s else []
+        hooks += [f"SchedulerParameters={','.join(scheduler_parameters)}"] if scheduler_parameters else []
+        self.extra_conf = [*hooks, *extra_conf]
         self.nodes = list(nodes)
         self.partition = partition
         self.cpus_per_node = cpus_per_node
@@ -242,6 +267,7 @@ class SlurmCluster:
                     node_ports=ports[1:],
                     cpus_per_node=self.cpus_per_node,
                     munge_socket=self._munge_socket,
+                    extra=self.extra_conf,
                 ),
                 encoding="utf-8",
             )

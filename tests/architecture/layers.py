@@ -14,6 +14,9 @@ PKG = Path(__file__).resolve().parents[2] / "nvtest"
 #: Top to bottom. A module imports its own layer and the layers below it, never one above.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("nvtest.cli",)),
+    # gate, sweep, export: the checks and thresholds every day after acceptance; they reuse
+    # the health logic (checks), the parsers, the playbook, the Slurm client and the history
+    ("ops", ("nvtest.ops",)),
     ("run", ("nvtest.run",)),
     ("checks", ("nvtest.checks",)),
     ("jobs", ("nvtest.jobs",)),
@@ -28,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "nvtest.report",
             "nvtest.results",
             "nvtest.playbook",
+            "nvtest.history",
             "nvtest.testing",
         ),
     ),
@@ -43,6 +47,9 @@ FLOOR_RULES: dict[str, frozenset[str]] = {
     "nvtest.playbook": frozenset({"nvtest.parsers", "nvtest.config"}),
     "nvtest.config": frozenset(),
     "nvtest.testing": frozenset({"nvtest.config", "nvtest.transports"}),
+    # the record of every run, gate and sweep: written by finish_run (analysis) and the
+    # operating verbs (ops), so it sits on the floor below both and knows only the results
+    "nvtest.history": frozenset({"nvtest.results"}),
 }
 
 #: Apart: shipped to nodes, they import nothing of nvtest.

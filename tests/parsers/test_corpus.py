@@ -28,6 +28,8 @@ SPECIAL_TOOL = {
     "ibv_devinfo-sriov-vfs-failed-to-open-device-around-one-hca.txt": "ibv_devinfo",
     "q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt": "nvidia-smi-xml",
     "q-h100-sxm-driver565-gpu0-only.txt": "nvidia-smi-q",
+    "q-h100-sxm-x8-driver565-all-gpus.txt": "nvidia-smi-q",
+    "nvlink-s-h100-x8-18-links-p5.txt": "nvidia-smi-nvlink",
     "nvlink-s-v100-inactive-links-truncated.txt": "nvidia-smi-nvlink",
     "topo-m-a100x8-18nics-8numa.txt": "nvidia-smi-topo",
     "query-gpu-csv-nounits-tesla-p100-NA-fan.csv.txt": "nvidia-smi-csv",
@@ -50,9 +52,9 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_89_samples_each_with_its_index_entry():
+def test_corpus_has_94_samples_each_with_its_index_entry():
     files = corpus_files()
-    assert len(files) == 89
+    assert len(files) == 94
     index = (CORPUS / "INDEX.md").read_text(encoding="utf-8")
     entries = set(re.findall(r"^### `([^`]+)`", index, re.M))
     assert entries == {f"{p.parent.name}/{p.name}" for p in files}
@@ -176,6 +178,33 @@ def test_q_h100_gpu0_only():
     assert (g.power_draw_w, g.power_limit_w) == (100.89, 700.0)
     assert (g.clock_graphics_mhz, g.clock_memory_mhz, g.clock_graphics_max_mhz) == (345, 2619, 1980)
     assert g.persistence_mode == "Enabled" and g.mig_mode_current == "Disabled"
+
+
+def test_q_h100_all_gpus_healthy():
+    q = parse("nvidia-smi-q", read("nvidia-smi/q-h100-sxm-x8-driver565-all-gpus.txt"))
+    assert (q.driver_version, q.cuda_version, q.attached_gpus) == ("565.57.01", "12.7", 8)
+    assert len(q.gpus) == 8 and not q.warnings and not q.lost_gpus
+    assert [g.pci_bus_id[9:11] for g in q.gpus] == ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
+    assert {g.product_name for g in q.gpus} == {"NVIDIA H100 80GB HBM3"}
+    assert {(g.ecc_mode_current, g.ecc_volatile_uncorrectable, g.ecc_aggregate_uncorrectable) for g in q.gpus} == {
+        ("Enabled", 0, 0)
+    }
+    assert not any(g.row_remap_pending or g.row_remap_failed for g in q.gpus)
+    assert {(g.pcie_gen_current, g.pcie_width_current, g.pcie_width_max) for g in q.gpus} == {(5, 16, 16)}
+    assert {g.clock_event_reasons_active for g in q.gpus} == {("idle",)}
+    assert sorted({g.pcie_replays for g in q.gpus}) == [0, 4, 7, 15]
+
+
+def test_nvlink_h100_x8_all_active():
+    st = parse("nvidia-smi-nvlink", read("nvidia-smi/nvlink-s-h100-x8-18-links-p5.txt"))
+    assert [g.index for g in st.gpus] == list(range(8))
+    assert {(g.active_count, len(g.links)) for g in st.gpus} == {(18, 18)}
+    assert {lk.speed_gbps for g in st.gpus for lk in g.links} == {26.562}
+
+
+def test_lost_gpu_only_line():
+    r = parse("nvidia-smi", read("nvidia-smi/q-lost-gpu-unable-to-determine-device-handle.txt"))
+    assert r.lost_gpus == ("0000:09:00.0",) and not r.gpus
 
 
 def test_plain_gtx1080ti_err():
@@ -659,6 +688,28 @@ def test_ibstat_down_linkup_lid_65535():
         "InfiniBand",
     )
     assert not p.active and p.lid_assigned is False and "not activated" in p.problem
+
+
+def test_ibstat_h100_8x_ndr_plus_bond():
+    r = parse("ibstat", read("ibstat/ibstat-h100-8x-ndr-400-active-plus-bond-200-ethernet.txt"))
+    names = [ca.name for ca in r.cas]
+    assert names == ["mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9", "mlx5_bond_0"]
+    ib = [(ca.name, p) for ca in r.cas for p in ca.ports if p.link_layer == "InfiniBand"]
+    assert len(ib) == 8 and {(p.state, p.physical_state, p.rate_gbps) for _, p in ib} == {("Active", "LinkUp", 400)}
+    bond = r.cas[-1]
+    assert (bond.ca_type, bond.ports[0].link_layer, bond.ports[0].rate_gbps) == ("MT41692", "Ethernet", 200)
+
+
+def test_ibstat_h100_roce_two_ports_down():
+    r = parse("ibstat", read("ibstat/ibstat-h100-roce-12-ca-two-400g-ports-down-disabled.txt"))
+    assert len(r.cas) == 12
+    down = sorted(ca.name for ca in r.cas for p in ca.ports if not p.active)
+    assert down == ["mlx5_11", "mlx5_5"]
+    assert {(p.state, p.physical_state, p.rate_gbps) for ca in r.cas for p in ca.ports if not p.active} == {
+        ("Down", "Disabled", 40)
+    }
+    fast = sorted(ca.name for ca in r.cas for p in ca.ports if p.active and p.rate_gbps == 400)
+    assert fast == ["mlx5_0", "mlx5_10", "mlx5_3", "mlx5_4", "mlx5_6", "mlx5_9"]
 
 
 def test_ibstat_polling():

@@ -153,6 +153,19 @@ CASES: dict[str, Callable[[], str]] = {
         env={"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "29650"},
         options=["--partition=gpu", "--time=10"],
     ),
+    "gate_node_calls": lambda: _lines(
+        cmd.show_node_argv("gpu002"),
+        cmd.drain_argv("gpu002", "nvtest: gpus lspci lists 8 NVIDIA GPUs but nvidia-smi sees 7: GPU lost"),
+        cmd.resume_argv("gpu002"),
+    ),
+    "sweep_batch_script": lambda: cmd.sweep_batch_script(
+        name="nvtest-sweep-20260101-120000-abcd",
+        node="gpu017",
+        output="/shared/sweeps/20260101-120000-abcd/gpu017/slurm-%j.out",
+        argv=["/opt/nvtest/bin/python", "-m", "nvtest.cli", "run", "--backend", "local", "--suite", "quick"],
+        env={"NVTEST_RUN_DIR": "/shared/sweeps/20260101-120000-abcd/gpu017", "NVTEST_HISTORY": "off"},
+        options=["--nice=10000", "--qos=scavenger", "--partition=gpu", "--time=30", "--comment=nvtest sweep"],
+    ),
     "batch_job_calls": lambda: _lines(
         cmd.squeue_jobs_argv(["7", "8"], ("JobID", "State", "RestartCnt", "EligibleTime", "Reason")),
         cmd.requeue_argv("7"),

@@ -1,0 +1,42 @@
+"""``nvtest export --prometheus DIR``: the latest verdicts and metrics per node from the
+history, as node_exporter's textfile collector reads them (``DIR/nvtest.prom``, written
+atomically). Run it after each gate or sweep, or from the same timer. Exit 0; 2 for a bad
+option or an unreadable database; 3 when the file cannot be written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nvtest.cli.app import app, console, err_console, fail
+from nvtest.errors import EXIT_CONFIG, EXIT_HARNESS, NvtestError
+
+__all__ = ["export"]
+
+
+@app.command(epilog="Example: nvtest export --prometheus /var/lib/node_exporter/textfile_collector --history postgresql://nvtest@db/fleet")
+def export(
+    prometheus: Annotated[Path, typer.Option("--prometheus", help="node_exporter's textfile directory: nvtest.prom is written there.")],
+    node: Annotated[list[str] | None, typer.Option("--node", help="Only this node (repeatable; default: every node in the history).")] = None,
+    history: Annotated[str | None, typer.Option(help="History database: SQLite path or postgresql:// URL.")] = None,
+) -> None:
+    """Write the latest verdicts and metrics per node for Prometheus (node_exporter textfile)."""
+    from nvtest.history import HistoryStore
+    from nvtest.ops.export import write_textfile
+
+    try:
+        store = HistoryStore.open(history)
+    except NvtestError as exc:
+        raise fail(exc) from exc
+    if store is None:
+        err_console.print("nvtest: error: history is off: nothing to export", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
+    with store:
+        try:
+            path = write_textfile(store, prometheus, nodes=list(node or []))
+        except OSError as exc:
+            err_console.print(f"nvtest: error: cannot write {prometheus}: {exc.strerror or exc}", markup=False)
+            raise typer.Exit(EXIT_HARNESS) from exc
+    console.print(f"wrote {path}", markup=False, highlight=False)

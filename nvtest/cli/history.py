@@ -1,0 +1,133 @@
+"""``nvtest history``: a node's record over months, repeat offenders, trends.
+
+``nvtest history NODE`` prints the node's timeline (each run, gate and sweep verdict, the
+numbers that moved, drains, resumes, cleared Xids); ``--lemons`` the nodes with a failure
+or a drain on N separate days within M days; ``--trend CHECK.METRIC`` each node's series
+and the nodes whose figure fell by more than a share against their own past. ``--json``
+prints the same as JSON. Exit 0; 2 for a bad option or an unreadable database.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from nvtest.cli.app import app, console, err_console, fail
+from nvtest.errors import EXIT_CONFIG, NvtestError
+
+__all__ = ["history"]
+
+_EPILOG = (
+    "Examples: nvtest history gpu017   |   nvtest history --lemons --min-days 5 --window-days 7   |   "
+    "nvtest history --trend gemm.bf16_tflops --drop-pct 10"
+)
+
+
+def _when(t: float | None) -> str:
+    from nvtest.report.model import fmt_time
+
+    return fmt_time(t)
+
+
+def _timeline(store: Any, node: str, limit: int, as_json: bool) -> None:
+    from nvtest.history import queries as q
+
+    entries = q.timeline(store, node, limit=limit)
+    if as_json:
+        console.print_json(json.dumps([dataclasses.asdict(e) for e in entries]))
+        return
+    if not entries:
+        console.print(f"no history for {node} in {store.display_url}", markup=False)
+        return
+    table = Table(title=f"{node}: {len(entries)} entries ({store.display_url})", title_justify="left")
+    for col in ("when (UTC)", "what", "verdict", "details"):
+        table.add_column(col)
+    for e in entries:
+        details = [f"{c} {v}: {r[:90]}" for c, v, r in e.checks[:4]]
+        details += [f"{m.check}.{m.metric}{'[' + m.labels + ']' if m.labels else ''} {m.before:.4g} -> {m.after:.4g} ({m.delta_pct:+.1f} %)" for m in e.moved[:4]]
+        if e.key is None:
+            details = [e.text]
+        table.add_row(_when(e.t), e.kind, e.verdict or "", escape("\n".join(details)))
+    console.print(table)
+
+
+def _lemons(store: Any, min_days: int, window_days: int, as_json: bool) -> None:
+    from nvtest.history import queries as q
+
+    rows = q.lemons(store, min_days=min_days, window_days=window_days)
+    if as_json:
+        console.print_json(json.dumps([dataclasses.asdict(r) for r in rows]))
+        return
+    table = Table(title=f"repeat offenders: a failure or a drain on >= {min_days} separate days within {window_days} days", title_justify="left")
+    for col in ("node", "days", "failures", "drains", "first", "last", "last reason"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.node, str(r.days), str(r.failures), str(r.drains), _when(r.first_t), _when(r.last_t), escape(r.last_reason[:120]))
+    console.print(table)
+    if not rows:
+        console.print("none", markup=False)
+
+
+def _trend(store: Any, what: str, drop_pct: float, window: int, show_all: bool, as_json: bool) -> None:
+    from nvtest.history import queries as q
+
+    check, _, metric = what.partition(".")
+    if not check or not metric:
+        err_console.print(f"nvtest: error: --trend {what!r}: give CHECK.METRIC, e.g. gemm.bf16_tflops", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
+    series = q.trend(store, check, metric, drop_pct=drop_pct, window=window)
+    if as_json:
+        console.print_json(json.dumps([dataclasses.asdict(s) for s in series]))
+        return
+    shown = series if show_all else [s for s in series if s.flagged]
+    flagged = sum(1 for s in series if s.flagged)
+    table = Table(title=f"{what}: {len(series)} series, {flagged} fell by more than {drop_pct:g} % against their own median of the last {window}", title_justify="left")
+    for col in ("node", "labels", "points", "baseline", "latest", "worse by %", ""):
+        table.add_column(col)
+    for s in shown:
+        table.add_row(s.node, s.labels, str(len(s.points)), f"{s.baseline:.4g}" if s.baseline is not None else "-",
+                      f"{s.latest:.4g} {s.unit or ''}" if s.latest is not None else "-",
+                      f"{s.drop_pct:+.1f}" if s.drop_pct is not None else "-", "FELL" if s.flagged else "")  # fmt: skip
+    console.print(table)
+
+
+@app.command(epilog=_EPILOG)
+def history(
+    node: Annotated[str | None, typer.Argument(help="The node whose timeline to show.")] = None,
+    lemons: Annotated[bool, typer.Option("--lemons", help="List repeat offenders.")] = False,
+    trend: Annotated[str | None, typer.Option("--trend", help="CHECK.METRIC: per-node series and the nodes that fell.")] = None,
+    min_days: Annotated[int, typer.Option(help="--lemons: separate days with a failure or drain.")] = 3,
+    window_days: Annotated[int, typer.Option(help="--lemons: within this many days.")] = 7,
+    drop_pct: Annotated[float, typer.Option(help="--trend: flag a fall of more than this many percent.")] = 10.0,
+    window: Annotated[int, typer.Option(help="--trend: the node's own past is the median of this many earlier values.")] = 10,
+    limit: Annotated[int, typer.Option(help="NODE: the last this many runs, gates and sweeps.")] = 50,
+    show_all: Annotated[bool, typer.Option("--all", help="--trend: list every series, not only those that fell.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    db: Annotated[str | None, typer.Option("--history", help="History database: SQLite path or postgresql:// URL (default: $NVTEST_HISTORY or the user's data dir).")] = None,
+) -> None:
+    """Show a node's record, the repeat offenders or a metric's trend, from the history."""
+    from nvtest.history import HistoryStore
+
+    asked = [x for x in (node, lemons or None, trend) if x]
+    if len(asked) != 1:
+        err_console.print("nvtest: error: give one of NODE, --lemons or --trend CHECK.METRIC", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
+    try:
+        store = HistoryStore.open(db)
+    except NvtestError as exc:
+        raise fail(exc) from exc
+    if store is None:
+        err_console.print("nvtest: error: history is off (--history off / NVTEST_HISTORY=off)", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
+    with store:
+        if node:
+            _timeline(store, node, limit, as_json)
+        elif lemons:
+            _lemons(store, min_days, window_days, as_json)
+        else:
+            _trend(store, str(trend), drop_pct, window, show_all, as_json)

@@ -1,0 +1,265 @@
+"""The history store: open a database (SQLite file or PostgreSQL URL), write runs into it.
+
+:class:`HistoryStore` holds one SQLAlchemy engine. Writing is idempotent per run key: a run
+ingested again (``nvtest report`` rebuilding it, a drain after the run) replaces its rows.
+Reading is in :mod:`nvtest.history.queries`, on the same store.
+
+Where the database is (:func:`resolve_target`): the ``--history`` value, else
+``$NVTEST_HISTORY``, else ``$XDG_DATA_HOME/nvtest/history.sqlite`` (``~/.local/share/...``).
+``off`` (or ``none``) turns history off. A value with ``://`` is an SQLAlchemy URL
+(``postgresql://user@host/db`` is read as ``postgresql+psycopg://``, psycopg 3); anything
+else is the path of an SQLite file, created with its directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, delete, event, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from nvtest.errors import ConfigError, HistoryError
+from nvtest.history.migrate import migrate
+from nvtest.history.schema import events, metrics, results, runs
+from nvtest.history.target import default_path, resolve_target
+
+__all__ = ["HistoryStore", "day_of", "default_path", "labels_key", "resolve_target"]
+
+def day_of(t: float) -> int:
+    """The UTC day number of epoch seconds ``t`` (days since 1970-01-01)."""
+    return int(t // 86400)
+
+
+def labels_key(labels: Mapping[str, Any] | None) -> str:
+    """Canonical text of a metric's labels: ``k=v`` pairs, keys sorted, joined by ``,``."""
+    if not labels:
+        return ""
+    return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA cache_size=-65536")  # 64 MiB: the indexes of a large ingest stay in memory
+    cur.close()
+
+
+class HistoryStore:
+    """One history database, migrated to the current schema on open.
+
+    Args:
+        url: an SQLAlchemy URL (:func:`resolve_target` makes one from a path or ``--history``).
+
+    Raises:
+        HistoryError: the database cannot be opened or migrated (unreachable server,
+            permission, a file that is not a database).
+        ConfigError: the database was written by a newer nvtest, or is not an nvtest history.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            u = make_url(url)
+            if u.get_backend_name() == "sqlite" and u.database:
+                Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+            self.engine: Engine = create_engine(u, future=True, pool_pre_ping=True)
+            if u.get_backend_name() == "sqlite":
+                event.listen(self.engine, "connect", _sqlite_pragmas)
+            self.migrated_from, self.version = migrate(self.engine)
+        except ConfigError:
+            raise
+        except (SQLAlchemyError, OSError) as exc:
+            raise HistoryError(f"history database {self.display_url}: {exc}") from exc
+
+    @classmethod
+    def open(cls, value: str | os.PathLike[str] | None = None) -> HistoryStore | None:
+        """The store at ``value`` (see :func:`resolve_target`), or None when history is off."""
+        url = resolve_target(value)
+        return None if url is None else cls(url)
+
+    @property
+    def display_url(self) -> str:
+        """The URL with any password hidden (for messages and reports)."""
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return "<invalid url>"
+
+    def close(self) -> None:
+        """Release the engine's connections."""
+        self.engine.dispose()
+
+    def __enter__(self) -> HistoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ------------------------------------------------------------------------
+    def _run_row(self, conn: Connection, key: str, row: Mapping[str, Any]) -> int:
+        """Insert or replace the run ``key`` (its results, metrics and events removed); its id."""
+        found = conn.execute(select(runs.c.id).where(runs.c.key == key)).first()
+        if found is None:
+            res = conn.execute(runs.insert().values(key=key, **row))
+            pk = res.inserted_primary_key
+            assert pk is not None
+            return int(pk[0])
+        run_id = int(found[0])
+        for table in (metrics, results, events):
+            conn.execute(delete(table).where(table.c.run_id == run_id))
+        conn.execute(update(runs).where(runs.c.id == run_id).values(**row))
+        return run_id
+
+    def write_run(
+        self,
+        key: str,
+        run: Mapping[str, Any],
+        result_rows: Sequence[Mapping[str, Any]],
+        metric_rows: Sequence[Mapping[str, Any]],
+        event_rows: Sequence[Mapping[str, Any]] = (),
+    ) -> int:
+        """Write one run (replacing an earlier write of the same ``key``); the run's row id.
+
+        ``run``: kind, started_at, ended_at, host, suite, verdict, details (a mapping, stored
+        as JSON). ``result_rows``: node, check_name, verdict, reason, started_at,
+        action_class. ``metric_rows``: node, check_name, metric, labels (text), value, unit,
+        verdict. ``event_rows``: node, at (epoch s), kind, reason, source.
+
+        Raises:
+            HistoryError: the database refused the write.
+        """
+        row = {**run, "details": json.dumps(run.get("details") or {}, default=str)}
+        try:
+            with self.engine.begin() as conn:
+                run_id = self._run_row(conn, key, row)
+                if result_rows:
+                    conn.execute(
+                        results.insert(),
+                        [{**r, "run_id": run_id, "day": day_of(r["started_at"])} for r in result_rows],
+                    )
+                if metric_rows:
+                    _insert_metrics(conn, run_id, metric_rows)
+                if event_rows:
+                    conn.execute(
+                        events.insert(),
+                        [{**e, "run_id": run_id, "day": day_of(e["at"])} for e in event_rows],
+                    )
+        except SQLAlchemyError as exc:
+            raise HistoryError(f"history database {self.display_url}: {exc}") from exc
+        return run_id
+
+    def record_event(
+        self, node: str, kind: str, reason: str = "", *, t: float | None = None, source: str = ""
+    ) -> None:
+        """Record one node event (a drain, a resume, a refused resume, a cleared Xid).
+
+        Raises:
+            HistoryError: the database refused the write.
+        """
+        when = time.time() if t is None else t
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    events.insert().values(
+                        node=node, at=when, day=day_of(when), kind=kind, reason=reason, source=source
+                    )
+                )
+        except SQLAlchemyError as exc:
+            raise HistoryError(f"history database {self.display_url}: {exc}") from exc
+
+    def ingest_results(
+        self, doc: Mapping[str, Any], *, kind: str = "run", key: str | None = None
+    ) -> int:
+        """Write a results.json document (``nvtest.results``, schema 1) as one run; its row id.
+
+        ``key`` defaults to ``run:<run_id>``. Nodes drained by the run (``run.drained``)
+        become ``drain`` events.
+        """
+        run = doc.get("run") or {}
+        rows = list(doc.get("results") or [])
+        start = float(run.get("started_at") or min((r.get("started_at") or 0 for r in rows), default=0) or time.time())
+        key = key or f"run:{run.get('run_id') or int(start)}"
+        result_rows, metric_rows = _result_rows(rows, start)
+        drains = [
+            {"node": n, "at": float(run.get("ended_at") or start), "kind": "drain", "reason": why, "source": kind}
+            for n, why in sorted((run.get("drained") or {}).items())
+        ]
+        summary = doc.get("summary") or {}
+        return self.write_run(
+            key,
+            {
+                "kind": kind,
+                "started_at": start,
+                "ended_at": run.get("ended_at"),
+                "host": run.get("host"),
+                "suite": run.get("suite"),
+                "verdict": summary.get("verdict"),
+                "details": {
+                    "run_id": run.get("run_id"),
+                    "command_line": run.get("command_line"),
+                    "nodes": sorted((doc.get("nodes") or {}).keys()),
+                    "skus": {n: nd.get("sku") for n, nd in (doc.get("nodes") or {}).items()},
+                },
+            },
+            result_rows,
+            metric_rows,
+            drains,
+        )
+
+
+_METRIC_COLUMNS = ("run_id", "node", "check_name", "metric", "labels", "value", "unit", "verdict")
+
+
+def _insert_metrics(conn: Connection, run_id: int, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert metric rows: through the driver's ``executemany`` of tuples on SQLite (no
+    per-row statement work: a million rows is the common size), through SQLAlchemy's
+    batched ``insertmanyvalues`` elsewhere."""
+    if conn.dialect.name == "sqlite":
+        cols = _METRIC_COLUMNS
+        sql = f"INSERT INTO metrics ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})"
+        conn.exec_driver_sql(sql, [(run_id, *(m.get(c) for c in cols[1:])) for m in rows])
+    else:
+        conn.execute(metrics.insert(), [{**m, "run_id": run_id} for m in rows])
+
+
+def _result_rows(
+    rows: Iterable[Mapping[str, Any]], start: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """results.json results -> (result rows, metric rows) of the history tables."""
+    out_r: list[dict[str, Any]] = []
+    out_m: list[dict[str, Any]] = []
+    for r in rows:
+        node, check = str(r["node"]), str(r["check"])
+        diag = r.get("diagnosis") or {}
+        out_r.append(
+            {
+                "node": node,
+                "check_name": check,
+                "verdict": str(r["verdict"]),
+                "reason": (r.get("reason") or "")[:2000],
+                "started_at": float(r.get("started_at") or start),
+                "action_class": diag.get("class"),
+            }
+        )
+        for m in r.get("metrics") or []:
+            value = m.get("value")
+            out_m.append(
+                {
+                    "node": node,
+                    "check_name": check,
+                    "metric": str(m["name"]),
+                    "labels": labels_key(m.get("labels")),
+                    "value": float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
+                    "unit": m.get("unit"),
+                    "verdict": m.get("verdict"),
+                }
+            )
+    return out_r, out_m

@@ -1,0 +1,151 @@
+"""The gate's verdict document (``docs/gate.schema.json``, schema version 1) and its records.
+
+One JSON document on stdout per gate::
+
+    {"schema": "nvtest-gate", "schema_version": 1, "node": "gpu017", "mode": "prolog",
+     "verdict": "fail", "exit_code": 1, "budget_s": 10.0, "duration_s": 0.84,
+     "sku": {"name": "h100-sxm-80gb", "how": "matched: GPU name ..."},
+     "checks": [{"check": "gpus", "verdict": "fail", "reason": "...", "duration_s": 0.31,
+                 "decisions": [{"verdict": "fail", "what": "gpu_count", "value": 0, "unit": "count",
+                                "threshold": "== 8", "source": "profile:h100-sxm-80gb expect.gpus",
+                                "reason": "...", "next_step": {"action": "...", "class": "REBOOT", "rule": "lost_gpu"}}],
+                 "evidence": [{"command": "nvidia-smi -q", "exit_code": 15, "duration_s": 0.05, "tail": "..."}]}],
+     "slurm": {"drain": {...} | null, "resume": {...} | null}, "warnings": [...]}
+
+Verdicts of a check and of the gate: ``pass``, ``warn``, ``fail``, ``unknown`` (could not be
+measured: it did not answer within the budget, or its tool could not be read), ``skip``
+(provably absent, with the source that proved it). The gate's verdict is the worst of its
+checks (``skip < pass < warn < unknown < fail``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nvtest.ops.gate.tools import ToolOutput
+from nvtest.playbook.diagnosis import diagnose
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "VERDICTS",
+    "CheckResult",
+    "Decision",
+    "exit_code",
+    "next_step",
+    "worst",
+]
+
+SCHEMA = "nvtest-gate"
+#: Version of the gate document; bumped on any incompatible change.
+SCHEMA_VERSION = 1
+#: Verdicts in severity order.
+VERDICTS = ("skip", "pass", "warn", "unknown", "fail")
+_RANK = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def worst(verdicts: Iterable[str], default: str = "skip") -> str:
+    """The most severe of ``verdicts`` (``default`` when empty)."""
+    return max(verdicts, key=lambda v: _RANK[v], default=default)
+
+
+def next_step(check: str, verdict: str, reason: str) -> dict[str, str] | None:
+    """The playbook's cause, action and class for a bad decision (None for pass/skip/warn)."""
+    if verdict not in ("fail", "unknown"):
+        return None
+    d = diagnose({"check": check, "verdict": "fail" if verdict == "fail" else "error", "reason": reason})
+    return None if d is None else {"cause": d.cause, "action": d.action, "class": d.cls, "rule": d.rule}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One judged item: what, its measured value and unit, the threshold, where the threshold
+    comes from, the verdict, why, and the playbook's next step when it is bad."""
+
+    verdict: str
+    what: str
+    reason: str
+    value: Any = None
+    unit: str | None = None
+    threshold: str | None = None
+    source: str | None = None
+    next_step: Mapping[str, str] | None = None
+
+
+@dataclass
+class CheckResult:
+    """One gate check: its verdict (worst decision), decisions, evidence and numbers.
+
+    ``metrics``: (name, value, unit, labels) recorded in the history.
+    """
+
+    check: str
+    decisions: list[Decision] = field(default_factory=list)
+    evidence: list[ToolOutput] = field(default_factory=list)
+    metrics: list[tuple[str, float | None, str, dict[str, str]]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        return worst((d.verdict for d in self.decisions), default="unknown")
+
+    @property
+    def reason(self) -> str:
+        """The first decision of the check's verdict (its reason is the check's)."""
+        for d in self.decisions:
+            if d.verdict == self.verdict:
+                return d.reason
+        return "no decision"
+
+    def add(
+        self,
+        verdict: str,
+        what: str,
+        reason: str,
+        *,
+        value: Any = None,
+        unit: str | None = None,
+        threshold: str | None = None,
+        source: str | None = None,
+    ) -> None:
+        """Add a decision (the playbook's next step is looked up for a bad one)."""
+        self.decisions.append(
+            Decision(verdict, what, reason, value, unit, threshold, source, next_step(self.check, verdict, reason))
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "duration_s": round(self.duration_s, 3),
+            "decisions": [asdict(d) for d in self.decisions],
+            "evidence": [
+                {
+                    "command": e.command,
+                    "exit_code": e.exit_code,
+                    "timed_out": e.timed_out,
+                    "duration_s": round(e.duration_s, 3),
+                    "tail": e.tail(),
+                }
+                for e in self.evidence
+            ],
+            "metrics": [
+                {"name": n, "value": v, "unit": u, "labels": lab} for n, v, u, lab in self.metrics
+            ],
+            "notes": list(self.notes),
+        }
+
+
+def exit_code(verdict: str, *, strict: bool) -> int:
+    """The gate's exit status: 1 on ``fail`` (and on ``unknown`` with ``strict``), else 0.
+
+    Slurm treats a non-zero Prolog/Epilog as a node failure (it drains the node and
+    requeues the job), so nothing but a proven failure may exit non-zero by default.
+    """
+    if verdict == "fail" or (strict and verdict == "unknown"):
+        return 1
+    return 0

@@ -1,0 +1,72 @@
+"""The gate's site settings: a SKU profile's (or overlay's) ``recipe.gate`` block.
+
+::
+
+    recipe:
+      gate:
+        disk_free_gib: {"/": 5, "/tmp": 10}      # GiB that must be free on each path
+        memory_available_gib: 16                 # MemAvailable of /proc/meminfo, GiB
+        mounts: [/home, /scratch]                # must be mounted (and answer in time)
+        services: [munge, nvidia-persistenced]   # systemctl is-active must say "active"
+        hcas: [mlx5_0, mlx5_1]                   # judge exactly these HCAs (default: see ib_ports)
+        ib_counter_max_per_h: {symbol_error: 100, port_rcv_errors: 100}
+
+Values not given are nvtest's defaults (:data:`DEFAULTS`), which name themselves as the
+source of their threshold in every decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from nvtest.config.skus import Catalog
+from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import ConfigError
+
+__all__ = ["DEFAULTS", "GateRecipe", "gate_recipe"]
+
+#: The source named by a threshold nvtest chose itself.
+DEFAULT_SOURCE = "nvtest gate default (docs/operations.md)"
+
+
+class GateRecipe(BaseModel):
+    """The ``recipe.gate`` block (see the module docstring). Sizes in GiB, rates per hour."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    disk_free_gib: dict[str, float] = Field(default_factory=lambda: {"/": 1.0, "/tmp": 1.0})
+    memory_available_gib: float = 1.0
+    mounts: list[str] = Field(default_factory=list)
+    services: list[str] = Field(default_factory=list)
+    hcas: list[str] = Field(default_factory=list)
+    ib_counter_max_per_h: dict[str, float] = Field(
+        default_factory=lambda: {"symbol_error": 100.0, "port_rcv_errors": 100.0, "link_error_recovery": 10.0}
+    )
+
+
+#: nvtest's defaults.
+DEFAULTS = GateRecipe()
+
+
+def gate_recipe(sku: SkuProfile | None, catalog: Catalog) -> tuple[GateRecipe, str]:
+    """The SKU's gate recipe and the source its thresholds name (``profile:<sku>
+    recipe.gate``, ``overlay:<file> recipe.gate`` or the default's).
+
+    Raises:
+        ConfigError: the block has an unknown key or a wrong type (file and field named).
+    """
+    raw: Any = (sku.recipe.get("gate") if sku else None) or None
+    if raw is None:
+        return DEFAULTS, DEFAULT_SOURCE
+    where = catalog.files.get(sku.name) if sku else None
+    origin = f"profile:{sku.name if sku else '?'} recipe.gate"
+    if catalog.overlay is not None and "gate" in (catalog.overlay.recipe or {}):
+        where, origin = catalog.overlay_file, f"overlay:{catalog.overlay_file} recipe.gate"
+    try:
+        return GateRecipe.model_validate(raw), origin
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise ConfigError(err["msg"], path=where, field=f"recipe.gate.{loc}") from None

@@ -1,0 +1,90 @@
+"""``nvtest sweep`` over the real test Slurm: only idle nodes, batches that respect
+``--max-out`` (nodes already out of service count against it), each node's result in the
+history, and the circuit breaker when every node fails the same way (nothing drained)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nvtest.history import HistoryStore
+from nvtest.history import queries as q
+from nvtest.testing.slurm_cluster import SlurmCluster
+from tests.conftest import run_nvtest, started_slurm_cluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[SlurmCluster]:
+    with started_slurm_cluster(activate=True) as c:
+        yield c
+
+
+def sweep(c: SlurmCluster, tmp: Path, *args: str) -> tuple[int, dict, str]:
+    proc = run_nvtest(
+        "sweep", "--partition", "nvt", "--out", str(tmp), "--history", str(tmp / "h.sqlite"), "--time", "10",
+        "--wait", "300", *args, env={**c.env, "OMP_NUM_THREADS": "1"}, timeout=600,
+    )  # fmt: skip
+    found = sorted(tmp.glob("sweep-*/sweep.json"), key=lambda p: p.stat().st_mtime)
+    assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.returncode, json.loads(found[-1].read_text()), proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def _span(node_dir: Path) -> tuple[float, float]:
+    run = json.loads((node_dir / "results.json").read_text())["run"]
+    return float(run["started_at"]), float(run["ended_at"])
+
+
+def test_batches_respect_max_out_and_only_idle_nodes_are_swept(cluster: SlurmCluster, tmp_path: Path) -> None:
+    cluster.client("scontrol", "update", "nodename=node2", "state=drain", "reason=bad fan, ticket 4711")
+    try:
+        rc, s, tail = sweep(cluster, tmp_path / "a", "--max-out", "2", "--", "-k", "host")
+    finally:
+        cluster.client("scontrol", "update", "nodename=node2", "state=resume")
+    assert rc == 0, tail
+    assert (s["max_out"], s["out_of_service_before"], s["batch_size"]) == (2, 1, 1)
+    assert [b["nodes"] for b in s["batches"]] == [["node1"]]
+    assert s["nodes"]["node2"]["verdict"] is None and "bad fan, ticket 4711" in s["nodes"]["node2"]["why"]
+    rc, s, tail = sweep(cluster, tmp_path / "b", "--max-out", "1", "--", "-k", "host")
+    assert rc == 0, tail
+    assert [b["nodes"] for b in s["batches"]] == [["node1"], ["node2"]]
+    (a0, a1), (b0, b1) = (_span(Path(s["dir"]) / n) for n in ("node1", "node2"))
+    assert a1 <= b0, "the second batch started before the first ended: more than --max-out out at once"
+    with HistoryStore(f"sqlite:///{tmp_path / 'b' / 'h.sqlite'}") as store:
+        kinds = {n: [e.kind for e in q.timeline(store, n)] for n in ("node1", "node2")}
+    assert kinds == {"node1": ["sweep"], "node2": ["sweep"]}
+
+
+def test_the_breaker_trips_when_every_node_fails_the_same_way(cluster: SlurmCluster, tmp_path: Path) -> None:
+    # a wrong SKU for this fleet (every node "lost" its 8 GPUs): nvtest's own configuration is at fault
+    rc, s, tail = sweep(cluster, tmp_path, "--max-out", "2", "--breaker-min-nodes", "2", "--drain",
+                        "--", "-k", "host or gpus", "--sku", "h100-sxm-80gb")  # fmt: skip
+    assert rc == 3, tail
+    assert s["breaker"]["tripped"] and s["breaker"]["check"] == "gpus" and s["breaker"]["nodes"] == ["node1", "node2"]
+    assert s["drained"] == {}
+    for n in ("node1", "node2"):
+        assert s["nodes"][n]["verdict"] == "fail"
+        state = cluster.client("scontrol", "show", "node", "-o", n).stdout
+        assert "DRAIN" not in state.split("State=")[1].split()[0], state  # nothing drained
+    assert "CIRCUIT BREAKER TRIPPED" in tail and "nvtest suspects itself" in tail
+    html = (Path(s["dir"]) / "sweep.html").read_text()
+    assert "Circuit breaker tripped" in html and "nothing drained" in html
+
+
+def test_a_failed_node_is_drained_when_the_breaker_has_nothing_to_say(cluster: SlurmCluster, tmp_path: Path) -> None:
+    rc, s, tail = sweep(cluster, tmp_path, "--nodes", "node1", "--max-out", "2", "--drain",
+                        "--", "-k", "host or gpus", "--sku", "h100-sxm-80gb")  # fmt: skip
+    try:
+        assert rc == 1, tail
+        assert not s["breaker"]["tripped"] and "fewer than 3" in s["breaker"]["reason"]
+        assert s["drained"]["node1"]["action"] == "drain"
+        reason = cluster.client("sinfo", "-R", "-h", "-o", "%N|%E").stdout
+        assert "node1|nvtest: gpus 0 GPUs visible to nvidia-smi, SKU h100-sxm-80gb expects 8" in reason
+    finally:
+        cluster.client("scontrol", "update", "nodename=node1", "state=resume")
+    with HistoryStore(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
+        assert [e.kind for e in q.timeline(store, "node1")] == ["sweep", "drain"]
