@@ -47,6 +47,7 @@ __all__ = [
     "nccl_interfaces",
     "parse_ifname_spec",
     "predict",
+    "seen_interfaces",
 ]
 
 #: ``linkinfo.info_kind`` values of virtual links NCCL must not carry traffic over.
@@ -272,4 +273,18 @@ def nccl_interfaces(
         if not out.failures:
             record(out, Finding("note", f"NCCL bootstrap on {chosen[0].name} ({rule})", source))
     _hca_findings(out, env, infiniband, ib_source)
+    return out
+
+
+def seen_interfaces(text: str, networks: Sequence[str], source: str = "NCCL INFO lines of the run") -> Outcome:
+    """Judge the interfaces NCCL's own INFO lines in ``text`` say it used (none printed: nothing judged).
+
+    For the NCCL checks: what ran, not what was asked. ``details["nccl_interfaces_seen"]``
+    lists them.
+    """
+    out = Outcome()
+    uses = interfaces_from_log(text)
+    out.details["nccl_interfaces_seen"] = [{"role": u.role, "name": u.name, "address": u.address} for u in uses]
+    if uses:
+        judge_interfaces(out, uses, networks, source)
     return out

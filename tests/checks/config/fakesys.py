@@ -96,12 +96,14 @@ def build(root: Path, m: Machine) -> Path:
     groups = root / "sys/kernel/iommu_groups"
     if m.iommu != "off":
         groups.mkdir(parents=True, exist_ok=True)
+    written: set[str] = set()
     for i, d in enumerate(m.devices):
         chain = [*d.path, d.bdf]
         where = root / "sys/devices" / f"pci{d.bdf[:4]}:{d.path[0][5:7] if d.path else d.bdf[5:7]}"
         for b in chain:
             where = where / b
-            if b in m.bridges:
+            if b in m.bridges and b not in written:
+                written.add(b)
                 br = m.bridges[b]
                 _write(where / "vendor", br.vendor)
                 _write(where / "device", br.device)
