@@ -41,8 +41,9 @@ def _launch(ctx: RunContext, opts: SlurmOptions) -> tuple[dict[str, Outcome], di
     )
     logs = {n.name: write_evidence(ctx.phases.run_dir, EVIDENCE, dataclasses.replace(res, node=n.name)) for n in nodes}
     ranks = parse_identities(res.stdout)
-    if not ranks and not res.completed:
-        raise NodeError(f"the identity step did not run: {res.error or 'no output'}")
+    if not ranks:  # no rank started at all: the launch itself failed (srun's words)
+        words = res.error or " | ".join(ln.strip() for ln in res.stderr.strip().splitlines()[-3:]) or f"exit {res.exit_code}"
+        raise NodeError(f"the identity step started no rank: {words}")
     source = f"{res.command or 'srun'} (one rank per GPU: {IDENTITY_SCRIPT[:40]}...)"
     return judge_identities(ranks, layout, opts.image_id, source), logs
 
