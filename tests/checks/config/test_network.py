@@ -14,6 +14,8 @@ from nvtest.checks.config.network import (
 )
 from nvtest.checks.health import Outcome
 from nvtest.config.inventory import InventoryFile, build_inventory
+from nvtest.config.loader import validate_model
+from nvtest.errors import ConfigError
 from nvtest.jobs.nccl import NcclRecipe, inventory_nccl_env, nccl_env
 from nvtest.verdict import Verdict
 from tests.checks.config.conftest import DESKTOP_IP, verdict_of
@@ -128,9 +130,6 @@ def test_the_node_setting_wins_over_the_controller_and_the_recipe():
 
 
 def test_inventory_rejects_what_nccl_would_misread():
-    from nvtest.errors import ConfigError
-    from nvtest.config.loader import validate_model
-
     for bad in ({"socket_ifname": "^docker"}, {"networks": ["10.0.0.0/33"]}):
         with pytest.raises(ConfigError):
             validate_model(InventoryFile, {"nodes": [{"names": "a", **bad}]}, path="inv.yaml", lines={})
