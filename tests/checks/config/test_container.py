@@ -50,3 +50,14 @@ def test_another_image_and_a_silent_rank_fail():
     b = outs["b"].text()
     assert "rank 1 on b ran in image 'img-6'; the other ranks report 'img-7'" in b
     assert "rank 2 (launched on b) printed no identity line" in b
+
+
+def test_submit_passes_the_container_options_to_the_run_inside_the_job():
+    import inspect
+
+    from nvtest.cli.submit import RUN_ONLY, submit
+    from nvtest.transports.options import SlurmOptions
+
+    params = set(inspect.signature(submit).parameters)
+    assert {"container_image", "container_mounts", "image_id"} <= set(RUN_ONLY) <= set(SlurmOptions.__dataclass_fields__)
+    assert not params & set(RUN_ONLY)  # not consumed by submit: they reach `nvtest run` in the job
