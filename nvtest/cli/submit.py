@@ -16,11 +16,15 @@ from nvtest.transports.options import SlurmOptions
 __all__ = ["submit"]
 
 
+#: Options of the run inside the job (its multi-node launches), passed through to ``nvtest run``.
+RUN_ONLY = ("mpi", "container_image", "container_mounts", "image_id")
+
+
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     epilog="Example: nvtest submit --partition gpu --time 120 --exclusive --nodes 'gpu[001-016]' --suite delivery",
 )
-@with_options(slurm=True, exclude=("mpi",))  # --mpi is an option of the run inside the job
+@with_options(slurm=True, exclude=RUN_ONLY)
 def submit(
     ctx: typer.Context,
     nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist; default: all available nodes of --partition.")] = None,

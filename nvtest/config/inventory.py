@@ -13,6 +13,10 @@ expanded by ClusterShell's NodeSet) and gives per-group or per-node settings::
       - names: gpu017
         address: 10.0.0.17
         port: 2222
+      - names: gpu[001-128]
+        socket_ifname: ens1f0            # NCCL_SOCKET_IFNAME==ens1f0 for this node
+        ib_hca: [mlx5_0, mlx5_1]         # NCCL_IB_HCA==mlx5_0,mlx5_1
+        networks: [10.10.0.0/16]         # where its bootstrap/socket interface must be
 
 Later entries override earlier ones for the same node; ``defaults`` comes first.
 Top-level ``known_hosts`` is the SSH known_hosts file of the run (relative to the
@@ -20,10 +24,14 @@ inventory file; ``--known-hosts`` overrides it); ``max_nodes`` raises the limit 
 how many nodes the file may name (:data:`DEFAULT_MAX_NODES`, or ``NVTEST_MAX_NODES``).
 A hostlist is counted before it is expanded, so ``gpu[1-100000000]`` is an error at
 once, not gigabytes of names.
+``socket_ifname``, ``ib_hca`` and ``networks`` are what the node's NCCL traffic
+should use: nvtest sets ``NCCL_SOCKET_IFNAME``/``NCCL_IB_HCA`` from them in the exact-match
+form (``=name``), and the ``nccl_interfaces`` check judges the interfaces against them.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -32,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from nvtest.config.loader import limit_from_env, load_yaml_with_lines, validate_model
 from nvtest.errors import ConfigError
@@ -69,6 +77,12 @@ class Node:
         sku: a forced SKU profile name; None means detect from the node's inventory.
         tags: free labels (``rack``, ``rail``) shown and filterable in the report.
         probe_dir: a shared path where the probes already are; None means ship them.
+        socket_ifname: the interface names NCCL's bootstrap and socket traffic must use on
+            this node (``NCCL_SOCKET_IFNAME==<names>``); () means NCCL picks.
+        ib_hca: the HCAs (``mlx5_0`` or ``mlx5_0:1``) NCCL's IB transport must use
+            (``NCCL_IB_HCA==<names>``); () means NCCL picks.
+        networks: the IP networks (CIDR) the node's NCCL interfaces must be in; () means
+            not declared (the interface is then judged for bridges only).
     """
 
     name: str
@@ -80,6 +94,9 @@ class Node:
     sku: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
     probe_dir: str | None = None
+    socket_ifname: tuple[str, ...] = ()
+    ib_hca: tuple[str, ...] = ()
+    networks: tuple[str, ...] = ()
 
     def public_dict(self) -> dict[str, Any]:
         """The node's settings for reports: everything but the key file path."""
@@ -91,6 +108,9 @@ class Node:
             "python": self.python,
             "sku": self.sku,
             "tags": dict(self.tags),
+            "socket_ifname": list(self.socket_ifname),
+            "ib_hca": list(self.ib_hca),
+            "networks": list(self.networks),
         }
 
 
@@ -107,6 +127,37 @@ class NodeSettings(BaseModel):
     sku: str | None = None
     tags: dict[str, str] | None = None
     probe_dir: str | None = None
+    socket_ifname: tuple[str, ...] | None = None
+    ib_hca: tuple[str, ...] | None = None
+    networks: tuple[str, ...] | None = None
+
+    @field_validator("socket_ifname", "ib_hca", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        """``eth0`` or ``eth0,eth1`` or a list; a leading ``=`` (NCCL's exact form) is dropped."""
+        if value is None:
+            return None
+        items = value.split(",") if isinstance(value, str) else list(value)
+        names = [str(v).strip().lstrip("=") for v in items if str(v).strip().lstrip("=")]
+        for name in names:
+            if any(c.isspace() or c in "^=," for c in name):
+                raise ValueError(f"not an interface or HCA name: {name!r}")
+        return tuple(names)
+
+    @field_validator("networks", mode="before")
+    @classmethod
+    def _networks(cls, value: Any) -> Any:
+        """CIDR networks (``10.10.0.0/16``, ``fd00::/64``), normalised."""
+        if value is None:
+            return None
+        items = [value] if isinstance(value, str) else list(value)
+        out = []
+        for item in items:
+            try:
+                out.append(str(ipaddress.ip_network(str(item).strip(), strict=False)))
+            except ValueError as exc:
+                raise ValueError(f"not an IP network: {item!r} ({exc})") from None
+        return tuple(out)
 
 
 class NodeEntry(NodeSettings):

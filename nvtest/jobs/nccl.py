@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from nvtest.config.inventory import Node
 from nvtest.errors import ParseError
 from nvtest.parsers import nccl_tests
 from nvtest.parsers.nccl_tests import NcclTestRun
@@ -48,6 +49,7 @@ __all__ = [
     "NcclVerdict",
     "judge_output",
     "judge_run",
+    "inventory_nccl_env",
     "nccl_env",
     "perf_argv",
 ]
@@ -170,14 +172,40 @@ def perf_argv(
     return argv
 
 
+def inventory_nccl_env(nodes: Sequence[Node]) -> dict[str, str]:
+    """``NCCL_SOCKET_IFNAME`` and ``NCCL_IB_HCA`` from the inventory's ``socket_ifname`` and
+    ``ib_hca`` of ``nodes``, in NCCL's exact-match form (``=eth0``, ``=mlx5_0,mlx5_1``).
+
+    One launch has one environment: over several nodes it names the union of their names,
+    in inventory order (nodes that name their interfaces alike get exactly theirs). A
+    variable no node sets is left out. Form: NCCL ``src/misc/socket.cc`` (``=`` exact,
+    ``^`` exclude, else prefixes; a comma list).
+    """
+    env: dict[str, str] = {}
+    for var, attr in (("NCCL_SOCKET_IFNAME", "socket_ifname"), ("NCCL_IB_HCA", "ib_hca")):
+        names: list[str] = []
+        for n in nodes:
+            names += [x for x in getattr(n, attr) if x not in names]
+        if names:
+            env[var] = "=" + ",".join(names)
+    return env
+
+
 def nccl_env(
-    recipe: NcclRecipe, environ: Mapping[str, str], *, nics_only: bool = False
+    recipe: NcclRecipe,
+    environ: Mapping[str, str],
+    *,
+    nics_only: bool = False,
+    nodes: Sequence[Node] = (),
 ) -> dict[str, str]:
     """The tool's environment: ``NCCL_DEBUG=INFO`` (into the evidence), the variables of
-    :data:`PASSTHROUGH_ENV` set in ``environ``, the recipe's ``env``, then the NICs-only switches."""
+    :data:`PASSTHROUGH_ENV` set in ``environ``, the recipe's ``env``, the inventory's
+    interfaces of ``nodes`` (:func:`inventory_nccl_env`: a node's own setting wins), then
+    the NICs-only switches. The checks record it as their effective environment."""
     env = {"NCCL_DEBUG": "INFO"}
     env.update({k: environ[k] for k in PASSTHROUGH_ENV if environ.get(k)})
     env.update(recipe.env)
+    env.update(inventory_nccl_env(nodes))
     if nics_only:
         env.update(NICS_ONLY_ENV)
     return env

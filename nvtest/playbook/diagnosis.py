@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nvtest.playbook.config_audit import CONFIG_CHECKS
 from nvtest.playbook.xid import describe_xid
 
 __all__ = ["CLASSES", "RULES", "TRANSPORT_RULES", "Diagnosis", "Rule", "diagnose"]
@@ -594,6 +595,9 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
     for rule in TRANSPORT_RULES:
         if rule.matches(check, verdict, reason):
             return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
+    audit = CONFIG_CHECKS.get(check) if verdict == "fail" else None
+    if audit is not None:
+        return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
     if check == "xid_scan" or "Xid" in reason:
         x = _xid(reason)
         if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):

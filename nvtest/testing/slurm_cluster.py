@@ -31,7 +31,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from nvtest.errors import ClusterStartError
@@ -163,6 +163,10 @@ class SlurmCluster:
         scheduler_parameters: ``SchedulerParameters=`` flags (e.g. ``nohold_on_prolog_fail``:
             a job whose Prolog failed is requeued, not held).
         extra_conf: any other ``slurm.conf`` lines.
+        task_env: node name -> variables the tasks on that node get, set by a
+            ``TaskProlog`` (slurm.conf) that prints ``export NAME=value`` for the node
+            it runs on: how a test gives one node what an image or a site would set
+            (``NVTEST_IMAGE_ID``) and not another.
 
     Attributes (after start):
         dir: the cluster's directory; ``conf``: its ``slurm.conf``;
@@ -187,6 +191,7 @@ class SlurmCluster:
         health_check_interval_s: int = 0,
         scheduler_parameters: Sequence[str] = (),
         extra_conf: Sequence[str] = (),
+        task_env: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         if not nodes:
             raise ValueError("a Slurm test cluster needs at least one node")
@@ -202,6 +207,7 @@ class SlurmCluster:
         self.cpus_per_node = cpus_per_node
         self._base_dir = base_dir
         self.start_timeout_s = start_timeout_s
+        self.task_env = {k: dict(v) for k, v in (task_env or {}).items()}
         self.dir = Path()
         self.conf = Path()
         self._procs: list[subprocess.Popen[bytes]] = []
@@ -271,6 +277,8 @@ class SlurmCluster:
                 ),
                 encoding="utf-8",
             )
+            if self.task_env:
+                self._write_task_prolog()
             self._spawn([slurmctld, "-D", "-i", "-f", str(self.conf)], "slurmctld")
             self._wait(
                 lambda: self.client("scontrol", "ping", timeout=5).stdout.count("UP") > 0,
@@ -282,6 +290,18 @@ class SlurmCluster:
         except BaseException:
             self.stop()
             raise
+
+    def _write_task_prolog(self) -> None:
+        """``TaskProlog``: ``cat <dir>/task-env/$SLURMD_NODENAME`` (its ``export`` lines set the task's env)."""
+        env_dir = self.dir / "task-env"
+        env_dir.mkdir(exist_ok=True)
+        for node, env in self.task_env.items():
+            (env_dir / node).write_text("".join(f"export {k}={v}\n" for k, v in env.items()), encoding="utf-8")
+        script = self.dir / "task-prolog.sh"
+        script.write_text(f'#!/bin/sh\nf="{env_dir}/$SLURMD_NODENAME"\n[ -r "$f" ] && cat "$f"\nexit 0\n', encoding="utf-8")
+        script.chmod(0o755)
+        with self.conf.open("a", encoding="utf-8") as fh:
+            fh.write(f"TaskProlog={script}\n")
 
     def _start_munge(self, munged: str) -> None:
         mdir = self.dir / "munge"

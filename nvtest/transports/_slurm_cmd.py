@@ -125,7 +125,9 @@ def srun_multi_argv(
     """One multi-node launch: ``len(nodes) * ntasks_per_node`` ranks, block layout.
 
     Adds ``--mpi=<plugin>`` when ``opts.mpi`` is set, ``--gpus-per-task`` when
-    given. Output is not labelled (rank 0 of an MPI tool prints the table).
+    given, and pyxis's ``--container-image``/``--container-mounts`` when set (the ranks
+    run in the image; per-node phases stay on the host). Output is not labelled (rank 0
+    of an MPI tool prints the table).
     """
     argv = [
         "srun",
@@ -142,6 +144,10 @@ def srun_multi_argv(
         argv.append(f"--gpus-per-task={gpus_per_task}")
     if opts.mpi:
         argv.append(f"--mpi={opts.mpi}")
+    if opts.container_image:
+        argv.append(f"--container-image={opts.container_image}")
+    if opts.container_mounts:
+        argv.append(f"--container-mounts={opts.container_mounts}")
     argv += _step_placement(opts, timeout_s=timeout_s, job_id=job_id)
     return [*argv, "/bin/sh", "-c", shell_command]
 

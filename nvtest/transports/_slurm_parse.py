@@ -230,7 +230,9 @@ class SrunLog:
         job_id, step_id: as strings, None until seen.
         task_node: task id -> node name.
         status: task id -> :class:`TaskStatus`.
-        messages: srun's other ``error:``/``warning:``/``fatal:`` lines, in order.
+        messages: srun's other ``error:``/``warning:``/``fatal:`` lines and its option
+            errors (``srun: unrecognized option '--container-image=...'`` where no
+            plugin provides the option), in order.
     """
 
     job_id: str | None = None
@@ -259,7 +261,11 @@ class SrunLog:
                 for t in parse_task_ids(m.group(2)):
                     self.status[t] = TaskStatus(code, line[m.start(1) :])
                 return
-        if re.match(r"^srun: (error|warning|fatal|Force Terminated|Job step aborted)", line):
+        if re.match(
+            r"^srun: (error|warning|fatal|Force Terminated|Job step aborted|unrecognized option"
+            r"|invalid option|option requires)",
+            line,
+        ):
             self.messages.append(line)
 
     @staticmethod

@@ -108,6 +108,11 @@ class SlurmOptions:
         exclusive: ``--exclusive`` (whole nodes).
         gpus_per_node: ``--gpus-per-node``.
         mpi: ``srun --mpi`` plugin of multi-node launches (``pmix``, ``pmi2``).
+        container_image: ``srun --container-image`` (pyxis) of multi-node launches
+            (NCCL, MPI, the ``container_identity`` check); per-node probes run on the host.
+        container_mounts: ``srun --container-mounts`` of those launches.
+        image_id: the identity every rank of those launches must report from inside the
+            image (``/etc/nvtest-image-id`` or ``$NVTEST_IMAGE_ID``; ``container_identity``).
     """
 
     partition: str | None = _opt(None, "partition.", job_flag="--partition")
@@ -122,6 +127,13 @@ class SlurmOptions:
         None, "GPUs per node to allocate.", job_flag="--gpus-per-node"
     )
     mpi: str | None = _opt(None, "srun --mpi plugin (pmix, pmi2).")
+    container_image: str | None = _opt(
+        None, "pyxis --container-image of multi-node launches (per-node probes stay on the host)."
+    )
+    container_mounts: str | None = _opt(None, "pyxis --container-mounts of those launches.")
+    image_id: str | None = _opt(
+        None, "identity every rank must report from inside the image (/etc/nvtest-image-id)."
+    )
 
     def as_kwargs(self) -> dict[str, Any]:
         """The fields that are set (not None, not False), as transport keyword arguments."""

@@ -24,6 +24,7 @@ import os
 import pytest
 
 from nvtest.checks.api import Judge, ProbeSkip
+from nvtest.checks.config.network import seen_interfaces
 from nvtest.checks.hardware import expected_gpus, require
 from nvtest.checks.interconnect.pair_check import pair_report, report_node
 from nvtest.errors import ProbeError
@@ -65,6 +66,18 @@ def _require_tool(node_facts: NodeFacts, recipe: NcclRecipe, op: str, ctx, node)
         )
 
 
+def _interfaces(judge: Judge, text: str, nodes) -> None:
+    """Judge the interfaces NCCL said it used (its INFO lines) against the nodes' networks:
+    a container/VM bridge or an address outside them fails (nvtest.checks.config.network)."""
+    networks = sorted({net for n in nodes for net in n.networks})
+    seen = seen_interfaces(text, networks)
+    judge.detail("nccl_interfaces_seen", seen.details["nccl_interfaces_seen"])
+    for f in seen.failures:
+        judge.fail(f)
+    for w in seen.warnings:
+        judge.warn(w)
+
+
 def _judge(judge: Judge, v: NcclVerdict, log: str | None) -> None:
     judge.detail(f"nccl_{v.op}", v.details())
     if v.status == "error":
@@ -80,13 +93,15 @@ def _intra(node, node_facts, ctx, judge: Judge, *, nics_only: bool, check: str) 
     recipe = _recipe(ctx, node)
     ops = ("all_reduce",) if nics_only else recipe.ops
     _require_tool(node_facts, recipe, ops[0], ctx, node)
-    env = nccl_env(recipe, os.environ, nics_only=nics_only)
     nodes = _gpu_nodes(ctx, check)
+    envs = {n.name: nccl_env(_recipe(ctx, n), os.environ, nics_only=nics_only, nodes=[n]) for n in nodes}
+    judge.detail("effective_env", envs.get(node.name, nccl_env(recipe, os.environ, nics_only=nics_only, nodes=[node])))
     for op in ops:
         key = f"{check}_{op}"
-        cmds = {n.name: perf_argv(op, _recipe(ctx, n), _gpus(ctx, n)) for n in nodes}
-        res = run_commands(ctx, key, nodes, cmds, timeout_s=1800, env=env, needs=NCCL_NEEDS)[node.name]
+        cmds = {n.name: render_command(perf_argv(op, _recipe(ctx, n), _gpus(ctx, n)), envs[n.name]) for n in nodes}
+        res = run_commands(ctx, key, nodes, cmds, timeout_s=1800, needs=NCCL_NEEDS)[node.name]
         require_completed(res)
+        _interfaces(judge, res.stdout + "\n" + res.stderr, [node])
         v = judge_output(
             res.stdout + "\n" + res.stderr,
             op=op,
@@ -114,7 +129,7 @@ def _gpu_nodes(ctx, check: str) -> list:
     return fleet_cache(ctx).get(f"{check}:gpu-nodes", lambda: [n for n in check_nodes(ctx, check) if _gpus(ctx, n)])
 
 
-def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
+def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, str], str]:
     nodes = _gpu_nodes(ctx, "nccl_multinode")
     first = nodes[0]
     recipe = (
@@ -122,7 +137,7 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
         if node_recipe(ctx, first, "nccl_multinode")
         else _recipe(ctx, first)
     )
-    env = nccl_env(recipe, os.environ)
+    env = nccl_env(recipe, os.environ, nodes=nodes)
     prog = perf_argv(op, recipe, 1)
     expected = sum(_gpus(ctx, n) for n in nodes)
     launch = getattr(ctx.transport, "launch_multi", None)
@@ -136,7 +151,7 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
         unreachable = mpirun_preflight(ctx, key, nodes)
         if unreachable:  # mpirun would not start its daemons there: say so in seconds
             reasons = tuple(why for _, why in sorted(unreachable.items()))
-            return NcclVerdict(op=op, status="fail", reasons=reasons), "", key
+            return NcclVerdict(op=op, status="fail", reasons=reasons), "", key, env, ""
         argv = mpirun_argv(
             [(n.name, _gpus(ctx, n)) for n in nodes],
             prog,
@@ -152,6 +167,8 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
             NcclVerdict(op=op, status="error", reasons=(res.error or "did not complete",)),
             res.command,
             key,
+            env,
+            res.stdout + "\n" + res.stderr,
         )
     v = judge_output(
         res.stdout + "\n" + res.stderr,
@@ -160,7 +177,7 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None]:
         plateau_bytes=recipe.plateau_bytes,
         expected_ranks=expected,
     )
-    return v, res.command, key
+    return v, res.command, key, env, res.stdout + "\n" + res.stderr
 
 
 @pytest.mark.check(
@@ -173,17 +190,21 @@ def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     if len(_gpu_nodes(ctx, "nccl_multinode")) < 2:
         raise ProbeSkip("multi-node NCCL needs two GPU nodes")
     op = recipe.ops[0]
-    v, command, key = fleet_cache(ctx).get(f"nccl_multinode:{op}", lambda: _multinode(ctx, op))
+    v, command, key, env, text = fleet_cache(ctx).get(f"nccl_multinode:{op}", lambda: _multinode(ctx, op))
+    gpu_nodes = _gpu_nodes(ctx, "nccl_multinode")
     judge.detail("command", command)
+    judge.detail("effective_env", env)
     if v.status == "pass":
         _judge(judge, v, ctx.phases.log_path(key, ctx.nodes[0].name) if key else None)
         if not judge.verdict.is_bad:
+            _interfaces(judge, text, gpu_nodes)
             return
     judge.detail("all_nodes", v.details())
     job = NcclPairJob(
         ctx, check="nccl_multinode", op=op, recipe=recipe, gpus=lambda n: _gpus(ctx, n),
-        env=nccl_env(recipe, os.environ), mpi=mpi_options(ctx, node),
+        env=nccl_env(recipe, os.environ, nodes=gpu_nodes), mpi=mpi_options(ctx, node),
     )  # fmt: skip
     judge.metrics.clear()
     judge.failures.clear()
     report_node(judge, pair_report(ctx, "nccl_multinode", job), node, f"{op}_busbw_gbps", "GB/s")
+    _interfaces(judge, text, gpu_nodes)

@@ -105,6 +105,21 @@ CASES: dict[str, Callable[[], str]] = {
             timeout_s=36, name=NAME, job_id="4242",
         ),
     ),  # fmt: skip
+    "srun_multi_container": lambda: _lines(
+        cmd.srun_multi_argv(
+            ["gpu001", "gpu002"],
+            "true",
+            ntasks_per_node=8,
+            timeout_s=60,
+            name=NAME,
+            opts=SlurmOptions(
+                container_image="nvcr.io#nvidia/pytorch:24.05-py3",
+                container_mounts="/shared/nvtest:/shared/nvtest",
+                image_id="pytorch-24.05-nvtest",
+            ),
+            job_id="4242",
+        )
+    ),
     "salloc": lambda: _lines(
         cmd.salloc_argv(FULL, NODES, name=NAME),
         cmd.salloc_argv(SlurmOptions(), ["node1", "node2"], name=NAME),

@@ -131,6 +131,13 @@ def test_srun_log_failure_before_launch() -> None:
     assert len(log.messages) == 2
 
 
+def test_srun_log_keeps_its_option_errors() -> None:
+    # srun 22.05 without pyxis: getopt's words, then srun's hint
+    log = _log("srun: unrecognized option '--container-image=nvcr.io#nvidia/pytorch:24.05-py3'\n"
+               'Try "srun --help" for more information\n')  # fmt: skip
+    assert log.messages == ["srun: unrecognized option '--container-image=nvcr.io#nvidia/pytorch:24.05-py3'"]
+
+
 def test_split_labelled() -> None:
     tasks, rest = split_labelled(b" 0: a\n10: b\n 0: \n 0:\nplain\n 1: x: y\n")
     assert tasks == {0: "a\n\n\n", 10: "b\n", 1: "x: y\n"}
