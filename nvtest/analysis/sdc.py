@@ -145,7 +145,15 @@ class SdcReport:
     config_differences: list[str]
 
     def for_node(self, node: str) -> list[Finding]:
-        return [f for f in self.findings if f.digest.node == node]
+        """The findings of ``node``'s devices (an index built on first use: one report
+        serves every node's item without a pass over the fleet each)."""
+        index = self.__dict__.get("_by_node")
+        if index is None:
+            index = {}
+            for f in self.findings:
+                index.setdefault(f.digest.node, []).append(f)
+            self.__dict__["_by_node"] = index
+        return list(index.get(node, ()))
 
 
 def _items(mapping: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

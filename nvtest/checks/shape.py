@@ -25,12 +25,14 @@ pair test names a device it had to leave out).
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from nvtest.config.thresholds import SkuProfile
+from nvtest.jobs.base import fleet_cache
 from nvtest.parsers.ibstat import IbReport
 from nvtest.session.facts import NodeFacts
 
@@ -190,22 +192,35 @@ def judge_shape(
     node: Node,
     components: Sequence[str],
     extra: Mapping[str, Mapping[str, Items]] | None = None,
+    *,
+    extra_key: str | None = None,
 ) -> None:
     """Fail ``judge`` with every difference between the node's ``components`` and their golden
     shape among the run's nodes of its SKU; ``extra``: node -> components measured by the check
-    (``hcas`` from ibstat). The node's shape and each golden (with its origin) go to details."""
+    (``hcas`` from ibstat), the same mapping for every item of the run, named by ``extra_key``.
+    The node's shape and each golden (with its origin) go to details.
+
+    The fleet's shapes and goldens are computed once per run, SKU and component (the run's
+    fleet cache): an item reads them, it does not walk the fleet.
+
+    Raises:
+        ValueError: ``extra`` without ``extra_key``.
+    """
+    if extra is not None and extra_key is None:
+        raise ValueError("judge_shape: extra needs an extra_key (it is cached for the run)")
     mine = ctx.states[node.name]
     sku = mine.match.profile if mine.match else None
     sku_name = sku.name if sku else None
-    shapes: dict[str, dict[str, Items]] = {}
-    for name, st in ctx.states.items():
-        if st.facts is None or st.down_reason or (st.match.name if st.match else None) != sku_name:
-            continue
-        shapes[name] = {**facts_shape(st.facts), **dict((extra or {}).get(name, {}))}
+    key = f"shape:{sku_name}:{extra_key or '-'}"
+    cache = fleet_cache(ctx)
+    shapes = cache.get(key, lambda: _fleet_shapes(ctx, sku_name, extra))
+    goldens: dict[str, Golden | None] = {}
+    for comp in components:
+        goldens[comp] = cache.get(f"{key}:{comp}", functools.partial(golden_for, comp, shapes, sku))
     own = shapes.get(node.name, {})
     shown: dict[str, Any] = {}
     for comp in components:
-        gold = golden_for(comp, shapes, sku)
+        gold = goldens[comp]
         for diff in differences(comp, own.get(comp), gold):
             judge.fail(diff)
         shown[comp] = {
@@ -214,3 +229,15 @@ def judge_shape(
             "origin": gold.origin if gold else "no golden: no profile value and no majority of two or more nodes",
         }
     judge.detail("shape", {**judge.details.get("shape", {}), **shown})
+
+
+def _fleet_shapes(
+    ctx: RunContext, sku_name: str | None, extra: Mapping[str, Mapping[str, Items]] | None
+) -> dict[str, dict[str, Items]]:
+    """node -> components of every reachable node of ``sku_name`` (its facts and ``extra``)."""
+    shapes: dict[str, dict[str, Items]] = {}
+    for name, st in ctx.states.items():
+        if st.facts is None or st.down_reason or (st.match.name if st.match else None) != sku_name:
+            continue
+        shapes[name] = {**facts_shape(st.facts), **dict((extra or {}).get(name, {}))}
+    return shapes

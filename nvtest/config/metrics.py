@@ -316,6 +316,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     _s("inference", "vllm_output_tokens_per_s", "tokens/s", "throughput", "non_negative", "vllm bench output tokens/s"),
     _s("inference", "vllm_total_tokens_per_s", "tokens/s", "throughput", "non_negative", "vllm bench total tokens/s"),
     _s("sdc", "peers_agreeing", "count", "count", "count", "peers whose digest agrees"),
+    _s("pcie_acs", "acs_redirect_bridges", "count", "count", "count", "PCIe switch ports whose ACS redirects peer traffic (lspci -vvv ACSCtl)"),
+    _s("package_drift", "drifted_packages", "count", "count", "count", "kernel and driver packages that differ from the fleet's majority (dpkg-query / rpm)"),
 )  # fmt: skip
 
 

@@ -45,7 +45,9 @@ def _expected(
     on_bus = [p for p in facts.pci if p.kind in kinds and (vendor is None or p.vendor_id == vendor)]
     sources: list[str] = []
     if on_bus:
-        ids = sorted({f"{p.vendor_id}:{p.device_id}" for p in on_bus})
+        # vendor:device IDs where the bus reading has them (lspci -n, sysfs), else the name
+        # lspci printed (plain ``lspci`` has no IDs)
+        ids = sorted({f"{p.vendor_id}:{p.device_id}" if p.device_id else (p.device or f"{p.vendor_id}:?") for p in on_bus})
         sources.append(f"PCI bus: {len(on_bus)} x {', '.join(ids)}")
     if sku_count:
         sources.append(f"SKU {sku.name if sku else '?'} expects {sku_count}")

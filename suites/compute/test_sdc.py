@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.analysis.sdc import compare, digests_from_docs
+from nvtest.analysis.sdc import SdcReport, compare, digests_from_docs
 from nvtest.checks.api import (
     Judge,
     NodeError,
@@ -27,6 +27,7 @@ from nvtest.checks.api import (
 )
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
+from nvtest.jobs.base import fleet_cache
 from nvtest.session.context import RunContext
 from nvtest.verdict import Verdict
 
@@ -46,35 +47,37 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
 SDC = Probe("sdc", script="sdc_probe.py", args=_args, timeout_s=1200, needs=("gpu",), device="any")
 
 
-def _fleet_docs(ctx: RunContext, node: Node) -> dict[str, dict]:
-    """node -> sdc document of every node of the check that answered (this node's errors raise)."""
+def _targets(ctx: RunContext) -> list[Node]:
     by_name = ctx.inventory.by_name()
-    targets = [by_name[n] for n in ctx.check_nodes.get("sdc") or list(by_name)]
+    return [by_name[n] for n in ctx.check_nodes.get("sdc") or list(by_name)]
+
+
+def _fleet(ctx: RunContext) -> SdcReport:
+    """The comparison of every node of the check whose probe answered ``ok`` (once per run)."""
+    targets = fleet_cache(ctx).get("sdc:targets", lambda: _targets(ctx))
     docs = {}
     for n in targets:
         try:
             doc = parse_probe_json(raw_output(ctx, SDC, n, targets))
         except (NodeError, ProbeError):
-            if n.name == node.name:
-                raise
             continue
-        if doc.get("status") == "ok" or n.name == node.name:
+        if doc.get("status") == "ok":
             docs[n.name] = doc
-    return docs
+    return compare(digests_from_docs(docs))
 
 
 @pytest.mark.check("sdc", area="compute", title="Silent data corruption: the same bits on every GPU of the fleet")
 def test_sdc(node, judge: Judge, nvtest_context: RunContext) -> None:
     """This node's GPUs against every GPU of the same configuration in the run."""
     ctx = nvtest_context
-    docs = _fleet_docs(ctx, node)
-    mine = docs[node.name]
+    targets = fleet_cache(ctx).get("sdc:targets", lambda: _targets(ctx))
+    mine = parse_probe_json(raw_output(ctx, SDC, node, targets))  # this node's own errors raise
     note_probe_run(judge, ctx, SDC, node, mine)
     if mine.get("status") == "skip":
         pytest.skip(str(mine.get("reason") or "sdc probe skipped"))
     if mine.get("status") != "ok":
         raise ProbeError(str(mine.get("reason") or f"sdc probe status {mine.get('status')!r}"))
-    report = compare(digests_from_docs(docs))
+    report = fleet_cache(ctx).get("sdc:report", lambda: _fleet(ctx))
     errors = []
     for f in report.for_node(node.name):
         d = f.digest

@@ -14,6 +14,7 @@ from nvtest.checks.api import Judge, NodeError, ProbeError, ProbeSkip, measure_p
 from nvtest.checks.config.packages import Package, package_drift, packages_of
 from nvtest.checks.config.probe import CONFIG_PROBE, platform
 from nvtest.checks.health import apply
+from nvtest.jobs.base import fleet_cache
 from nvtest.session.context import RunContext
 
 
@@ -22,18 +23,26 @@ def test_package_drift(node, judge: Judge, measure, nvtest_context: RunContext) 
     """A package differing from the fleet's majority, changed since the image or the boot, or not the loaded driver fails."""
     ctx = nvtest_context
     mine = platform(measure(CONFIG_PROBE))
+    match = ctx.states[node.name].match
+    sku_name = match.name if match else None
+    fleet = fleet_cache(ctx).get(f"package_drift:fleet:{sku_name}", lambda: _fleet_packages(ctx, sku_name))
+    apply(package_drift(mine, fleet), judge)
+
+
+def _fleet_packages(ctx: RunContext, sku_name: str | None) -> dict[str, dict[str, Package]]:
+    """node -> its packages, for every reachable node of ``sku_name`` whose probe answered
+    (once per run and SKU: an item compares, it does not walk the fleet)."""
     by_name = ctx.inventory.by_name()
     targets = [by_name[n] for n in (ctx.check_nodes.get("package_drift") or list(by_name))]
-    match = ctx.states[node.name].match
     fleet: dict[str, dict[str, Package]] = {}
     for n in targets:
         st = ctx.states[n.name]
-        if st.down_reason or (st.match.name if st.match else None) != (match.name if match else None):
+        if st.down_reason or (st.match.name if st.match else None) != sku_name:
             continue
         try:
-            pk = packages_of(mine if n.name == node.name else platform(measure_probe(ctx, CONFIG_PROBE, n, targets)))
+            pk = packages_of(platform(measure_probe(ctx, CONFIG_PROBE, n, targets)))
         except (NodeError, ProbeError, ProbeSkip):
             continue
         if pk is not None:
             fleet[n.name] = pk
-    apply(package_drift(mine, fleet), judge)
+    return fleet

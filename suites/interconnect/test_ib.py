@@ -85,6 +85,14 @@ def _fleet_hcas(ctx) -> dict[str, dict]:
     return out
 
 
+def _golden_hcas(ctx, sku: SkuProfile | None):
+    """The golden HCA set of ``sku``'s nodes in this run (once per run and SKU)."""
+    sku_name = sku.name if sku else None
+    hcas = fleet_cache(ctx).get("ib_ports:fleet-hcas", lambda: _fleet_hcas(ctx))
+    fleet = {n: s for n, s in hcas.items() if (ctx.states[n].match.name if ctx.states[n].match else None) == sku_name}
+    return golden_for("hcas", fleet, sku)
+
+
 @pytest.mark.check(
     "ib_ports", area="interconnect", title="IB/RoCE ports: HCAs, state, rate, link layer"
 )
@@ -92,7 +100,8 @@ def test_ib_ports(
     node, node_facts: NodeFacts, nvtest_context, sku: SkuProfile | None, judge: Judge
 ) -> None:
     _, report = _rdma(nvtest_context, node, node_facts)
-    judge_shape(judge, nvtest_context, node, ("hcas", "hca_pci"), _fleet_hcas(nvtest_context))
+    hcas = fleet_cache(nvtest_context).get("ib_ports:fleet-hcas", lambda: _fleet_hcas(nvtest_context))
+    judge_shape(judge, nvtest_context, node, ("hcas", "hca_pci"), hcas, extra_key="ibstat")
     if node_facts.tools.get("ibv_devinfo") and node_facts.tools.get("ibstat"):
         devinfo = ibv_devinfo.parse(
             raw_output(nvtest_context, IBV_DEVINFO, node, nvtest_context.nodes).stdout
@@ -149,8 +158,7 @@ def test_ib_write_bw(
     )
     report = pair_report(ctx, "ib_write_bw", job, rdma)
     sku_name = sku.name if sku else None
-    fleet = {n: s for n, s in _fleet_hcas(ctx).items() if (ctx.states[n].match.name if ctx.states[n].match else None) == sku_name}
-    gold = golden_for("hcas", fleet, sku)
+    gold = fleet_cache(ctx).get(f"ib_write_bw:golden-hcas:{sku_name}", lambda: _golden_hcas(ctx, sku))
     names = [str(i[0]) for i in gold.items] if gold is not None and gold.items is not None else None
     mine = _active_hcas(ctx, node)
     cover = label_coverage(report, node.name, mine, names, lambda peer: job.labels(node, by_name[peer]))

@@ -33,6 +33,7 @@ NOT_GPU_SUBJECT = {
     "host": "CPU, memory and OS from /proc",
     "stream": "host memory bandwidth (CPU STREAM)",
     "sw_uniformity": "versions against the fleet; one node is its own majority",
+    "package_drift": "kernel and driver packages against the fleet; one node is its own majority",
     "mpi": "MPI over the host network (float64 allreduce on the CPU)",
     "resilience_quick": "checkpoint tiers on host memory and disk",
     "ckpt_mem": "checkpoint tier on host memory",
@@ -52,6 +53,7 @@ TOPOLOGY_SKIPS = {
     "train_multinode": "one node in this run",
     "requeue": "needs the slurm backend",
     "ckpt_shared": "no shared filesystem path configured",
+    "container_identity": "container identity is checked under Slurm with a container plugin",
 }
 
 #: The resilience suite's drills take minutes on this machine's 2 cores; they are CPU drills

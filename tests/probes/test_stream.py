@@ -80,9 +80,10 @@ def test_c_stream_reports_four_kernels_with_consistent_rates(stream_runs):
     for r in doc["results"]:
         assert r["bytes_per_iter"] == sp.kernel_bytes(r["kernel"], n)
         assert r["min_time_s"] <= r["avg_time_s"] <= r["max_time_s"]
-        # the table's MB/s is best time based; allow the 0.1 MB/s print rounding
+        # the table's MB/s is best time based; the times are printed to 1 us (%11.6f), so
+        # the rate recomputed from the printed time is off by up to 0.5 us / min time
         assert r["best_rate_gbps"] == pytest.approx(
-            r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=2e-3
+            r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=1e-3 + 0.6e-6 / r["min_time_s"]
         )
     assert "Function    Best Rate MB/s  Avg time     Min time     Max time" in doc["raw"]
     assert "Solution Validates" in doc["raw"]

@@ -157,10 +157,14 @@ def _inject(text: str) -> tuple[str, list[str], list[str]]:
         injected.append(value)
         return value
 
-    def host(m: re.Match[str]) -> str:
-        name = f"gpu-b{int(m.group(1)):02d}-{_RNG.randrange(10, 99)}"
-        hosts.append(name)
-        return put(name)
+    names: dict[int, str] = {}
+
+    def host(m: re.Match[str]) -> str:  # one host keeps one name throughout the text
+        number = int(m.group(1))
+        if number not in names:
+            names[number] = f"gpu-b{number:02d}-{_RNG.randrange(10, 99)}"
+            hosts.append(names[number])
+        return put(names[number])
 
     text = re.sub(r"GPU-00000000-0000-0000-0000-0000000000\d\d",
                   lambda m: "GPU-" + put(f"{_hex(8)}-{_hex(4)}-{_hex(4)}-{_hex(4)}-{_hex(12)}"), text)  # fmt: skip

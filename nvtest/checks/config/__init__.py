@@ -74,7 +74,10 @@ def record(out: Outcome, finding: Finding) -> None:
     findings.append(asdict(finding))
 
 
-def absent(out: Outcome, what: str, source: str) -> Outcome:
-    """Skip ``out``: ``what`` is provably absent, and ``source`` is what proved it."""
-    out.skip = f"{what} (source: {source})"
+def absent(out: Outcome, what: str, source: str, consequence: str | None = None) -> Outcome:
+    """Skip ``out``: the PCI bus shows ``what`` (``no NVIDIA GPU``), and ``source`` is the
+    reading that proved it; worded as every check's skip for absent hardware ("not on this
+    hardware: the PCI bus shows no ...")."""
+    then = f": {consequence}" if consequence else ""
+    out.skip = f"not on this hardware: the PCI bus shows {what}{then} ({source})"
     return out

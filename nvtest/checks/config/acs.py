@@ -147,7 +147,7 @@ def pcie_acs(p: Platform) -> Outcome:
     """Judge ACS on every bridge between the node's GPUs/RDMA NICs and their root complex."""
     out = Outcome()
     if not p.devices:
-        return absent(out, "no NVIDIA GPU and no RDMA NIC on the PCI bus", bus_source(p))
+        return absent(out, "no NVIDIA GPU and no RDMA NIC", bus_source(p))
     behind: dict[str, list[str]] = {}
     for d in p.devices:
         for bdf in d.path:

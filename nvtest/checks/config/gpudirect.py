@@ -28,7 +28,7 @@ def gpudirect_rdma(p: Platform) -> Outcome:
     out = Outcome()
     if not p.gpus or not p.nics:
         missing = "NVIDIA GPU" if not p.gpus else "RDMA NIC"
-        return absent(out, f"no {missing} on the PCI bus: GPUDirect RDMA does not apply", bus_source(p))
+        return absent(out, f"no {missing}", bus_source(p), "GPUDirect RDMA does not apply")
     if not p.module_loaded("nvidia"):
         record(out, Finding("fail", f"{len(p.gpus)} NVIDIA GPU(s) on the bus but the nvidia kernel module is not loaded",
                             p.sysfs("sys/module/nvidia"), REMEDIATION["nvidia_missing"]))  # fmt: skip

@@ -44,7 +44,7 @@ def iommu_mode(p: Platform) -> Outcome:
     """Judge the IOMMU mode of each GPU and NIC (see the module doc)."""
     out = Outcome()
     if not p.devices:
-        return absent(out, "no NVIDIA GPU and no RDMA NIC on the PCI bus", bus_source(p))
+        return absent(out, "no NVIDIA GPU and no RDMA NIC", bus_source(p))
     arg = cmdline_mode(p.cmdline)
     modes: dict[str, str] = {}
     for d in p.devices:

@@ -46,7 +46,7 @@ def numa_affinity(p: Platform, binding: str = "none") -> Outcome:
     """
     out = Outcome()
     if not p.devices:
-        return absent(out, "no NVIDIA GPU and no RDMA NIC on the PCI bus", bus_source(p))
+        return absent(out, "no NVIDIA GPU and no RDMA NIC", bus_source(p))
     allowed = p.cpus_allowed
     status = p.sysfs("proc/self/status") + " (Cpus_allowed_list)"
     if allowed is None:

@@ -48,7 +48,7 @@ def persistence_mode(p: Platform, recipe: Mapping[str, Any] | None = None) -> Ou
     """Judge persistence mode (see the module doc); ``recipe``: the SKU's ``config`` section."""
     out = Outcome()
     if not p.gpus:
-        return absent(out, "no NVIDIA GPU on the PCI bus", bus_source(p))
+        return absent(out, "no NVIDIA GPU", bus_source(p))
     want = str((recipe or {}).get("persistence_mode", "expected"))
     smi = p.tool("nvidia-smi")
     source = smi.command if smi and smi.cmd else "nvidia-smi --query-gpu=pci.bus_id,persistence_mode"

@@ -112,12 +112,18 @@ class ToolRun:
         err = " | ".join(ln.strip() for ln in self.stderr.strip().splitlines()[-3:] if ln.strip())
         if err:
             return err
+        if self.rc not in (None, 0) and self.stdout.strip():
+            # nvidia-smi prints its failure on stdout ("NVIDIA-SMI has failed because it
+            # couldn't communicate with the NVIDIA driver..."), exit 9
+            out = " | ".join(ln.strip() for ln in self.stdout.strip().splitlines()[-3:] if ln.strip())
+            return f"exit {self.rc}: {out}"
         return f"exit {self.rc}" + ("" if self.stdout.strip() else ", no output")
 
     @property
     def reported(self) -> bool:
-        """True when it ran and printed something."""
-        return self.rc is not None and bool(self.stdout.strip())
+        """True when it ran, exited 0 and printed something (a tool that failed has not
+        reported, whatever it printed: its words are :meth:`words`)."""
+        return self.rc == 0 and bool(self.stdout.strip())
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,10 @@ class Platform:
     boot_time: int | None
     image_marker: Mapping[str, Any]
     tools: Mapping[str, ToolRun] = field(default_factory=dict)
+    #: the node facts' readings of the bus (sysfs and lspci, see
+    #: :meth:`nvtest.session.facts.NodeFacts.bus_text`) when the audit was checked against
+    #: them (:func:`nvtest.checks.config.probe.platform`); None: the probe's sysfs alone
+    bus_readings: str | None = None
 
     @property
     def gpus(self) -> tuple[PciFunction, ...]:
@@ -216,5 +226,8 @@ def platform_from_probe(doc: Mapping[str, Any]) -> Platform:
 
 
 def bus_source(p: Platform) -> str:
-    """The source that proves which GPUs and NICs a node has."""
+    """The source that proves which GPUs and NICs a node has: the node's readings of the
+    bus (sysfs and lspci) where the audit was checked against them, else the probe's sysfs."""
+    if p.bus_readings:
+        return p.bus_readings
     return p.sysfs("sys/bus/pci/devices") + " (vendor, class)"

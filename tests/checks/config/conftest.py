@@ -12,6 +12,7 @@ from pathlib import Path
 from nvtest.checks.api import Judge, ProbeSkip
 from nvtest.checks.config.platform import Platform, platform_from_probe
 from nvtest.checks.health import Outcome, apply
+from nvtest.config.metrics import check_names, metric_names
 from nvtest.errors import ProbeError
 from nvtest.testing.standin import Recording, StandInTools
 from nvtest.verdict import Verdict
@@ -77,9 +78,20 @@ def probe_platform(tmp: Path, m: Machine, tools: Mapping[str, Recording | None] 
     return platform_from_probe(run_probe(tmp, m, tools))
 
 
+def _check_of(out: Outcome) -> str:
+    """The audit check that declares ``out``'s metrics in the metric catalog (the Judge
+    refuses a metric its check does not declare)."""
+    names = {m.name for m in out.metrics}
+    for check in check_names():
+        if names and names <= set(metric_names(check)):
+            return check
+    return "config"
+
+
 def verdict_of(out: Outcome) -> Verdict:
-    """The item verdict the plugin gives ``out`` (no SKU thresholds)."""
-    j = Judge(None, "config", "node001", None)
+    """The item verdict the plugin gives ``out`` (no SKU thresholds), judged as the check
+    that declares its metrics."""
+    j = Judge(None, _check_of(out), "node001", None)
     try:
         apply(out, j)
     except ProbeSkip:
