@@ -203,6 +203,17 @@ def test_the_cli_prints_json_a_summary_and_the_hook_exit_code(tmp_path: Path) ->
     assert manual.returncode == 2 and "recipe.gate.mounts" in manual.stderr
 
 
+def test_a_history_url_without_its_driver_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    """In a Prolog a crash is a non-zero exit (a drain): the gate still prints its verdict."""
+    env = {"PATH": node_bin(tmp_path, "n1").path_prefix()}
+    proc = run_nvtest("gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", "mysql://op@db/fleet", env=env, timeout=120)
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert proc.returncode == 0 and doc["verdict"] == "pass", proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert any("history not recorded" in w and "mysql://op@db/fleet" in w for w in doc["warnings"]), doc["warnings"]
+
+
 def test_unknown_sources_and_bad_options_exit_2(tmp_path: Path) -> None:
     proc = run_nvtest("gate", "--check", "nope", "--history", "off", timeout=60)
     assert proc.returncode == 2 and "unknown check(s) nope" in proc.stderr
