@@ -45,7 +45,8 @@ def _expected(
     on_bus = [p for p in facts.pci if p.kind in kinds and (vendor is None or p.vendor_id == vendor)]
     sources: list[str] = []
     if on_bus:
-        ids = sorted({f"{p.vendor_id}:{p.device_id}" for p in on_bus})
+        # plain lspci (no -n) names no device id: the vendor alone, never "10de:None"
+        ids = sorted({f"{p.vendor_id}:{p.device_id}" if p.device_id else str(p.vendor_id) for p in on_bus})
         sources.append(f"PCI bus: {len(on_bus)} x {', '.join(ids)}")
     if sku_count:
         sources.append(f"SKU {sku.name if sku else '?'} expects {sku_count}")

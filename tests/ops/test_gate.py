@@ -67,7 +67,7 @@ def test_each_fault_fails_its_check_with_the_next_step(tmp_path: Path, monkeypat
 def test_a_lost_gpu_names_the_bus_and_nvidia_smis_words(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     doc = gate(tmp_path, monkeypatch, FAULTS["lost_gpu"][0](node_bin(tmp_path, "n1")))
     reasons = " | ".join(d["reason"] for d in by_check(doc)["gpus"]["decisions"])
-    assert "lspci lists 8 NVIDIA GPUs but nvidia-smi sees 0" in reasons
+    assert "8 NVIDIA GPU(s) expected (PCI bus: 8 x 10de; SKU h100-sxm-80gb expects 8); nvidia-smi reports 0" in reasons
     assert "GPU 0000:09:00.0: nvidia-smi cannot get a device handle" in reasons
     assert doc["sku"]["name"] == "h100-sxm-80gb"  # judged against the closest profile, not skipped
 
