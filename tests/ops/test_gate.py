@@ -137,6 +137,18 @@ def test_gpu_checks_fail_closed_when_nvidia_smi_is_missing(tmp_path: Path, monke
         assert "NVIDIA GPU(s) on the PCI bus" in checks[name]["reason"]
 
 
+def test_no_sku_and_no_lspci_leaves_the_fabric_manager_unknown_not_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing says the node has no NVSwitch (no profile matched, lspci unreadable): not a skip."""
+    tools = node_bin(tmp_path, "n1")
+    tools.add_missing("nvidia-smi")
+    tools.add_missing("lspci")
+    doc = gate(tmp_path, monkeypatch, tools)
+    assert doc["sku"]["name"] is None
+    fm = by_check(doc)["fabric_manager"]
+    assert fm["verdict"] == "unknown", fm
+    assert "no SKU profile" in fm["reason"] and "lspci" in fm["reason"]
+
+
 def test_every_decision_names_value_threshold_and_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for fault in sorted(FAULTS):
         run_dir = tmp_path / fault
