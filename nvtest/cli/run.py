@@ -433,7 +433,11 @@ def print_summary(run_dir: Path) -> None:
         say(f"warnings ({len(warnings)}):")
         for w in warnings:
             say(w, indent="  ")
-    console.print(f"report: {run_dir / 'report.html'}")
+    report = run_dir / "report.html"
+    if report.is_file():
+        console.print(f"report: {report}")
+    else:  # not written (disk full, read-only): the error line above names why
+        console.print(f"report: not written; rebuild it with: nvtest report {run_dir}")
 
 
 def node_list(names: list[str]) -> str:
