@@ -332,7 +332,15 @@ def run(
         raise fail(exc) from exc
     implied = f" ({req.backend_implied})" if req.backend_implied else ""
     console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}{implied}; writing {run_dir}")
-    rc = int(pytest.main(pytest_args(run_dir, suite_targets(spec), cfg_path, progress, keyword)))
+    try:
+        rc = int(pytest.main(pytest_args(run_dir, suite_targets(spec), cfg_path, progress, keyword)))
+    except KeyboardInterrupt:  # Ctrl-C while pytest starts, before the run's handlers
+        rc = int(pytest.ExitCode.INTERRUPTED)
+    if rc == pytest.ExitCode.INTERRUPTED and not (run_dir / "results.json").is_file() and not _measured(run_dir):
+        # stopped before the run began (pytest starting up): nothing planned, nothing measured
+        shutil.rmtree(run_dir, ignore_errors=True)
+        err_console.print(f"nvtest: interrupted before the run began: nothing was measured ({run_dir} removed)")
+        raise typer.Exit(EXIT_INTERRUPTED)
     code = exit_code_of_run(run_dir, rc)
     if not (run_dir / "results.json").is_file() and code != EXIT_CONFIG and _measured(run_dir):
         # results.jsonl holds the measurements; the error line said why results.json is missing
@@ -425,7 +433,11 @@ def print_summary(run_dir: Path) -> None:
         say(f"warnings ({len(warnings)}):")
         for w in warnings:
             say(w, indent="  ")
-    console.print(f"report: {run_dir / 'report.html'}")
+    report = run_dir / "report.html"
+    if report.is_file():
+        console.print(f"report: {report}")
+    else:  # not written (disk full, read-only): the error line above names why
+        console.print(f"report: not written; rebuild it with: nvtest report {run_dir}")
 
 
 def node_list(names: list[str]) -> str:

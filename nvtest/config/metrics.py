@@ -268,6 +268,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     _s("thermal burnin", "{dtype}_tflops", "TFLOP/s", "throughput", "gemm", "sustained GEMM, median window (burnin probe)"),
     _s("thermal burnin", "gpu_temp_max_c", "C", "temperature", "temperature", "highest GPU temperature under load (NVML)"),
     _s("thermal burnin", "sm_clock_drop_pct", "%", "percent", "percent_delta", "SM clock drop under load (NVML)"),
+    # config audit
+    _s("pcie_acs", "acs_redirect_bridges", "count", "count", "count", "PCIe bridges above a GPU/NIC with ACS redirect on (lspci -vvv ACSCtl)"),
+    _s("package_drift", "drifted_packages", "count", "count", "count", "kernel/driver packages named in a drift finding (dpkg-query, rpm)"),
     # memory
     _s("stream", "{kernel}_gbps", "GB/s", "bandwidth", "host_memory", "STREAM best rate (stream probe)"),
     _s("devmem", "{kernel}_gbps", "GB/s", "bandwidth", "device_memory", "device memory copy/triad best rate (devmem probe)"),
@@ -316,8 +319,6 @@ CATALOG: tuple[MetricSpec, ...] = (
     _s("inference", "vllm_output_tokens_per_s", "tokens/s", "throughput", "non_negative", "vllm bench output tokens/s"),
     _s("inference", "vllm_total_tokens_per_s", "tokens/s", "throughput", "non_negative", "vllm bench total tokens/s"),
     _s("sdc", "peers_agreeing", "count", "count", "count", "peers whose digest agrees"),
-    _s("pcie_acs", "acs_redirect_bridges", "count", "count", "count", "PCIe switch ports whose ACS redirects peer traffic (lspci -vvv ACSCtl)"),
-    _s("package_drift", "drifted_packages", "count", "count", "count", "kernel and driver packages that differ from the fleet's majority (dpkg-query / rpm)"),
 )  # fmt: skip
 
 

@@ -76,7 +76,8 @@ class HistoryStore:
             self.migrated_from, self.version = migrate(self.engine)
         except ConfigError:
             raise
-        except (SQLAlchemyError, OSError) as exc:
+        except (SQLAlchemyError, OSError, ImportError) as exc:
+            # ImportError: a URL whose driver is not installed (mysql://: MySQLdb)
             raise HistoryError(f"history database {self.display_url}: {exc}") from exc
 
     @classmethod

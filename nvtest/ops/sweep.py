@@ -191,6 +191,7 @@ def run_sweep(opts: SweepOptions) -> dict[str, Any]:
     Raises:
         ConfigError: a bad ``--max-out`` or partition. TransportError: Slurm unreachable.
     """
+    max_out_count(opts.max_out, 1)  # a usage error before Slurm is asked or anything is written
     opts.sweep_id = opts.sweep_id or sweep_id()
     sweep_dir = (opts.out / f"sweep-{opts.sweep_id}").resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)

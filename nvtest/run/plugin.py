@@ -99,10 +99,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         stop.restore()
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+def pytest_collection_finish(session: pytest.Session) -> None:
     stop = session.config.stash.get(STOP_KEY, None)
     if stop is not None:
-        stop.session = session  # the handler sets session.shouldstop
+        # the handler sets session.shouldstop from now on; not during collection, which
+        # pytest would abort before the run began (nothing planned, nothing written): a
+        # signal then is recorded and pytest_runtestloop stops the run before its first item
+        stop.session = session
 
 
 def _ctx(config: pytest.Config) -> RunContext | None:

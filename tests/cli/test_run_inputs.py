@@ -8,7 +8,9 @@ import json
 import socket
 from pathlib import Path
 
-from tests.conftest import run_nvtest
+import pytest
+
+from tests.conftest import REPO, run_nvtest
 
 
 def _closed_port() -> int:
@@ -58,3 +60,24 @@ def test_the_local_backend_refuses_several_nodes_before_writing(tmp_path: Path):
 def test_submit_help_has_an_example():
     proc = run_nvtest("submit", "--help", timeout=60)
     assert proc.returncode == 0 and "Example: nvtest submit" in proc.stdout
+
+
+@pytest.mark.parametrize(("where", "sig", "code"), [("configure", "INT", 130), ("collection", "INT", 130), ("collection", "TERM", 3)])
+def test_a_signal_before_the_first_item_is_an_interrupted_run(tmp_path: Path, where: str, sig: str, code: int):
+    """Stopped while pytest starts or collects: exit 130 (3 for SIGTERM), never a silent 3 with
+    the run directory gone; once collected, every planned item is "not measured"."""
+    env = {"PYTHONPATH": str(REPO), "PYTEST_PLUGINS": "tests.cli.signal_at_hook",
+           "NVTEST_TEST_SIGNAL_AT": where, "NVTEST_TEST_SIGNAL": sig}  # fmt: skip
+    out = tmp_path / "r"
+    proc = run_nvtest("run", "--suite", "quick", "-k", "host", "--out", str(out), "--progress", "plain", env=env, timeout=120)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == code, text
+    assert "Traceback" not in text
+    runs = [p for p in out.iterdir() if p.name != "latest"]
+    if where == "configure":  # nothing planned yet: no run left behind, and one line says so
+        assert runs == [] and "interrupted before the run began: nothing was measured" in proc.stderr, text
+        return
+    doc = json.loads((runs[0] / "results.json").read_text())
+    assert doc["run"]["interrupted"] is True and doc["run"]["interrupt_signal"] == f"SIG{sig}"
+    assert doc["results"] and all(r["verdict"] == "error" and "not measured" in r["reason"] for r in doc["results"])
+    assert (runs[0] / "junit.xml").is_file() and (runs[0] / "report.html").is_file()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from nvtest.errors import ConfigError
+from nvtest.errors import ConfigError, HistoryError
 from nvtest.history import LATEST, HistoryStore, resolve_target
 from nvtest.history import queries as q
 from nvtest.history.migrate import migrate
@@ -163,3 +163,9 @@ def test_where_the_history_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert resolve_target(None) == f"sqlite:///{tmp_path / 'data' / 'nvtest' / 'history.sqlite'}"
     assert resolve_target("postgresql://op@db.example/fleet") == "postgresql+psycopg://op@db.example/fleet"
+
+
+def test_a_url_whose_driver_is_not_installed_is_a_history_error(tmp_path: Path) -> None:
+    """mysql:// (no MySQLdb here): one HistoryError, not an ImportError traceback."""
+    with pytest.raises(HistoryError, match="history database mysql://op@db.example/fleet: No module named"):
+        HistoryStore("mysql://op@db.example/fleet")

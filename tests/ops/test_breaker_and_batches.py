@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from nvtest.errors import ConfigError
 from nvtest.ops.breaker import circuit_breaker
 from nvtest.ops.sweep import max_out_count, plan_batches
+from tests.conftest import run_nvtest
 
 
 def test_max_out_is_a_count_or_a_share_of_the_partition() -> None:
@@ -61,3 +63,12 @@ def test_too_few_nodes_are_no_pattern() -> None:
     v = circuit_breaker(docs, share=0.5, min_nodes=3)
     assert not v.tripped and "fewer than 3" in v.reason
     assert circuit_breaker(docs, share=0.5, min_nodes=2).tripped
+
+
+@pytest.mark.parametrize("spec", ["abc", "200%", "-5"])
+def test_a_bad_max_out_is_a_usage_error_before_slurm_is_asked(tmp_path: Path, spec: str) -> None:
+    """Exit 2 naming --max-out, not Slurm's error (exit 3), and no sweep directory left."""
+    proc = run_nvtest("sweep", "--partition", "gpu", "--max-out", spec, "--out", str(tmp_path / "r"), "--history", "off", timeout=60)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"--max-out {spec!r}" in proc.stderr and "sinfo" not in proc.stderr and "scontrol" not in proc.stderr
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())

@@ -138,6 +138,18 @@ def test_gpu_checks_fail_closed_when_nvidia_smi_is_missing(tmp_path: Path, monke
         assert "NVIDIA GPU(s) on the PCI bus" in checks[name]["reason"]
 
 
+def test_no_sku_and_no_lspci_leaves_the_fabric_manager_unknown_not_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing says the node has no NVSwitch (no profile matched, lspci unreadable): not a skip."""
+    tools = node_bin(tmp_path, "n1")
+    tools.add_missing("nvidia-smi")
+    tools.add_missing("lspci")
+    doc = gate(tmp_path, monkeypatch, tools)
+    assert doc["sku"]["name"] is None
+    fm = by_check(doc)["fabric_manager"]
+    assert fm["verdict"] == "unknown", fm
+    assert "no SKU profile" in fm["reason"] and "lspci" in fm["reason"]
+
+
 def test_every_decision_names_value_threshold_and_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for fault in sorted(FAULTS):
         run_dir = tmp_path / fault
@@ -202,6 +214,17 @@ def test_the_cli_prints_json_a_summary_and_the_hook_exit_code(tmp_path: Path) ->
     assert hook.returncode == 0 and json.loads(hook.stdout)["verdict"] == "unknown"  # a config error never drains
     manual = run_nvtest("gate", "--node", "n1", "--history", "off", "--state-dir", str(tmp_path / "s"), "--overlay", str(bad), env=env, timeout=120)
     assert manual.returncode == 2 and "recipe.gate.mounts" in manual.stderr
+
+
+def test_a_history_url_without_its_driver_is_a_warning_not_a_crash(tmp_path: Path) -> None:
+    """In a Prolog a crash is a non-zero exit (a drain): the gate still prints its verdict."""
+    env = {"PATH": node_bin(tmp_path, "n1").path_prefix()}
+    proc = run_nvtest("gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", "mysql://op@db/fleet", env=env, timeout=120)
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert proc.returncode == 0 and doc["verdict"] == "pass", proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert any("history not recorded" in w and "mysql://op@db/fleet" in w for w in doc["warnings"]), doc["warnings"]
 
 
 def test_unknown_sources_and_bad_options_exit_2(tmp_path: Path) -> None:

@@ -205,3 +205,15 @@ def test_the_error_line_prints_data_as_it_is(capsys: pytest.CaptureFixture[str])
 
     fail(ConfigError("node [bold]0000:ab:00.0[/bold] :ab:", field="nodes"))
     assert "nvtest: error: nodes: node [bold]0000:ab:00.0[/bold] :ab:" in capsys.readouterr().err
+
+
+def test_the_summary_names_the_report_only_when_it_was_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A full disk can stop report.html after results.json: the last line must not point at it."""
+    from nvtest.cli.run import print_summary
+
+    run = _doc(tmp_path)
+    print_summary(run)
+    assert f"report: not written; rebuild it with: nvtest report {run}" in capsys.readouterr().out
+    (run / "report.html").write_text("<html></html>")
+    print_summary(run)
+    assert f"report: {run / 'report.html'}\n" in capsys.readouterr().out

@@ -241,7 +241,12 @@ def fabric(ctx: GateContext) -> CheckResult:
         if ctx.need(res, "lspci") is None:
             return res
         on_bus = ctx.pci_switches
-        switches = len(on_bus) if on_bus is not None else None
+        if on_bus is None:  # no SKU and no bus reading: absence is not proven
+            res.add("unknown", "fabric_manager",
+                    f"whether this node has NVSwitches is unknown: no SKU profile and {ctx.pci[1]}",
+                    source="lspci")  # fmt: skip
+            return res
+        switches = len(on_bus)
     if not switches:
         res.add("skip", "fabric_manager", "no NVSwitch: the SKU expects none" + (" and lspci lists none" if switches == 0 else ""),
                 source=f"{ctx.sku_source} expect.nvswitches")  # fmt: skip
