@@ -5,6 +5,7 @@ history, and the circuit breaker when every node fails the same way (nothing dra
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,6 +35,19 @@ def sweep(c: SlurmCluster, tmp: Path, *args: str) -> tuple[int, dict, str]:
     return proc.returncode, json.loads(found[-1].read_text()), proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
+def resume(c: SlurmCluster, node: str, within_s: float = 60.0) -> None:
+    """Resume ``node`` and wait until slurmctld has pinged it again: right after a resume
+    the node is ``IDLE+NOT_RESPONDING`` for a moment, and a sweep rightly leaves it out."""
+    c.client("scontrol", "update", f"nodename={node}", "state=resume")
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        state = c.client("scontrol", "show", "node", "-o", node).stdout.split("State=")[1].split()[0]
+        if state == "IDLE":
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{node} not IDLE {within_s:.0f} s after its resume: {state}")
+
+
 def _span(node_dir: Path) -> tuple[float, float]:
     run = json.loads((node_dir / "results.json").read_text())["run"]
     return float(run["started_at"]), float(run["ended_at"])
@@ -44,7 +58,7 @@ def test_batches_respect_max_out_and_only_idle_nodes_are_swept(cluster: SlurmClu
     try:
         rc, s, tail = sweep(cluster, tmp_path / "a", "--max-out", "2", "--", "-k", "host")
     finally:
-        cluster.client("scontrol", "update", "nodename=node2", "state=resume")
+        resume(cluster, "node2")
     assert rc == 0, tail
     assert (s["max_out"], s["out_of_service_before"], s["batch_size"]) == (2, 1, 1)
     assert [b["nodes"] for b in s["batches"]] == [["node1"]]
@@ -83,8 +97,8 @@ def test_a_failed_node_is_drained_when_the_breaker_has_nothing_to_say(cluster: S
         assert not s["breaker"]["tripped"] and "fewer than 3" in s["breaker"]["reason"]
         assert s["drained"]["node1"]["action"] == "drain"
         reason = cluster.client("sinfo", "-R", "-h", "-o", "%N|%E").stdout
-        assert "node1|nvtest: gpus 0 GPUs visible to nvidia-smi, SKU h100-sxm-80gb expects 8" in reason
+        assert "node1|nvtest: gpus 8 NVIDIA GPU(s) expected (SKU h100-sxm-80gb expects 8); nvidia-smi reports 0" in reason
     finally:
-        cluster.client("scontrol", "update", "nodename=node1", "state=resume")
+        resume(cluster, "node1")
     with HistoryStore(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
         assert [e.kind for e in q.timeline(store, "node1")] == ["sweep", "drain"]
