@@ -20,6 +20,7 @@ import typer
 
 from nvtest.cli.app import app, err_console
 from nvtest.errors import EXIT_CONFIG, ConfigError
+from nvtest.run.live import short
 
 __all__ = ["gate"]
 
@@ -31,7 +32,7 @@ _EPILOG = (
 
 def _summary(doc: dict) -> str:
     bad = [c for c in doc["checks"] if c["verdict"] in ("fail", "unknown", "warn")]
-    what = "; ".join(f"{c['check']} {c['verdict']}: {c['reason'][:100]}" for c in bad[:3]) or "all checks passed"
+    what = "; ".join(f"{c['check']} {c['verdict']}: {short(c['reason'], 100)}" for c in bad[:3]) or "all checks passed"
     slurm = doc.get("slurm") or {}
     acts = [f"{a['action']}" for a in (slurm.get("drain"), slurm.get("resume")) if a and a.get("action") not in ("none",)]
     return (
