@@ -15,9 +15,12 @@ setup:
 run: setup
 	$(NVTEST) run --suite $(SUITE) --out reports
 
-## install, start what the tests need (they start sshd/Slurm fixtures themselves), run them
+## install, start what the tests need (they start sshd/Slurm/PostgreSQL fixtures themselves),
+## run them; every test server has its own ports and paths, so test files run in parallel
+## (one file per xdist worker at a time: a module's cluster is started once)
+PYTEST_WORKERS ?= auto
 test: setup
-	$(PY) -m pytest tests -q $(PYTEST_ARGS)
+	$(PY) -m pytest tests -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 ## the tests that need no daemons
 test-fast: setup
