@@ -26,8 +26,13 @@ SSH and Slurm options come from one description each (:mod:`nvtest.cli.options`)
 from __future__ import annotations
 
 import importlib
+import sys
 
-from nvtest.cli.app import app, main
+try:
+    from nvtest.cli.app import app, main
+except KeyboardInterrupt:  # Ctrl-C while the command starts: one line, not a traceback
+    sys.stderr.write("nvtest: interrupted while starting: nothing was run\n")
+    raise SystemExit(130) from None
 
 __all__ = ["VERBS", "app", "main"]
 
@@ -37,5 +42,9 @@ VERBS = (
     "evidence", "gate", "sweep", "history", "export",
 )  # fmt: skip
 
-for _verb in VERBS:
-    importlib.import_module(f"nvtest.cli.{_verb}")
+try:
+    for _verb in VERBS:
+        importlib.import_module(f"nvtest.cli.{_verb}")
+except KeyboardInterrupt:  # the verbs' imports are most of a start (about a second)
+    sys.stderr.write("nvtest: interrupted while starting: nothing was run\n")
+    raise SystemExit(130) from None

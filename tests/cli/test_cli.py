@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,28 @@ def test_k_syntax_error_exits_2_without_report(nvtest_cli, tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (out / "latest").exists()
+
+
+@pytest.mark.parametrize("at", ["nvtest.cli.app", "nvtest.cli.run", "nvtest.cli.export"])
+def test_ctrl_c_while_the_command_starts_is_one_line_and_exit_130(at: str) -> None:
+    """A SIGINT during the start's imports (the first second of ``nvtest ...``) is raised as
+    KeyboardInterrupt inside whichever import runs; here it is raised at the import of ``at``."""
+    script = (
+        "import builtins, importlib\n"
+        "real_import, real_module = builtins.__import__, importlib.import_module\n"
+        f"AT = {at!r}\n"
+        "def hit(name):\n"
+        "    if name == AT:\n"
+        "        raise KeyboardInterrupt\n"
+        "def fake_import(name, *a, **k):\n"
+        "    hit(name)\n"
+        "    return real_import(name, *a, **k)\n"
+        "def fake_module(name, *a, **k):\n"
+        "    hit(name)\n"
+        "    return real_module(name, *a, **k)\n"
+        "builtins.__import__, importlib.import_module = fake_import, fake_module\n"
+        "import nvtest.cli\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == "nvtest: interrupted while starting: nothing was run", proc.stderr

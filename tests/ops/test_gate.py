@@ -268,3 +268,24 @@ def test_two_gates_ending_together_merge_their_state(tmp_path: Path) -> None:
     merged.fatal_events = []
     save_state(tmp_path, "n1", merged, cleared=True)
     assert load_state(tmp_path, "n1").fatal_events == []
+
+
+def test_ib_ports_skip_needs_the_bus_to_prove_no_rdma_nic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: no ibstat and an empty (or absent) /sys/class/infiniband prove nothing by
+    themselves; the skip needs lspci to show no Mellanox network function, and a bus that
+    shows one fails."""
+    empty = tmp_path / "no-sys"  # the sysfs root does not exist
+    bare = StandInTools(tmp_path / "bare" / "bin")  # this machine's own lspci: no Mellanox function
+    bare.add_missing("ibstat")
+    got = by_check(gate(tmp_path, monkeypatch, bare, sysfs=empty))["ib_ports"]
+    assert got["verdict"] == "skip" and "lspci lists no Mellanox (15b3) network function" in got["reason"], got
+    unread = StandInTools(tmp_path / "unread" / "bin")
+    unread.add_missing("ibstat")
+    unread.add_missing("lspci")
+    got = by_check(gate(tmp_path, monkeypatch, unread, sysfs=empty))["ib_ports"]
+    assert got["verdict"] == "unknown" and "not proven" in got["reason"], got
+    nic = StandInTools(tmp_path / "nic" / "bin")
+    nic.add_missing("ibstat")
+    nic.add("lspci", Recording(stdout="0000:18:00.0 Infiniband controller: Mellanox Technologies MT2910 Family [ConnectX-7]\n"))
+    got = by_check(gate(tmp_path, monkeypatch, nic, sysfs=empty))["ib_ports"]
+    assert got["verdict"] == "fail" and "lspci lists 1 Mellanox (15b3) network function(s): 0000:18:00.0" in got["reason"], got

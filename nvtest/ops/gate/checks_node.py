@@ -181,9 +181,16 @@ def ib(ctx: GateContext) -> CheckResult:
         why = "ibstat not found" if tool.missing else (tool.tail(150) or "ibstat lists no HCA")
         if expect:
             res.add("fail", "ports_active", f"{why}: SKU expects {expect} HCAs", value=0, unit="count", **kw)
+        elif not devices and counters.ok and (nics := _bus_rdma_nics(ctx)) is not None and not nics:
+            res.add("skip", "ports_active", "no RDMA device: lspci lists no Mellanox (15b3) network function, "
+                    "/sys/class/infiniband lists none and the SKU expects none",
+                    source="lspci; sysfs /sys/class/infiniband")  # fmt: skip
+        elif not devices and counters.ok and nics:
+            res.add("fail", "ports_active", f"{why}, but lspci lists {len(nics)} Mellanox (15b3) network "
+                    f"function(s): {', '.join(d.slot for d in nics[:4])}", value=0, unit="count",
+                    source="lspci")  # fmt: skip
         elif not devices and counters.ok:
-            res.add("skip", "ports_active", "no RDMA device: /sys/class/infiniband lists none and the SKU expects none",
-                    source="sysfs /sys/class/infiniband")  # fmt: skip
+            res.add("unknown", "ports_active", f"{why}; absence of RDMA NICs not proven: {ctx.pci[1] or 'lspci unread'}")
         else:
             res.add("unknown", "ports_active", f"{why}, but the kernel lists RDMA devices {', '.join(devices)}")
         return res
@@ -192,6 +199,19 @@ def ib(ctx: GateContext) -> CheckResult:
     _counter_rates(ctx, res, out, values)
     from_outcome(res, out, what="ports_active", value=n, unit="count", passed=f"{n} port(s) Active at rate", **kw)
     return res
+
+
+def _bus_rdma_nics(ctx: GateContext) -> list | None:
+    """The Mellanox/NVIDIA network functions (vendor 15b3, or named Mellanox) lspci lists;
+    None when lspci could not be read (nothing proven)."""
+    devs, _ = ctx.pci
+    if devs is None:
+        return None
+    return [
+        d for d in devs
+        if (d.vendor_id == "15b3" or "Mellanox" in (d.vendor_name or ""))
+        and ((d.class_code or "").startswith("02") or "Ethernet" in (d.class_name or "") or "Infiniband" in (d.class_name or ""))
+    ]
 
 
 def disk(ctx: GateContext) -> CheckResult:
