@@ -379,7 +379,7 @@ class Kit:
             return self._record(step, status="absent", reason=f"{script.name} not present in this nvtest ({script.parent})")
         if step.needs and not shutil.which(step.needs, path=self._env().get("PATH")):
             return self._record(step, status="absent",
-                                reason=f"{step.needs} not found on PATH: the h2d step measured with pinned copies instead")  # fmt: skip
+                                reason=f"{step.needs} not found on PATH: not run (the h2d step is the pinned-copy measurement)")  # fmt: skip
         started = _now()
         outcome, out_rel, err_rel = self._execute(step, deadline, kill_after)
         text = _read(self.out / out_rel).strip()

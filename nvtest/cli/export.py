@@ -27,7 +27,7 @@ def export(
     from nvtest.ops.export import write_textfile
 
     try:
-        store = HistoryStore.open(history)
+        store = HistoryStore.open(history, create=False)
     except NvtestError as exc:
         raise fail(exc) from exc
     if store is None:

@@ -118,7 +118,7 @@ def history(
         err_console.print("nvtest: error: give one of NODE, --lemons or --trend CHECK.METRIC", markup=False)
         raise typer.Exit(EXIT_CONFIG)
     try:
-        store = HistoryStore.open(db)
+        store = HistoryStore.open(db, create=False)
     except NvtestError as exc:
         raise fail(exc) from exc
     if store is None:

@@ -81,10 +81,27 @@ class HistoryStore:
             raise HistoryError(f"history database {self.display_url}: {exc}") from exc
 
     @classmethod
-    def open(cls, value: str | os.PathLike[str] | None = None) -> HistoryStore | None:
-        """The store at ``value`` (see :func:`resolve_target`), or None when history is off."""
+    def open(cls, value: str | os.PathLike[str] | None = None, *, create: bool = True) -> HistoryStore | None:
+        """The store at ``value`` (see :func:`resolve_target`), or None when history is off.
+
+        ``create=False`` (the verbs that only read it: ``history``, ``export``): an SQLite
+        file that does not exist is not created.
+
+        Raises:
+            ConfigError: ``create=False`` and no SQLite file at that path (exit 2).
+            HistoryError, ConfigError: as the constructor.
+        """
         url = resolve_target(value)
-        return None if url is None else cls(url)
+        if url is None:
+            return None
+        if not create:
+            u = make_url(url)
+            if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).exists():
+                raise ConfigError(
+                    f"no history at {u.database}: nothing was recorded there (every run, gate and "
+                    "sweep writes it; --history or $NVTEST_HISTORY names where)"
+                )
+        return cls(url)
 
     @property
     def display_url(self) -> str:

@@ -169,3 +169,18 @@ def test_a_url_whose_driver_is_not_installed_is_a_history_error(tmp_path: Path) 
     """mysql:// (no MySQLdb here): one HistoryError, not an ImportError traceback."""
     with pytest.raises(HistoryError, match="history database mysql://op@db.example/fleet: No module named"):
         HistoryStore("mysql://op@db.example/fleet")
+
+
+def test_the_reading_verbs_do_not_create_a_history_that_is_not_there(tmp_path: Path) -> None:
+    """``nvtest history`` and ``nvtest export`` of a path where nothing was recorded say so
+    (exit 2) and leave no directory or empty database behind."""
+    from tests.conftest import run_nvtest
+
+    missing = tmp_path / "new" / "dir" / "h.sqlite"
+    for argv in (["history", "gpu017", "--history", str(missing)],
+                 ["export", "--prometheus", str(tmp_path / "out.prom"), "--history", str(missing)]):  # fmt: skip
+        proc = run_nvtest(*argv)
+        assert proc.returncode == 2, proc.stderr
+        assert f"no history at {missing}" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "new").exists()
