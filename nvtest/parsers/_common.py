@@ -42,6 +42,7 @@ __all__ = [
     "LinePattern",
     "ParseError",
     "ToolFailure",
+    "ToolRecord",
     "ValueState",
     "Reading",
     "effective",
@@ -401,6 +402,23 @@ class ToolFailure:
     def reason(self) -> str:
         """One line for a verdict: ``"<kind>: <message>"``."""
         return f"{self.kind.value}: {self.message}"
+
+
+class ToolRecord:
+    """What every parser's record that carries a ``failure`` (a :class:`ToolFailure` or
+    None) answers: whether the tool completed, and its failure in one line."""
+
+    failure: ToolFailure | None
+
+    @property
+    def completed(self) -> bool:
+        """False when the tool printed a failure (see :attr:`failure`)."""
+        return self.failure is None
+
+    @property
+    def failure_reason(self) -> str | None:
+        """The failure in one line, or None."""
+        return self.failure.reason if self.failure else None
 
 
 #: One row of a :class:`FailureTable`: a regex searched in a line, the kind it means, and where

@@ -36,6 +36,7 @@ from nvtest.parsers._common import (
     LineDispatch,
     ParseError,
     ToolFailure,
+    ToolRecord,
     effective,
     effective_field,
     guarded,
@@ -114,7 +115,7 @@ class KernelEvent:
 
 
 @dataclass(frozen=True)
-class KernelLog:
+class KernelLog(ToolRecord):
     """All GPU events of a log, plus driver facts printed around them."""
 
     events: tuple[KernelEvent, ...]
@@ -124,16 +125,6 @@ class KernelLog:
     driver_messages: tuple[KernelEvent, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when dmesg or journalctl could not read the log (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
     @property
     def xid_codes(self) -> tuple[int, ...]:

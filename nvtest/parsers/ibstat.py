@@ -25,6 +25,7 @@ from nvtest.parsers._common import (
     FailureTable,
     ParseError,
     ToolFailure,
+    ToolRecord,
     effective,
     effective_field,
     guarded,
@@ -183,23 +184,13 @@ class IbCa:
 
 
 @dataclass(frozen=True)
-class IbReport:
+class IbReport(ToolRecord):
     """All CAs of one ibstat/ibv_devinfo output."""
 
     cas: tuple[IbCa, ...]
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when the tool printed a failure (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
     @property
     def ports(self) -> tuple[tuple[str, IbPort], ...]:

@@ -28,6 +28,7 @@ from nvtest.parsers._common import (
     FailureKind,
     FailureTable,
     ToolFailure,
+    ToolRecord,
     effective,
     effective_field,
     guarded,
@@ -125,23 +126,13 @@ class PciDevice:
 
 
 @dataclass(frozen=True)
-class LspciReport:
+class LspciReport(ToolRecord):
     """All functions of one lspci output, in order."""
 
     devices: tuple[PciDevice, ...]
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when lspci printed a failure (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
     @property
     def nvidia_gpus(self) -> tuple[PciDevice, ...]:

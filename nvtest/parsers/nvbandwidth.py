@@ -33,6 +33,7 @@ from nvtest.parsers._common import (
     LineDispatch,
     ParseError,
     ToolFailure,
+    ToolRecord,
     effective,
     effective_field,
     guarded,
@@ -134,7 +135,7 @@ class NvbDevice:
 
 
 @dataclass(frozen=True)
-class NvbandwidthResult:
+class NvbandwidthResult(ToolRecord):
     """A whole nvbandwidth run."""
 
     testcases: tuple[NvbTestCase, ...]
@@ -148,16 +149,6 @@ class NvbandwidthResult:
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when nvbandwidth died or printed an error (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
     def testcase(self, name: str) -> NvbTestCase | None:
         """The testcase called ``name``, or None."""

@@ -28,6 +28,7 @@ from nvtest.parsers._common import (
     LineDispatch,
     Reading,
     ToolFailure,
+    ToolRecord,
     ValueState,
     effective,
     effective_field,
@@ -156,7 +157,7 @@ class SmiProcess:
 
 
 @dataclass(frozen=True)
-class SmiPlain:
+class SmiPlain(ToolRecord):
     """A plain nvidia-smi output."""
 
     gpus: tuple[SmiPlainGpu, ...]
@@ -169,16 +170,6 @@ class SmiPlain:
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
 
 _HEADER_RE = re.compile(r"NVIDIA-SMI\s+(\S+)")

@@ -20,6 +20,7 @@ from nvtest.parsers._common import (
     ParseError,
     Reading,
     ToolFailure,
+    ToolRecord,
     ValueState,
     effective,
     effective_field,
@@ -50,7 +51,7 @@ class SmiCsvRow:
 
 
 @dataclass(frozen=True)
-class SmiCsv:
+class SmiCsv(ToolRecord):
     """The query result. ``units[i]`` is the unit of column i (``MiB``, ``%``, ``W``) or None."""
 
     columns: tuple[str, ...]
@@ -60,16 +61,6 @@ class SmiCsv:
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
     def column(self, name: str) -> tuple[Reading | str, ...]:
         """All values of the column ``name`` (e.g. ``"temperature.gpu"``)."""

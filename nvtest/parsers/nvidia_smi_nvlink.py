@@ -21,6 +21,7 @@ from nvtest.parsers._common import (
     FailureTable,
     ParseError,
     ToolFailure,
+    ToolRecord,
     effective,
     effective_field,
     guarded,
@@ -81,23 +82,13 @@ class NvLinkGpu:
 
 
 @dataclass(frozen=True)
-class NvLinkStatus:
+class NvLinkStatus(ToolRecord):
     """All GPUs of one ``nvlink -s`` output."""
 
     gpus: tuple[NvLinkGpu, ...]
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
 
 _GPU_RE = re.compile(r"^GPU (\d+):\s*(.*?)(?:\s*\(UUID:\s*([^)]*)\))?\s*$")

@@ -21,6 +21,7 @@ from typing import Protocol
 from nvtest.parsers._common import (
     Reading,
     ToolFailure,
+    ToolRecord,
     ValueState,
     effective,
     effective_field,
@@ -160,7 +161,7 @@ class SmiGpu:
 
 
 @dataclass(frozen=True)
-class SmiQuery:
+class SmiQuery(ToolRecord):
     """A whole ``-q`` / ``-q -x`` output: driver-level values and one :class:`SmiGpu` per GPU block.
 
     ``attached_gpus`` is what nvidia-smi announced; fewer ``gpus`` means a cut output or a lost GPU.
@@ -174,16 +175,6 @@ class SmiQuery:
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
 
 def query_effective(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from nvtest.parsers._common import (
     ParseError,
     ToolFailure,
+    ToolRecord,
     effective,
     effective_field,
     guarded,
@@ -45,7 +46,7 @@ class TopoAffinity:
 
 
 @dataclass(frozen=True)
-class SmiTopology:
+class SmiTopology(ToolRecord):
     """``matrix[i][j]`` is the link from ``devices[i]`` to ``devices[j]``."""
 
     devices: tuple[str, ...]
@@ -55,16 +56,6 @@ class SmiTopology:
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
     effective: Mapping[str, object] = effective_field()
-
-    @property
-    def completed(self) -> bool:
-        """False when nvidia-smi printed a failure (see :attr:`failure`)."""
-        return self.failure is None
-
-    @property
-    def failure_reason(self) -> str | None:
-        """The failure in one line, or None."""
-        return self.failure.reason if self.failure else None
 
     def link(self, a: str, b: str) -> str | None:
         """The link kind between devices ``a`` and ``b`` (e.g. ``"NV12"``), None if unknown."""
