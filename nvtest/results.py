@@ -577,7 +577,11 @@ def load_results(run_dir: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigError(f"cannot read results: {exc.strerror or exc}", path=str(path)) from exc
+        hint = ""
+        if isinstance(exc, FileNotFoundError) and (path.parent / "results.jsonl").is_file():
+            # a run that could not write results.json (a full disk) still has its measurements
+            hint = f" (the measurements are in results.jsonl: rebuild it with: nvtest report {path.parent})"
+        raise ConfigError(f"cannot read results: {exc.strerror or exc}{hint}", path=str(path)) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
     if doc.get("schema_version") != SCHEMA_VERSION:

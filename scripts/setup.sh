@@ -30,18 +30,27 @@ if [ ! -f "$STAMPS/apt-$apt_hash" ]; then
       dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then
+      # a daemon already running belongs to this machine (its own sshd, munge, Slurm):
+      # it is left alone; only one that the packages installed here just started is stopped
+      was_active=()
+      for svc in munge slurmctld slurmd ssh; do
+        if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+          was_active+=("$svc")
+        fi
+      done
       echo "setup: apt-get install ${missing[*]}"
       export DEBIAN_FRONTEND=noninteractive
       apt-get update -qq
       apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+      # the Debian packages start these daemons on install; the tests start their own
+      # (postgresql: tests/history starts a server of its own in a temp dir, nvtest.testing.postgres)
+      for svc in munge slurmctld slurmd ssh; do
+        case " ${was_active[*]} " in *" $svc "*) continue ;; esac
+        if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
+          systemctl stop "$svc" || true
+        fi
+      done
     fi
-    # the Debian packages start these daemons on install; the tests start their own
-    # (postgresql: tests/history starts a server of its own in a temp dir, nvtest.testing.postgres)
-    for svc in munge slurmctld slurmd ssh; do
-      if command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null; then
-        systemctl stop "$svc" || true
-      fi
-    done
     touch "$STAMPS/apt-$apt_hash"
   else
     echo "setup: not root or no apt-get: skipping Debian packages (${APT_PACKAGES[*]})" >&2

@@ -53,6 +53,7 @@ def list_skus_cmd(
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")] = None,
 ) -> None:
     """List the SKU profiles and how each is matched."""
+    from nvtest.cli.skus import fields_text
     from nvtest.config.skus import load_catalog
 
     try:
@@ -62,7 +63,7 @@ def list_skus_cmd(
     rows = []
     for name in cat.names():
         p = cat.profiles[name]
-        m = ", ".join(f"{k}={v}" for k, v in p.match.model_dump(exclude_none=True).items()) or "-"
+        m = fields_text(p.match.model_dump(exclude_none=True))
         n = sum(len(v) for v in p.thresholds.values())
         rows.append((name, m, str(n), p.description))
     print_table(console, ("sku", "match", "thresholds", "description"), rows)

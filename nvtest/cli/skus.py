@@ -18,7 +18,21 @@ from nvtest.errors import EXIT_CHECK_FAILED, EXIT_OK, ConfigError, NvtestError
 from nvtest.run.console import print_table
 from nvtest.transports.options import SshOptions
 
-__all__ = ["gpus_from_text", "match", "show", "unknown_sku_help"]
+__all__ = ["fields_text", "gpus_from_text", "match", "show", "unknown_sku_help"]
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as the profile writes it, not Python's True
+    if isinstance(value, (list, tuple)):
+        return "|".join(_value_text(v) for v in value) or "-"  # one of these
+    return str(value)
+
+
+def fields_text(fields: dict[str, Any]) -> str:
+    """``key=value, ...`` of a profile's ``match`` or ``expect`` in the profile's own
+    words: a list as ``a|b`` (any of them), a flag as ``true``; ``-`` when empty."""
+    return ", ".join(f"{k}={_value_text(v)}" for k, v in fields.items()) or "-"
+
 
 PROFILE_HOWTO = (
     "To add one: copy the closest file of configs/skus/ (or write one in a directory given with --sku-dir), "
@@ -103,8 +117,8 @@ def show(
     except NvtestError as exc:
         raise fail(exc) from exc
     console.print(Text.assemble((prof.name, "bold"), f": {prof.description}  ({cat.files.get(prof.name)})"))
-    m = ", ".join(f"{k}={v}" for k, v in prof.match.model_dump(exclude_none=True).items()) or "-"
-    e = ", ".join(f"{k}={v}" for k, v in prof.expect.model_dump(exclude_none=True).items()) or "-"
+    m = fields_text(prof.match.model_dump(exclude_none=True))
+    e = fields_text(prof.expect.model_dump(exclude_none=True))
     console.print(f"match:  {m}")
     console.print(f"expect: {e}")
     rows = []

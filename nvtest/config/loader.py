@@ -19,7 +19,11 @@ well under a second, never a hang or gigabytes of memory:
 
 from __future__ import annotations
 
+import difflib
 import os
+import types
+import typing
+from collections import abc
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -233,11 +237,47 @@ def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | Non
         field = ".".join(str(p) for p in loc) or None
         msg = err.get("msg", "invalid value").removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
-            msg = "unknown key"
+            msg = "unknown key" + _nearest_key(model, loc)
         more = len(errors) - 1
         if more:
             msg += f" (and {more} more error{'s' if more > 1 else ''})"
         raise ConfigError(msg, path=path, line=line, field=field) from exc
+
+
+def _model_in(tp: Any) -> Any:
+    """``X`` of ``X | None`` (the model among a union's members), else ``tp``."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return next((a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return tp
+
+
+def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at ``loc`` (a path of keys and indices from ``model``) takes;
+    [] where that is not a model (a free-form mapping)."""
+    tp: Any = model
+    for step in loc:
+        tp = _model_in(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(str(step))
+            if field is None:
+                return []
+            tp = field.annotation
+        elif typing.get_origin(tp) in (dict, list, tuple, abc.Mapping, abc.Sequence) and typing.get_args(tp):
+            tp = typing.get_args(tp)[-1]  # a mapping's value, a list's item
+        else:
+            return []
+    tp = _model_in(tp)
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [f.alias or name for name, f in tp.model_fields.items()]
+    return []
+
+
+def _nearest_key(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """`` (did you mean 'min'?)`` for an unknown key at ``loc``, else ``""``."""
+    if not loc:
+        return ""
+    near = difflib.get_close_matches(str(loc[-1]), _keys_at(model, loc[:-1]), n=1, cutoff=0.6)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def load_model(model: type[M], path: Path) -> M:

@@ -469,6 +469,11 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
             verdict = Verdict.ERROR
             name = type(exc).__name__ if exc else "error"
             reason = f"check raised {name}: {exc}" if exc else f"{call.when} failed"
+    stop = _stop(item.config)
+    if verdict is Verdict.ERROR and stop is not None and stop.requested:
+        # the signal killed the item's commands: it was not measured, whatever words its
+        # check found for that ("NodeError: interrupted"), as an item that never started
+        reason = f"not measured: run interrupted ({stop.first_signal or 'SIGINT'}): {reason}"
     started = item.stash.get(STARTED_KEY, time.time())
     log = judge.log if judge else None
     if log is None and node != FLEET:

@@ -27,6 +27,15 @@ def test_list_skus_and_suites(nvtest_cli):
     assert suites.returncode == 0 and "delivery" in suites.stdout and "quick" in suites.stdout
 
 
+def test_sku_match_and_expect_read_as_the_profile_writes_them(nvtest_cli):
+    listed = nvtest_cli("list", "skus")
+    shown = nvtest_cli("skus", "show", "h100-sxm-80gb")
+    assert listed.returncode == 0 and shown.returncode == 0, listed.stderr + shown.stderr
+    for out in (listed.stdout, shown.stdout):
+        assert "['" not in out and "True" not in out, out  # no Python list or bool reprs
+    assert "pci_device_ids=2330," in shown.stdout and "ecc=true" in shown.stdout, shown.stdout
+
+
 def test_unknown_suite_exits_2(nvtest_cli, tmp_path):
     proc = nvtest_cli("run", "--suite", "nope", "--out", str(tmp_path))
     assert proc.returncode == 2

@@ -141,6 +141,25 @@ def test_typo_in_top_level_key_is_named_first(tmp_path: Path):
     assert "nodse" in str(ei.value) and "unknown key" in str(ei.value) and ei.value.line == 1
 
 
+@pytest.mark.parametrize(
+    ("text", "line", "field", "hint"),
+    [
+        ("nodse:\n  - names: n1\n", 1, "nodse", "did you mean 'nodes'?"),
+        ("defaults: {usr: root}\nnodes:\n  - names: n1\n", 1, "defaults.usr", "did you mean 'user'?"),
+        ("nodes:\n  - names: n1\n    prot: 22\n", 3, "nodes.0.prot", "did you mean 'port'?"),
+        ("nodes:\n  - names: n1\n    zzzz: 1\n", 3, "nodes.0.zzzz", ""),
+    ],
+)
+def test_an_unknown_key_names_the_nearest_known_one(tmp_path: Path, text: str, line: int, field: str, hint: str):
+    p = tmp_path / "inv.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as ei:
+        load_inventory(p)
+    err = ei.value
+    assert (err.line, err.field) == (line, field) and err.reason.startswith("unknown key"), str(err)
+    assert hint in err.reason and ("did you mean" in err.reason) == bool(hint), str(err)
+
+
 def test_overlong_node_name_rejected():
     from nvtest.config.inventory import expand_hostlist
 

@@ -21,6 +21,7 @@ CASES = [
     ("inf", "  stream:\n    triad_gbps: {max: .inf, unit: GB/s, source: s}\n", 6, "thresholds.stream.triad_gbps.max", "finite number"),
     ("bool", "  stream:\n    triad_gbps: {min: true, unit: GB/s, source: s}\n", 6, "thresholds.stream.triad_gbps.min", "not true"),
     ("text", "  stream:\n    triad_gbps: {min: fast, unit: GB/s, source: s}\n", 6, "thresholds.stream.triad_gbps.min", "not 'fast'"),
+    ("key", "  stream:\n    triad_gbps: {mni: 5, unit: GB/s, source: s}\n", 6, "thresholds.stream.triad_gbps.mni", "did you mean 'min'?"),
     ("unit", "  ib_write_bw:\n    bw_avg_gbit_s: {min: 45, unit: GB/s, source: s}\n", 6, "thresholds.ib_write_bw.bw_avg_gbit_s.unit", "measured in, 'Gb/s'"),
 ]  # fmt: skip
 

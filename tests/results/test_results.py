@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from nvtest.analysis.finish import finish_run
+from nvtest.errors import ConfigError
 from nvtest.results import (
     CheckResult,
     MetricResult,
@@ -91,3 +94,13 @@ def test_finished_run_node_without_results_stays_skip(tmp_path: Path):
     store.append("end", {"ended_at": 5.0, "interrupted": False})
     store.close()
     assert assemble(tmp_path / "results.jsonl")["nodes"]["n1"]["verdict"] == "skip"
+
+
+def test_a_run_without_results_json_says_how_to_rebuild_it_from_its_jsonl(tmp_path: Path):
+    with pytest.raises(ConfigError) as ei:
+        load_results(tmp_path)
+    assert "nvtest report" not in str(ei.value)  # nothing to rebuild from
+    (tmp_path / "results.jsonl").write_text("")  # a run whose disk filled before results.json
+    with pytest.raises(ConfigError) as ei:
+        load_results(tmp_path)
+    assert ei.value.exit_code == 2 and f"rebuild it with: nvtest report {tmp_path}" in str(ei.value)
