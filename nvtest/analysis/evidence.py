@@ -208,14 +208,8 @@ def _nvbandwidth(text: str, rel: str) -> list[Figure]:
         return [Figure("host link", "h2d", "-", "-", None, "GB/s", rel, f"nvbandwidth output unreadable: {exc}")]
     figs = []
     for case, metric in NVB_HOST_CASES.items():
-        tc = result.testcase(case)
-        if tc is None or not tc.matrices:
-            continue
-        m = tc.matrices[0]
-        for row in m.cells:
-            for gpu, value in zip(m.col_ids, row, strict=False):
-                if value is not None:
-                    figs.append(Figure("host link", "h2d", metric, f"cuda:{gpu}", value, "GB/s", rel, None, "nvbandwidth"))
+        for gpu, value in result.per_gpu(case):
+            figs.append(Figure("host link", "h2d", metric, f"cuda:{gpu}", value, "GB/s", rel, None, "nvbandwidth"))
     return figs
 
 

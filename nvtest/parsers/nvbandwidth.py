@@ -154,6 +154,15 @@ class NvbandwidthResult(ToolRecord):
         """The testcase called ``name``, or None."""
         return next((t for t in self.testcases if t.name == name), None)
 
+    def per_gpu(self, name: str) -> list[tuple[int, float]]:
+        """(GPU index, value) of each numeric cell of testcase ``name``'s first matrix, row by
+        row (a host<->device testcase has one row, a column per GPU); [] when it did not run."""
+        tc = self.testcase(name)
+        if tc is None or not tc.matrices:
+            return []
+        m = tc.matrices[0]
+        return [(gpu, v) for row in m.cells for gpu, v in zip(m.col_ids, row, strict=False) if v is not None]
+
 
 _TITLE_RE = re.compile(r"^(.*?)\s*\((GB/s|ns|us|MB/s)\)\s*$")
 _DEVICE_RE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9A-Fa-f:.]+)\))?$")

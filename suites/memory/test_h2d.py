@@ -30,14 +30,8 @@ def judge_nvbandwidth(judge: Judge, text: str) -> None:
     if result.failure is not None:  # the tool's own failure: what it measured before is judged too
         judge.fail(f"nvbandwidth: {result.failure.reason}")
     for case, metric in NVB_HOST_CASES.items():
-        tc = result.testcase(case)
-        if tc is None or not tc.matrices:
-            continue
-        m = tc.matrices[0]
-        for row in m.cells:
-            for gpu, value in zip(m.col_ids, row, strict=False):
-                if value is not None:
-                    judge(metric, value, "GB/s", device=f"cuda:{gpu}")
+        for gpu, value in result.per_gpu(case):
+            judge(metric, value, "GB/s", device=f"cuda:{gpu}")
     peer = result.testcase(NVB_PEER_CASE)
     if peer is not None and peer.matrices:
         m = peer.matrices[0]
