@@ -15,6 +15,7 @@ Paths are relative to the suites directory (``suites/`` in a checkout).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,7 +23,7 @@ from nvtest.config.loader import load_model
 from nvtest.config.resources import configs_dir, suites_dir
 from nvtest.errors import ConfigError
 
-__all__ = ["SuiteSpec", "check_names", "list_suites", "load_suite", "suite_targets"]
+__all__ = ["SuiteSpec", "check_mark_name", "check_names", "list_suites", "load_suite", "suite_targets"]
 
 
 class SuiteSpec(BaseModel):
@@ -64,6 +65,23 @@ def load_suite(name_or_path: str) -> SuiteSpec:
     return spec
 
 
+def check_mark_name(decorator: Any) -> str | None:
+    """The NAME of a ``@pytest.mark.check(NAME, ...)`` decorator (an :mod:`ast` node of a
+    function's ``decorator_list``), or None for any other decorator."""
+    import ast
+
+    dec = decorator
+    if (
+        isinstance(dec, ast.Call)
+        and isinstance(dec.func, ast.Attribute)
+        and dec.func.attr == "check"
+        and dec.args
+        and isinstance(dec.args[0], ast.Constant)
+    ):
+        return str(dec.args[0].value)
+    return None
+
+
 def check_names(module: str) -> list[str]:
     """The check names a suite module defines (its ``@pytest.mark.check("name")`` or,
     without one, ``test_<name>``), read from its source without importing it."""
@@ -76,14 +94,7 @@ def check_names(module: str) -> list[str]:
             continue
         name = fn.name.removeprefix("test_")
         for dec in fn.decorator_list:
-            if (
-                isinstance(dec, ast.Call)
-                and isinstance(dec.func, ast.Attribute)
-                and dec.func.attr == "check"
-                and dec.args
-                and isinstance(dec.args[0], ast.Constant)
-            ):
-                name = str(dec.args[0].value)
+            name = check_mark_name(dec) or name
         if "::" not in module or module.endswith(f"::{fn.name}"):
             names.append(name)
     return names

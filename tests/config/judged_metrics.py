@@ -23,6 +23,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nvtest.config.suites import check_mark_name
+
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = ("suites", "nvtest/checks", "nvtest/jobs")
 #: the Judge itself forwards its callers' names; they are read at the callers
@@ -136,14 +138,8 @@ class Program:
         out = []
         for fn in self.fns.values():
             for dec in fn.node.decorator_list:
-                if (
-                    isinstance(dec, ast.Call)
-                    and isinstance(dec.func, ast.Attribute)
-                    and dec.func.attr == "check"
-                    and dec.args
-                    and isinstance(dec.args[0], ast.Constant)
-                ):
-                    out.append((str(dec.args[0].value), fn))
+                if (name := check_mark_name(dec)) is not None:
+                    out.append((name, fn))
         return sorted(out, key=lambda cf: cf[0])
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from nvtest.config.suites import check_mark_name
 from tests.conftest import REPO, run_nvtest
 from tests.standin_nodes import install
 
@@ -69,14 +70,8 @@ def all_checks() -> dict[str, str]:
             if not isinstance(node, ast.FunctionDef):
                 continue
             for dec in node.decorator_list:
-                if (
-                    isinstance(dec, ast.Call)
-                    and isinstance(dec.func, ast.Attribute)
-                    and dec.func.attr == "check"
-                    and dec.args
-                    and isinstance(dec.args[0], ast.Constant)
-                ):
-                    out[str(dec.args[0].value)] = f"{path.parent.name}/{path.name}"
+                if (name := check_mark_name(dec)) is not None:
+                    out[name] = f"{path.parent.name}/{path.name}"
     return out
 
 
