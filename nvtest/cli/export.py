@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from nvtest.cli.app import app, console, err_console, fail
-from nvtest.errors import EXIT_CONFIG, EXIT_HARNESS, NvtestError
+from nvtest.cli.app import app, console, err_console
+from nvtest.cli.history import open_history
+from nvtest.errors import EXIT_HARNESS
 
 __all__ = ["export"]
 
@@ -23,16 +24,9 @@ def export(
     history: Annotated[str | None, typer.Option(help="History database: SQLite path or postgresql:// URL.")] = None,
 ) -> None:
     """Write the latest verdicts and metrics per node for Prometheus (node_exporter textfile)."""
-    from nvtest.history import HistoryStore
     from nvtest.ops.export import write_textfile
 
-    try:
-        store = HistoryStore.open(history, create=False)
-    except NvtestError as exc:
-        raise fail(exc) from exc
-    if store is None:
-        err_console.print("nvtest: error: history is off: nothing to export", markup=False)
-        raise typer.Exit(EXIT_CONFIG)
+    store = open_history(history, "history is off: nothing to export")
     with store:
         try:
             path = write_textfile(store, prometheus, nodes=list(node or []))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -19,6 +19,9 @@ from rich.table import Table
 
 from nvtest.cli.app import app, console, err_console, fail
 from nvtest.errors import EXIT_CONFIG, NvtestError
+
+if TYPE_CHECKING:
+    from nvtest.history import HistoryStore
 
 __all__ = ["history"]
 
@@ -96,6 +99,22 @@ def _trend(store: Any, what: str, drop_pct: float, window: int, show_all: bool, 
     console.print(table)
 
 
+def open_history(value: str | None, off: str) -> HistoryStore:
+    """The history at ``value`` for a verb that only reads it (``history``, ``export``):
+    never created where nothing was recorded. Exits 2 with ``off`` when history is off, and
+    with the error's exit code when it cannot be opened."""
+    from nvtest.history import HistoryStore
+
+    try:
+        store = HistoryStore.open(value, create=False)
+    except NvtestError as exc:
+        raise fail(exc) from exc
+    if store is None:
+        err_console.print(f"nvtest: error: {off}", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
+    return store
+
+
 @app.command(epilog=_EPILOG)
 def history(
     node: Annotated[str | None, typer.Argument(help="The node whose timeline to show.")] = None,
@@ -111,19 +130,11 @@ def history(
     db: Annotated[str | None, typer.Option("--history", help="History database: SQLite path or postgresql:// URL (default: $NVTEST_HISTORY or the user's data dir).")] = None,
 ) -> None:
     """Show a node's record, the repeat offenders or a metric's trend, from the history."""
-    from nvtest.history import HistoryStore
-
     asked = [x for x in (node, lemons or None, trend) if x]
     if len(asked) != 1:
         err_console.print("nvtest: error: give one of NODE, --lemons or --trend CHECK.METRIC", markup=False)
         raise typer.Exit(EXIT_CONFIG)
-    try:
-        store = HistoryStore.open(db, create=False)
-    except NvtestError as exc:
-        raise fail(exc) from exc
-    if store is None:
-        err_console.print("nvtest: error: history is off (--history off / NVTEST_HISTORY=off)", markup=False)
-        raise typer.Exit(EXIT_CONFIG)
+    store = open_history(db, "history is off (--history off / NVTEST_HISTORY=off)")
     with store:
         if node:
             _timeline(store, node, limit, as_json)
