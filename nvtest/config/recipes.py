@@ -31,6 +31,7 @@ __all__ = [
     "IbPortsRecipe",
     "IbWriteBwRecipe",
     "MpiRecipe",
+    "NcclMultinodeRecipe",
     "NcclSectionRecipe",
     "PairsRecipe",
     "TcpBwRecipe",
@@ -167,7 +168,7 @@ class IbPortsRecipe(_Section):
 
 
 class NcclSectionRecipe(_Section):
-    """Recipes ``nccl`` and ``nccl_multinode`` (nvtest/jobs/nccl.py NcclRecipe; sizes in bytes)."""
+    """Recipe ``nccl`` (nvtest/jobs/nccl.py NcclRecipe; sizes in bytes)."""
 
     ops: list[StrictStr] | None = None
     min_bytes: PositiveInt | None = None
@@ -178,6 +179,12 @@ class NcclSectionRecipe(_Section):
     warmup_iters: NonNegativeInt | None = None
     tests_dir: StrictStr | None = None
     env: dict[str, str] | None = None
+
+
+class NcclMultinodeRecipe(NcclSectionRecipe):
+    """Recipe ``nccl_multinode``: as ``nccl``, and the pair schedule of its pair check."""
+
+    pairs: PairsRecipe | None = None
 
 
 class FleetRecipe(_Section):

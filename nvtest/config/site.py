@@ -39,7 +39,8 @@ class ConfigProblem:
 
     Attributes:
         kind: ``overlay``, ``sku_dir`` (a profile or a directory of ``--sku-dir``),
-            ``profile`` (a shipped profile) or ``option`` (a command-line option).
+            ``profile`` (a shipped profile), ``option`` (a command-line option); ``nvtest
+            config check`` adds ``suite`` and ``inventory``.
         message: what is wrong, as the loader says it (with ``did you mean`` where known).
         file: the file (None for an option); line: 1-based, where known; key: the dotted
             key (``recipe.gate.disk_fre_gib``) or the option (``--sku``); nearest: the

@@ -61,6 +61,7 @@ from nvtest.config.recipes import (
     IbPortsRecipe,
     IbWriteBwRecipe,
     MpiRecipe,
+    NcclMultinodeRecipe,
     NcclSectionRecipe,
     TcpBwRecipe,
     ThermalRecipe,
@@ -276,7 +277,7 @@ class RecipeSections(BaseModel):
     ib_write_bw: IbWriteBwRecipe | None = None
     ib_ports: IbPortsRecipe | None = None
     nccl: NcclSectionRecipe | None = None
-    nccl_multinode: NcclSectionRecipe | None = None
+    nccl_multinode: NcclMultinodeRecipe | None = None
     fleet: FleetRecipe | None = None
     gate: GateRecipe | None = None
 
