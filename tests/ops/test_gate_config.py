@@ -111,6 +111,7 @@ def test_a_lost_gpu_fails_whatever_is_wrong_with_the_configuration(
         assert checks[name]["verdict"] in ("pass", "fail"), (name, checks[name]["reason"])
     conf = checks["configuration"]
     assert conf["verdict"] == "unknown" and not doc["configuration"]["ok"]
+    assert {d["next_step"]["rule"] for d in conf["decisions"]} == {"site_config_error"}
     [problem] = doc["configuration"]["problems"]
     if file:
         assert Path(problem["file"]).name == file and file in conf["reason"]
