@@ -94,9 +94,9 @@ class TrainMultinodeRecipe(_Section):
 
 
 class ConfigRecipe(_Section):
-    """Recipe ``config`` (the Playbook's audit): ``persistence_mode: expected|required``."""
+    """Recipe ``config`` (the Playbook's audit): ``persistence_mode: expected|required|any``."""
 
-    persistence_mode: Literal["expected", "required"] | None = None
+    persistence_mode: Literal["expected", "required", "any"] | None = None
 
 
 class CollectivesRecipe(_Section):
