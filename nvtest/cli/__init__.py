@@ -17,6 +17,7 @@ gate            :mod:`nvtest.cli.gate`
 sweep           :mod:`nvtest.cli.sweep`
 history         :mod:`nvtest.cli.history`
 export          :mod:`nvtest.cli.export`
+config          :mod:`nvtest.cli.config` (``nvtest config check``)
 ==============  ==============================================================
 
 The app, its consoles and the exit-code table are in :mod:`nvtest.cli.app`; the
@@ -39,7 +40,7 @@ __all__ = ["VERBS", "app", "main"]
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
 VERBS = (
     "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare",
-    "evidence", "gate", "sweep", "history", "export",
+    "evidence", "gate", "sweep", "history", "export", "config",
 )  # fmt: skip
 
 try:

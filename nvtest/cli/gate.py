@@ -2,11 +2,14 @@
 HealthCheckProgram, a Kubernetes init container or a cron job.
 
 Prints one JSON verdict document on stdout (docs/gate.schema.json) and one summary line on
-stderr. Exit status: 1 when a check failed (or, with ``--strict``, could not be measured),
-2 for a bad option or configuration in ``--mode manual``, else 0 — Slurm drains a node whose
-Prolog or Epilog exits non-zero, so nothing short of a proven failure does. In a hook mode a
-configuration error is reported in the document as ``unknown`` and exits 0 (``--strict``: 1),
-so that a mistake in a shared file does not drain every node.
+stderr. Exit status: 1 when a check failed (or, with ``--strict``, a measurement could not be
+made), else 0 — Slurm drains a node whose Prolog or Epilog exits non-zero, so nothing short of
+a proven failure does. A mistake in the site's files (overlay, ``--sku-dir``) or options
+(``--sku``; in a hook mode also ``--mode``, ``--check``, ``--budget``) never switches the
+judging off: what the shipped profile can judge is judged, the checks that depend on the
+broken part and the ``configuration`` check are ``unknown`` naming file, line and key
+(:mod:`nvtest.ops.gate.config`). It never exits 1 by itself, also not with ``--strict``; in
+``--mode manual`` it exits 2 after the document, unless a check failed (1).
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ def _summary(doc: dict) -> str:
     what = "; ".join(f"{c['check']} {c['verdict']}: {short(c['reason'], 100)}" for c in bad[:3]) or "all checks passed"
     slurm = doc.get("slurm") or {}
     acts = [f"{a['action']}" for a in (slurm.get("drain"), slurm.get("resume")) if a and a.get("action") not in ("none",)]
+    conf = doc.get("configuration") or {}
+    if conf.get("problems"):
+        acts.append(f"configuration error: {', '.join(conf.get('files') or []) or 'options'}")
     return (
         f"nvtest gate {doc['node']}: {doc['verdict'].upper()} in {doc['duration_s']:.2f} s "
         f"({len(doc['checks'])} checks, sku {doc['sku']['name'] or '?'})"
@@ -47,7 +53,7 @@ def _summary(doc: dict) -> str:
 def gate(
     mode: Annotated[str, typer.Option(help="prolog, epilog, healthcheck or manual: the hook that runs the gate.")] = "manual",
     budget: Annotated[float, typer.Option(help="Wall-time budget of the checks, seconds; a check past it is unknown.")] = 10.0,
-    strict: Annotated[bool, typer.Option(help="Exit 1 on unknown (a check that could not be measured) too.")] = False,
+    strict: Annotated[bool, typer.Option(help="Exit 1 on unknown (a check that could not be measured) too; never for a configuration error, which is not the node's fault.")] = False,
     drain: Annotated[bool, typer.Option(help="Drain this node in Slurm when a check fails (reason 'nvtest: <check> ...').")] = False,
     resume: Annotated[bool, typer.Option(help="Resume this node when every check passes, if nvtest drained it.")] = False,
     clear_xids: Annotated[bool, typer.Option(help="Forget the fatal Xids seen this boot (after the GPU reset they asked for).")] = False,
@@ -61,20 +67,13 @@ def gate(
     check: Annotated[list[str] | None, typer.Option("--check", help="Run only this check (repeatable).")] = None,
 ) -> None:
     """Run the passive health checks on this node and print one JSON verdict."""
-    from nvtest.ops.gate.engine import CHECKS, MODES, GateOptions, run_gate
+    from nvtest.ops.gate.engine import GateOptions, run_gate
 
-    if mode not in MODES:
-        err_console.print(f"nvtest: error: --mode {mode!r}: one of {', '.join(MODES)}", markup=False)
-        raise typer.Exit(EXIT_CONFIG)
-    unknown = sorted(set(check or []) - {name for name, _ in CHECKS})
-    if unknown or budget <= 0:
-        why = f"unknown check(s) {', '.join(unknown)}; known: {', '.join(n for n, _ in CHECKS)}" if unknown else "--budget must be > 0"
-        err_console.print(f"nvtest: error: {why}", markup=False)
-        raise typer.Exit(EXIT_CONFIG)
+    mode, budget, check, problems = _option_problems(mode, budget, check)
     opts = GateOptions(
         node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
         sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
-        history=history, only=list(check or []),
+        history=history, only=list(check or []), config_problems=problems,
     )  # fmt: skip
     try:
         doc = run_gate(opts)
@@ -86,9 +85,47 @@ def gate(
     sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
     sys.stdout.flush()
     err_console.print(_summary(doc), markup=False, highlight=False)
+    for p in (doc.get("configuration") or {}).get("problems") or []:
+        err_console.print(f"nvtest gate: configuration error: {_problem_text(p)}", markup=False, highlight=False)
     for w in doc.get("warnings") or []:
         err_console.print(f"nvtest gate: warning: {w}", markup=False, highlight=False)
     raise typer.Exit(int(doc["exit_code"]))
+
+
+def _problem_text(p: dict) -> str:
+    place = f"{p['file']}:{p['line']}" if p.get("file") and p.get("line") else (p.get("file") or "")
+    return ": ".join(x for x in (place, p.get("key") or "", p["message"]) if x)
+
+
+def _option_problems(mode: str, budget: float, check: list[str] | None) -> tuple[str, float, list[str] | None, list]:
+    """A bad ``--mode``, ``--check`` or ``--budget``: ``--mode manual`` (or no hook named)
+    refuses it (exit 2); a hook mode records it as a configuration problem and runs with
+    the default (an unknown ``--mode``: ``healthcheck``; unknown check names: left out)."""
+    from nvtest.config.site import ConfigProblem, nearest_name
+    from nvtest.ops.gate.engine import CHECKS, MODES
+
+    found: list[tuple[str, str, str | None]] = []
+    if mode not in MODES:
+        near = nearest_name(mode, MODES)
+        found.append(("--mode", f"{mode!r} is not one of {', '.join(MODES)}; run as healthcheck", near))
+        mode = "healthcheck"
+    names = [n for n, _ in CHECKS]
+    for name in sorted(set(check or []) - set(names)):
+        near = nearest_name(name, names)
+        found.append(("--check", f"unknown check {name!r}; known: {', '.join(names)}", near))
+    if check and found:
+        check = [c for c in check if c in names] or None
+    if budget <= 0:
+        found.append(("--budget", f"must be > 0, not {budget:g}; the default 10 s is used", None))
+        budget = 10.0
+    if found and mode == "manual":
+        key, why, near = found[0]
+        hint = f" (did you mean {near!r}?)" if near else ""
+        err_console.print(f"nvtest: error: {key}: {why}{hint}", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
+    problems = [ConfigProblem("option", why + (f" (did you mean {near!r}?)" if near else ""), key=key, nearest=near)
+                for key, why, near in found]  # fmt: skip
+    return mode, budget, check, problems
 
 
 def _config_error_doc(opts, exc: ConfigError) -> dict:  # type: ignore[no-untyped-def]
@@ -105,6 +142,7 @@ def _config_error_doc(opts, exc: ConfigError) -> dict:  # type: ignore[no-untype
         "exit_code": exit_code("unknown", strict=opts.strict), "strict": opts.strict,
         "sku": {"name": None, "how": reason, "overlay": None},
         "checks": [{"check": "configuration", "verdict": "unknown", "reason": reason, "duration_s": 0.0,
-                    "decisions": [], "evidence": [], "metrics": [], "notes": []}],
+                    "decisions": [{"verdict": "unknown", "what": "configuration", "reason": reason}],
+                    "evidence": [], "metrics": [], "notes": []}],
         "slurm": {"drain": None, "resume": None}, "warnings": [reason], "history": None,
     }  # fmt: skip

@@ -47,6 +47,7 @@ def sweep(
     """Sweep the idle nodes of a partition with an active suite, in batches."""
     from nvtest.ops.sweep import SweepOptions, run_sweep
 
+    _check_site_files(list(ctx.args))
     opts = SweepOptions(
         partition=partition, nodes=nodes, suite=suite, run_args=list(ctx.args), max_out=max_out, nice=nice,
         qos=qos, reservation=reservation, time_min=time_limit, wait_s=wait, out=out, drain=drain,
@@ -72,3 +73,25 @@ def sweep(
         raise typer.Exit(EXIT_HARNESS)
     bad = any(r.get("verdict") in ("fail", "error") for r in summary["nodes"].values())
     raise typer.Exit(EXIT_CHECK_FAILED if bad else EXIT_OK)
+
+
+def _check_site_files(run_args: list[str]) -> None:
+    """Load the ``--overlay`` and ``--sku-dir`` the jobs' ``nvtest run`` will load, before a
+    job is submitted: a mistake in them exits 2 here, not once per node (file, line, key).
+
+    Raises:
+        typer.Exit: a profile or the overlay is invalid (exit 2).
+    """
+    from nvtest.config.skus import load_catalog
+
+    values: dict[str, list[str]] = {"--overlay": [], "--sku-dir": []}
+    for i, arg in enumerate(run_args):
+        name, eq, value = arg.partition("=")
+        if name in values:
+            got = value if eq else (run_args[i + 1] if i + 1 < len(run_args) else None)
+            if got is not None:
+                values[name].append(got)
+    try:
+        load_catalog([Path(d) for d in values["--sku-dir"]], Path(values["--overlay"][-1]) if values["--overlay"] else None)
+    except NvtestError as exc:
+        raise fail(exc) from exc

@@ -19,8 +19,10 @@ well under a second, never a hang or gigabytes of memory:
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
+import re
 import types
 import typing
 from collections import abc
@@ -33,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from nvtest.errors import ConfigError
 
 __all__ = [
+    "KeysFrom",
     "MAX_CONFIG_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_NODES",
@@ -238,14 +241,31 @@ def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | Non
         msg = err.get("msg", "invalid value").removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             msg = "unknown key" + _nearest_key(model, loc)
+        elif err.get("type") == "literal_error" and loc and loc[-1] == "[key]":  # a mapping of fixed keys
+            known = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
+            loc, near = loc[:-1], difflib.get_close_matches(str(loc[-2]), known, n=1, cutoff=0.6)
+            field = ".".join(str(p) for p in loc)
+            msg = "unknown key" + (f" (did you mean {near[0]!r}?)" if near else f"; known: {', '.join(known)}")
         more = len(errors) - 1
         if more:
             msg += f" (and {more} more error{'s' if more > 1 else ''})"
         raise ConfigError(msg, path=path, line=line, field=field) from exc
 
 
+@dataclasses.dataclass(frozen=True)
+class KeysFrom:
+    """``Annotated`` metadata: the mapping is validated by ``model`` (in a validator), so an
+    unknown key in it is suggested from ``model``'s fields."""
+
+    model: type[BaseModel]
+
+
 def _model_in(tp: Any) -> Any:
-    """``X`` of ``X | None`` (the model among a union's members), else ``tp``."""
+    """``X`` of ``X | None`` (the model among a union's members), the model an ``Annotated``
+    type names in its metadata (a mapping validated by a model), else ``tp``."""
+    if typing.get_origin(tp) is typing.Annotated:
+        args = typing.get_args(tp)
+        return next((a.model for a in args[1:] if isinstance(a, KeysFrom)), _model_in(args[0]))
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return next((a for a in typing.get_args(tp) if isinstance(a, type) and issubclass(a, BaseModel)), None)
     return tp
@@ -261,7 +281,7 @@ def _keys_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
             field = tp.model_fields.get(str(step))
             if field is None:
                 return []
-            tp = field.annotation
+            tp = next((m.model for m in field.metadata if isinstance(m, KeysFrom)), field.annotation)
         elif typing.get_origin(tp) in (dict, list, tuple, abc.Mapping, abc.Sequence) and typing.get_args(tp):
             tp = typing.get_args(tp)[-1]  # a mapping's value, a list's item
         else:

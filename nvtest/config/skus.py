@@ -22,7 +22,16 @@ from nvtest.config.resources import configs_dir
 from nvtest.config.thresholds import Overlay, SkuProfile
 from nvtest.errors import ConfigError
 
-__all__ = ["Catalog", "GpuSummary", "MatchResult", "check_inventory_skus", "load_catalog"]
+__all__ = [
+    "Catalog",
+    "GpuSummary",
+    "MatchResult",
+    "add_profile",
+    "check_inventory_skus",
+    "load_catalog",
+    "load_overlay",
+    "profile_files",
+]
 
 GENERIC = "cpu-generic"
 
@@ -173,7 +182,12 @@ class Catalog:
         return MatchResult(best[1], tuple(best[2]))
 
 
-def _profile_files(dirs: Iterable[Path]) -> list[Path]:
+def profile_files(dirs: Iterable[Path]) -> list[Path]:
+    """The ``*.yaml`` files of ``dirs``, each directory's sorted, in the order given.
+
+    Raises:
+        ConfigError: a directory does not exist.
+    """
     files: list[Path] = []
     for d in dirs:
         if not d.is_dir():
@@ -190,26 +204,45 @@ def load_catalog(extra_dirs: Sequence[Path] = (), overlay: Path | None = None) -
         ConfigError: a profile or the overlay is invalid (file, line, field).
     """
     cat = Catalog()
-    for path in _profile_files([configs_dir() / "skus", *extra_dirs]):
-        prof = load_model(SkuProfile, path)
-        if prof.name != path.stem:
-            raise ConfigError(f"name {prof.name!r} differs from the file name {path.stem!r}", path=str(path), field="name")
-        cat.profiles[prof.name] = prof
-        cat.files[prof.name] = str(path)
+    for path in profile_files([configs_dir() / "skus", *extra_dirs]):
+        add_profile(cat, path)
     if overlay is not None:
-        data, lines = load_yaml_with_lines(overlay)
-        if data is None:
-            raise ConfigError("file is empty", path=str(overlay))
-        ov = validate_model(Overlay, data, path=str(overlay), lines=lines)
-        for i, name in enumerate(ov.applies_to or []):
-            if name not in cat.profiles:
-                try:
-                    cat.get(name)
-                except ConfigError as exc:
-                    line = lines.get(("applies_to", i)) or lines.get(("applies_to",))
-                    raise ConfigError(exc.reason, path=str(overlay), line=line, field=f"applies_to.{i}") from None
-        apply_overlay(cat, ov, str(overlay))
+        apply_overlay(cat, load_overlay(overlay, cat), str(overlay))
     return cat
+
+
+def add_profile(cat: Catalog, path: Path) -> SkuProfile:
+    """Load the profile file ``path`` into ``cat`` (replacing one of the same name).
+
+    Raises:
+        ConfigError: the file is invalid, or its ``name`` is not its file name.
+    """
+    prof = load_model(SkuProfile, path)
+    if prof.name != path.stem:
+        raise ConfigError(f"name {prof.name!r} differs from the file name {path.stem!r}", path=str(path), field="name")
+    cat.profiles[prof.name] = prof
+    cat.files[prof.name] = str(path)
+    return prof
+
+
+def load_overlay(path: Path, cat: Catalog) -> Overlay:
+    """Read and validate the overlay at ``path``; every SKU its ``applies_to`` names is in ``cat``.
+
+    Raises:
+        ConfigError: unreadable, empty, invalid, or an unknown SKU in ``applies_to`` (file, line, field).
+    """
+    data, lines = load_yaml_with_lines(path)
+    if data is None:
+        raise ConfigError("file is empty", path=str(path))
+    ov = validate_model(Overlay, data, path=str(path), lines=lines)
+    for i, name in enumerate(ov.applies_to or []):
+        if name not in cat.profiles:
+            try:
+                cat.get(name)
+            except ConfigError as exc:
+                line = lines.get(("applies_to", i)) or lines.get(("applies_to",))
+                raise ConfigError(exc.reason, path=str(path), line=line, field=f"applies_to.{i}") from None
+    return ov
 
 
 def apply_overlay(cat: Catalog, ov: Overlay, path: str) -> None:

@@ -37,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from nvtest.config.loader import KeysFrom
 from nvtest.config.metrics import (
     KNOWN_UNITS,
     PEAK_KEYS,
@@ -48,6 +49,25 @@ from nvtest.config.metrics import (
     plausible_bounds,
     suggest,
 )
+from nvtest.config.recipes import (
+    BurninRecipe,
+    CollectivesMultinodeRecipe,
+    CollectivesRecipe,
+    ConfigRecipe,
+    DcgmDiagRecipe,
+    FleetRecipe,
+    GateRecipe,
+    GemmRecipe,
+    IbPortsRecipe,
+    IbWriteBwRecipe,
+    MpiRecipe,
+    NcclMultinodeRecipe,
+    NcclSectionRecipe,
+    TcpBwRecipe,
+    ThermalRecipe,
+    TrainMultinodeRecipe,
+    TrainSmokeRecipe,
+)
 from nvtest.config.workload_recipes import InferenceRecipe, SdcRecipe
 from nvtest.verdict import Verdict
 
@@ -57,6 +77,7 @@ __all__ = [
     "Evaluation",
     "Overlay",
     "Peak",
+    "RecipeSections",
     "ResilienceRecipe",
     "SkuExpect",
     "SkuMatch",
@@ -232,15 +253,33 @@ class ResilienceRecipe(BaseModel):
     estimate: ResilienceEstimate = ResilienceEstimate()
 
 
-class _RecipeSections(BaseModel):
-    """The recipe sections with a schema; the others stay free-form."""
+class RecipeSections(BaseModel):
+    """The whole ``recipe:`` mapping: every section a check reads, each with its schema
+    (:mod:`nvtest.config.recipes`); an unknown section is an error naming the nearest one."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     resilience: ResilienceRecipe | None = None
     ckpt: CkptRecipe | None = None
     inference: InferenceRecipe | None = None
     sdc: SdcRecipe | None = None
+    gemm: GemmRecipe | None = None
+    burnin: BurninRecipe | None = None
+    thermal: ThermalRecipe | None = None
+    dcgm_diag: DcgmDiagRecipe | None = None
+    train_smoke: TrainSmokeRecipe | None = None
+    train_multinode: TrainMultinodeRecipe | None = None
+    config: ConfigRecipe | None = None
+    collectives: CollectivesRecipe | None = None
+    collectives_multinode: CollectivesMultinodeRecipe | None = None
+    mpi: MpiRecipe | None = None
+    tcp_bw: TcpBwRecipe | None = None
+    ib_write_bw: IbWriteBwRecipe | None = None
+    ib_ports: IbPortsRecipe | None = None
+    nccl: NcclSectionRecipe | None = None
+    nccl_multinode: NcclMultinodeRecipe | None = None
+    fleet: FleetRecipe | None = None
+    gate: GateRecipe | None = None
 
 
 def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationError:
@@ -249,9 +288,9 @@ def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationE
 
 
 def _check_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
-    """Validate the ``resilience``, ``ckpt``, ``inference`` and ``sdc`` sections of a recipe mapping (keys,
-    types, ranges, and the cross-key rules over the defaults); return it unchanged."""
-    sections = _RecipeSections.model_validate(recipe)
+    """Validate every section of a recipe mapping against :class:`RecipeSections` (section
+    names, keys, types, ranges, and the cross-key rules over the defaults); return it unchanged."""
+    sections = RecipeSections.model_validate(recipe)
     given = recipe.get("resilience") or {}
     res = sections.resilience or ResilienceRecipe()
     if res.ckpt_every >= res.steps:
@@ -273,8 +312,9 @@ def _check_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
     return recipe
 
 
-#: A recipe mapping: free-form per check, with ``resilience``, ``ckpt``, ``inference`` and ``sdc`` validated.
-Recipe = Annotated[dict[str, Any], AfterValidator(_check_recipe)]
+#: A recipe mapping, every section validated by :class:`RecipeSections` (the metadata names
+#: the model, so that the loader suggests the nearest section or key of a misspelt one).
+Recipe = Annotated[dict[str, Any], AfterValidator(_check_recipe), KeysFrom(RecipeSections)]
 
 
 class Peak(BaseModel):

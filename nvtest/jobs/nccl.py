@@ -118,6 +118,7 @@ class NcclRecipe:
             ValueError: an unknown operation or key (the message lists the known ones).
         """
         data = {**defaults, **dict(recipe or {})}
+        data.pop("pairs", None)  # nccl_multinode's pair schedule: read by the pair job, not nccl-tests
         known = set(cls.__dataclass_fields__)
         unknown = sorted(set(data) - known)
         if unknown:

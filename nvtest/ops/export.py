@@ -11,7 +11,11 @@ Series (all gauges):
 - ``nvtest_metric{check,metric,node,unit,labels}``: the latest value of each number, with
   its unit as a label and its own labels folded into ``labels`` (``dtype=bf16,gpu=0``):
   node_exporter wants one label set per metric family;
-- ``nvtest_gate_duration_seconds{node}``: the wall time of the node's latest gate.
+- ``nvtest_gate_duration_seconds{node}``: the wall time of the node's latest gate;
+- ``nvtest_gate_config_error{node,file}``: ``1`` for each site file (or ``(command line)``)
+  with a configuration error in the node's latest gate, ``0`` with ``file=""`` when it had
+  none (alert on ``nvtest_gate_config_error == 1``: the gate judged what it could, and the
+  checks that depend on the file were ``unknown``).
 
 The file is written to a temporary name in ``DIR`` and renamed over ``nvtest.prom``, so
 node_exporter never reads half a file. Built with prometheus_client's registry and
@@ -44,6 +48,8 @@ def prometheus_text(latest: Iterable[NodeLatest]) -> bytes:
     metric = Gauge("nvtest_metric", "Latest value of an nvtest measurement, in the unit of its unit label",
                    ["check", "metric", "node", "unit", "labels"], registry=reg)  # fmt: skip
     gate = Gauge("nvtest_gate_duration_seconds", "Wall time of the node's latest nvtest gate", ["node"], registry=reg)
+    config = Gauge("nvtest_gate_config_error", "1 for each site file with a configuration error in the node's latest "
+                   "nvtest gate (0 with file=\"\" when none)", ["node", "file"], registry=reg)  # fmt: skip
     for nl in latest:
         for check, (v, t, _kind, values) in sorted(nl.checks.items()):
             verdict.labels(check=check, node=nl.node, sku=nl.sku or "").set(VERDICT_VALUE.get(v, 2.0))
@@ -53,7 +59,21 @@ def prometheus_text(latest: Iterable[NodeLatest]) -> bytes:
                     metric.labels(check=check, metric=name, node=nl.node, unit=unit or "", labels=labels).set(value)
         if nl.gate_duration_s is not None:
             gate.labels(node=nl.node).set(nl.gate_duration_s)
+        for file, value in _config_errors(nl):
+            config.labels(node=nl.node, file=file).set(value)
     return generate_latest(reg)
+
+
+def _config_errors(nl: NodeLatest) -> list[tuple[str, float]]:
+    """(file, 0 or 1) of the ``config_error`` metrics of the node's latest ``configuration``
+    check (nvtest/ops/gate/config.py records them with the label ``file``)."""
+    _v, _t, _kind, values = nl.checks.get("configuration", ("", 0.0, "", []))
+    out = []
+    for name, labels, value, _unit in values:
+        if name == "config_error" and value is not None:
+            file = labels.removeprefix("file=") if labels.startswith("file=") else ""  # its only label
+            out.append((file, float(value)))
+    return out
 
 
 def write_textfile(store: HistoryStore, directory: Path, *, nodes: Sequence[str] = ()) -> Path:

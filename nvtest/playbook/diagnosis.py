@@ -268,6 +268,17 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
 
 RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     _r(
+        "site_config_error",
+        r"configuration error \((overlay|sku_dir|profile|option)\)|come from a file with a configuration error",
+        "a mistake in the site's configuration (overlay, --sku-dir profile or option), not the node: "
+        "the checks that depend on it were not judged",
+        "fix the file at the line and key named (the nearest valid name is given); prove it with "
+        "`nvtest config check --overlay FILE --sku-dir DIR`; the next gate judges these checks again",
+        "CONFIG",
+        example="configuration error (overlay): /etc/nvtest/site-gate.yaml:5: recipe.gate.disk_fre_gib: "
+        "unknown key (did you mean 'disk_free_gib'?)",
+    ),
+    _r(
         "fabric_manager",
         r"\b802\b|system not yet initiali[sz]ed|SYSTEM_NOT_READY|SystemNotReady|fabric ?manager"
         r"|fabric state|fabricmanager",

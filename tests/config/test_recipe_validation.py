@@ -116,20 +116,28 @@ recipe:
     slow_s: 0
     targets: {requeue_training_again_s: 300, injob_recovery_s: null}
   ckpt: {size_mib: 0.5, shared_path: /shared/ckpt}
-  stream: {anything: [goes, here]}
+  gemm: {dtypes: [bf16], size: 4096}
 thresholds:
   thermal:
     gpu_temp_max_c: {max: 85, warn_min: -5, unit: C, source: site}
 """
 
 
-def test_good_values_and_free_form_sections_are_accepted(tmp_path: Path):
+def test_good_values_of_every_kind_of_section_are_accepted(tmp_path: Path):
     ov = tmp_path / "good.yaml"
     ov.write_text(GOOD_OVERLAY)
     cat = load_catalog(overlay=ov)
     rec = cat.get("cpu-generic").recipe
     assert rec["resilience"]["launcher"] == "torchrun"
-    assert rec["stream"] == {"anything": ["goes", "here"]}
+    assert rec["gemm"] == {"dtypes": ["bf16"], "size": 4096}  # the recipe stays a mapping
+
+
+def test_a_section_no_check_reads_is_refused_with_the_nearest_name(tmp_path: Path):
+    ov = tmp_path / "typo.yaml"
+    ov.write_text(HEAD + "recipe:\n  stream: {anything: [goes, here]}\n  gaet: {mounts: [/home]}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_catalog(overlay=ov)
+    assert exc.value.path == str(ov) and exc.value.field in ("recipe.stream", "recipe.gaet")
 
 
 def test_run_with_bad_overlay_exits_2_before_running(tmp_path: Path):

@@ -43,7 +43,8 @@ def test_a_healthy_h100_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert doc["verdict"] == "pass" and doc["exit_code"] == 0
     assert doc["sku"]["name"] == "h100-sxm-80gb" and doc["sku"]["how"].startswith("matched")
     checks = by_check(doc)
-    assert [n for n, _ in CHECKS] == list(checks)
+    assert [*(n for n, _ in CHECKS), "configuration"] == list(checks)
+    assert checks["configuration"]["verdict"] == "pass" and doc["configuration"]["ok"]
     for name in ("gpus", "driver_stack", "ecc", "clocks", "pcie_link", "nvlink", "fabric_manager", "xid_scan", "ib_ports", "disk", "memory"):
         assert checks[name]["verdict"] == "pass", (name, checks[name]["reason"])
     assert {checks[n]["verdict"] for n in ("mounts", "services")} == {"skip"}  # none configured
@@ -120,7 +121,8 @@ def test_no_check_passes_when_no_tool_answers(tmp_path: Path, monkeypatch: pytes
     for tool in ("nvidia-smi", "lspci", "ibstat", "dmesg", "journalctl", "systemctl", "cat", "df", "ls", "mountpoint", "stat"):
         hung(tools, tool, 120)
     doc = gate(tmp_path, monkeypatch, tools, budget_s=2.0)
-    for c in doc["checks"]:
+    assert doc["checks"][-1]["check"] == "configuration"  # judges the site's files, not the node
+    for c in doc["checks"][:-1]:
         assert c["verdict"] in ("unknown", "skip"), (c["check"], c["verdict"], c["reason"])
         if c["verdict"] == "skip":  # only where nothing is configured to be judged
             assert c["check"] in ("mounts", "services") and "configured" in c["reason"]
@@ -211,7 +213,11 @@ def test_the_cli_prints_json_a_summary_and_the_hook_exit_code(tmp_path: Path) ->
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 1\nname: bad\nrecipe:\n  gate:\n    mounts: 7\n")
     hook = run_nvtest(*args, "--overlay", str(bad), env=env, timeout=120)
-    assert hook.returncode == 0 and json.loads(hook.stdout)["verdict"] == "unknown"  # a config error never drains
+    # ib_ports reads recipe.gate (which HCAs), so it is not judged; a config error never drains
+    hook_doc = json.loads(hook.stdout)
+    assert hook.returncode == 0 and hook_doc["verdict"] == "unknown", hook.stderr
+    assert f"{bad}:5: recipe.gate.mounts" in by_check(hook_doc)["ib_ports"]["reason"]
+    assert "configuration error" in hook.stderr and "recipe.gate.mounts" in hook.stderr
     manual = run_nvtest("gate", "--node", "n1", "--history", "off", "--state-dir", str(tmp_path / "s"), "--overlay", str(bad), env=env, timeout=120)
     assert manual.returncode == 2 and "recipe.gate.mounts" in manual.stderr
 
@@ -229,9 +235,7 @@ def test_a_history_url_without_its_driver_is_a_warning_not_a_crash(tmp_path: Pat
 
 def test_unknown_sources_and_bad_options_exit_2(tmp_path: Path) -> None:
     proc = run_nvtest("gate", "--check", "nope", "--history", "off", timeout=60)
-    assert proc.returncode == 2 and "unknown check(s) nope" in proc.stderr
-    proc = run_nvtest("gate", "--mode", "sometimes", "--history", "off", timeout=60)
-    assert proc.returncode == 2
+    assert proc.returncode == 2 and "unknown check 'nope'" in proc.stderr
 
 
 def test_healthy_from_real_outputs_has_no_invented_recording() -> None:

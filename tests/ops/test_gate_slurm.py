@@ -2,7 +2,8 @@
 on each simulated node (its stand-in tools picked by ``$SLURMD_NODENAME``). A job is kept off
 a node with an injected fault, the node is drained with an ``nvtest:`` reason (``sinfo -R``),
 the health check resumes it when the fault is cleared, and a node a person drained stays
-drained. ``nvtest history`` then shows the drains and resumes."""
+drained. ``nvtest history`` then shows the drains and resumes. A broken site overlay does not
+let a job onto a node that lost a GPU."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ export PATH="$base/nodes/$node/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr
 [ -n "$SLURM_CONF" ] || SLURM_CONF=$(cat "$base/slurm_conf" 2>/dev/null)
 export SLURM_CONF PYTHONPATH={repo}
 {guard}
-exec {python} -m nvtest.cli gate --mode {mode} --node "$node" {flags} --budget 20 \\
+site=$(cat "$base/site-flags" 2>/dev/null)  # a test's site options (--overlay FILE), as a site's hook has
+exec {python} -m nvtest.cli gate --mode {mode} --node "$node" {flags} $site --budget 20 \\
   --state-dir "$base/state" --history "$base/history.sqlite" >>"$base/gate-$node.jsonl" 2>>"$base/gate-$node.log"
 """
 
@@ -181,6 +183,41 @@ def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(ho
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["verdict"] == "pass" and doc["slurm"]["resume"]["action"] == "resume"
     assert "DRAIN" not in _node(cluster, "node2")[0]
+
+
+def test_a_broken_overlay_still_keeps_a_job_off_a_node_that_lost_a_gpu(hooked: tuple[SlurmCluster, Path]) -> None:
+    """Issue 23: a misspelt key in the site's overlay, given to the Prolog, and a lost GPU: the
+    GPU failure is judged from the shipped profile, the node drained, the job kept off it, and
+    the configuration error named in the document and in the log Slurm's hook writes."""
+    cluster, base = hooked
+    (base / "healthcheck.on").unlink(missing_ok=True)  # the Prolog alone judges
+    _wait("no health check of node1 in flight", lambda: not _gates_running("node1", "healthcheck"))
+    assert "DRAIN" not in _node(cluster, "node1")[0]
+    overlay = base / "site-gate.yaml"
+    overlay.write_text("schema_version: 1\nname: site\nrecipe:\n  gate:\n    disk_fre_gib: {'/': 5}\n")
+    (base / "site-flags").write_text(f"--overlay {overlay}")
+    FAULTS["lost_gpu"][0](StandInTools(base / "nodes" / "node1" / "bin"))
+    t0 = time.time()
+    try:
+        job = cluster.client("sbatch", "--parsable", "-N1", "-w", "node1", "-o", str(base / "job-%j.out"),
+                             "--wrap", "echo ran on $SLURMD_NODENAME").stdout.strip()  # fmt: skip
+        _wait("node1 drained by its Prolog", lambda: "DRAIN" in _node(cluster, "node1")[0])
+        assert _node(cluster, "node1")[1].startswith("nvtest: gpus "), _node(cluster, "node1")
+        _wait("the Prolog's document", lambda: any(d["mode"] == "prolog" and d["started_at"] > t0 for d in _docs(base, "node1")), 120)
+        doc = [d for d in _docs(base, "node1") if d["mode"] == "prolog" and d["started_at"] > t0][-1]
+        assert doc["verdict"] == "fail" and doc["exit_code"] == 1 and doc["slurm"]["drain"]["action"] == "drain"
+        [problem] = doc["configuration"]["problems"]
+        assert (problem["file"], problem["line"], problem["key"]) == (str(overlay), 5, "recipe.gate.disk_fre_gib")
+        log = (base / "gate-node1.log").read_text()
+        assert f"configuration error: {overlay}:5: recipe.gate.disk_fre_gib: unknown key" in log
+        time.sleep(2)
+        out = base / f"job-{job}.out"
+        assert "ran on node1" not in (out.read_text() if out.exists() else "")  # the job never ran there
+        cluster.client("scancel", job)
+    finally:
+        (base / "site-flags").unlink(missing_ok=True)
+        healthy_h100(StandInTools(base / "nodes" / "node1" / "bin"))
+        cluster.client("scontrol", "update", "nodename=node1", "state=resume")
 
 
 def _history_shows(db: str) -> None:

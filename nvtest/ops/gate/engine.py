@@ -21,13 +21,15 @@ from typing import Any
 
 from nvtest import __version__
 from nvtest.checks.health.gpus import closest_profiles
-from nvtest.config.skus import Catalog, GpuSummary, load_catalog
+from nvtest.config.site import ConfigProblem, load_site
+from nvtest.config.skus import Catalog, GpuSummary
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError, HistoryError
 from nvtest.ops.gate.checks_gpu import GPU_CHECKS
 from nvtest.ops.gate.checks_node import NODE_CHECKS
+from nvtest.ops.gate.config import config_verdicts, configuration_json, forced_sku, gate_exit_code
 from nvtest.ops.gate.context import GateContext, base_commands, recipe_commands
-from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, exit_code, worst
+from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, worst
 from nvtest.ops.gate.recipe import DEFAULTS, gate_recipe
 from nvtest.ops.gate.slurm import SlurmAction, drain_node, resume_node
 from nvtest.ops.gate.state import GateState, default_state_dir, load_state, save_state
@@ -63,6 +65,8 @@ class GateOptions:
     history: str | None = None
     only: Sequence[str] = ()
     warnings: list[str] = field(default_factory=list)
+    #: mistakes in the options found before the gate started (a hook mode records, not refuses)
+    config_problems: list[ConfigProblem] = field(default_factory=list)
 
 
 def node_name(given: str | None) -> str:
@@ -152,18 +156,21 @@ def _slurm(opts: GateOptions, node: str, verdict: str, checks: list[CheckResult]
 def run_gate(opts: GateOptions) -> dict[str, Any]:
     """Run the gate (see the module docstring) and return its document (docs/gate.schema.json).
 
-    Raises:
-        ConfigError: an unknown ``--sku``, an invalid profile, overlay or ``recipe.gate``.
+    A mistake in the site's files or options does not raise: it is judged as
+    :mod:`nvtest.ops.gate.config` says (the ``configuration`` check and object).
     """
     os.environ.setdefault("PATH", DEFAULT_PATH)
     t0, start = time.monotonic(), time.time()
     deadline = t0 + TOOLS_SHARE * opts.budget_s
     node = node_name(opts.node)
     sources = Sources(base_commands(opts.sysfs), deadline)
-    catalog = load_catalog(list(opts.sku_dirs), opts.overlay)
+    site = load_site(list(opts.sku_dirs), opts.overlay)
+    site.problems[:0] = opts.config_problems
+    catalog = site.catalog
     state_dir = opts.state_dir or default_state_dir()
     state = load_state(state_dir, node)
-    provisional = opts.sku or state.sku  # the site recipe's commands start now, not after matching
+    forced = forced_sku(opts.sku, site)
+    provisional = forced or state.sku  # the site recipe's commands start now, not after matching
     if provisional in catalog.profiles:
         sources.start(recipe_commands(gate_recipe(catalog.profiles[provisional], catalog)[0]))
     else:
@@ -173,16 +180,16 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
         cleared = list(state.fatal_events)
         state.fatal_events = []
         opts.warnings.append(f"cleared {len(cleared)} fatal GPU event(s) at the operator's request (--clear-xids)")
-    sku, how = match_sku(catalog, sources, opts.sku, state)
+    sku, how = match_sku(catalog, sources, forced, state)
     recipe, recipe_source = gate_recipe(sku, catalog) if sku else (DEFAULTS, "nvtest gate default (docs/operations.md)")
     sources.start(recipe_commands(recipe))
     origin = f"overlay:{catalog.overlay_file}" if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to) else ""
     ctx = GateContext(sources, sku, f"profile:{sku.name}" if sku else "no profile", catalog, recipe, recipe_source,
                       state, start, opts.budget_s)  # fmt: skip
-    checks = _run_checks(ctx, opts.only, t0 + CHECKS_SHARE * opts.budget_s)
+    checks = config_verdicts(site, sku, _run_checks(ctx, opts.only, t0 + CHECKS_SHARE * opts.budget_s))
     duration = time.monotonic() - t0
     verdict = worst(c.verdict for c in checks)
-    code = exit_code(verdict, strict=opts.strict)
+    code = gate_exit_code(checks, strict=opts.strict, mode=opts.mode, site=site, sku=sku)
     doc: dict[str, Any] = {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "nvtest_version": __version__,
         "node": node, "mode": opts.mode, "job_id": os.environ.get("SLURM_JOB_ID"),
@@ -192,7 +199,7 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
         "checks": [c.to_json() for c in checks],
         "slurm": _slurm(opts, node, verdict, checks),
         "state": {"dir": str(state_dir), "previous_gate_at": previous},
-        "warnings": opts.warnings,
+        "warnings": opts.warnings, "configuration": configuration_json(site),
     }  # fmt: skip
     state.last_gate_at = start
     try:

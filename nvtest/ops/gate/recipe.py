@@ -11,7 +11,8 @@
         hcas: [mlx5_0, mlx5_1]                   # judge exactly these HCAs (default: see ib_ports)
         ib_counter_max_per_h: {symbol_error: 100, port_rcv_errors: 100}
 
-Values not given are nvtest's defaults (:data:`DEFAULTS`), which name themselves as the
+The schema is :class:`nvtest.config.recipes.GateRecipe`, checked where the profile or overlay
+loads. Values not given are nvtest's defaults (:data:`DEFAULTS`), which name themselves as the
 source of their threshold in every decision.
 """
 
@@ -19,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from nvtest.config.recipes import GateRecipe
 from nvtest.config.skus import Catalog
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError
@@ -29,21 +31,6 @@ __all__ = ["DEFAULTS", "GateRecipe", "gate_recipe"]
 
 #: The source named by a threshold nvtest chose itself.
 DEFAULT_SOURCE = "nvtest gate default (docs/operations.md)"
-
-
-class GateRecipe(BaseModel):
-    """The ``recipe.gate`` block (see the module docstring). Sizes in GiB, rates per hour."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    disk_free_gib: dict[str, float] = Field(default_factory=lambda: {"/": 1.0, "/tmp": 1.0})
-    memory_available_gib: float = 1.0
-    mounts: list[str] = Field(default_factory=list)
-    services: list[str] = Field(default_factory=list)
-    hcas: list[str] = Field(default_factory=list)
-    ib_counter_max_per_h: dict[str, float] = Field(
-        default_factory=lambda: {"symbol_error": 100.0, "port_rcv_errors": 100.0, "link_error_recovery": 10.0}
-    )
 
 
 #: nvtest's defaults.

@@ -1,0 +1,128 @@
+"""The gate's configuration problems: a verdict like any other, never a reason to stop judging.
+
+The gate loads the site's files with :func:`nvtest.config.site.load_site`: a broken overlay,
+``--sku-dir`` profile, a misspelt ``--sku`` or hook-mode option becomes a
+:class:`~nvtest.config.site.ConfigProblem`. Then
+
+- everything the shipped profile can judge on its own (GPUs against the bus, driver, ECC,
+  Xid, NVLink, fabric manager, PCIe) is judged as without the site's files;
+- the checks whose settings come from the broken part (:data:`RECIPE_CHECKS`, which read
+  ``recipe.gate``: a broken overlay, or the broken ``--sku-dir`` profile of the node's SKU)
+  are ``unknown``, naming file, line and key;
+- a ``configuration`` check is ``unknown`` naming every problem (``pass`` when there is
+  none), with the metric ``config_error`` per file (1; 0 when clean) that the history keeps
+  and ``nvtest export`` exports as ``nvtest_gate_config_error{node,file}``;
+- the exit status ignores them (:func:`gate_exit_code`): a configuration error is not the
+  node's fault, so it never exits 1, also not with ``--strict``; a proven failure exits 1
+  whatever the configuration. Only ``--mode manual`` (a person at a shell) exits 2 for one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from nvtest.config.site import ConfigProblem, SiteConfig
+from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import EXIT_CONFIG
+from nvtest.ops.gate.document import CheckResult, exit_code, worst
+
+__all__ = [
+    "CONFIG_CHECK",
+    "NO_FILE",
+    "RECIPE_CHECKS",
+    "config_verdicts",
+    "configuration_json",
+    "forced_sku",
+    "gate_exit_code",
+]
+
+#: The name of the check that carries the configuration's verdict.
+CONFIG_CHECK = "configuration"
+#: The gate checks that read ``recipe.gate`` (nvtest/ops/gate/checks_node.py: ``ctx.recipe``).
+RECIPE_CHECKS = ("ib_ports", "disk", "memory", "mounts", "services")
+#: What a configuration error asks of the site (the decisions' threshold).
+FIX = "a valid site file and options: fix it and prove it with `nvtest config check` (docs/operations.md)"
+#: The ``file`` label of a problem that is in no file (a command-line option).
+NO_FILE = "(command line)"
+
+
+def forced_sku(sku: str | None, site: SiteConfig) -> str | None:
+    """``--sku`` if it names a profile; else None (the node is matched as without it) and a
+    problem recorded in ``site``."""
+    if not sku or sku in site.catalog.profiles:
+        return sku
+    from nvtest.config.site import nearest_name
+
+    near = nearest_name(sku, site.catalog.names())
+    hint = f" (did you mean {near!r}?)" if near else f"; known: {', '.join(site.catalog.names())}"
+    broken = " (its profile did not load)" if sku in site.broken_profiles else ""
+    site.problems.append(ConfigProblem("option", f"unknown SKU {sku!r}{broken}{hint}; the node is matched instead",
+                                       key="--sku", nearest=near))  # fmt: skip
+    return None
+
+
+def _blocking(site: SiteConfig, sku: SkuProfile | None) -> list[ConfigProblem]:
+    """The problems the node's ``recipe.gate`` depends on: the overlay's, the node's profile's."""
+    name = sku.name if sku else None
+    return [
+        p for p in site.problems
+        if p.kind == "overlay" or (p.kind == "sku_dir" and p.file and name is not None and _stem(p.file) == name)
+    ]  # fmt: skip
+
+
+def _stem(path: str) -> str:
+    from pathlib import Path
+
+    return Path(path).stem
+
+
+def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[CheckResult]) -> list[CheckResult]:
+    """``checks`` with those that depend on a broken part replaced by ``unknown`` (naming
+    it), and the ``configuration`` check appended (see the module docstring)."""
+    blocking = _blocking(site, sku)
+    out: list[CheckResult] = []
+    for c in checks:
+        if blocking and c.check in RECIPE_CHECKS:
+            res = CheckResult(c.check, duration_s=c.duration_s)
+            for p in blocking:
+                res.add("unknown", c.check, f"not judged: its settings (recipe.gate) come from a file with a "
+                        f"configuration error: {p}", threshold=FIX, source=p.file)  # fmt: skip
+            out.append(res)
+        else:
+            out.append(c)
+    conf = CheckResult(CONFIG_CHECK)
+    for p in site.problems:
+        conf.add("unknown", p.key or p.kind, f"configuration error ({p.kind}): {p}", threshold=FIX,
+                 source=p.file or NO_FILE)
+    for f in dict.fromkeys(p.file or NO_FILE for p in site.problems):
+        conf.metrics.append(("config_error", 1.0, "count", {"file": f}))
+    if not site.problems:
+        conf.add("pass", CONFIG_CHECK, "the profiles, the overlay and the options loaded",
+                 threshold="every profile, overlay and option valid", source=f"overlay:{site.overlay}" if site.overlay else "nvtest's shipped profiles")
+        conf.metrics.append(("config_error", 0.0, "count", {"file": ""}))
+    return [*out, conf]
+
+
+def gate_exit_code(
+    checks: Sequence[CheckResult], *, strict: bool, mode: str, site: SiteConfig, sku: SkuProfile | None
+) -> int:
+    """1 on a proven failure (whatever the configuration); 1 with ``strict`` on an ``unknown``
+    of a measurement (not one caused by the configuration); 2 for a configuration problem in
+    ``--mode manual`` only; else 0."""
+    blocked = {*(RECIPE_CHECKS if _blocking(site, sku) else ()), CONFIG_CHECK}
+    judged = [c.verdict for c in checks if c.check not in blocked or c.verdict == "fail"]
+    code = exit_code(worst(judged), strict=strict)
+    if code == 0 and site.problems and mode == "manual":
+        return EXIT_CONFIG
+    return code
+
+
+def configuration_json(site: SiteConfig) -> dict[str, Any]:
+    """The document's ``configuration`` object (docs/gate.schema.json)."""
+    return {
+        "ok": not site.problems,
+        "overlay": site.overlay,
+        "files": site.files(),
+        "problems": [p.to_json() for p in site.problems],
+    }

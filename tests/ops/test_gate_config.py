@@ -1,0 +1,175 @@
+"""A mistake in the site's configuration never switches the gate's judging off (issue 23).
+
+Each kind of broken configuration, on a node that lost a GPU: the GPU failure is judged as
+without it (exit 1), the ``configuration`` check is ``unknown`` naming file, line and key,
+the document is valid against docs/gate.schema.json, the gate is a row of the history, and
+``nvtest_gate_config_error{node,file}`` is exported. On a healthy node the same mistakes
+never exit 1, also not with ``--strict``."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from nvtest.config.site import ConfigProblem
+from nvtest.history import HistoryStore
+from nvtest.history.queries import latest_per_node
+from nvtest.ops.export import prometheus_text
+from nvtest.ops.gate.engine import GateOptions, run_gate
+from tests.conftest import REPO, run_nvtest
+from tests.standin_nodes import FAULTS, node_bin
+
+SCHEMA = json.loads((REPO / "docs" / "gate.schema.json").read_text())
+HEAD = "schema_version: 1\nname: site\n"
+GPU_CHECKS = ("gpus", "driver_stack", "ecc")  # what a lost GPU fails, from the shipped profile
+
+
+def _overlay(text: str) -> Callable[[Path], dict[str, Any]]:
+    def make(tmp: Path) -> dict[str, Any]:
+        f = tmp / "site.yaml"
+        f.write_text(text)
+        return {"overlay": f}
+
+    return make
+
+
+def _missing_overlay(tmp: Path) -> dict[str, Any]:
+    return {"overlay": tmp / "nfs" / "not-mounted" / "site.yaml"}
+
+
+def _broken_sku_dir(tmp: Path) -> dict[str, Any]:
+    d = tmp / "skus"
+    d.mkdir()
+    (d / "l4-site.yaml").write_text(
+        "schema_version: 1\nname: l4-site\ndescription: another SKU\nrecipe:\n  gemm: {dtyeps: [bf16]}\n"
+    )
+    return {"sku_dirs": [d]}
+
+
+#: kind -> (the gate's options it makes, the file's name or None, line, key, nearest name)
+CASES: dict[str, tuple[Callable[[Path], dict[str, Any]], str | None, int | None, str | None, str | None]] = {
+    "misspelt_key": (_overlay(HEAD + "recipe:\n  gate:\n    disk_fre_gib: {'/': 5}\n"), "site.yaml", 5,
+                     "recipe.gate.disk_fre_gib", "disk_free_gib"),
+    "misspelt_section": (_overlay(HEAD + "recipe:\n  gaet: {mounts: [/home]}\n"), "site.yaml", 4, "recipe.gaet", "gate"),
+    "misspelt_counter": (_overlay(HEAD + "recipe:\n  gate:\n    ib_counter_max_per_h: {symbol_eror: 0}\n"),
+                         "site.yaml", 5, "recipe.gate.ib_counter_max_per_h.symbol_eror", "symbol_error"),
+    "yaml_syntax": (_overlay(HEAD + "recipe:\n  gate: {mounts: [/home\n"), "site.yaml", 5, None, None),
+    "string_for_number": (_overlay(HEAD + "recipe:\n  gate:\n    memory_available_gib: lots\n"), "site.yaml", 5,
+                          "recipe.gate.memory_available_gib", None),
+    "unknown_applies_to": (_overlay(HEAD + "applies_to: [h100-sxm-80g]\n"), "site.yaml", 3, "applies_to.0", None),
+    "missing_overlay": (_missing_overlay, "site.yaml", None, None, None),
+    "broken_custom_profile": (_broken_sku_dir, "l4-site.yaml", 5, "recipe.gemm.dtyeps", "dtypes"),
+    "sku_typo": (lambda tmp: {"sku": "h100-sxm-80g"}, None, None, "--sku", "h100-sxm-80gb"),
+    "hook_option_typo": (lambda tmp: {"config_problems": [ConfigProblem("option", "unknown check 'gpuz'", key="--check",
+                                                                        nearest="gpus")]}, None, None, "--check", "gpus"),
+}  # fmt: skip
+
+
+def _gate(tmp: Path, monkeypatch: pytest.MonkeyPatch, fault: bool, kind: str, **kw: Any) -> dict[str, Any]:
+    tools = node_bin(tmp, "n1")
+    if fault:
+        tools = FAULTS["lost_gpu"][0](tools)
+    monkeypatch.setenv("PATH", tools.path_prefix())
+    opts = GateOptions(node="n1", mode="prolog", state_dir=tmp / "state", history=str(tmp / "h.sqlite"),
+                       **CASES[kind][0](tmp), **kw)  # fmt: skip
+    doc = run_gate(opts)
+    jsonschema.validate(doc, SCHEMA)
+    return doc
+
+
+def _exported(tmp: Path) -> dict[tuple[str, ...], float]:
+    with HistoryStore(f"sqlite:///{tmp / 'h.sqlite'}") as store:
+        text = prometheus_text(latest_per_node(store)).decode()
+    return {
+        (s.labels.get("node", ""), s.labels.get("file", "")): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name == "nvtest_gate_config_error"
+    }
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_a_lost_gpu_fails_whatever_is_wrong_with_the_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    _make, file, line, key, nearest = CASES[kind]
+    doc = _gate(tmp_path, monkeypatch, True, kind)
+    checks = {c["check"]: c for c in doc["checks"]}
+    assert doc["exit_code"] == 1 and doc["verdict"] == "fail"
+    assert doc["sku"]["name"] == "h100-sxm-80gb"  # the shipped profile judges
+    for name in GPU_CHECKS:
+        assert checks[name]["verdict"] == "fail", (name, checks[name]["reason"])
+    assert "nvidia-smi cannot get a device handle" in checks["ecc"]["reason"]
+    for name in ("xid_scan", "nvlink", "fabric_manager"):  # judged from the shipped profile alone
+        assert checks[name]["verdict"] in ("pass", "fail"), (name, checks[name]["reason"])
+    conf = checks["configuration"]
+    assert conf["verdict"] == "unknown" and not doc["configuration"]["ok"]
+    assert {d["next_step"]["rule"] for d in conf["decisions"]} == {"site_config_error"}
+    [problem] = doc["configuration"]["problems"]
+    if file:
+        assert Path(problem["file"]).name == file and file in conf["reason"]
+    assert problem["line"] == line and problem["key"] == key and problem["nearest"] == nearest
+    if key:
+        assert key in conf["reason"]
+    if line:
+        assert f"{file}:{line}" in conf["reason"]
+    recipe_checks_unknown = problem["kind"] == "overlay"
+    for name in ("disk", "memory", "mounts", "services", "ib_ports"):
+        assert (checks[name]["verdict"] == "unknown") is recipe_checks_unknown, (name, checks[name]["reason"])
+        if recipe_checks_unknown:
+            assert "configuration error" in checks[name]["reason"] and file in checks[name]["reason"]
+    with HistoryStore(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
+        [nl] = latest_per_node(store)
+    assert nl.checks["configuration"][0] == "unknown" and nl.checks["gpus"][0] == "fail"
+    labels = problem["file"] or "(command line)"
+    assert _exported(tmp_path) == {("n1", labels): 1.0}
+
+
+@pytest.mark.parametrize("kind", ["misspelt_key", "missing_overlay", "broken_custom_profile", "sku_typo"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_configuration_error_alone_never_exits_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, strict: bool
+) -> None:
+    doc = _gate(tmp_path, monkeypatch, False, kind, strict=strict)
+    assert doc["exit_code"] == 0 and doc["verdict"] == "unknown"
+    assert {c["check"]: c["verdict"] for c in doc["checks"]}["gpus"] == "pass"
+    assert doc["slurm"] == {"drain": None, "resume": None}
+
+
+def test_a_clean_configuration_is_exported_as_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", node_bin(tmp_path, "n1").path_prefix())
+    doc = run_gate(GateOptions(node="n1", state_dir=tmp_path / "state", history=str(tmp_path / "h.sqlite")))
+    assert doc["configuration"] == {"ok": True, "overlay": None, "files": [], "problems": []}
+    assert _exported(tmp_path) == {("n1", ""): 0.0}
+
+
+def test_the_cli_in_a_hook_records_option_and_file_typos_and_names_them(tmp_path: Path) -> None:
+    """A typo on the command line of a hook is a configuration problem like a file's: the node is
+    judged (a lost GPU exits 1), the summary line Slurm logs names the error; --mode manual exits 2."""
+    tools = FAULTS["lost_gpu"][0](node_bin(tmp_path, "n1"))
+    env = {"PATH": tools.path_prefix(), "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))}
+    ov = tmp_path / "site.yaml"
+    ov.write_text(HEAD + "recipe:\n  gate:\n    disk_fre_gib: {'/': 5}\n")
+    base = ("gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", "off", "--overlay", str(ov))
+    hook = run_nvtest(*base, "--mode", "prolgo", "--check", "gpus", "--check", "gpuz", "--strict", env=env, timeout=120)
+    doc = json.loads(hook.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert hook.returncode == 1 and doc["mode"] == "healthcheck", hook.stderr
+    assert [c["check"] for c in doc["checks"]] == ["gpus", "configuration"]
+    keys = {p["key"]: p for p in doc["configuration"]["problems"]}
+    assert keys["--mode"]["nearest"] == "prolog" and keys["--check"]["nearest"] == "gpus"
+    assert keys["recipe.gate.disk_fre_gib"]["line"] == 5
+    summary = hook.stderr.splitlines()[0]
+    assert summary.startswith("nvtest gate n1: FAIL") and f"configuration error: {ov}" in summary
+    assert f"{ov}:5: recipe.gate.disk_fre_gib: unknown key (did you mean 'disk_free_gib'?)" in hook.stderr
+    healthy = {"PATH": node_bin(tmp_path / "h", "n1").path_prefix(), "PYTHONPATH": env["PYTHONPATH"]}
+    manual = run_nvtest(*base, env=healthy, timeout=120)
+    assert manual.returncode == 2 and json.loads(manual.stdout)["exit_code"] == 2
+    assert "recipe.gate.disk_fre_gib" in manual.stderr
