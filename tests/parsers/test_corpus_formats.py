@@ -1,0 +1,167 @@
+"""The formats and versions of issue 25 (INDEX.md, "Formats and versions"): ibstatus, nccl-tests
+2.17-2.18 (``-d all`` blocks, a run cut short, wrong results in the integer ``#wrong`` column),
+each on its real sample with the values INDEX.md lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from nvtest.parsers import FailureKind, detect, parse
+from nvtest.parsers.ibstatus import IbstatusPort
+from tests.parsers.conftest import read
+
+K = FailureKind
+
+# ---------------------------------------------------------------- ibstatus
+
+
+def test_ibstatus_a100_eight_hdr_ports_and_an_unreadable_gid():
+    r = parse("ibstatus", read("ibstatus/ibstatus-a100-9-devices-8x-hdr-200-ib-active-plus-ethernet-vf-gid-unknown.txt"))
+    assert [ca.name for ca in r.cas] == [f"mlx5_{i}" for i in range(9)]
+    p0 = r.cas[0].ports[0]
+    assert isinstance(p0, IbstatusPort)
+    assert (p0.port, p0.base_lid, p0.sm_lid, p0.state, p0.physical_state, p0.rate_gbps, p0.link_layer) == (
+        1, 0x33BF, 1, "Active", "LinkUp", 200.0, "InfiniBand",
+    )
+    assert (p0.rate_text, p0.default_gid) == ("200 Gb/sec (4X HDR)", "fe80:0000:0000:0000:0000:0000:0000:0001")
+    ib = [p for _, p in r.ports if p.link_layer == "InfiniBand"]
+    assert len(ib) == 8 and all(p.active and p.rate_gbps == 200 for p in ib)
+    vf = r.cas[8].ports[0]
+    assert (vf.link_layer, vf.rate_gbps, vf.default_gid, vf.active) == ("Ethernet", 40.0, None, True)
+    assert r.warnings == ("line 74: default gid unknown (sysfs file not readable)",)
+    assert r.failure is None and r.active_ports == 9
+
+
+def test_ibstatus_hex_lids_of_four_edr_ports():
+    r = parse("ibstatus", read("ibstatus/ibstatus-dgx1-4x-edr-100-infiniband-active-hex-lids.txt"))
+    assert [p.base_lid for _, p in r.ports] == [15, 6, 2, 17]
+    assert {(p.sm_lid, p.state, p.physical_state, p.rate_gbps, p.link_layer) for _, p in r.ports} == {
+        (1, "Active", "LinkUp", 100.0, "InfiniBand")
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "ibstatus-roce-2-port-cx-edr-100-one-down-disabled-one-active-tabs.txt",
+            [("mlx5_0", "Down", "Disabled", 100.0, False), ("mlx5_1", "Active", "LinkUp", 100.0, True)],
+        ),
+        (
+            "ibstatus-cx6-2-port-hdr-200-ethernet-both-down-disabled-spaces.txt",
+            [("mlx5_0", "Down", "Disabled", 200.0, False), ("mlx5_1", "Down", "Disabled", 200.0, False)],
+        ),
+        (
+            "ibstatus-a800-3-roce-edr-100-active-gid-all-zero-prompt-line.txt",
+            [(f"mlx5_{i}", "Active", "LinkUp", 100.0, True) for i in range(3)],
+        ),
+        (
+            "ibstatus-cx4-lx-25g-1x-edr-ethernet-active-prompt-line.txt",
+            [("mlx5_0", "Active", "LinkUp", 25.0, True)],
+        ),
+    ],
+)
+def test_ibstatus_ethernet_ports_in_every_layout(name, expected):
+    r = parse("ibstatus", read(f"ibstatus/{name}"))
+    got = [(ca, p.state, p.physical_state, p.rate_gbps, p.active) for ca, p in r.ports]
+    assert got == expected
+    assert {p.link_layer for _, p in r.ports} == {"Ethernet"} and r.failure is None and not r.warnings
+    down = [p for _, p in r.ports if not p.active]
+    assert all(p.problem == "Disabled: port disabled on the HCA" for p in down)
+
+
+def test_ibstatus_width_and_speed_stay_in_the_rate_text():
+    r = parse("ibstatus", read("ibstatus/ibstatus-cx4-lx-25g-1x-edr-ethernet-active-prompt-line.txt"))
+    assert r.cas[0].ports[0].rate_text == "25 Gb/sec (1X EDR)"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ibstatus-ofed-2012-no-hca-driver-device-star-sys-files-not-found.txt",
+        "ibstatus-kernel-5.14-qib-probe-failed-device-star-sys-files-not-found.txt",
+    ],
+)
+def test_ibstatus_without_devices_is_no_device(name):
+    text = read(f"ibstatus/{name}")
+    assert detect(text) == "ibstatus"
+    r = parse("ibstatus", text)
+    assert r.cas == () and r.failure is not None
+    assert (r.failure.kind, r.failure.code, r.failure.device, r.failure.line) == (
+        K.NO_DEVICE, "sys files not found", None, 2,
+    )
+    assert not r.completed
+
+
+def test_ibstatus_and_ibstat_agree_on_the_same_ports():
+    """ibstatus' and ibstat's records of one host's two down ports (the same notes show both)."""
+    r = parse("ibstatus", read("ibstatus/ibstatus-cx6-2-port-hdr-200-ethernet-both-down-disabled-spaces.txt"))
+    ibstat_text = (
+        "CA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Down\n"
+        "\t\tPhysical state: Disabled\n\t\tRate: 200\n\t\tBase lid: 0\n\t\tSM lid: 0\n\t\tLink layer: Ethernet\n"
+    )
+    p = parse("ibstat", ibstat_text).cas[0].ports[0]
+    q = r.cas[0].ports[0]
+    assert (p.state, p.physical_state, p.rate_gbps, p.base_lid, p.sm_lid, p.link_layer, p.problem) == (
+        q.state, q.physical_state, q.rate_gbps, q.base_lid, q.sm_lid, q.link_layer, q.problem,
+    )
+
+
+# ---------------------------------------------------------------- nccl-tests
+
+DTYPE_AVG = {
+    "int8": 388.507, "uint8": 389.842, "int32": 454.290, "uint32": 454.528, "int64": 436.338,
+    "uint64": 436.057, "half": 483.157, "float": 486.618, "double": 465.857, "bfloat16": 483.145,
+    "f8e4m3": 360.682, "f8e5m2": 362.708,
+}
+
+
+def test_nccl_datatype_all_gives_one_block_per_type():
+    (t,) = parse("nccl-tests", read("nccl-tests/all_reduce_perf-2node-16xh200-nccl-tests-2.18.3-datatype-all-12-types-blocks.txt")).tests
+    assert (t.test_name, t.nccl_tests_version, t.nccl_version) == ("all_reduce_perf", "2.18.3", "2.30.4+cuda13.2")
+    assert len(t.rows) == 36 and t.warnings == ()
+    assert [b.dtype for b in t.blocks] == list(DTYPE_AVG)
+    for b in t.blocks:
+        assert (b.redop, b.root, [r.size_bytes for r in b.rows]) == ("sum", -1, [10737418240, 21474836480, 42949672960])
+        assert b.avg_busbw_gbps == pytest.approx(DTYPE_AVG[b.dtype], abs=5e-4) and b.wrong == 0
+    # the printed average is the mean over every block's halves
+    assert t.avg_busbw_gbps == 433.477
+    assert sum(b.avg_busbw_gbps for b in t.blocks) / 12 == pytest.approx(433.477, abs=5e-4)
+    assert (t.reduced_max_bytes, t.effective["nccl_library"], t.effective["datatypes"]) == (
+        48247057066, 23004, tuple(DTYPE_AVG),
+    )
+    assert t.completed and t.passed and t.oob_values == 0 and len(t.ranks) == 16
+
+
+def test_nccl_wrong_results_in_the_integer_column_fail_and_the_exit_lines_are_no_crash():
+    (t,) = parse("nccl-tests", read("nccl-tests/all_reduce_perf-2node-gh200-nccl-tests-2.17.8-wrong-96-32-at-1MiB-oob-4-failed.txt")).tests
+    assert len(t.rows) == 25 and t.wrong_total == 128
+    bad = [r for r in t.rows if r.wrong]
+    assert [(r.size_bytes, r.out_of_place.wrong, r.in_place.wrong) for r in bad] == [(1048576, 96, 32)]
+    assert (t.oob_values, t.oob_ok, t.avg_busbw_gbps) == (4, False, 4.79995)
+    assert t.failures == () and t.failure is None and t.completed
+    assert not t.passed and t.failure_reason == "out of bounds values: 4"
+    assert len(t.warnings) == 2 and all("exit after the summary on wrong results" in w for w in t.warnings)
+    assert (t.nccl_tests_version, t.nccl_version) == ("2.17.8", "2.29.2")  # from nccl-library=22902
+
+
+def test_nccl_exit_lines_after_a_clean_summary_stay_a_failure():
+    """Fail closed: a ``Test failure`` after a summary with no wrong result is not explained away."""
+    text = read("nccl-tests/all_reduce_perf-2node-gh200-nccl-tests-2.17.8-wrong-96-32-at-1MiB-oob-4-failed.txt")
+    clean = text.replace("      96   492.81", "       0   492.81").replace("      32\n", "       0\n")
+    clean = clean.replace("values : 4 FAILED", "values : 0 OK")
+    (t,) = parse("nccl-tests", clean).tests
+    assert t.wrong_total == 0 and t.oob_values == 0
+    assert not t.passed and t.failure_reason == "Test failure at common.cu:1189: "
+
+
+def test_nccl_run_cut_short_mid_sweep_keeps_its_rows_and_never_passes():
+    (t,) = parse("nccl-tests", read("nccl-tests/all_reduce_perf-128node-1024xh100-maxbytes-reduced-cut-after-16GiB-unhandled-cuda-error-excerpt.txt")).tests
+    assert [r.size_bytes for r in t.rows] == [1073741824 << i for i in range(5)]
+    assert (t.max_bytes, t.reduced_max_bytes, t.max_size_bytes) == (34359738368, 27951912277, 17179869184)
+    assert t.reached_max_bytes is False and t.avg_busbw_gbps is None
+    assert not t.completed and not t.passed
+    assert t.failure is not None
+    assert (t.failure.kind, t.failure.code, t.failure.device) == (
+        K.CRASH_AFTER_PARTIAL_OUTPUT, "unhandled cuda error", "HCA-128",
+    )
