@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.parsers import FailureKind, detect, parse
+from nvtest.parsers import FailureKind, ValueState, detect, parse
 from nvtest.parsers.ibstatus import IbstatusPort
 from tests.parsers.conftest import read
 
@@ -165,3 +165,70 @@ def test_nccl_run_cut_short_mid_sweep_keeps_its_rows_and_never_passes():
     assert (t.failure.kind, t.failure.code, t.failure.device) == (
         K.CRASH_AFTER_PARTIAL_OUTPUT, "unhandled cuda error", "HCA-128",
     )
+
+
+# ---------------------------------------------------------------- nvidia-smi -q -x, DTD v13
+
+
+def _xml(name: str):
+    return parse("nvidia-smi-xml", read(f"nvidia-smi/{name}"))
+
+
+def test_xml_v13_driver590_blackwell_keeps_every_value_of_the_v12_reader():
+    q = _xml("q-x-rtx-pro-6000-blackwell-maxq-driver590-v13-power-state-deprecated.xml.txt")
+    assert (q.driver_version, q.cuda_version, q.attached_gpus, q.effective["dtd"]) == (
+        "590.44.01", "13.1", 1, "nvsmi_device_v13.dtd",
+    )
+    assert q.failure is None and q.warnings == ()
+    (g,) = q.gpus
+    assert (g.pci_bus_id, g.product_name, g.vbios_version) == (
+        "00000000:61:00.0", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "98.02.6A.00.03",
+    )
+    assert (g.power_draw_w, g.power_limit_w) == (3.99, 300.0)
+    assert (g.clock_graphics_mhz, g.clock_sm_mhz, g.clock_memory_mhz, g.clock_graphics_max_mhz) == (180, 180, 405, 3090)
+    assert g.ecc_mode_current == "Disabled" and g.ecc_volatile_uncorrectable == ValueState.NA
+    assert (g.remapped_rows_correctable, g.remapped_rows_uncorrectable) == (0, 0)
+    assert (g.remapped_rows_pending, g.remapped_rows_failure) == ("No", "No")
+    assert (g.memory_total_mib, g.memory_reserved_mib, g.memory_used_mib, g.memory_free_mib) == (97887, 637, 65720, 31531)
+    assert (g.temperature_gpu_c, g.temperature_memory_c) == (24, ValueState.NA)
+    assert (g.pcie_gen_current, g.pcie_gen_max, g.pcie_width_current, g.pcie_width_max, g.pcie_replays) == (1, 4, 16, 16, 0)
+    assert (g.utilization_gpu_pct, g.fan_speed_pct, g.performance_state, g.persistence_mode) == (0, 30, "P8", "Enabled")
+
+
+def test_xml_v13_two_turing_gpus_with_average_power_na():
+    q = _xml("q-x-2x-rtx-2070-driver590-v13-average-power-na.xml.txt")
+    assert [g.pci_bus_id for g in q.gpus] == ["00000000:01:00.0", "00000000:02:00.0"]
+    assert [g.power_draw_w for g in q.gpus] == [9.23, 11.82]
+    assert [(g.temperature_gpu_c, g.fan_speed_pct) for g in q.gpus] == [(14, 35), (13, 34)]
+    g = q.gpus[0]
+    assert (g.power_limit_w, g.clock_graphics_max_mhz, g.memory_total_mib, g.memory_free_mib) == (175, 2100, 8192, 7786)
+    assert (g.pcie_gen_current, g.pcie_gen_max, g.pcie_width_current, g.pcie_width_max) == (1, 3, 8, 16)
+    assert g.remapped_rows_correctable is None and g.remapped_rows_pending == "N/A"
+    assert g.clock_event_reasons_active == ("clocks_event_reason_gpu_idle",)
+
+
+def test_xml_v13_power_draw_falls_back_to_the_average_when_the_instant_reading_is_na():
+    text = read("nvidia-smi/q-x-rtx-3080-driver595-v13-p2-under-load.xml.txt")
+    assert parse("nvidia-smi-xml", text).gpus[0].power_draw_w == 142.33
+    na = text.replace("<instant_power_draw>142.33 W</instant_power_draw>", "<instant_power_draw>N/A</instant_power_draw>")
+    assert parse("nvidia-smi-xml", na).gpus[0].power_draw_w == 139.62
+    both = na.replace("<average_power_draw>139.62 W</average_power_draw>", "<average_power_draw>N/A</average_power_draw>")
+    assert parse("nvidia-smi-xml", both).gpus[0].power_draw_w == ValueState.NA
+
+
+def test_xml_v13_driver595_under_load():
+    (g,) = _xml("q-x-rtx-3080-driver595-v13-p2-under-load.xml.txt").gpus
+    assert (g.performance_state, g.utilization_gpu_pct, g.power_limit_w) == ("P2", 65, 320)
+    assert (g.clock_graphics_mhz, g.clock_sm_mhz, g.clock_memory_mhz) == (1950, 1950, 9251)
+    assert (g.memory_total_mib, g.memory_reserved_mib, g.memory_used_mib, g.memory_free_mib) == (10240, 397, 9184, 660)
+    assert (g.pcie_gen_current, g.pcie_width_current, g.persistence_mode) == (4, 16, "Disabled")
+    assert g.clock_event_reasons_active == ()
+
+
+def test_xml_v13_driver595_newest_fields_are_ignored_not_misread():
+    q = _xml("q-x-rtx-4000-sff-ada-driver595-v13-two-processes.xml.txt")
+    assert (q.driver_version, q.cuda_version) == ("595.84", "13.2")
+    (g,) = q.gpus
+    assert (g.power_draw_w, g.power_limit_w, g.clock_graphics_max_mhz, g.temperature_gpu_c) == (8.44, 70, 3105, 38)
+    assert (g.ecc_mode_current, g.remapped_rows_correctable, g.remapped_rows_failure) == ("Disabled", 0, "No")
+    assert (g.memory_used_mib, g.memory_free_mib, g.vbios_version) == (3534, 16482, "95.04.53.00.01")
