@@ -232,3 +232,16 @@ def test_xml_v13_driver595_newest_fields_are_ignored_not_misread():
     assert (g.power_draw_w, g.power_limit_w, g.clock_graphics_max_mhz, g.temperature_gpu_c) == (8.44, 70, 3105, 38)
     assert (g.ecc_mode_current, g.remapped_rows_correctable, g.remapped_rows_failure) == ("Disabled", 0, "No")
     assert (g.memory_used_mib, g.memory_free_mib, g.vbios_version) == (3534, 16482, "95.04.53.00.01")
+
+
+# ---------------------------------------------------------------- dcgmi diag -j, DCGM 4
+
+
+def test_dcgm4_json_versions_come_from_the_metadata_object():
+    d = parse("dcgmi", read("dcgmi/diag-r1-json-dcgm-4.2.3-gb10-metadata-object-software-fail-persistence-mode.txt"))
+    assert (d.layout, d.version, dict(d.metadata)["Driver Version Detected"]) == ("json-4", "4.2.3", "580.82.09")
+    assert (d.effective["dcgm_version"], d.effective["driver_version"]) == ("4.2.3", "580.82.09")
+    (t,) = d.tests
+    assert (t.name, t.category, t.status, t.gpus_with("fail")) == ("software", "Deployment", "fail", (0,))
+    assert t.warnings[0].startswith("Persistence Mode: Persistence mode for GPU 0 is disabled.")
+    assert not d.passed and d.failure is None
