@@ -19,7 +19,9 @@ not a failure of the tool: ``failure`` stays None and ``passed`` is False.
 
 Versions: the 2.17+ banner ``# nccl-tests version 2.18.3 nccl-headers=23004 nccl-library=23004``
 names the NCCL the binary ran with (``23004`` -> ``2.30.4``, used when no ``NCCL version`` line
-was printed); ``# Reducing maxBytes to N due to memory limitation`` is kept as
+was printed); the 2.18/2.19 columns are located by the header: a ``timestamp`` last (``-S 1``,
+two tokens per row), ``i_min i_max i_p99 i_cv%`` after each half (``-I 1``, not kept), and
+``cputime`` for ``time`` (``-C 1``); ``# Reducing maxBytes to N due to memory limitation`` is kept as
 ``reduced_max_bytes``. With ``-d all`` (and ``-o all``) one table holds one block of sizes per data
 type (and op): :attr:`NcclTestRun.blocks` gives each block's rows and its own average busbw,
 since nccl-tests prints only the average over all of them. The `` .. host pid N: Test failure
@@ -551,11 +553,16 @@ class _Builder:
         )
 
 
+#: The first column of each half: ``time``, or ``cputime`` with ``-C 1``.
+_TIME_NAMES = ("time", "cputime")
+
+
 def _header(tokens: list[str]) -> tuple[tuple[str, ...], str | None] | None:
     """Split a header's tokens into its leading columns and its check column name."""
-    if "time" not in tokens or tokens[0] not in _SIZE_NAMES:
+    first = next((i for i, t in enumerate(tokens) if t in _TIME_NAMES), None)
+    if first is None or tokens[0] not in _SIZE_NAMES:
         return None
-    prefix = tuple(tokens[: tokens.index("time")])
+    prefix = tuple(tokens[:first])
     rest = tokens[len(prefix) :]
     check = next((t for t in rest if t in _CHECK_NAMES), None)
     return prefix, check
@@ -614,9 +621,33 @@ def _layout(prefix: tuple[str, ...]) -> tuple[int, int, int | None, int | None, 
     )
 
 
-def _row(no: int, tokens: list[str], prefix: tuple[str, ...]) -> NcclRow | None:
+@functools.lru_cache(maxsize=64)
+def _halves(columns: tuple[str, ...], n_prefix: int) -> tuple[int, bool] | None:
+    """``(columns per half, timestamp column)`` of a 2.18+ header: per-iteration columns
+    (``-I 1``: ``i_min i_max i_p99 i_cv%`` after each half's four) and/or a ``timestamp`` last
+    (``-S 1``, printed ``YYYY-MM-DD HH:MM:SS``: two tokens). None for the classic layouts."""
+    rest = columns[n_prefix:]
+    stamped = rest[-1:] == ("timestamp",)
+    body = rest[:-1] if stamped else rest
+    starts = [i for i, t in enumerate(body) if t in _TIME_NAMES]
+    if len(starts) != 2 or starts[1] < 4 or (starts[1] == 4 and not stamped):
+        return None
+    return starts[1], stamped
+
+
+def _row(
+    no: int, tokens: list[str], prefix: tuple[str, ...], columns: tuple[str, ...] = ()
+) -> NcclRow | None:
     n = len(prefix)
     rest_len = len(tokens) - n
+    shape = _halves(columns, n) if columns else None
+    if shape is not None:
+        half, stamped = shape
+        if rest_len != 2 * half + (2 if stamped else 0):
+            return None
+        # the four columns of each half; the per-iteration statistics are not kept
+        tokens = tokens[: n + 4] + tokens[n + half : n + half + 4]
+        rest_len = 8
     if rest_len not in (4, 8, 3, 6):
         return None
     i_size, i_count, i_type, i_op, i_root = _layout(prefix)
@@ -733,7 +764,7 @@ class _Reader:
         prefix = (
             b.prefix or _DEFAULT_LAYOUTS.get(len(tokens)) or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
         )
-        row = _row(no, tokens, prefix) if prefix else None
+        row = _row(no, tokens, prefix, b.columns if b.prefix else ()) if prefix else None
         if row is None and b.prefix is not None:
             fallback = _DEFAULT_LAYOUTS.get(len(tokens))
             row = _row(no, tokens, fallback) if fallback else None

@@ -2,6 +2,8 @@
 2.17-2.18 (``-d all`` blocks, a run cut short, wrong results in the integer ``#wrong`` column),
 each on its real sample with the values INDEX.md lists."""
 
+# ruff: noqa: UP031 - the nccl-tests lines below are built with the tool's own printf formats
+
 from __future__ import annotations
 
 import pytest
@@ -245,3 +247,41 @@ def test_dcgm4_json_versions_come_from_the_metadata_object():
     assert (t.name, t.category, t.status, t.gpus_with("fail")) == ("software", "Deployment", "fail", (0,))
     assert t.warnings[0].startswith("Persistence Mode: Persistence mode for GPU 0 is disabled.")
     assert not d.passed and d.failure is None
+
+
+# ---------------------------------------------------------------- nccl-tests 2.18/2.19 layouts
+# No real output of these layouts was found (INDEX.md, Gaps); the lines are built with the
+# format strings of nccl-tests' own src/util.cu (writeResultHeader, writeBenchmarkLine*,
+# writePerIterReport, writeTimestamp), so the column arithmetic is the tool's.
+
+
+def _nccl_219(per_iter: bool, stamped: bool, time_name: str = "time") -> str:
+    names = [time_name, "algbw", "busbw", "#wrong"] + (["i_min", "i_max", "i_p99", "i_cv%"] if per_iter else [])
+    fmt_half = "  %7s  %6s  %6s  %6s" + ("  %7s  %7s  %7s  %7s" if per_iter else "")
+    header = "# %10s  %12s  %8s  %6s  %6s" % ("size", "count", "type", "redop", "root")
+    header += (fmt_half % tuple(names)) * 2 + (" %*s" % (19, "timestamp") if stamped else "")
+    pre = "%12li  %12li  %8s  %6s  %6s" % (1048576, 262144, "float", "sum", "%6i" % -1)
+    stats = "  %7s  %7s  %7s  %7s" % ("98.10", "103.20", "103.00", "1.20") if per_iter else ""
+    row = "".join((
+        pre, "  %7s  %6s  %6s  %6g" % ("100.00", "10.49", "18.35", 0), stats,
+        "  %7s  %6s  %6s  %6g" % ("101.00", "10.38", "18.17", 0), stats,
+        "%21s" % "2026-09-26 10:00:00" if stamped else "",
+    ))
+    return (
+        "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0\n#\n"
+        f"{header}\n{row}\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 18.26 \n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("per_iter", "stamped", "time_name"),
+    [(True, True, "time"), (True, False, "time"), (False, True, "time"), (False, False, "cputime")],
+)
+def test_nccl_per_iteration_timestamp_and_cputime_layouts_are_read(per_iter, stamped, time_name):
+    (t,) = parse("nccl-tests", _nccl_219(per_iter, stamped, time_name)).tests
+    (r,) = t.rows
+    assert (r.size_bytes, r.dtype, r.redop, r.root) == (1048576, "float", "sum", -1)
+    assert (r.out_of_place.time_us, r.out_of_place.busbw_gbps, r.out_of_place.wrong) == (100.0, 18.35, 0)
+    assert (r.in_place.time_us, r.in_place.busbw_gbps, r.in_place.wrong) == (101.0, 18.17, 0)
+    assert t.passed and t.warnings == ()
