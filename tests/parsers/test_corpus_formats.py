@@ -10,7 +10,7 @@ import pytest
 
 from nvtest.parsers import FailureKind, ValueState, detect, parse
 from nvtest.parsers.ibstatus import IbstatusPort
-from tests.parsers.conftest import read
+from tests.parsers.conftest import CORPUS, read
 
 K = FailureKind
 
@@ -285,3 +285,39 @@ def test_nccl_per_iteration_timestamp_and_cputime_layouts_are_read(per_iter, sta
     assert (r.out_of_place.time_us, r.out_of_place.busbw_gbps, r.out_of_place.wrong) == (100.0, 18.35, 0)
     assert (r.in_place.time_us, r.in_place.busbw_gbps, r.in_place.wrong) == (101.0, 18.17, 0)
     assert t.passed and t.warnings == ()
+
+
+# ---------------------------------------------------------------- nvtest parse
+
+
+def _cli(*args: str):
+    import json
+
+    from typer.testing import CliRunner
+
+    import nvtest.cli
+
+    res = CliRunner().invoke(nvtest.cli.app, ["parse", *args, "--json"])
+    return res.exit_code, json.loads(res.stdout)
+
+
+def test_nvtest_parse_ibstatus_reads_every_port():
+    code, doc = _cli("ibstatus", str(CORPUS / "ibstatus" / "ibstatus-dgx1-4x-edr-100-infiniband-active-hex-lids.txt"))
+    assert code == 0 and doc["tool"] == "ibstatus" and doc["record"]["failure"] is None
+    ports = [p for ca in doc["record"]["cas"] for p in ca["ports"]]
+    assert [(p["base_lid"], p["state"], p["rate_gbps"]) for p in ports] == [
+        (15, "Active", 100.0), (6, "Active", 100.0), (2, "Active", 100.0), (17, "Active", 100.0),
+    ]
+
+
+def test_nvtest_parse_ibstatus_without_devices_exits_1():
+    code, doc = _cli(str(CORPUS / "ibstatus" / "ibstatus-ofed-2012-no-hca-driver-device-star-sys-files-not-found.txt"))
+    assert code == 1 and doc["tool"] == "ibstatus" and doc["passed"] is False
+    assert doc["record"]["failure"]["kind"] == "no_device"
+
+
+def test_nvtest_parse_nccl_run_cut_short_says_completed_false():
+    code, doc = _cli(str(CORPUS / "nccl-tests" / "all_reduce_perf-128node-1024xh100-maxbytes-reduced-cut-after-16GiB-unhandled-cuda-error-excerpt.txt"))
+    (run,) = doc["record"]["tests"]
+    assert code == 1 and doc["passed"] is False
+    assert (run["completed"], run["passed"], len(run["rows"])) == (False, False, 5)
