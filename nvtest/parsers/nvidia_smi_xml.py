@@ -1,6 +1,6 @@
-"""Parser for ``nvidia-smi -q -x`` XML (DTDs nvsmi_device_v10 through v13: drivers 450 to 595).
+"""Parser for ``nvidia-smi -q -x`` XML (DTDs nvsmi_device_v10 through v13, drivers up to 595).
 
-DTD v13 (drivers 560 and later; real documents of 590.44 and 595.58 are in the corpus) drops
+DTD v13 (declared by the real 590.44, 595.58 and 595.84 documents of the corpus) drops
 ``gpu_power_readings/power_draw`` for ``instant_power_draw`` and ``average_power_draw`` (the
 power draw is read from the first of them that holds a number), prints ``Requested
 functionality has been deprecated`` for ``display_mode``, ``power_state`` and the application

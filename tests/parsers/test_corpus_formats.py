@@ -35,7 +35,7 @@ def test_ibstatus_a100_eight_hdr_ports_and_an_unreadable_gid():
 
 
 def test_ibstatus_hex_lids_of_four_edr_ports():
-    r = parse("ibstatus", read("ibstatus/ibstatus-dgx1-4x-edr-100-infiniband-active-hex-lids.txt"))
+    r = parse("ibstatus", read("ibstatus/ibstatus-dgx-4x-edr-100-infiniband-active-hex-lids.txt"))
     assert [p.base_lid for _, p in r.ports] == [15, 6, 2, 17]
     assert {(p.sm_lid, p.state, p.physical_state, p.rate_gbps, p.link_layer) for _, p in r.ports} == {
         (1, "Active", "LinkUp", 100.0, "InfiniBand")
@@ -302,7 +302,7 @@ def _cli(*args: str):
 
 
 def test_nvtest_parse_ibstatus_reads_every_port():
-    code, doc = _cli("ibstatus", str(CORPUS / "ibstatus" / "ibstatus-dgx1-4x-edr-100-infiniband-active-hex-lids.txt"))
+    code, doc = _cli("ibstatus", str(CORPUS / "ibstatus" / "ibstatus-dgx-4x-edr-100-infiniband-active-hex-lids.txt"))
     assert code == 0 and doc["tool"] == "ibstatus" and doc["record"]["failure"] is None
     ports = [p for ca in doc["record"]["cas"] for p in ca["ports"]]
     assert [(p["base_lid"], p["state"], p["rate_gbps"]) for p in ports] == [
