@@ -29,6 +29,7 @@ from nvtest.parsers import (
     dmesg,
     gpu_burn,
     ibstat,
+    ibstatus,
     ibv_devinfo,
     lspci,
     nccl_tests,
@@ -89,6 +90,7 @@ _MODULES: tuple[ModuleType, ...] = (
     vllm_bench,
     ibv_devinfo,
     ibstat,
+    ibstatus,
     dmesg,
     lspci,
 )

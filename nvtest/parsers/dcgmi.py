@@ -2,7 +2,8 @@
 
 JSON: DCGM 3.x puts results under ``"DCGM GPU Diagnostic"`` with per-result ``status`` and
 ``gpu_ids`` (a ``"0,1,2"`` string or an integer); DCGM 4.x uses ``"DCGM Diagnostic"``, a
-``test_summary.status`` per test and per-entity results (``entity_id``). Non-JSON lines before
+``test_summary.status`` per test and per-entity results (``entity_id``), and a top-level
+``"metadata"`` object (``"version"``, ``"Driver Version Detected"``) read into ``metadata``. Non-JSON lines before
 the first ``{`` (``WARNING: ...``) are skipped and ``null`` entries in ``tests`` ignored.
 
 Text: ``| Name | Result |`` rows, ``|-----  Category  ---`` separators, a result split across
@@ -286,12 +287,20 @@ def _parse_json(text: str, start: int) -> DcgmDiag:
         for t in ctests if isinstance(ctests, list) else []:
             if isinstance(t, dict):
                 tests.append(_json_test(str(cname) if cname is not None else None, t))
-    version = body.get("version", doc.get("version"))
+    # DCGM 4.x moves the versions to a top-level "metadata" object
+    meta = doc.get("metadata")
+    metadata = tuple(
+        (str(k), str(v))
+        for k, v in (meta.items() if isinstance(meta, dict) else ())
+        if isinstance(v, (str, int, float))
+    )
+    version = body.get("version", doc.get("version", dict(metadata).get("version")))
     warnings = [] if tests else ["no test in the document"]
     return DcgmDiag(
         tuple(tests),
         layout,
         str(version) if version is not None else None,
+        metadata,
         warnings=tuple(warnings),
     )
 

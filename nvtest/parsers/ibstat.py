@@ -237,10 +237,16 @@ def port_from_fields(port: int, f: dict[str, str]) -> IbPort:
 class CaBuilder:
     """Collects CAs and ports line by line; :meth:`report` closes them into an :class:`IbReport`.
 
-    ``port_hook`` may add derived keys to a port's fields before it is built (ibv_devinfo's rate).
+    ``port_hook`` may add derived keys to a port's fields before it is built (ibv_devinfo's rate);
+    ``make_port`` builds the port from its number and fields (:func:`port_from_fields`, or a
+    tool's own :class:`IbPort` subclass).
     """
 
-    def __init__(self, port_hook: Callable[[dict[str, str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        port_hook: Callable[[dict[str, str]], None] | None = None,
+        make_port: Callable[[int, dict[str, str]], IbPort] | None = None,
+    ) -> None:
         self.cas: list[IbCa] = []
         self.warnings: list[str] = []
         self.ca: dict[str, object] | None = None
@@ -249,6 +255,7 @@ class CaBuilder:
         self.port_f: dict[str, str] = {}
         self.in_port = False
         self._hook = port_hook
+        self._make_port = make_port or port_from_fields
         self.failure: ToolFailure | None = None
 
     def note_failure(self, failure: ToolFailure | None) -> bool:
@@ -274,7 +281,7 @@ class CaBuilder:
         if self.in_port and self.port_no is not None:
             if self._hook:
                 self._hook(self.port_f)
-            self.ports.append(port_from_fields(self.port_no, self.port_f))
+            self.ports.append(self._make_port(self.port_no, self.port_f))
         self.port_no, self.port_f, self.in_port = None, {}, False
 
     def start_ca(self, name: str) -> None:

@@ -17,6 +17,17 @@ that stops before its summary is ``crash_after_partial_output`` (code ``no summa
 last line printed. Wrong results (``#wrong``, ``Out of bounds values : N FAILED``) are results,
 not a failure of the tool: ``failure`` stays None and ``passed`` is False.
 
+Versions: the 2.17+ banner ``# nccl-tests version 2.18.3 nccl-headers=23004 nccl-library=23004``
+names the NCCL the binary ran with (``23004`` -> ``2.30.4``, used when no ``NCCL version`` line
+was printed); the 2.18/2.19 columns are located by the header: a ``timestamp`` last (``-S 1``,
+two tokens per row), ``i_min i_max i_p99 i_cv%`` after each half (``-I 1``, not kept), and
+``cputime`` for ``time`` (``-C 1``); ``# Reducing maxBytes to N due to memory limitation`` is kept as
+``reduced_max_bytes``. With ``-d all`` (and ``-o all``) one table holds one block of sizes per data
+type (and op): :attr:`NcclTestRun.blocks` gives each block's rows and its own average busbw,
+since nccl-tests prints only the average over all of them. The `` .. host pid N: Test failure
+common.cu:N`` lines nccl-tests prints after a complete summary when results were wrong are its
+exit, not a crash: they go to ``warnings`` and the wrong results decide.
+
 ``effective`` holds what the parameter line and the table say ran: minBytes/maxBytes, step,
 warmup/iters/agg iters, validation (``-c``), graph, threads and GPUs per thread, ranks and hosts
 listed, and the sizes, data types and reduction ops actually present in the table.
@@ -50,6 +61,7 @@ DESCRIPTION = "nccl-tests *_perf output: per-size algbw/busbw, #wrong, avg busbw
 
 __all__ = [
     "FAILURES",
+    "NcclBlock",
     "NcclLog",
     "NcclRank",
     "NcclResult",
@@ -120,6 +132,32 @@ class NcclRow:
 
 
 @dataclass(frozen=True)
+class NcclBlock:
+    """The consecutive rows of one data type, op and root (``-d all`` / ``-o all`` print one
+    block per type and op in the same table).
+
+    ``avg_busbw_gbps`` is this block's mean of all out-of-place and in-place busbw values (how
+    nccl-tests computes its overall ``Avg bus bandwidth``), GB/s; None without rows.
+    """
+
+    dtype: str
+    redop: str | None
+    root: int | None
+    rows: tuple[NcclRow, ...]
+
+    @property
+    def avg_busbw_gbps(self) -> float | None:
+        """Mean busbw of the block's oop and ip halves, GB/s."""
+        vals = [h.busbw_gbps for r in self.rows for h in (r.out_of_place, r.in_place) if h]
+        return sum(vals) / len(vals) if vals else None
+
+    @property
+    def wrong(self) -> int:
+        """Sum of ``#wrong`` over the block's rows."""
+        return sum(r.wrong for r in self.rows)
+
+
+@dataclass(frozen=True)
 class NcclFailure:
     """A ``Test NCCL failure common.cu:959 'internal error'`` style line: where and why the test died."""
 
@@ -171,6 +209,27 @@ class NcclTestRun:
     def gpu_names(self) -> tuple[str, ...]:
         """Distinct GPU names of the rank lines."""
         return tuple(dict.fromkeys(r.gpu_name for r in self.ranks))
+
+    @property
+    def reduced_max_bytes(self) -> int | None:
+        """The maxBytes nccl-tests lowered the sweep to (``Reducing maxBytes to N due to memory
+        limitation``), or None when it printed no such line."""
+        value = self.effective.get("reduced_max_bytes")
+        return value if isinstance(value, int) else None
+
+    @property
+    def blocks(self) -> tuple[NcclBlock, ...]:
+        """The table split where the data type, op or root changes, in printed order (one
+        block for a single-type run)."""
+        out: list[NcclBlock] = []
+        for r in self.rows:
+            key = (r.dtype, r.redop, r.root)
+            if out and (out[-1].dtype, out[-1].redop, out[-1].root) == key:
+                last = out[-1]
+                out[-1] = NcclBlock(last.dtype, last.redop, last.root, (*last.rows, r))
+            else:
+                out.append(NcclBlock(r.dtype, r.redop, r.root, (r,)))
+        return tuple(out)
 
     @property
     def max_size_bytes(self) -> int | None:
@@ -327,7 +386,8 @@ _RANK_RE = re.compile(
 _FAIL_RE = re.compile(r"(?:^|\s)(?:Test )?(NCCL|CUDA|Test|NVML)? ?failure (\S+:\d+)(?: '([^']*)')?")
 _FAIL_HOST_RE = re.compile(r"^\s*(?:\.\.\s+)?([\w.-]+)(?::| pid \d+:)")
 _NAME_RE = re.compile(r"\b(\w+_perf)\b")
-_VERSION_RE = re.compile(r"nccl-tests version (\S+)")
+_VERSION_RE = re.compile(r"nccl-tests version (\S+)(?:.*?nccl-library=(\d+))?")
+_REDUCED_RE = re.compile(r"Reducing maxBytes to (\d+)")
 _NCCL_VERSION_RE = re.compile(r"^NCCL version (\S+)")
 _OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(\w+)?")
 _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*(\S+)")
@@ -369,6 +429,7 @@ class _Builder:
         self.prefix: tuple[str, ...] | None = None
         self.columns: tuple[str, ...] = ()
         self.summary_seen = False
+        self.summary_line: int | None = None
         self.fail_lines: list[tuple[int, str]] = []
         self.launcher: list[tuple[int, str]] = []
         self.plugin: tuple[int, str] | None = None
@@ -392,9 +453,13 @@ class _Builder:
         return "n_gpus" in self.f or bool(self.rows) or bool(self.columns)
 
     def build(self) -> NcclTestRun:
-        sizes = [r.size_bytes for r in self.rows if r.size_bytes]
-        if len(set(sizes)) != len(sizes):
+        keys = [(r.size_bytes, r.dtype, r.redop, r.root) for r in self.rows if r.size_bytes]
+        if len(set(keys)) != len(keys):
             self.warnings.append("a size row is repeated: several communicators in one table?")
+        self.exit_on_wrong_results()
+        if "nccl_version" not in self.f and self.params.get("nccl_library"):
+            code = int(str(self.params["nccl_library"]))
+            self.f["nccl_version"] = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
         return NcclTestRun(
             ranks=tuple(self.ranks),
             rows=tuple(self.rows),
@@ -406,6 +471,24 @@ class _Builder:
             effective=self.effective(),
             **self.f,  # type: ignore[arg-type]
         )
+
+    def exit_on_wrong_results(self) -> None:
+        """Bare ``Test failure common.cu:N`` lines printed after a complete summary that reports
+        wrong results are nccl-tests' non-zero exit for those results: warnings, not failures.
+        Without a wrong-results signal they stay failures (fail closed)."""
+        after = self.summary_line
+        if after is None or not self.failures:
+            return
+        wrong = bool(self.f.get("oob_values")) or self.f.get("oob_ok") is False
+        wrong = wrong or any(r.wrong for r in self.rows)
+        if not wrong or any(f.line < after or f.kind != "Test" for f in self.failures):
+            return
+        self.warnings.extend(
+            f"line {f.line}: nccl-tests' exit after the summary on wrong results: Test failure {f.site}"
+            for f in self.failures
+        )
+        self.failures.clear()
+        self.fail_lines.clear()
 
     def tool_failure(self) -> ToolFailure | None:
         """The failure this test's output shows (see the module doc), or None."""
@@ -454,6 +537,8 @@ class _Builder:
             gpus_per_thread=f.get("n_gpus"),
             min_bytes=f.get("min_bytes"),
             max_bytes=f.get("max_bytes"),
+            reduced_max_bytes=self.params.get("reduced_max_bytes"),
+            nccl_library=self.params.get("nccl_library"),
             step=self.params.get("step"),
             warmup_iters=f.get("warmup_iters"),
             iters=f.get("iters"),
@@ -468,11 +553,16 @@ class _Builder:
         )
 
 
+#: The first column of each half: ``time``, or ``cputime`` with ``-C 1``.
+_TIME_NAMES = ("time", "cputime")
+
+
 def _header(tokens: list[str]) -> tuple[tuple[str, ...], str | None] | None:
     """Split a header's tokens into its leading columns and its check column name."""
-    if "time" not in tokens or tokens[0] not in _SIZE_NAMES:
+    first = next((i for i, t in enumerate(tokens) if t in _TIME_NAMES), None)
+    if first is None or tokens[0] not in _SIZE_NAMES:
         return None
-    prefix = tuple(tokens[: tokens.index("time")])
+    prefix = tuple(tokens[:first])
     rest = tokens[len(prefix) :]
     check = next((t for t in rest if t in _CHECK_NAMES), None)
     return prefix, check
@@ -531,9 +621,33 @@ def _layout(prefix: tuple[str, ...]) -> tuple[int, int, int | None, int | None, 
     )
 
 
-def _row(no: int, tokens: list[str], prefix: tuple[str, ...]) -> NcclRow | None:
+@functools.lru_cache(maxsize=64)
+def _halves(columns: tuple[str, ...], n_prefix: int) -> tuple[int, bool] | None:
+    """``(columns per half, timestamp column)`` of a 2.18+ header: per-iteration columns
+    (``-I 1``: ``i_min i_max i_p99 i_cv%`` after each half's four) and/or a ``timestamp`` last
+    (``-S 1``, printed ``YYYY-MM-DD HH:MM:SS``: two tokens). None for the classic layouts."""
+    rest = columns[n_prefix:]
+    stamped = rest[-1:] == ("timestamp",)
+    body = rest[:-1] if stamped else rest
+    starts = [i for i, t in enumerate(body) if t in _TIME_NAMES]
+    if len(starts) != 2 or starts[1] < 4 or (starts[1] == 4 and not stamped):
+        return None
+    return starts[1], stamped
+
+
+def _row(
+    no: int, tokens: list[str], prefix: tuple[str, ...], columns: tuple[str, ...] = ()
+) -> NcclRow | None:
     n = len(prefix)
     rest_len = len(tokens) - n
+    shape = _halves(columns, n) if columns else None
+    if shape is not None:
+        half, stamped = shape
+        if rest_len != 2 * half + (2 if stamped else 0):
+            return None
+        # the four columns of each half; the per-iteration statistics are not kept
+        tokens = tokens[: n + 4] + tokens[n + half : n + half + 4]
+        rest_len = 8
     if rest_len not in (4, 8, 3, 6):
         return None
     i_size, i_count, i_type, i_op, i_root = _layout(prefix)
@@ -604,6 +718,7 @@ class _Reader:
         self.b = _Builder()
         self.pending_name: str | None = None
         self.pending_version: str | None = None
+        self.pending_library: int | None = None
         self.line = ""  # the '#' line being read, as printed
 
     def close(self) -> None:
@@ -649,7 +764,7 @@ class _Reader:
         prefix = (
             b.prefix or _DEFAULT_LAYOUTS.get(len(tokens)) or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
         )
-        row = _row(no, tokens, prefix) if prefix else None
+        row = _row(no, tokens, prefix, b.columns if b.prefix else ()) if prefix else None
         if row is None and b.prefix is not None:
             fallback = _DEFAULT_LAYOUTS.get(len(tokens))
             row = _row(no, tokens, fallback) if fallback else None
@@ -676,6 +791,7 @@ class _Reader:
         if m and to_float(m.group(1)) is not None:
             self.b.f["avg_busbw_gbps"] = to_float(m.group(1))
             self.b.summary_seen = True
+            self.b.summary_line = no
         m2 = _OOB_RE.search(line)
         if m2:
             _read_oob(self.b, m2)
@@ -732,7 +848,9 @@ class _Reader:
             self.b.f["test_name"] = self.pending_name
         if self.pending_version:
             self.b.f["nccl_tests_version"] = self.pending_version
-        self.pending_name = self.pending_version = None
+        if self.pending_library:
+            self.b.params["nccl_library"] = self.pending_library
+        self.pending_name = self.pending_version = self.pending_library = None
 
     def rank(self, no: int, body: str, _m: re.Match[str]) -> None:
         m = _RANK_RE.match(self.line)
@@ -749,6 +867,7 @@ class _Reader:
         m = _VERSION_RE.search(body)
         self.close_started()
         self.pending_version = m.group(1) if m else None
+        self.pending_library = int(m.group(2)) if m and m.group(2) else None
 
     def oob(self, no: int, body: str, _m: re.Match[str]) -> None:
         m = _OOB_RE.search(body)
@@ -763,6 +882,11 @@ class _Reader:
         else:
             self.b.f["avg_busbw_gbps"] = val
         self.b.summary_seen = True
+        self.b.summary_line = no
+
+    def reduced(self, no: int, body: str, m: re.Match[str]) -> None:
+        """``Reducing maxBytes to N due to memory limitation``: the sweep's real end."""
+        self.b.params["reduced_max_bytes"] = int(m.group(1))
 
     def header(self, no: int, body: str) -> None:
         """Any other ``#`` line: a table header (which may start the next test), or a note."""
@@ -801,6 +925,7 @@ _COMMENT: LineDispatch[_Reader] = LineDispatch(
         ("nccl-tests version", _Reader.version),
         ("Out of bounds", _Reader.oob),
         ("Avg bus bandwidth", _Reader.avg),
+        (_REDUCED_RE, _Reader.reduced),
     ],
     default=_Reader.header,
 )

@@ -1,4 +1,4 @@
-"""Parser for ``nvidia-smi -q`` text (drivers 450-580), and the per-GPU record it shares with ``-q -x``.
+"""Parser for ``nvidia-smi -q`` text (drivers 450-595), and the per-GPU record it shares with ``-q -x``.
 
 The text is read into a tree by indentation (``Key : value`` leaves, bare ``Key`` sections,
 ``GPU 00000000:18:00.0`` blocks); :func:`gpu_from_tree` then reads the fields below by their
@@ -196,6 +196,20 @@ def _reading(node: TreeNode, *paths: str) -> Reading | None:
     return None if t is None else reading(t)
 
 
+def _first_number(node: TreeNode, *paths: str) -> Reading | None:
+    """The first of ``paths`` that reads as a number; else the reading of the first that exists
+    (a state such as ``N/A``), else None. For a value the driver moved to a new element while
+    the old one may still be printed as ``N/A`` (power draw: ``power_draw`` up to DTD v12,
+    ``instant_power_draw``/``average_power_draw`` from v13)."""
+    first: Reading | None = None
+    for path in paths:
+        r = _reading(node, path)
+        if isinstance(r, float):
+            return r
+        first = r if first is None else first
+    return first
+
+
 def _count(node: TreeNode, *paths: str) -> Count:
     r = _reading(node, *paths)
     return int(r) if isinstance(r, float) else r
@@ -308,11 +322,12 @@ def gpu_from_tree(bus_id: str, g: TreeNode, mig_device_count: int | None = None)
         temperature_memory_c=_reading(
             g, "temperature/memory_temp", "temperature/memory_current_temp"
         ),
-        power_draw_w=_reading(
+        power_draw_w=_first_number(
             g,
             "gpu_power_readings/power_draw",
             "power_readings/power_draw",
             "gpu_power_readings/instant_power_draw",
+            "gpu_power_readings/average_power_draw",
         ),
         power_limit_w=_reading(
             g,

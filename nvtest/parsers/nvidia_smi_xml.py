@@ -1,4 +1,12 @@
-"""Parser for ``nvidia-smi -q -x`` XML (DTDs nvsmi_device_v10 through v12 and later).
+"""Parser for ``nvidia-smi -q -x`` XML (DTDs nvsmi_device_v10 through v13, drivers up to 595).
+
+DTD v13 (declared by the real 590.44, 595.58 and 595.84 documents of the corpus) drops
+``gpu_power_readings/power_draw`` for ``instant_power_draw`` and ``average_power_draw`` (the
+power draw is read from the first of them that holds a number), prints ``Requested
+functionality has been deprecated`` for ``display_mode``, ``power_state`` and the application
+clocks (none of which is read), splits the ECC counters into ``sram_*``/``dram_*`` (summed the
+same way), and adds elements the reader ignores (``pdi``, ``platformInfo``, ``addressing_mode``,
+``dram_encryption_mode``, ``fabric/health``, ``power_profiles``).
 
 Uses :mod:`xml.etree.ElementTree` (the DTD is not fetched) and maps each ``<gpu id=...>``
 element to the same :class:`~nvtest.parsers.nvidia_smi_q.SmiGpu` record as the ``-q`` text,

@@ -12,8 +12,9 @@ Failures (:data:`FAILURES`, perftest 4.x-25.x wordings): no device (``Did not de
 (``Couldn't connect to``, ``Unable to init the socket connection``, ``ethernet_read_keys:
 Couldn't read remote address``: ``could_not_start``), a QP or memory region that could not be set
 up (``Failed to modify QP ... to RTR``, ``Couldn't allocate MR``: ``init_failure``), a work
-completion error mid-run (``Completion with error``, ``Failed status N``:
-``crash_after_partial_output``, status N as the code). Text with none of perftest's banner,
+completion error mid-run (``Completion with error``, ``Failed status N`` or, since perftest PR
+#342 (2025), ``Failed status-<ibv_wc_status_str> (N)``: ``crash_after_partial_output``, status N
+as the code). Text with none of perftest's banner,
 table, command or failure wordings is not perftest's (ParseError), even if it has error lines.
 
 ``effective`` per run: test, side, device, link type, GID index, QPs, MTU, connection type, TX
@@ -121,9 +122,10 @@ FAILURES = FailureTable(
             "perftest: work completion error mid-run",
         ),
         (
-            re.compile(r"Failed status (?P<code>\d+)"),
+            re.compile(r"Failed status(?: |-[^(]*\()(?P<code>\d+)"),
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
-            "perftest: ibv_wc_status of the failed completion",
+            "perftest: ibv_wc_status of the failed completion (``Failed status 12:``; since PR #342, "
+            "2025, ``Failed status-transport retry counter exceeded (12):``)",
         ),
         (
             re.compile(r"Failed to complete run_iter_\w+ function successfully"),
@@ -245,7 +247,7 @@ class PerftestLog:
 
 _TEST_RE = re.compile(r"^\s*(\S+(?: \S+)*? (?:BW|Latency|Lat) Test)\s*$")
 _COMMAND_RE = re.compile(r"\b(ib_(?:write|read|send|atomic)_(?:bw|lat))\b")
-_STATUS_RE = re.compile(r"[Ff]ailed status (\d+)")
+_STATUS_RE = re.compile(r"[Ff]ailed status(?: |-[^(]*\()(\d+)")
 _ERROR_STARTS = (
     "Couldn't",
     "Could not",

@@ -74,7 +74,7 @@ def test_public_surface():
         "to_jsonable",
         "tool_names",
     }
-    assert len(P.PARSERS) == 17
+    assert len(P.PARSERS) == 18
     for name, info in P.PARSERS.items():
         assert info.name == name and info.description and "\n" not in info.description
 

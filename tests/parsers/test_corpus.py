@@ -15,6 +15,7 @@ EXPECTED_TOOL = {
     "dcgmi": "dcgmi",
     "dmesg-xid": "dmesg",
     "gpu-burn": "gpu-burn",
+    "ibstatus": "ibstatus",
     "lspci": "lspci",
     "nccl-tests": "nccl-tests",
     "nvbandwidth": "nvbandwidth",
@@ -27,6 +28,10 @@ SPECIAL_TOOL = {
     "ibv_devinfo-no-userspace-driver-warnings-no-ib-devices-found.txt": "ibv_devinfo",
     "ibv_devinfo-sriov-vfs-failed-to-open-device-around-one-hca.txt": "ibv_devinfo",
     "q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt": "nvidia-smi-xml",
+    "q-x-rtx-pro-6000-blackwell-maxq-driver590-v13-power-state-deprecated.xml.txt": "nvidia-smi-xml",
+    "q-x-2x-rtx-2070-driver590-v13-average-power-na.xml.txt": "nvidia-smi-xml",
+    "q-x-rtx-3080-driver595-v13-p2-under-load.xml.txt": "nvidia-smi-xml",
+    "q-x-rtx-4000-sff-ada-driver595-v13-two-processes.xml.txt": "nvidia-smi-xml",
     "q-h100-sxm-driver565-gpu0-only.txt": "nvidia-smi-q",
     "q-h100-sxm-x8-driver565-all-gpus.txt": "nvidia-smi-q",
     "nvlink-s-h100-x8-18-links-p5.txt": "nvidia-smi-nvlink",
@@ -52,9 +57,9 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_94_samples_each_with_its_index_entry():
+def test_corpus_has_110_samples_each_with_its_index_entry():
     files = corpus_files()
-    assert len(files) == 94
+    assert len(files) == 110
     index = (CORPUS / "INDEX.md").read_text(encoding="utf-8")
     entries = set(re.findall(r"^### `([^`]+)`", index, re.M))
     assert entries == {f"{p.parent.name}/{p.name}" for p in files}

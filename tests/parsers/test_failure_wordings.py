@@ -148,6 +148,31 @@ WORDINGS: tuple[Wording, ...] = (
         "https://github.com/siderolabs/docs/pull/581 (libibumad's warning, as nvlsm printed it)",
     ),
     Wording(
+        "perftest",
+        " Completion with error at client\n"
+        " Failed status-transport retry counter exceeded (12): wr_id 0 syndrom 0x81\n"
+        " scnt=128, ccnt=0\n",
+        K.CRASH_AFTER_PARTIAL_OUTPUT,
+        "12",
+        "linux-rdma/perftest src/perftest_resources.h NOTIFY_COMP_ERROR_SEND since PR #342 "
+        "(2025-08, ibv_wc_status_str before the number)",
+    ),
+    Wording(
+        "ibstatus",
+        "Fatal error:  device 'mlx5_9': sys files not found (/sys/class/infiniband/mlx5_9/ports)\n",
+        K.NO_DEVICE,
+        "sys files not found",
+        "rdma-core infiniband-diags/scripts/ibstatus fatal() for a device named on the command line "
+        "that /sys/class/infiniband does not list",
+    ),
+    Wording(
+        "ibstatus",
+        "Fatal error:  No devices\n",
+        K.NO_DEVICE,
+        "No devices",
+        "rdma-core infiniband-diags/scripts/ibstatus fatal() when /sys/class/infiniband is absent",
+    ),
+    Wording(
         "dmesg",
         "No journal files were found.\n",
         K.COULD_NOT_START,
