@@ -69,12 +69,15 @@ def test_an_unreachable_history_never_shows_its_password(tmp_path: Path) -> None
 
 
 def test_a_refused_target_is_no_sqlite_file_and_never_repeated(tmp_path: Path) -> None:
-    """A bare word (here the password itself, as a slip of the shell) is refused, not made a file."""
+    """A bare word (here the password itself, as a slip of the shell) is refused, not made a
+    file; a sweep refuses it before Slurm is asked or a job submitted."""
     gate = run_nvtest("gate", "--node", "n1", "--state-dir", str(tmp_path / "gate"), "--history", PLANTED,
                       cwd=tmp_path, env={"PATH": node_bin(tmp_path, "n1").path_prefix()}, timeout=120)  # fmt: skip
     export = run_nvtest("export", "--prometheus", str(tmp_path / "prom"), "--history", PLANTED, cwd=tmp_path, timeout=120)
-    assert gate.returncode == 0 and "accepted: a URL" in gate.stdout and export.returncode == 2
-    assert not list(tmp_path.glob("pw-*")) and _leaks(tmp_path, [gate, export]) == []
+    sweep = run_nvtest("sweep", "--out", str(tmp_path / "sweeps"), "--history", PLANTED, cwd=tmp_path, timeout=120)
+    assert gate.returncode == 0 and "accepted: a URL" in gate.stdout and export.returncode == sweep.returncode == 2
+    assert "accepted: a URL" in sweep.stderr and not (tmp_path / "sweeps").exists()
+    assert not list(tmp_path.glob("pw-*")) and _leaks(tmp_path, [gate, export, sweep]) == []
 
 
 def test_a_history_on_postgresql_never_stores_or_shows_its_password(tmp_path: Path, postgres: PostgresServer) -> None:
