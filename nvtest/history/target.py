@@ -78,11 +78,11 @@ def _keyword_url(raw: str) -> str:
 
     query: dict[str, str] = {}
     host, port = params.pop("host", None), params.pop("port", None)
-    if host is not None and not re.fullmatch(r"[A-Za-z0-9.\-\[\]:]+", host):
-        query["host"] = host  # a socket directory or a host list: psycopg takes it as a parameter
+    if host is not None and not re.fullmatch(r"[A-Za-z0-9.\-]+", host):
+        query["host"] = host  # a socket directory, an IPv6 address, a host list: a parameter
         host = None
-    if port is not None and not port.isdigit():
-        query["port"] = port
+    if port is not None and (host is None or not port.isdigit()):
+        query["port"] = port  # beside a host given as a parameter, or a port list
         port = None
     query.update(params)
     url = URL.create(

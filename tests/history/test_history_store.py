@@ -204,6 +204,8 @@ PLANTED = "pw-PLANTED-7c1e"
          "postgresql+psycopg://op:***@db:5433/fleet?sslmode=require"),
         ("host=/run/postgresql dbname=fleet", "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql",
          "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql"),
+        ("host=::1 port=5433 dbname=fleet", "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433",
+         "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433"),
     ],
 )  # fmt: skip
 def test_every_form_of_target_and_its_redacted_form(value: str, url: str, shown: str) -> None:
