@@ -78,6 +78,7 @@ def test_drain_reasons_consoles_and_the_sweep_page_show_the_escapes() -> None:
     for reason in (gate_reason("gpus", words), drain_reason("run-1", "gpus", words), one_line(words)):
         assert not has_controls(reason) and "\n" not in reason and "\\x1b[2J" in reason, reason
         assert not _raw(" ".join(drain_argv("n1", reason)))
+    assert drain_argv("n1", words)[-1] == "reason=" + one_line(words)  # the last gate before scontrol
     buf = io.StringIO()
     console = make_console(file=buf, force_terminal=True, width=200)
     table = Table("node", "reason")
