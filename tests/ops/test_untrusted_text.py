@@ -15,6 +15,7 @@ import json
 import re
 from pathlib import Path
 
+from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
@@ -89,6 +90,11 @@ def test_drain_reasons_consoles_and_the_sweep_page_show_the_escapes() -> None:
     print_table(make_console(file=buf, width=200), ["node", "reason"], [["n3", words]])
     styled = re.sub(r"\x1b\[[0-9;]*m", "", buf.getvalue())  # rich's own colours (SGR) only
     assert "\\x1b[2J" in buf.getvalue() and not _raw(styled) and "\u202e" not in styled
+    live_out = io.StringIO()  # the live view: rich's cursor moves stay controls, the words do not
+    with Live(Text("n1 running"), console=make_console(file=live_out, force_terminal=True, width=200), auto_refresh=False) as live:
+        live.update(Text(words), refresh=True)
+    own = re.sub(r"\x1b\[(\?25[lh]|2K|1A|[0-9;]*m)|\r\x1b", "", live_out.getvalue())
+    assert "\\x1b[2J" in live_out.getvalue() and "\x1b[1A" in live_out.getvalue() and not _raw(own)
     page = render_sweep_html({"sweep_id": "s1", "nodes": {"n1": {"verdict": "fail", "why": words}}, "batches": [],
                               "drained": {"n1": {"action": "drain", "reason": words}}, "warnings": [words]})  # fmt: skip
     assert "\\x1b[2J" in page and not _raw(page)
