@@ -58,7 +58,7 @@ def default_path() -> Path:
     return Path(base) / "nvtest" / "history.sqlite"
 
 
-def _keyword_url(raw: str) -> str:
+def _keyword_url(raw: str, field: str) -> str:
     """The URL of a libpq keyword string (see the module doc).
 
     Raises:
@@ -69,11 +69,11 @@ def _keyword_url(raw: str) -> str:
         from psycopg import Error as PsycopgError
         from psycopg.conninfo import conninfo_to_dict
     except ImportError as exc:  # pragma: no cover - psycopg is a dependency
-        raise ConfigError(f"a keyword connection string needs psycopg 3; {FORMS}", field="--history") from exc
+        raise ConfigError(f"a keyword connection string needs psycopg 3; {FORMS}", field=field) from exc
     try:
         params = {k: str(v) for k, v in conninfo_to_dict(raw).items() if v is not None}
     except PsycopgError as exc:
-        raise ConfigError(f"not a libpq connection string libpq can read; {FORMS}", field="--history") from exc
+        raise ConfigError(f"not a libpq connection string libpq can read; {FORMS}", field=field) from exc
     from sqlalchemy.engine import URL
 
     query: dict[str, str] = {}
@@ -109,6 +109,7 @@ def resolve_target(value: str | os.PathLike[str] | None = None) -> str | None:
             (it may hold a password), only its :func:`redact` form where it parses.
     """
     raw = os.fspath(value) if value is not None else os.environ.get("NVTEST_HISTORY")
+    field = "--history" if value is not None else "$NVTEST_HISTORY"
     if raw is not None and raw.strip().lower() in OFF | {""}:
         return None
     if raw is None:
@@ -124,13 +125,13 @@ def resolve_target(value: str | os.PathLike[str] | None = None) -> str | None:
             make_url(raw).port  # noqa: B018 - a port that is not a number raises here
         except (ArgumentError, ValueError) as exc:
             # SQLAlchemy's message quotes the whole string, password and all
-            raise ConfigError(f"not a database URL SQLAlchemy can read; {FORMS}", field="--history") from exc
+            raise ConfigError(f"not a database URL SQLAlchemy can read; {FORMS}", field=field) from exc
         return raw
     if _KEYWORD_DSN.match(raw):
-        return _keyword_url(raw)
+        return _keyword_url(raw, field)
     if "/" in raw or raw.lower().endswith(SQLITE_SUFFIXES):
         return "sqlite:///" + str(Path(raw).expanduser().resolve())
-    raise ConfigError(f"not a history target; {FORMS}", field="--history")
+    raise ConfigError(f"not a history target; {FORMS}", field=field)
 
 
 def redact(url: str) -> str:
