@@ -23,7 +23,6 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from nvtest.errors import HistoryError
 from nvtest.history.queries import previous_runs
 from nvtest.history.store import HistoryStore, labels_key
 
@@ -85,5 +84,5 @@ def record_run(store: HistoryStore, doc: dict[str, Any], *, kind: str = "run") -
     try:
         doc["history"] = since_last_run(store, doc)
     except SQLAlchemyError as exc:
-        raise HistoryError(f"history database {store.display_url}: {exc}") from exc
+        raise store.failure(exc) from exc
     store.ingest_results(doc, kind=kind, key=run_key(doc))

@@ -6,9 +6,9 @@ Reading is in :mod:`nvtest.history.queries`, on the same store.
 
 Where the database is (:func:`resolve_target`): the ``--history`` value, else
 ``$NVTEST_HISTORY``, else ``$XDG_DATA_HOME/nvtest/history.sqlite`` (``~/.local/share/...``).
-``off`` (or ``none``) turns history off. A value with ``://`` is an SQLAlchemy URL
-(``postgresql://user@host/db`` is read as ``postgresql+psycopg://``, psycopg 3); anything
-else is the path of an SQLite file, created with its directory.
+``off`` (or ``none``) turns history off; a URL, a libpq keyword string or an SQLite path
+(created with its directory) otherwise, as :mod:`nvtest.history.target` reads them. The URL
+is shown only in its redacted form (:attr:`HistoryStore.display_url`).
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, delete, event, select, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from nvtest.errors import ConfigError, HistoryError
 from nvtest.history.migrate import migrate
 from nvtest.history.schema import events, metrics, results, runs
-from nvtest.history.target import default_path, resolve_target
+from nvtest.history.target import default_path, redact, resolve_target, scrub
 
 __all__ = ["HistoryStore", "day_of", "default_path", "labels_key", "resolve_target"]
 
@@ -78,7 +78,7 @@ class HistoryStore:
             raise
         except (SQLAlchemyError, OSError, ImportError) as exc:
             # ImportError: a URL whose driver is not installed (mysql://: MySQLdb)
-            raise HistoryError(f"history database {self.display_url}: {exc}") from exc
+            raise self.failure(exc) from exc
 
     @classmethod
     def open(cls, value: str | os.PathLike[str] | None = None, *, create: bool = True) -> HistoryStore | None:
@@ -105,11 +105,14 @@ class HistoryStore:
 
     @property
     def display_url(self) -> str:
-        """The URL with any password hidden (for messages and reports)."""
-        try:
-            return make_url(self.url).render_as_string(hide_password=True)
-        except ArgumentError:
-            return "<invalid url>"
+        """The URL with every password hidden (:func:`~nvtest.history.target.redact`): the only
+        form of it a message, a report or a record shows."""
+        return redact(self.url)
+
+    def failure(self, exc: BaseException) -> HistoryError:
+        """A :class:`HistoryError` for ``exc`` of this database: the redacted URL, and the
+        driver's words with the URL's secrets removed (a driver may quote its DSN)."""
+        return HistoryError(f"history database {self.display_url}: {scrub(str(exc), self.url)}")
 
     def close(self) -> None:
         """Release the engine's connections."""
@@ -171,7 +174,7 @@ class HistoryStore:
                         [{**e, "run_id": run_id, "day": day_of(e["at"])} for e in event_rows],
                     )
         except SQLAlchemyError as exc:
-            raise HistoryError(f"history database {self.display_url}: {exc}") from exc
+            raise self.failure(exc) from exc
         return run_id
 
     def record_event(
@@ -191,7 +194,7 @@ class HistoryStore:
                     )
                 )
         except SQLAlchemyError as exc:
-            raise HistoryError(f"history database {self.display_url}: {exc}") from exc
+            raise self.failure(exc) from exc
 
     def ingest_results(
         self, doc: Mapping[str, Any], *, kind: str = "run", key: str | None = None

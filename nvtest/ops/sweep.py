@@ -32,6 +32,7 @@ from typing import Any
 
 from nvtest.config.inventory import expand_hostlist
 from nvtest.errors import ConfigError, HistoryError, NvtestError, TransportError
+from nvtest.history.target import resolve_target
 from nvtest.ops.breaker import BreakerVerdict, circuit_breaker
 from nvtest.ops.gate.slurm import drain_node
 from nvtest.results import load_results
@@ -189,9 +190,11 @@ def run_sweep(opts: SweepOptions) -> dict[str, Any]:
     """Sweep once (see the module docstring); the summary document (also ``sweep.json``).
 
     Raises:
-        ConfigError: a bad ``--max-out`` or partition. TransportError: Slurm unreachable.
+        ConfigError: a bad ``--max-out``, ``--history`` or partition. TransportError: Slurm
+            unreachable.
     """
     max_out_count(opts.max_out, 1)  # a usage error before Slurm is asked or anything is written
+    resolve_target(opts.history)  # a history target that is none of the accepted forms: the same
     opts.sweep_id = opts.sweep_id or sweep_id()
     sweep_dir = (opts.out / f"sweep-{opts.sweep_id}").resolve()
     sweep_dir.mkdir(parents=True, exist_ok=True)

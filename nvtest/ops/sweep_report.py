@@ -9,6 +9,8 @@ from typing import Any
 
 from jinja2 import Environment, select_autoescape
 
+from nvtest.text import visible_value
+
 __all__ = ["render_sweep_html"]
 
 _TEMPLATE = """<!DOCTYPE html>
@@ -36,7 +38,7 @@ td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top
 </body></html>
 """
 
-_ENV = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
+_ENV = Environment(autoescape=select_autoescape(default=True, default_for_string=True), finalize=visible_value)
 
 
 def render_sweep_html(summary: Mapping[str, Any]) -> str:

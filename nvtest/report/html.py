@@ -40,6 +40,7 @@ from nvtest.report.model import (
 )
 from nvtest.report.resilience import fmt_pct, resilience_view
 from nvtest.report.svg import metric_chart
+from nvtest.text import visible_value
 
 __all__ = ["json_for_script", "make_env", "render_html", "safe_log_link"]
 
@@ -67,6 +68,7 @@ def make_env() -> Environment:
     env = Environment(
         loader=PackageLoader("nvtest.report", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
+        finalize=visible_value,  # a tool's control characters are shown as escapes
         trim_blocks=True,
         lstrip_blocks=True,
     )

@@ -18,28 +18,27 @@ test reports) and GitHub reporters read it::
 A node that was unreachable and has no result gets one ``reachability[<node>]``
 error case, so CI sees it; a run that was interrupted or ended with a harness
 error (``nvtest.results.incomplete_reason``) gets one ``nvtest`` / ``run`` error
-case carrying the reason, so CI never reads a partial run as green. Characters XML 1.0 cannot carry (control bytes
-from tool output) are replaced by U+FFFD.
+case carrying the reason, so CI never reads a partial run as green. Control characters of tool output
+(and what XML 1.0 cannot carry) are written as escapes (``\\x1b``, :func:`nvtest.text.visible`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from typing import Any
 
 from nvtest.report.model import labels_text, safe_log_link
 from nvtest.results import incomplete_reason
+from nvtest.text import visible
 
 __all__ = ["render_junit"]
 
-_BAD_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
-
-
 def _x(text: Any) -> str:
-    return _BAD_XML.sub("\ufffd", str(text))
+    """``text`` as XML may hold it: control characters, U+FFFE/U+FFFF and lone surrogates
+    (never valid XML 1.0) written as escapes (:func:`nvtest.text.visible`)."""
+    return visible(str(text))
 
 
 def _metric_name(m: Mapping[str, Any]) -> str:

@@ -4,8 +4,9 @@
 nodes with 40 metrics each (host 2, gpus 1, stream 4, devmem 8, gemm 16, h2d 8,
 nccl 1), racks, fleet statistics, a few failures with diagnoses, warnings,
 unreachable and drained nodes. ``hostile=True`` puts markup and script
-payloads in a node name, a GPU name, the cluster name and reasons, to check
-that every renderer shows them as text. Deterministic for a given seed.
+payloads in a node name, a GPU name, the cluster name and reasons, and a tool's
+terminal escapes and a 400-character word (:data:`HOSTILE_TOOL`) in a reason and a
+warning, to check that every renderer shows them as text. Deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ import random
 import statistics
 from typing import Any
 
-__all__ = ["HOSTILE_GPU", "HOSTILE_NODE", "synthetic_doc"]
+__all__ = ["HOSTILE_GPU", "HOSTILE_NODE", "HOSTILE_TOOL", "synthetic_doc"]
 
 HOSTILE_NODE = "<script>alert(1)</script>"
 HOSTILE_GPU = "<img src=x onerror=alert(2)>"
+#: A tool's words that would clear a terminal, retitle it and overwrite the line, then one
+#: unbroken 400-character word (a hex dump) that must wrap in the report.
+HOSTILE_TOOL = "\x1b[2J\x1b]0;x\x07\rFAULTY " + "0123456789abcdef" * 25
 
 _CHECKS = [
     ("host", "inventory", "Host: CPU, memory, OS"),
@@ -403,7 +407,7 @@ def _results(
             elif c == "ib_ports" and hostile and n == names[0]:
                 r.update(
                     verdict="skip",
-                    reason="no RDMA tools: </script><b>ibstat</b> not found \u2028 on the node",
+                    reason=f"no RDMA tools: </script><b>ibstat</b> not found \u2028 on the node: {HOSTILE_TOOL}",
                 )
             else:
                 _judge(r, raw[(n, c)], stats)
@@ -459,7 +463,7 @@ def _run(
         "exit_code": 1 if verdict in ("fail", "error") else 0,
         "duration_s": round(last + 60 - _STARTED, 3),
         "warnings": ["host keys not checked (--insecure-host-keys)"]
-        + ([f"node name {HOSTILE_NODE}"] if hostile else []),
+        + ([f"node name {HOSTILE_NODE}", f"a tool said {HOSTILE_TOOL}"] if hostile else []),
         "drained": drained,
     }
 

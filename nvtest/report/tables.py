@@ -5,9 +5,10 @@ row, with an empty ``metric``, so every verdict is in the table. Columns are
 listed in :data:`COLUMNS`. ``results.parquet`` is written only where pyarrow
 is importable; without it the step is skipped silently.
 
-In the CSV (for spreadsheets), a text cell that starts with ``=``, ``+``,
-``-``, ``@``, a tab or a carriage return is prefixed with ``'`` so it cannot
-run as a formula; the Parquet file keeps the text unchanged.
+In the CSV (for spreadsheets), control characters of a tool's words are written as
+escapes (:func:`nvtest.text.visible`: a carriage return as ``\\r``) and a text cell that
+starts with ``=``, ``+``, ``-``, ``@`` or a tab is prefixed with ``'`` so it cannot run as
+a formula; the Parquet file keeps the text unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from nvtest.report.model import labels_text, node_rack
 from nvtest.results import write_atomic
+from nvtest.text import visible
 
 __all__ = ["COLUMNS", "results_frame", "write_tables"]
 
@@ -105,7 +107,10 @@ def results_frame(doc: Mapping[str, Any]) -> Any:
 
 
 def _defuse(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    if not isinstance(value, str):
+        return value
+    value = visible(value)  # a tool's control characters as escapes (a CR would end a row)
+    if value[:1] in ("=", "+", "-", "@", "\t"):
         return "'" + value
     return value
 

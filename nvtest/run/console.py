@@ -4,6 +4,9 @@ Every console of nvtest comes from :func:`make_console`: rich's markup (``[red]`
 emoji codes (``:ab:``) and highlighting are off, so a node name, a PCI bus id
 (``0000:ab:00.0``), a tool's message or a path is printed character for character.
 Styles are given as :class:`rich.text.Text` styles, never as markup inside a string.
+A tool's control characters are shown, never obeyed: every string and every segment the
+console prints goes through :func:`nvtest.text.visible` (``ESC [2J`` is printed as
+``\\x1b[2J``, it does not clear the operator's screen).
 
 :func:`print_table` draws a rich table on a terminal; in a pipe or a CI log (not a
 terminal) it prints plain text that never cuts a word: aligned columns when they fit
@@ -14,17 +17,37 @@ itself; when even that does not fit, one block per row (``header: value`` lines)
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["fmt_counts", "make_console", "plain_table", "print_table", "wrap_text"]
+from nvtest.text import has_controls, visible
+
+__all__ = ["VisibleConsole", "fmt_counts", "make_console", "plain_table", "print_table", "wrap_text"]
 
 #: Columns of a plain table below which the last column is not wrapped beside the others.
 _MIN_LAST = 24
+
+
+class VisibleConsole(Console):
+    """A rich console that prints control characters as escapes (:func:`nvtest.text.visible`):
+    strings before layout, and any segment of data that still holds one (a
+    :class:`~rich.text.Text` built from a tool's words). rich's own control segments (the
+    live view's cursor moves) and styles are untouched."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(visible(text), **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for seg in super().render(renderable, options):
+            if seg.control is None and has_controls(seg.text):
+                yield Segment(visible(seg.text), seg.style)
+            else:
+                yield seg
 
 
 def make_console(*, stderr: bool = False, **options: Any) -> Console:
@@ -38,7 +61,7 @@ def make_console(*, stderr: bool = False, **options: Any) -> Console:
         if options.pop(key, False):
             raise ValueError(f"{key} is never turned on for nvtest's output")
     options.setdefault("soft_wrap", True)
-    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, **options)
+    return VisibleConsole(stderr=stderr, markup=False, emoji=False, highlight=False, **options)
 
 
 def fmt_counts(counts: dict[str, int] | dict[str, Any], empty: str = "none") -> str:

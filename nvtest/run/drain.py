@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from nvtest.results import load_results, read_events
+from nvtest.text import one_line
 
 __all__ = ["drain_failed_nodes", "drain_reason"]
 
 
 def drain_reason(run_id: str, check: str, reason: str, limit: int = 120) -> str:
     """The drain reason for a node: ``nvtest <run-id>: <check> <short reason>``."""
-    text = f"nvtest {run_id}: {check} {reason}".replace('"', "'").replace("\n", " ")
-    return text[:limit]
+    return one_line(f"nvtest {run_id}: {check} {reason}".replace('"', "'"), limit)
 
 
 def drain_failed_nodes(run_dir: Path, backend_options: dict[str, Any]) -> dict[str, str]:

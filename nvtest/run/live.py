@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nvtest.run.console import make_console
+from nvtest.text import visible
 
 if TYPE_CHECKING:
     from nvtest.session.context import RunContext
@@ -81,7 +82,7 @@ class _Plain(_Base):
 
     def _line(self, text: str) -> None:
         with self._lock:
-            self.out.write(text + "\n")
+            self.out.write(visible(text) + "\n")
             self.out.flush()
 
     def update(self, kind: str, payload: dict[str, Any]) -> None:

@@ -43,6 +43,7 @@ from nvtest.run.stop import StopRequest
 from nvtest.session.context import RunConfig, RunContext
 from nvtest.session.environment import effective_environment
 from nvtest.session.probe import Probe, measure_probe, raw_output
+from nvtest.text import visible
 from nvtest.transports.base import CommandResult
 from nvtest.verdict import Verdict
 
@@ -561,7 +562,7 @@ def _report_write_failures(ctx: RunContext, finish_error: OutputWriteError | Non
         return False
     others = len(store) + len(finish) + ctx.phases.write_error_count - 1
     more = f" (and {others} more file(s) not written)" if others else ""
-    sys.stderr.write(f"nvtest: error: {failures[0]}{_write_hint(ctx, failures[0])}{more}\n")
+    sys.stderr.write(visible(f"nvtest: error: {failures[0]}{_write_hint(ctx, failures[0])}{more}") + "\n")
     sys.stderr.flush()
     return True
 

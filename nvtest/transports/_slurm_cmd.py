@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from nvtest.config.inventory import fold_hostlist
+from nvtest.text import one_line
 from nvtest.transports._deadline import TASK_ENV
 from nvtest.transports.options import SlurmOptions, slurm_job_argv
 
@@ -173,8 +174,9 @@ def scancel_argv(job_id: str, step_id: str | None = None) -> list[str]:
 
 
 def drain_argv(node: str, reason: str) -> list[str]:
-    """``scontrol update`` that drains ``node`` with ``reason`` (one argv element, no shell)."""
-    return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"]
+    """``scontrol update`` that drains ``node`` with ``reason`` (one argv element, no shell;
+    on one line, a tool's control characters as escapes: ``sinfo -R`` shows it as text)."""
+    return ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={one_line(reason)}"]
 
 
 def resume_argv(node: str) -> list[str]:

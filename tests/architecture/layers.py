@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "nvtest.testing",
         ),
     ),
-    ("ground", ("nvtest.errors", "nvtest.verdict")),
+    ("ground", ("nvtest.errors", "nvtest.verdict", "nvtest.text")),
 )
 
 #: On the shared floor: what each part may import besides the ground (and itself).
@@ -56,7 +56,7 @@ FLOOR_RULES: dict[str, frozenset[str]] = {
 APART = ("nvtest.probes",)
 
 #: The package's top level: the facade (lazy names only), the ground and the results records.
-TOP_LEVEL = frozenset({"__init__.py", "__main__.py", "errors.py", "verdict.py", "results.py"})
+TOP_LEVEL = frozenset({"__init__.py", "__main__.py", "errors.py", "verdict.py", "text.py", "results.py"})
 
 
 @dataclass(frozen=True)

@@ -184,3 +184,54 @@ def test_the_reading_verbs_do_not_create_a_history_that_is_not_there(tmp_path: P
         assert f"no history at {missing}" in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
     assert not (tmp_path / "new").exists()
+
+
+#: A password planted in every form of a history target; it must never be shown.
+PLANTED = "pw-PLANTED-7c1e"
+
+
+@pytest.mark.parametrize(
+    ("value", "url", "shown"),
+    [
+        (f"postgresql://op:{PLANTED}@db/fleet?password={PLANTED}&sslmode=require",
+         f"postgresql+psycopg://op:{PLANTED}@db/fleet?password={PLANTED}&sslmode=require",
+         "postgresql+psycopg://op:***@db/fleet?password=***&sslmode=require"),
+        (f"postgres://op@db:5433/fleet?sslpassword={PLANTED}&sslkey=/etc/k.pem",
+         f"postgresql+psycopg://op@db:5433/fleet?sslpassword={PLANTED}&sslkey=/etc/k.pem",
+         "postgresql+psycopg://op@db:5433/fleet?sslkey=%2Fetc%2Fk.pem&sslpassword=***"),
+        (f"host=db port=5433 user=op password='{PLANTED}' dbname=fleet sslmode=require",
+         f"postgresql+psycopg://op:{PLANTED}@db:5433/fleet?sslmode=require",
+         "postgresql+psycopg://op:***@db:5433/fleet?sslmode=require"),
+        ("host=/run/postgresql dbname=fleet", "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql",
+         "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql"),
+        ("host=::1 port=5433 dbname=fleet", "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433",
+         "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433"),
+    ],
+)  # fmt: skip
+def test_every_form_of_target_and_its_redacted_form(value: str, url: str, shown: str) -> None:
+    """A URL (libpq's ?password= too) and a libpq keyword string are one URL; its shown form
+    hides the password of the user part and of the query."""
+    from nvtest.history.target import redact, scrub
+
+    got = resolve_target(value)
+    assert got == url
+    assert redact(got) == shown and PLANTED not in redact(got)
+    said = f"could not connect with {got} using {PLANTED}"
+    assert scrub(said, got) == f"could not connect with {shown} using " + ("***" if "PLANTED" in url else PLANTED)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["fleet", f"{PLANTED}", f"postgresql://op:{PLANTED}@db:port/fleet", f"host=db password='{PLANTED}",
+     f"host=db {PLANTED}", f"nohost=1 password={PLANTED}"],
+)  # fmt: skip
+def test_what_is_no_target_is_refused_without_repeating_it(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word that is not plainly a path is no SQLite file created in the working directory;
+    the refusal names the accepted forms and never repeats the value (it may be a password)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        HistoryStore.open(value)
+    assert "accepted: a URL" in str(err.value) and PLANTED not in str(err.value)
+    assert list(tmp_path.iterdir()) == []
+    assert resolve_target("h.sqlite") == f"sqlite:///{tmp_path / 'h.sqlite'}"
+    assert resolve_target("dir/h") == f"sqlite:///{tmp_path / 'dir' / 'h'}"

@@ -8,6 +8,7 @@ from pathlib import Path
 from nvtest.report.html import json_for_script
 from nvtest.report.model import safe_log_link
 from nvtest.report.synthetic import HOSTILE_GPU, HOSTILE_NODE
+from nvtest.text import visible
 from tests.report.conftest import ARTIFACTS
 
 
@@ -41,6 +42,9 @@ def test_hostile_names_are_text_in_the_browser(page, hostile_dir: Path):
         f"document.querySelector('#matrix tr[data-node={json.dumps(HOSTILE_NODE)}] td.cell[data-ci=\"7\"]').click()"
     )
     assert "</script><b>ibstat</b>" in page.eval("document.getElementById('panel').innerText")
+    # the tool's 400-character word wraps: nothing is wider than the window
+    page.eval("document.getElementById('panel').classList.remove('open')")
+    assert page.eval("document.documentElement.scrollWidth <= window.innerWidth"), page.eval("document.documentElement.scrollWidth")
     page.screenshot(ARTIFACTS / "report-hostile.png")
     assert page.dialogs == [], page.dialogs
     assert page.errors == [], page.errors
@@ -54,6 +58,17 @@ def test_hostile_names_in_junit_csv_and_pdf(hostile_dir: Path):
     names = [c.get("name") for c in root.iter("testcase")]
     assert f"host[{HOSTILE_NODE}]" in names
     assert HOSTILE_NODE in (hostile_dir / "results.csv").read_text()
+
+
+def test_a_tools_control_characters_are_escapes_in_every_file(hostile_dir: Path):
+    """ESC, BEL and CR of a tool's words reach report.html, junit.xml and results.csv as
+    ``\\x1b``-style escapes (a CR in a CSV would end the row; XML cannot hold ESC)."""
+    for name in ("report.html", "junit.xml", "results.csv"):
+        text = (hostile_dir / name).read_bytes().decode()
+        assert not {"\x1b", "\x07", "\r"} & set(text), name
+        assert visible("\x1b[2J\x1b]0;x\x07\rFAULTY") in text, name
+    css = (hostile_dir / "report.html").read_text()
+    assert "body, td, th, li, p, code, pre { overflow-wrap: anywhere; }" in css
 
 
 def test_json_for_script_escapes_what_closes_a_script():

@@ -17,6 +17,7 @@ import syslog
 from dataclasses import dataclass
 
 from nvtest.errors import TransportError
+from nvtest.text import one_line
 from nvtest.transports._slurm_client import call_client
 from nvtest.transports._slurm_cmd import drain_argv, resume_argv, show_node_argv
 from nvtest.transports._slurm_parse import parse_node_records, states_from_records
@@ -51,8 +52,7 @@ class SlurmAction:
 
 def gate_reason(check: str, reason: str) -> str:
     """``nvtest: <check> <short reason>``, one line, at most :data:`REASON_LIMIT` characters."""
-    text = f"{NVTEST_PREFIX} {check} {reason}".replace('"', "'").replace("\n", " ")
-    return text[:REASON_LIMIT]
+    return one_line(f"{NVTEST_PREFIX} {check} {reason}".replace('"', "'"), REASON_LIMIT)
 
 
 def _call(argv: list[str]) -> str:
