@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvtest.playbook.config_audit import CONFIG_CHECKS
-from nvtest.playbook.xid import describe_xid
+from nvtest.playbook.xid import describe_xid, recovery_step
 
 __all__ = ["CLASSES", "RULES", "TRANSPORT_RULES", "Diagnosis", "Rule", "diagnose"]
 
@@ -548,13 +548,26 @@ def _xid_class(code: int) -> str:
         return "RESET"
     if code in (13, 31, 43, 45, 92, 121):
         return "MONITOR"
+    bucket = describe_xid(code).resolution
+    if bucket in ("RESTART_BM", "RESTART_VM"):
+        return "REBOOT"
+    if bucket in ("RESTART_APP", "IGNORE", "CHECK_UVM", "WORKFLOW_XID_45"):
+        return "MONITOR"
     return "RESET"
+
+
+_RECOVERY_ACTION_RE = re.compile(r"recovery action '([^']+)'")
 
 
 def _xid(reason: str) -> Diagnosis | None:
     m = _XID_RE.search(reason)
     if not m:
         return None
+    ra = _RECOVERY_ACTION_RE.search(reason)
+    action = ra.group(1) if ra else ""
+    step = recovery_step(action) if action else None
+    if step is not None:
+        return Diagnosis(f"the NVIDIA driver asks for recovery action '{action}' (Xid 154)", step[0], step[1], "xid_recovery_action")
     info = describe_xid(int(m.group(1)))
     return Diagnosis(
         f"Xid {info.code}: {info.name}. {info.cause}",
