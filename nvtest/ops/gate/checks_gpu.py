@@ -4,8 +4,10 @@ PCIe links, NVLink, fabric manager. Each reuses the pure health logic of
 ``nvidia-smi nvlink -s``, the fabric-manager probe, sysfs PCIe links).
 
 Fail closed: a GPU the PCI bus shows, or the SKU expects, that nvidia-smi cannot report on
-is ``fail`` with nvidia-smi's words; ``skip`` only where lspci proves there is no NVIDIA GPU
-and the SKU expects none.
+is ``fail`` with nvidia-smi's words; a bus without GPUs on a node a second witness expects
+GPUs on (Slurm's Gres, the history, the remembered SKU) fails naming the witness, and is
+``unknown`` while the remembered SKU is unknown; ``skip`` only where lspci proves there is no
+NVIDIA GPU and the SKU expects none.
 """
 
 from __future__ import annotations
@@ -70,6 +72,15 @@ def _smi_or_fail(ctx: GateContext, res: CheckResult, what: str) -> SmiQuery | No
     absent = ctx.gpus_absent()
     if absent:
         res.add("skip", what, absent, source="lspci")
+        return None
+    if ctx.state.expected_by is not None and ctx.pci_gpus == []:
+        n, words = ctx.state.expected_by
+        if n:
+            res.add("fail", what, f"0 NVIDIA GPUs on the bus; {words}", value=0, unit="count", threshold=f"== {n}",
+                    source=words.split(" expects")[0])  # fmt: skip
+        else:
+            res.add("unknown", what, f"lspci lists no NVIDIA GPU and whether this node should have any is unknown: {words}; "
+                    "`nvtest gate --forget-sku` if the node was repurposed", source="gate state")  # fmt: skip
         return None
     query, why = ctx.smi
     if query is None:

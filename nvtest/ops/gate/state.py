@@ -44,6 +44,8 @@ __all__ = [
 ]  # fmt: skip
 
 STATE_VERSION = 1
+#: Fields of :class:`GateState` that live for one gate only (never saved, never read).
+TRANSIENT = ("warnings", "expected_by")
 #: Suffix of the previous good generation, next to the state file.
 PREV_SUFFIX = ".prev"
 
@@ -97,6 +99,9 @@ class GateState:
         sku_unknown: why the remembered SKU is unknown (the state was unreadable), else None.
         fatal_events_unknown: why the uncleared fatal events of this boot are unknown, else None.
         warnings: what reading the state found wrong (not saved).
+        expected_by: this gate's second witness of GPUs the PCI bus does not show: (the count
+            it expects, None when unknown; its words), else None (not saved; set by the SKU
+            match, read by the GPU checks).
     """
 
     boot_id: str = ""
@@ -109,11 +114,13 @@ class GateState:
     sku_unknown: str | None = None
     fatal_events_unknown: str | None = None
     warnings: list[str] = field(default_factory=list)
+    expected_by: tuple[int | None, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The saved form (docs/operations.md "Gate state"): every field but ``warnings``."""
+        """The saved form (docs/operations.md "Gate state"): every field but :data:`TRANSIENT`."""
         out = asdict(self)
-        out.pop("warnings")
+        for name in TRANSIENT:
+            out.pop(name)
         return {"version": STATE_VERSION, "saved_at": time.time(), **out}
 
 
@@ -173,9 +180,8 @@ def read_state(path: Path) -> Loaded:
         return Loaded(None, f"not JSON ({exc}): truncated or overwritten", mtime)
     if not isinstance(raw, dict):
         return Loaded(None, f"of the wrong shape: a JSON {type(raw).__name__}, not an object", mtime)
-    raw.pop("warnings", None)
     try:
-        st = _STATE.validate_python({k: v for k, v in raw.items() if k in GateState.__dataclass_fields__})
+        st = _STATE.validate_python({k: v for k, v in raw.items() if k in GateState.__dataclass_fields__ and k not in TRANSIENT})
     except ValidationError as exc:
         return Loaded(None, _shape_error(exc), mtime)
     for i, e in enumerate(st.fatal_events):
