@@ -560,14 +560,15 @@ _RECOVERY_ACTION_RE = re.compile(r"recovery action '([^']+)'")
 
 
 def _xid(reason: str) -> Diagnosis | None:
-    m = _XID_RE.search(reason)
-    if not m:
-        return None
     ra = _RECOVERY_ACTION_RE.search(reason)
     action = ra.group(1) if ra else ""
     step = recovery_step(action) if action else None
     if step is not None:
-        return Diagnosis(f"the NVIDIA driver asks for recovery action '{action}' (Xid 154)", step[0], step[1], "xid_recovery_action")
+        return Diagnosis(f"the NVIDIA driver asks for recovery action '{action}' (Xid 154, GPU Recovery Action)",
+                         step[0], step[1], "xid_recovery_action")  # fmt: skip
+    m = _XID_RE.search(reason)
+    if not m:
+        return None
     info = describe_xid(int(m.group(1)))
     return Diagnosis(
         f"Xid {info.code}: {info.name}. {info.cause}",
@@ -611,7 +612,7 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
     audit = CONFIG_CHECKS.get(check) if verdict == "fail" else None
     if audit is not None:
         return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
-    if check == "xid_scan" or "Xid" in reason:
+    if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:
         x = _xid(reason)
         if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
             return x

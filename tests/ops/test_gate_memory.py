@@ -193,3 +193,20 @@ def test_operator_options_in_a_hook_are_refused_not_an_exit_2(tmp_path: Path) ->
     assert "--clear-xids refused in --mode epilog" in hook.stderr and "--forget-sku refused" in hook.stderr
     manual = run_nvtest(*args, env=env, timeout=120)
     assert manual.returncode == 0 and "forgot this node's SKU (h100-sxm-80gb)" in manual.stderr, manual.stderr
+
+
+def test_a_recovery_action_in_nvidia_smi_fails_the_gpus_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GPU Recovery Action : Reset`` is what nvidia-smi -q showed on a node after Xid 154 (PF
+    FLR, corpus INDEX.md): the healthy H100's -q with GPU 0's line as that node printed it."""
+    from tests.standin_nodes import H100
+
+    text = H100["smi_q"].read_text()
+    i = text.index("GPU Recovery Action")
+    text = text[:i] + "GPU Recovery Action                   : Reset" + text[text.index("\n", i) :]
+    tools = node_bin(tmp_path, "n1")
+    tools.add("nvidia-smi", None, by_args={"-q": Recording(stdout=text), "nvlink -s": Recording.of_file(H100["nvlink"])})
+    gpus = by_check(gate(tmp_path, monkeypatch, tools))["gpus"]
+    bad = [d for d in gpus["decisions"] if d["verdict"] == "fail"]
+    assert gpus["verdict"] == "fail" and len(bad) == 1, gpus
+    assert "GPU 00000000:18:00.0: the driver asks for recovery action 'Reset'" in bad[0]["reason"]
+    assert bad[0]["next_step"]["class"] == "RESET"

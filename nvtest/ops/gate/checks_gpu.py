@@ -23,6 +23,7 @@ from nvtest.ops.gate.context import GateContext, from_outcome
 from nvtest.ops.gate.document import CheckResult
 from nvtest.parsers import nvidia_smi_nvlink
 from nvtest.parsers.nvidia_smi_q import SmiQuery, gpu_values
+from nvtest.playbook.xid import recovery_step
 from nvtest.session.facts import GpuFact, NodeFacts, PciFact
 
 __all__ = ["GPU_CHECKS"]
@@ -99,14 +100,29 @@ def _smi_or_fail(ctx: GateContext, res: CheckResult, what: str) -> SmiQuery | No
     return query
 
 
+def recovery_actions(smi_q: str) -> list[str]:
+    """One failure per GPU whose ``GPU Recovery Action`` in ``nvidia-smi -q`` (drivers 550+)
+    is not ``None``: the driver asks for a reset, a reboot or a drain (as an Xid 154 does),
+    named with its next step (:func:`~nvtest.playbook.xid.recovery_step`)."""
+    out = []
+    for bus, action in gpu_values(smi_q, "gpu_recovery_action"):
+        step = recovery_step(action) if action and action != "N/A" else None
+        if step is not None:
+            out.append(f"GPU {bus}: the driver asks for recovery action '{action}' (nvidia-smi -q GPU Recovery Action): {step[0]}")
+    return out
+
+
 def gpus(ctx: GateContext) -> CheckResult:
-    """GPU count and model against the SKU; GPUs on the bus that nvidia-smi lost."""
+    """GPU count and model against the SKU; GPUs on the bus that nvidia-smi lost; a recovery
+    action the driver asks for."""
     res = CheckResult("gpus")
     query = _smi_or_fail(ctx, res, "gpu_count")
     if query is None:
         return res
     out = gpu_inventory(_facts(ctx, query), ctx.sku, ctx.catalog)
     for line in lost_gpus(query):
+        out.fail(line)
+    for line in recovery_actions(ctx.sources.get("smi").stdout):
         out.fail(line)
     expected = ctx.sku.expect.gpus if ctx.sku else None
     from_outcome(
