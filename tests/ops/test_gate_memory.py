@@ -77,6 +77,10 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_state(tmp_path: Pat
     save_state(tmp_path, "n1", st)
     save_state(tmp_path, "n1", load_state(tmp_path, "n1"))
     assert read_state(state_path(tmp_path, "n1").with_name("gate-n1.json.prev")).state is not None
+    killed = state_path(tmp_path, "n1").with_name("gate-n1.json.tmp4242")
+    killed.write_bytes(b'{"boot')  # a writer killed mid-write
+    save_state(tmp_path, "n1", load_state(tmp_path, "n1"))
+    assert not killed.exists()
     other = tmp_path / "dir-in-the-way"
     state_path(other, "n1").mkdir(parents=True)  # the rename onto it fails for real
     with pytest.raises(OSError):
@@ -210,3 +214,10 @@ def test_a_recovery_action_in_nvidia_smi_fails_the_gpus_check(tmp_path: Path, mo
     assert gpus["verdict"] == "fail" and len(bad) == 1, gpus
     assert "GPU 00000000:18:00.0: the driver asks for recovery action 'Reset'" in bad[0]["reason"]
     assert bad[0]["next_step"]["class"] == "RESET"
+
+
+def test_a_hung_scontrol_is_a_note_within_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = _no_gpu_node(tmp_path, Recording(stdout=SCONTROL_N1, sleep_s=120))
+    doc = gate(tmp_path, monkeypatch, tools, budget_s=2.0)
+    assert doc["duration_s"] <= 2.0 and doc["total_s"] < 6, doc["total_s"]
+    assert doc["sku"]["name"] == "cpu-generic" and "Slurm not read" in doc["sku"]["how"], doc["sku"]

@@ -67,6 +67,16 @@ class GateOptions:
     warnings: list[str] = field(default_factory=list)
 
 
+#: The share of the budget the second witnesses of a GPU-less bus may take (Slurm, history).
+WITNESS_SHARE = 0.25
+
+
+def witness_time(opts: GateOptions, deadline: float) -> float:
+    """Seconds the witnesses may take: :data:`WITNESS_SHARE` of the budget, at most the time
+    left before the tools' ``deadline`` (``time.monotonic()``)."""
+    return max(0.0, min(deadline - time.monotonic(), WITNESS_SHARE * opts.budget_s))
+
+
 #: Operator requests a hook never applies (a hook runs unattended: nobody checked the GPUs).
 MANUAL_ONLY = {"clear_xids": "--clear-xids", "forget_sku": "--forget-sku"}
 
@@ -218,7 +228,7 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
     previous = state.last_gate_at
     operator_requests(opts, state)
     sku, how = match_sku(catalog, sources, opts.sku, state,
-                         lambda: gpu_witnesses(node, state, catalog, opts.history, deadline - time.monotonic()))  # fmt: skip
+                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts, deadline)))  # fmt: skip
     recipe, recipe_source = gate_recipe(sku, catalog) if sku else (DEFAULTS, "nvtest gate default (docs/operations.md)")
     sources.start(recipe_commands(recipe))
     origin = f"overlay:{catalog.overlay_file}" if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to) else ""

@@ -292,6 +292,9 @@ def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = Fal
     """
     path = state_path(state_dir, node)
     with _locked(path):
+        for stale in path.parent.glob(f"{path.name}*.tmp*"):  # of a writer killed mid-write: under the lock, none is live
+            with contextlib.suppress(OSError):
+                stale.unlink()
         current = read_state(path)
         other = current.state or GateState()
         if other.boot_id == st.boot_id:
