@@ -32,7 +32,7 @@ from nvtest.ops.gate.recipe import DEFAULTS, gate_recipe
 from nvtest.ops.gate.slurm import SlurmAction, drain_node, resume_node
 from nvtest.ops.gate.state import GateState, default_state_dir, load_state, save_state
 from nvtest.ops.gate.tools import DEFAULT_PATH, Sources
-from nvtest.ops.gate.witnesses import Witness, gpu_witnesses
+from nvtest.ops.gate.witnesses import Witness, gpu_witnesses, no_gpu_on_the_bus, witness_time
 
 __all__ = ["CHECKS", "MODES", "GateOptions", "run_gate"]
 
@@ -65,16 +65,6 @@ class GateOptions:
     history: str | None = None
     only: Sequence[str] = ()
     warnings: list[str] = field(default_factory=list)
-
-
-#: The share of the budget the second witnesses of a GPU-less bus may take (Slurm, history).
-WITNESS_SHARE = 0.25
-
-
-def witness_time(opts: GateOptions, deadline: float) -> float:
-    """Seconds the witnesses may take: :data:`WITNESS_SHARE` of the budget, at most the time
-    left before the tools' ``deadline`` (``time.monotonic()``)."""
-    return max(0.0, min(deadline - time.monotonic(), WITNESS_SHARE * opts.budget_s))
 
 
 #: Operator requests a hook never applies (a hook runs unattended: nobody checked the GPUs).
@@ -144,27 +134,6 @@ def match_sku(
     return None, f"no profile: nvidia-smi {smi_text}; lspci {pci_text}"
 
 
-def no_gpu_on_the_bus(
-    catalog: Catalog, state: GateState, witnesses: Callable[[], tuple[list[Witness], list[str]]] | None
-) -> tuple[SkuProfile | None, str]:
-    """The profile of a node whose PCI bus shows no NVIDIA GPU: a witness's SKU (or none) when
-    one says GPUs are expected, none while the remembered SKU is unknown, else the catalog's
-    GPU-less profile (``cpu-generic``)."""
-    said, notes = witnesses() if witnesses else ([], [])
-    asked = f" ({'; '.join(notes)})" if notes else ""
-    expecting = [w for w in said if w.gpus]
-    if expecting:
-        w = expecting[0]
-        prof = catalog.profiles.get(w.sku) if w.sku else None
-        state.expected_by = (w.gpus, w.text)
-        return prof, f"witness: lspci lists no NVIDIA GPU, but {w.text}" + (f"; judged as {prof.name}" if prof else "") + asked
-    if state.sku_unknown:
-        state.expected_by = (None, f"this node's remembered SKU is unknown: {state.sku_unknown}")
-        return None, f"unknown: lspci lists no NVIDIA GPU and this node's remembered SKU is unknown ({state.sku_unknown}){asked}"
-    m = catalog.match(GpuSummary())
-    return m.profile, "matched: lspci lists no NVIDIA display device" + (f"; no other witness expects a GPU{asked}" if witnesses else "")
-
-
 def _run_checks(ctx: GateContext, names: Sequence[str], deadline: float) -> list[CheckResult]:
     results: dict[str, CheckResult] = {}
     threads = []
@@ -228,7 +197,7 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
     previous = state.last_gate_at
     operator_requests(opts, state)
     sku, how = match_sku(catalog, sources, opts.sku, state,
-                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts, deadline)))  # fmt: skip
+                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts.budget_s, deadline)))  # fmt: skip
     recipe, recipe_source = gate_recipe(sku, catalog) if sku else (DEFAULTS, "nvtest gate default (docs/operations.md)")
     sources.start(recipe_commands(recipe))
     origin = f"overlay:{catalog.overlay_file}" if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to) else ""

@@ -12,18 +12,22 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from nvtest.config.skus import Catalog
+from nvtest.config.skus import Catalog, GpuSummary
+from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError, HistoryError, TransportError
 from nvtest.ops.gate.slurm import node_gres
 from nvtest.ops.gate.state import GateState
 
-__all__ = ["Witness", "gpu_witnesses", "gres_gpus"]
+__all__ = ["WITNESS_SHARE", "Witness", "gpu_witnesses", "gres_gpus", "no_gpu_on_the_bus", "witness_time"]
 
 T = TypeVar("T")
+#: The share of the gate's budget the second witnesses may take (Slurm, history).
+WITNESS_SHARE = 0.25
 _GRES_RE = re.compile(r"(?:^|,)gpu(?::([A-Za-z0-9_.-]+))?:(\d+)")
 
 
@@ -132,3 +136,30 @@ def gpu_witnesses(
         out += [w] if w else []
         notes += [note] if note else []
     return out, notes
+
+
+def witness_time(budget_s: float, deadline: float) -> float:
+    """Seconds the witnesses may take: :data:`WITNESS_SHARE` of the budget (s), at most the
+    time left before the tools' ``deadline`` (``time.monotonic()``)."""
+    return max(0.0, min(deadline - time.monotonic(), WITNESS_SHARE * budget_s))
+
+
+def no_gpu_on_the_bus(
+    catalog: Catalog, state: GateState, witnesses: Callable[[], tuple[list[Witness], list[str]]] | None
+) -> tuple[SkuProfile | None, str]:
+    """The profile of a node whose PCI bus shows no NVIDIA GPU: a witness's SKU (or none) when
+    one says GPUs are expected, none while the remembered SKU is unknown, else the catalog's
+    GPU-less profile (``cpu-generic``)."""
+    said, notes = witnesses() if witnesses else ([], [])
+    asked = f" ({'; '.join(notes)})" if notes else ""
+    expecting = [w for w in said if w.gpus]
+    if expecting:
+        w = expecting[0]
+        prof = catalog.profiles.get(w.sku) if w.sku else None
+        state.expected_by = (w.gpus, w.text)
+        return prof, f"witness: lspci lists no NVIDIA GPU, but {w.text}" + (f"; judged as {prof.name}" if prof else "") + asked
+    if state.sku_unknown:
+        state.expected_by = (None, f"this node's remembered SKU is unknown: {state.sku_unknown}")
+        return None, f"unknown: lspci lists no NVIDIA GPU and this node's remembered SKU is unknown ({state.sku_unknown}){asked}"
+    m = catalog.match(GpuSummary())
+    return m.profile, "matched: lspci lists no NVIDIA display device" + (f"; no other witness expects a GPU{asked}" if witnesses else "")
