@@ -81,6 +81,9 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_state(tmp_path: Pat
     killed.write_bytes(b'{"boot')  # a writer killed mid-write
     save_state(tmp_path, "n1", load_state(tmp_path, "n1"))
     assert not killed.exists()
+    state_path(tmp_path, "n1").unlink()  # gone, but its previous generation is there: not a first gate
+    back = load_state(tmp_path, "n1")
+    assert back.sku == "h100-sxm-80gb" and "missing, but its previous generation exists" in back.warnings[0]
     other = tmp_path / "dir-in-the-way"
     state_path(other, "n1").mkdir(parents=True)  # the rename onto it fails for real
     with pytest.raises(OSError):
