@@ -224,3 +224,16 @@ def test_a_hung_scontrol_is_a_note_within_the_budget(tmp_path: Path, monkeypatch
     doc = gate(tmp_path, monkeypatch, tools, budget_s=2.0)
     assert doc["duration_s"] <= 2.0 and doc["total_s"] < 6, doc["total_s"]
     assert doc["sku"]["name"] == "cpu-generic" and "Slurm not read" in doc["sku"]["how"], doc["sku"]
+
+
+def test_an_xid_the_catalog_does_not_know_stays_unknown_until_cleared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A code newer than nvtest's catalog (the healthy log plus one such line) is not a warning."""
+    tools = node_bin(tmp_path, "n1")
+    real = shutil.which("dmesg", path="/usr/bin:/bin:/usr/sbin:/sbin")
+    log = subprocess.run([real or "dmesg"], capture_output=True, text=True, check=False).stdout
+    tools.add("dmesg", Recording(stdout=log + "[99999.000000] NVRM: Xid (PCI:0000:18:00): 200, pid=1, name=python, new words\n"))
+    first = by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]
+    assert first["verdict"] == "unknown" and "Xid 200 is not in nvtest's Xid catalog" in first["reason"], first
+    again = by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]  # no new line: remembered
+    assert again["verdict"] == "unknown" and "Xid 200 (not in nvtest's Xid catalog)" in again["reason"], again
+    assert by_check(gate(tmp_path, monkeypatch, tools, clear_xids=True))["xid_scan"]["verdict"] == "pass"

@@ -100,7 +100,10 @@ def _remembered(e: dict[str, object]) -> str:
         )
     if e.get("kind") == "sxid":
         return f"NVSwitch {e.get('pci') or '?'}: fatal SXid {code} {when}: reset the NVSwitch tray or reboot, then `nvtest gate --clear-xids`"
-    return f"{where}: Xid {code} {describe_xid(code).name} {when}: reset the GPU or reboot, then `nvtest gate --clear-xids`"
+    info = describe_xid(code)
+    if not info.known:
+        return f"{where}: Xid {code} (not in nvtest's Xid catalog) {when}: not judged; {info.action}, then `nvtest gate --clear-xids`"
+    return f"{where}: Xid {code} {info.name} {when}: reset the GPU or reboot, then `nvtest gate --clear-xids`"
 
 
 def _memory_lost(st: GateState, text: str, stamped: bool, source: str) -> str | None:
