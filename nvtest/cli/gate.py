@@ -52,6 +52,7 @@ def gate(
     resume: Annotated[bool, typer.Option(help="Resume this node when every check passes, if nvtest drained it.")] = False,
     clear_xids: Annotated[bool, typer.Option(help="Forget the fatal Xids seen this boot (after the GPU reset they asked for); --mode manual only.")] = False,
     forget_sku: Annotated[bool, typer.Option(help="Forget the SKU this node last matched (a repurposed node); --mode manual only.")] = False,
+    expect_gpus: Annotated[int | None, typer.Option(help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).", min=0)] = None,
     node: Annotated[str | None, typer.Option(help="This node's Slurm name (default: $SLURMD_NODENAME, else the short hostname).")] = None,
     sku: Annotated[str | None, typer.Option(help="Judge against this SKU profile (default: matched from nvidia-smi and lspci).")] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
@@ -74,7 +75,7 @@ def gate(
         raise typer.Exit(EXIT_CONFIG)
     opts = GateOptions(
         node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
-        forget_sku=forget_sku, sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
+        forget_sku=forget_sku, expect_gpus=expect_gpus, sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
         history=history, only=list(check or []),
     )  # fmt: skip
     try:

@@ -237,3 +237,8 @@ def test_an_xid_the_catalog_does_not_know_stays_unknown_until_cleared(tmp_path: 
     again = by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]  # no new line: remembered
     assert again["verdict"] == "unknown" and "Xid 200 (not in nvtest's Xid catalog)" in again["reason"], again
     assert by_check(gate(tmp_path, monkeypatch, tools, clear_xids=True))["xid_scan"]["verdict"] == "pass"
+
+
+def test_expect_gpus_is_a_witness_where_neither_slurm_nor_a_history_knows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = by_check(gate(tmp_path, monkeypatch, _no_gpu_node(tmp_path, None), expect_gpus=4))["gpus"]
+    assert gpus["verdict"] == "fail" and "0 NVIDIA GPUs on the bus; --expect-gpus 4 expects 4" in gpus["reason"], gpus

@@ -57,6 +57,7 @@ class GateOptions:
     resume: bool = False
     clear_xids: bool = False
     forget_sku: bool = False
+    expect_gpus: int | None = None
     sku: str | None = None
     sku_dirs: Sequence[Path] = ()
     overlay: Path | None = None
@@ -197,7 +198,7 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
     previous = state.last_gate_at
     operator_requests(opts, state)
     sku, how = match_sku(catalog, sources, opts.sku, state,
-                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts.budget_s, deadline)))  # fmt: skip
+                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts.budget_s, deadline), opts.expect_gpus))  # fmt: skip
     recipe, recipe_source = gate_recipe(sku, catalog) if sku else (DEFAULTS, "nvtest gate default (docs/operations.md)")
     sources.start(recipe_commands(recipe))
     origin = f"overlay:{catalog.overlay_file}" if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to) else ""

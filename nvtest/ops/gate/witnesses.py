@@ -121,13 +121,16 @@ def _history(node: str, catalog: Catalog, target: str | None, timeout_s: float) 
 
 
 def gpu_witnesses(
-    node: str, state: GateState, catalog: Catalog, history: str | None, timeout_s: float
+    node: str, state: GateState, catalog: Catalog, history: str | None, timeout_s: float,
+    expect_gpus: int | None = None,
 ) -> tuple[list[Witness], list[str]]:
-    """Who says this node should have GPUs (see the module docstring), in order: the gate
-    state's SKU, Slurm, the history; and notes on the witnesses that could not answer. Each
-    of Slurm and the history gets half of ``timeout_s`` (s)."""
+    """Who says this node should have GPUs (see the module docstring), in order: the site's
+    ``--expect-gpus``, the gate state's SKU, Slurm, the history; and notes on the witnesses
+    that could not answer. Each of Slurm and the history gets half of ``timeout_s`` (s)."""
     out: list[Witness] = []
     notes: list[str] = []
+    if expect_gpus:
+        out.append(Witness("option", f"--expect-gpus {expect_gpus} expects {expect_gpus}", expect_gpus))
     if state.sku and _profile_gpus(catalog, state.sku):
         out.append(Witness("state", f"this node last matched {state.sku}, which expects {_profile_gpus(catalog, state.sku)}",
                            _profile_gpus(catalog, state.sku), state.sku))  # fmt: skip
