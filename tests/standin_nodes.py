@@ -46,7 +46,7 @@ from tests.conftest import CORPUS, DATA
 
 __all__ = [
     "FAULTS", "PROFILES", "NodeProfile", "Tool", "fatal_xid", "healthy_h100", "hung", "ib_port_down",
-    "install", "lost_gpu", "node_bin",
+    "install", "lost_gpu", "node_bin", "recovery_action",
 ]  # fmt: skip
 
 STANDIN = DATA / "standin"
@@ -237,6 +237,13 @@ def fatal_xid(tools: StandInTools) -> StandInTools:
     return tools
 
 
+def recovery_action(tools: StandInTools) -> StandInTools:
+    """A kernel log in which the driver asks for a GPU reset: Xid 51, then Xid 154 "GPU recovery
+    action changed from 0x0 (None) to 0x1 (PF FLR)" (corpus INDEX.md)."""
+    tools.add("dmesg", Recording.of_file(CORPUS / "dmesg-xid/kmsg-xid51-then-xid154-recovery-action-pf-flr-reset-required.txt"))
+    return tools
+
+
 def ib_port_down(tools: StandInTools) -> StandInTools:
     """ibstat of an H100 node with two of its eight 400 Gb/s ports Down/Disabled (gpud testdata)."""
     tools.add("ibstat", Recording.of_file(CORPUS / "ibstat/ibstat-h100-roce-12-ca-two-400g-ports-down-disabled.txt"))
@@ -253,6 +260,7 @@ def hung(tools: StandInTools, tool: str = "nvidia-smi", seconds: float = 120.0) 
 FAULTS = {
     "lost_gpu": (lost_gpu, "gpus"),
     "fatal_xid": (fatal_xid, "xid_scan"),
+    "recovery_action": (recovery_action, "xid_scan"),
     "ib_port_down": (ib_port_down, "ib_ports"),
 }
 

@@ -56,7 +56,9 @@ def gate(
     strict: Annotated[bool, typer.Option(help="Exit 1 on unknown (a check that could not be measured) too; never for a configuration error, which is not the node's fault.")] = False,
     drain: Annotated[bool, typer.Option(help="Drain this node in Slurm when a check fails (reason 'nvtest: <check> ...').")] = False,
     resume: Annotated[bool, typer.Option(help="Resume this node when every check passes, if nvtest drained it.")] = False,
-    clear_xids: Annotated[bool, typer.Option(help="Forget the fatal Xids seen this boot (after the GPU reset they asked for).")] = False,
+    clear_xids: Annotated[bool, typer.Option(help="Forget the fatal Xids seen this boot (after the GPU reset they asked for); --mode manual only.")] = False,
+    forget_sku: Annotated[bool, typer.Option(help="Forget the SKU this node last matched (a repurposed node); --mode manual only.")] = False,
+    expect_gpus: Annotated[int | None, typer.Option(help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).", min=0)] = None,
     node: Annotated[str | None, typer.Option(help="This node's Slurm name (default: $SLURMD_NODENAME, else the short hostname).")] = None,
     sku: Annotated[str | None, typer.Option(help="Judge against this SKU profile (default: matched from nvidia-smi and lspci).")] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
@@ -72,7 +74,7 @@ def gate(
     mode, budget, check, problems = _option_problems(mode, budget, check)
     opts = GateOptions(
         node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
-        sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
+        forget_sku=forget_sku, expect_gpus=expect_gpus, sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
         history=history, only=list(check or []), config_problems=problems,
     )  # fmt: skip
     try:

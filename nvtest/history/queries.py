@@ -27,6 +27,7 @@ __all__ = [
     "PreviousRun",
     "TimelineEntry",
     "TrendSeries",
+    "last_sku",
     "latest_per_node",
     "lemons",
     "previous_runs",
@@ -391,3 +392,21 @@ def latest_per_node(store: HistoryStore) -> list[NodeLatest]:
                 if (m.node, m.check_name) in pairs:
                     per[m.node].checks[m.check_name][3].append((m.metric, m.labels, m.value, m.unit))
     return [per[n] for n in sorted(per)]
+
+
+def last_sku(store: HistoryStore, node: str, *, limit: int = 20) -> tuple[str, float] | None:
+    """The SKU ``node`` was last judged against, and when (epoch s): the newest of its last
+    ``limit`` runs (run, gate or sweep) that names one; None when none does."""
+    q = (
+        select(runs.c.details, runs.c.started_at)
+        .where(runs.c.id.in_(select(results.c.run_id).where(results.c.node == node)))
+        .order_by(runs.c.started_at.desc())
+        .limit(limit)
+    )
+    with store.engine.connect() as conn:
+        for r in conn.execute(q):
+            details = json.loads(r.details or "{}")
+            sku = (details.get("skus") or {}).get(node) or details.get("sku")
+            if sku:
+                return str(sku), float(r.started_at)
+    return None

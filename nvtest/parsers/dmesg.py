@@ -99,7 +99,10 @@ _KERNEL_LINE_RE = re.compile(
 
 @dataclass(frozen=True)
 class KernelEvent:
-    """One GPU event. ``kind`` is ``xid``, ``sxid`` or ``fallen_off_bus`` (code 79, no Xid line)."""
+    """One GPU event. ``kind`` is ``xid``, ``sxid`` or ``fallen_off_bus`` (code 79, no Xid line).
+    ``recovery_action``: the action a line names (Xid 154 ``GPU recovery action changed from
+    0x0 (None) to 0x2 (Node Reboot Required)`` -> ``Node Reboot Required``; ``0x2`` when the
+    line gives no words), else None."""
 
     line: int
     kind: str
@@ -112,6 +115,7 @@ class KernelEvent:
     process_name: str | None = None
     severity: str | None = None
     pci_id: str | None = None
+    recovery_action: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,10 @@ _TS_RE = re.compile(
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
 _SXID_RE = re.compile(
     r"SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(?:(Fatal|Non-fatal),\s*)?(.*)$"
+)
+_RECOVERY_RE = re.compile(
+    r"recovery action changed from\s+\S+(?:\s*\([^)]*\))?\s+to\s+(0x[0-9A-Fa-f]+|\d+)(?:\s*\(([^)]*)\))?",
+    re.IGNORECASE,
 )
 _PID_RE = re.compile(r"^pid=['\"]?([^,'\"]*)['\"]?,\s*(?:name=['\"]?([^,'\"]*)['\"]?,\s*)?(.*)$")
 _GPU_START_RE = re.compile(
@@ -211,7 +219,11 @@ def _xid_event(no: int, raw: str | None, m: re.Match[str]) -> KernelEvent:
         pid = int(pm.group(1)) if pm.group(1).isdigit() else None
         name = pm.group(2) if pm.group(2) and pm.group(2) != "<unknown>" else None  # name= optional
         rest = pm.group(3).strip()
-    return KernelEvent(no, "xid", int(m.group(2)), m.group(1), rest, raw, _seconds(raw), pid, name)
+    rm = _RECOVERY_RE.search(rest)
+    action = ((rm.group(2) or "").strip() or rm.group(1)) if rm else None
+    return KernelEvent(
+        no, "xid", int(m.group(2)), m.group(1), rest, raw, _seconds(raw), pid, name, recovery_action=action
+    )
 
 
 #: An open ``The NVIDIA GPU ...`` block: first line number, raw timestamp, text so far, address.

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvtest.playbook.config_audit import CONFIG_CHECKS
-from nvtest.playbook.xid import describe_xid
+from nvtest.playbook.xid import describe_xid, recovery_step
 
 __all__ = ["CLASSES", "RULES", "TRANSPORT_RULES", "Diagnosis", "Rule", "diagnose"]
 
@@ -559,10 +559,24 @@ def _xid_class(code: int) -> str:
         return "RESET"
     if code in (13, 31, 43, 45, 92, 121):
         return "MONITOR"
+    bucket = describe_xid(code).resolution
+    if bucket in ("RESTART_BM", "RESTART_VM"):
+        return "REBOOT"
+    if bucket in ("RESTART_APP", "IGNORE", "CHECK_UVM", "WORKFLOW_XID_45"):
+        return "MONITOR"
     return "RESET"
 
 
+_RECOVERY_ACTION_RE = re.compile(r"recovery action '([^']+)'")
+
+
 def _xid(reason: str) -> Diagnosis | None:
+    ra = _RECOVERY_ACTION_RE.search(reason)
+    action = ra.group(1) if ra else ""
+    step = recovery_step(action) if action else None
+    if step is not None:
+        return Diagnosis(f"the NVIDIA driver asks for recovery action '{action}' (Xid 154, GPU Recovery Action)",
+                         step[0], step[1], "xid_recovery_action")  # fmt: skip
     m = _XID_RE.search(reason)
     if not m:
         return None
@@ -609,7 +623,7 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
     audit = CONFIG_CHECKS.get(check) if verdict == "fail" else None
     if audit is not None:
         return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
-    if check == "xid_scan" or "Xid" in reason:
+    if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:
         x = _xid(reason)
         if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
             return x

@@ -1,5 +1,13 @@
 """Catalog of NVIDIA Xid codes: name, severity, usual cause, recommended action, source.
 
+Every code of NVIDIA's Xid catalog (:data:`NVIDIA_CATALOG`, 1-162 in r590) is known: those
+described by hand below keep their wording, the others get NVIDIA's mnemonic and the class and
+next step of NVIDIA's immediate-action bucket (:data:`BUCKETS`). Xid 154 ("GPU recovery action
+changed", :data:`RECOVERY_ACTION_XID`) is judged by the action its line names
+(:func:`recovery_step`): anything but ``None`` is the driver asking for a reset, a reboot or a
+drain. A code outside the catalog is ``known=False`` (:func:`describe_xid`): not judged as a
+warning, but as not measured (``unknown`` in the gate, ``error`` in a run).
+
 Summaries are our own wording of NVIDIA's "Xid Errors" page in the GPU deployment and
 management documentation, and of the hardware-fault Xid lists of Azure's health checks and
 Imbue's host validation quoted in ``sku-reference.md`` (``[Azure]``/``[Imbue]`` in ``source``).
@@ -10,15 +18,19 @@ Severity: ``fatal`` (GPU unusable until reset/power cycle, or hardware replaceme
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = [
+    "BUCKETS",
     "HARDWARE_XIDS",
+    "NVIDIA_CATALOG",
+    "RECOVERY_ACTION_XID",
     "XID_CATALOG",
     "XidInfo",
     "describe_xid",
     "is_hardware_fault",
     "lookup_xid",
+    "recovery_step",
 ]
 
 NVIDIA = "NVIDIA Xid Errors (GPU deployment and management documentation)"
@@ -38,6 +50,7 @@ class XidInfo:
     source: str
     hardware: bool = False
     known: bool = True
+    resolution: str = ""
 
 
 def _x(code: int, name: str, severity: str, cause: str, action: str, *extra: str) -> XidInfo:
@@ -72,7 +85,7 @@ _RESET = "Drain the node, reset the GPU (or reboot) and rerun acceptance"
 _RMA = "if it recurs after a reset and on a fresh job, open an RMA for the GPU/board"
 _APP = "Usually a fault of the running program: check the job; rerun the GPU diagnostics if no program explains it"
 
-XID_CATALOG: dict[int, XidInfo] = {
+_HAND: dict[int, XidInfo] = {
     i.code: i
     for i in (
         _x(
@@ -344,6 +357,175 @@ XID_CATALOG: dict[int, XidInfo] = {
         ),
     )
 }
+
+
+#: NVIDIA's Xid catalog (r590 "Xid Errors", docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html),
+#: as NVIDIA's NVSentinel ships it (distros/kubernetes/nvsentinel/charts/gpu-health-monitor/
+#: xiderrorsmapping.csv): code -> (mnemonic, NVIDIA's immediate-action bucket). Every code a
+#: current driver can emit; the codes not described above get their class from the bucket.
+NVIDIA_CATALOG: dict[int, tuple[str, str]] = {
+    1: ("ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD", "UNEXPECTED"), 2: ("ROBUST_CHANNEL_FIFO_ERROR_SW_METHOD", "UNEXPECTED"),
+    3: ("ROBUST_CHANNEL_FIFO_ERROR_UNK_METHOD", "UNEXPECTED"), 4: ("ROBUST_CHANNEL_FIFO_ERROR_CHANNEL_BUSY", "UNEXPECTED"),
+    5: ("ROBUST_CHANNEL_FIFO_ERROR_RUNOUT_OVERFLOW", "UNEXPECTED"), 6: ("ROBUST_CHANNEL_FIFO_ERROR_PARSE_ERR", "UNEXPECTED"),
+    7: ("ROBUST_CHANNEL_FIFO_ERROR_PTE_ERR", "UNEXPECTED"), 8: ("ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT", "RESTART_APP"),
+    9: ("ROBUST_CHANNEL_GR_ERROR_INSTANCE", "UNEXPECTED"), 10: ("ROBUST_CHANNEL_GR_ERROR_SINGLE_STEP", "UNEXPECTED"),
+    11: ("ROBUST_CHANNEL_GR_ERROR_MISSING_HW", "RESTART_APP"), 12: ("ROBUST_CHANNEL_GR_ERROR_SW_METHOD", "UNEXPECTED"),
+    13: ("ROBUST_CHANNEL_GR_EXCEPTION", "RESTART_APP"), 14: ("ROBUST_CHANNEL_FAKE_ERROR", "IGNORE"),
+    15: ("ROBUST_CHANNEL_SCANLINE_TIMEOUT", "UNEXPECTED"), 16: ("ROBUST_CHANNEL_VBLANK_CALLBACK_TIMEOUT", "UNEXPECTED"),
+    17: ("ROBUST_CHANNEL_PARAMETER_ERROR", "UNEXPECTED"), 18: ("ROBUST_CHANNEL_BUS_MASTER_TIMEOUT_ERROR", "UNEXPECTED"),
+    19: ("ROBUST_CHANNEL_DISP_MISSED_NOTIFIER", "UNEXPECTED"), 20: ("ROBUST_CHANNEL_MPEG_ERROR_SW_METHOD", "UNEXPECTED"),
+    21: ("ROBUST_CHANNEL_ME_ERROR_SW_METHOD", "UNEXPECTED"), 22: ("ROBUST_CHANNEL_VP_ERROR_SW_METHOD", "UNEXPECTED"),
+    23: ("ROBUST_CHANNEL_RC_LOGGING_ENABLED", "UNEXPECTED"), 24: ("ROBUST_CHANNEL_GR_SEMAPHORE_TIMEOUT", "UNEXPECTED"),
+    25: ("ROBUST_CHANNEL_GR_ILLEGAL_NOTIFY", "RESTART_APP"), 26: ("ROBUST_CHANNEL_FIFO_ERROR_FBISTATE_TIMEOUT", "UNEXPECTED"),
+    27: ("ROBUST_CHANNEL_VP_ERROR", "UNEXPECTED"), 28: ("ROBUST_CHANNEL_VP2_ERROR", "UNEXPECTED"),
+    29: ("ROBUST_CHANNEL_BSP_ERROR", "UNEXPECTED"), 30: ("ROBUST_CHANNEL_BAD_ADDR_ACCESS", "UNEXPECTED"),
+    31: ("ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT", "RESTART_APP"), 32: ("ROBUST_CHANNEL_PBDMA_ERROR", "RESTART_APP"),
+    33: ("ROBUST_CHANNEL_SEC_ERROR", "UNEXPECTED"), 34: ("ROBUST_CHANNEL_MSVLD_ERROR", "UNEXPECTED"),
+    35: ("ROBUST_CHANNEL_MSPDEC_ERROR", "UNEXPECTED"), 36: ("ROBUST_CHANNEL_MSPPP_ERROR", "UNEXPECTED"),
+    37: ("ROBUST_CHANNEL_FECS_ERR_UNIMP_FIRMWARE_METHOD", "IGNORE"), 38: ("ROBUST_CHANNEL_FECS_ERR_WATCHDOG_TIMEOUT", "IGNORE"),
+    39: ("ROBUST_CHANNEL_CE0_ERROR", "RESTART_APP"), 40: ("ROBUST_CHANNEL_CE1_ERROR", "RESTART_APP"),
+    41: ("ROBUST_CHANNEL_CE2_ERROR", "RESTART_APP"), 42: ("ROBUST_CHANNEL_VIC_ERROR", "UNEXPECTED"),
+    43: ("ROBUST_CHANNEL_RESETCHANNEL_VERIF_ERROR", "IGNORE"), 44: ("ROBUST_CHANNEL_GR_FAULT_DURING_CTXSW", "IGNORE"),
+    45: ("ROBUST_CHANNEL_PREEMPTIVE_REMOVAL", "WORKFLOW_XID_45"), 46: ("ROBUST_CHANNEL_GPU_TIMEOUT_ERROR", "RESET_GPU"),
+    47: ("ROBUST_CHANNEL_NVENC0_ERROR", "UNEXPECTED"), 48: ("ROBUST_CHANNEL_GPU_ECC_DBE", "WORKFLOW_XID_48"),
+    49: ("SILENT_RUNNING_CONSTANT_LEVEL_SET_BY_REGISTRY", "UNEXPECTED"),
+    50: ("SILENT_RUNNING_LEVEL_TRANSITION_DUE_TO_RC_ERROR", "UNEXPECTED"),
+    51: ("SILENT_RUNNING_STRESS_TEST_FAILURE", "UNEXPECTED"), 52: ("SILENT_RUNNING_LEVEL_TRANS_DUE_TO_TEMP_RISE", "UNEXPECTED"),
+    53: ("SILENT_RUNNING_TEMP_REDUCED_CLOCKING", "UNEXPECTED"), 54: ("SILENT_RUNNING_PWR_REDUCED_CLOCKING", "CHECK_MECHANICALS"),
+    55: ("SILENT_RUNNING_TEMPERATURE_READ_ERROR", "UNEXPECTED"), 56: ("DISPLAY_CHANNEL_EXCEPTION", "UNEXPECTED"),
+    57: ("FB_LINK_TRAINING_FAILURE_ERROR", "UNEXPECTED"), 58: ("FB_MEMORY_ERROR", "UNEXPECTED"),
+    59: ("PMU_ERROR", "UNEXPECTED"), 60: ("ROBUST_CHANNEL_SEC2_ERROR", "RESTART_APP"),
+    61: ("PMU_BREAKPOINT", "UNEXPECTED"), 62: ("PMU_HALT_ERROR", "RESET_GPU"),
+    63: ("INFOROM_DRAM_RETIREMENT_EVENT", "IGNORE"), 64: ("INFOROM_DRAM_RETIREMENT_FAILURE", "RESET_GPU"),
+    65: ("ROBUST_CHANNEL_NVENC1_ERROR", "UNEXPECTED"), 66: ("ROBUST_CHANNEL_FECS_ERR_REG_ACCESS_VIOLATION", "IGNORE"),
+    67: ("ROBUST_CHANNEL_FECS_ERR_VERIF_VIOLATION", "IGNORE"), 68: ("ROBUST_CHANNEL_NVDEC0_ERROR", "RESTART_APP"),
+    69: ("ROBUST_CHANNEL_GR_CLASS_ERROR", "RESTART_APP"), 70: ("ROBUST_CHANNEL_CE3_ERROR", "RESTART_APP"),
+    71: ("ROBUST_CHANNEL_CE4_ERROR", "RESTART_APP"), 72: ("ROBUST_CHANNEL_CE5_ERROR", "RESTART_APP"),
+    73: ("ROBUST_CHANNEL_NVENC2_ERROR", "UNEXPECTED"), 74: ("NVLINK_ERROR", "WORKFLOW_NVLINK_ERR"),
+    75: ("ROBUST_CHANNEL_CE6_ERROR", "RESTART_APP"), 76: ("ROBUST_CHANNEL_CE7_ERROR", "RESTART_APP"),
+    77: ("ROBUST_CHANNEL_CE8_ERROR", "RESTART_APP"), 78: ("VGPU_START_ERROR", "UPDATE_SWFW"),
+    79: ("ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS", "RESTART_BM"), 80: ("PBDMA_PUSHBUFFER_CRC_MISMATCH", "RESTART_APP"),
+    81: ("ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR", "UNEXPECTED"), 82: ("ROBUST_CHANNEL_NVJPG0_ERROR", "RESTART_APP"),
+    83: ("ROBUST_CHANNEL_NVDEC1_ERROR", "RESTART_APP"), 84: ("ROBUST_CHANNEL_NVDEC2_ERROR", "RESTART_APP"),
+    85: ("ROBUST_CHANNEL_CE9_ERROR", "RESTART_APP"), 86: ("ROBUST_CHANNEL_OFA0_ERROR", "RESTART_APP"),
+    87: ("NVTELEMETRY_DRIVER_REPORT", "UNEXPECTED"), 88: ("ROBUST_CHANNEL_NVDEC3_ERROR", "RESTART_APP"),
+    89: ("ROBUST_CHANNEL_NVDEC4_ERROR", "RESTART_APP"), 90: ("LTC_ERROR", "UNEXPECTED"),
+    91: ("RESERVED_XID", "UNEXPECTED"), 92: ("EXCESSIVE_SBE_INTERRUPTS", "IGNORE"),
+    93: ("INFOROM_ERASE_LIMIT_EXCEEDED", "IGNORE"), 94: ("ROBUST_CHANNEL_CONTAINED_ERROR", "RESTART_APP"),
+    95: ("ROBUST_CHANNEL_UNCONTAINED_ERROR", "RESET_GPU"), 96: ("ROBUST_CHANNEL_NVDEC5_ERROR", "RESTART_APP"),
+    97: ("ROBUST_CHANNEL_NVDEC6_ERROR", "RESTART_APP"), 98: ("ROBUST_CHANNEL_NVDEC7_ERROR", "RESTART_APP"),
+    99: ("ROBUST_CHANNEL_NVJPG1_ERROR", "RESTART_APP"), 100: ("ROBUST_CHANNEL_NVJPG2_ERROR", "RESTART_APP"),
+    101: ("ROBUST_CHANNEL_NVJPG3_ERROR", "RESTART_APP"), 102: ("ROBUST_CHANNEL_NVJPG4_ERROR", "RESTART_APP"),
+    103: ("ROBUST_CHANNEL_NVJPG5_ERROR", "RESTART_APP"), 104: ("ROBUST_CHANNEL_NVJPG6_ERROR", "RESTART_APP"),
+    105: ("ROBUST_CHANNEL_NVJPG7_ERROR", "RESTART_APP"), 106: ("SMBPBI_TEST_MESSAGE", "IGNORE"),
+    107: ("SMBPBI_TEST_MESSAGE_SILENT", "IGNORE"), 108: ("DESTINATION_FLA_TRANSLATION_ERROR", "UNEXPECTED"),
+    109: ("ROBUST_CHANNEL_CTXSW_TIMEOUT_ERROR", "RESET_GPU"), 110: ("SEC_FAULT_ERROR", "RESET_GPU"),
+    111: ("BUNDLE_ERROR_EVENT", "UNEXPECTED"), 112: ("DISP_SUPERVISOR_ERROR", "UNEXPECTED"),
+    113: ("DP_LT_FAILURE", "UNEXPECTED"), 114: ("HEAD_RG_UNDERFLOW", "UNEXPECTED"),
+    115: ("CORE_CHANNEL_REGS", "UNEXPECTED"), 116: ("WINDOW_CHANNEL_REGS", "UNEXPECTED"),
+    117: ("CURSOR_CHANNEL_REGS", "UNEXPECTED"), 118: ("HEAD_REGS", "UNEXPECTED"),
+    119: ("GSP_RPC_TIMEOUT", "RESET_GPU"), 120: ("GSP_ERROR", "RESET_GPU"), 121: ("C2C_ERROR", "IGNORE"),
+    122: ("SPI_PMU_RPC_READ_FAIL", "UNEXPECTED"), 123: ("SPI_PMU_RPC_WRITE_FAIL", "UNEXPECTED"),
+    124: ("SPI_PMU_RPC_ERASE_FAIL", "UNEXPECTED"), 125: ("INFOROM_FS_ERROR", "UNEXPECTED"),
+    **{126 + i: (f"ROBUST_CHANNEL_CE{10 + i}_ERROR", "RESTART_APP") for i in range(10)},
+    136: ("ALI_TRAINING_FAIL", "RESET_GPU"), 137: ("NVLINK_FLA_PRIV_ERR", "IGNORE"),
+    138: ("ROBUST_CHANNEL_DLA_ERROR", "UNEXPECTED"), 139: ("ROBUST_CHANNEL_OFA1_ERROR", "RESTART_APP"),
+    140: ("UNRECOVERABLE_ECC_ERROR_ESCAPE", "RESET_GPU"), 141: ("ROBUST_CHANNEL_FAST_PATH_ERROR", "IGNORE"),
+    142: ("ROBUST_CHANNEL_NVENC3_ERROR", "UNEXPECTED"), 143: ("GPU_INIT_ERROR", "RESET_GPU"),
+    144: ("NVLINK_SAW_ERROR", "WORKFLOW_NVLINK5_ERR"), 145: ("NVLINK_RLW_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    146: ("NVLINK_TLW_ERROR", "WORKFLOW_NVLINK5_ERR"), 147: ("NVLINK_TREX_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    148: ("NVLINK_NVLPW_CTRL_ERROR", "WORKFLOW_NVLINK5_ERR"), 149: ("NVLINK_NETIR_ERROR", "WORKFLOW_NVLINK5_ERR"),
+    150: ("NVLINK_MSE_ERROR", "WORKFLOW_NVLINK5_ERR"), 151: ("ROBUST_CHANNEL_KEY_ROTATION_ERROR", "RESTART_VM"),
+    152: ("ROBUST_CHANNEL_DLA_SMMU_ERROR", "IGNORE"), 153: ("ROBUST_CHANNEL_DLA_TIMEOUT", "IGNORE"),
+    154: ("GPU_RECOVERY_ACTION_CHANGED", "RECOVERY_ACTION"), 155: ("NVLINK_SW_DEFINED_ERROR", "RESET_GPU"),
+    156: ("RESOURCE_RETIREMENT_EVENT", "RESET_GPU"), 157: ("RESOURCE_RETIREMENT_FAILURE", "IGNORE"),
+    158: ("GPU_FATAL_TIMEOUT", "RESET_GPU"), 159: ("ROBUST_CHANNEL_CHI_NON_DATA_ERROR", "CHECK_UVM"),
+    160: ("CHANNEL_RETIREMENT_EVENT", "RESTART_BM"), 161: ("CHANNEL_RETIREMENT_FAILURE", "IGNORE"),
+    162: ("(no mnemonic published)", "RESET_GPU"),
+}  # fmt: skip
+
+#: NVIDIA's immediate-action bucket -> (nvtest severity, next step). ``UNEXPECTED`` is NVIDIA's
+#: UNEXPECTED_ERR_REPORT_ISSUE / CONTACT_SUPPORT (a code NVIDIA does not expect on current GPUs).
+BUCKETS: dict[str, tuple[str, str]] = {
+    "RESET_GPU": ("fatal", _RESET),
+    "RESTART_BM": ("fatal", "Drain the node and reboot it (a GPU reset is not enough); rerun acceptance"),
+    "RESTART_VM": ("fatal", "Drain the node and restart the VM / reboot the node; rerun acceptance"),
+    "WORKFLOW_XID_48": ("fatal", f"{_RESET}; {_RMA}"),
+    "WORKFLOW_NVLINK_ERR": ("fatal", "Check nvidia-smi nvlink -s / -e and the fabric manager; reset; RMA if it recurs"),
+    "WORKFLOW_NVLINK5_ERR": ("error", f"{_RESET}; {_RMA}"),
+    "RESTART_APP": ("error", _APP),
+    "CHECK_UVM": ("error", "Restart the program; if it recurs, check the nvidia-uvm module and reset the GPU"),
+    "WORKFLOW_XID_45": ("info", "Look at the Xid logged before it"),
+    "IGNORE": ("warning", "Recorded for information; watch for it recurring beside other Xids"),
+    "UNEXPECTED": ("error", "Unexpected on current GPUs: collect nvidia-bug-report.sh, reset the GPU before new work, contact NVIDIA support if it recurs"),
+    "CHECK_MECHANICALS": ("error", "Check the power supply and cooling of the board; reset the GPU"),
+    "UPDATE_SWFW": ("error", "Update the driver / vGPU software and firmware; reset the GPU"),
+    "RECOVERY_ACTION": ("info", "Follow the recovery action the line names (None: nothing to do)"),
+}
+#: Codes whose class here differs from NVIDIA's bucket, and why.
+BUCKET_EXCEPTIONS: dict[int, str] = {
+    109: "a context-switch timeout is usually a hung or very long kernel of the program (field case): warn, "
+    "and fail where a hardware-fault list or a recovery action says so",
+}
+
+#: "GPU recovery action changed from <old> to <new>": the driver's request, judged by the action.
+RECOVERY_ACTION_XID = 154
+
+
+def _from_catalog() -> dict[int, XidInfo]:
+    """The hand-described entries with NVIDIA's bucket, and every other catalog code from it."""
+    out: dict[int, XidInfo] = {}
+    for code, (mnemonic, bucket) in NVIDIA_CATALOG.items():
+        hand = _HAND.get(code)
+        if hand is not None:
+            out[code] = replace(hand, resolution=bucket)
+            continue
+        severity, action = BUCKETS[bucket]
+        if code in (14, 106, 107):  # NVIDIA's test and fake-error messages
+            severity = "info"
+        name = mnemonic.replace("ROBUST_CHANNEL_", "").replace("_", " ").capitalize()
+        out[code] = XidInfo(code, f"{name} ({mnemonic})", severity,
+                            f"NVIDIA catalog: {mnemonic}, immediate action {bucket}.", action, NVIDIA,
+                            code in HARDWARE_XIDS, True, bucket)  # fmt: skip
+    out[RECOVERY_ACTION_XID] = XidInfo(
+        RECOVERY_ACTION_XID, "GPU recovery action changed", "info",
+        "The driver states the recovery the GPU now needs (None, GPU Reset Required, Node Reboot Required, "
+        "Drain P2P, Drain and Reset); it follows the Xid that caused it.",
+        BUCKETS["RECOVERY_ACTION"][1], NVIDIA, False, True, "RECOVERY_ACTION",
+    )  # fmt: skip
+    for code, hand in _HAND.items():
+        out.setdefault(code, hand)
+    return dict(sorted(out.items()))
+
+
+XID_CATALOG: dict[int, XidInfo] = _from_catalog()
+
+#: A recovery action's words (the Xid 154 line's, ``nvidia-smi -q``'s ``GPU Recovery Action``)
+#: -> (next step, playbook class). Matched case-insensitively on the first word that fits.
+_RECOVERY: tuple[tuple[str, str, str], ...] = (
+    ("drain and reset", "Drain the node: let peer-to-peer (NVLink) work end, then reset the GPU", "RESET"),
+    ("drain", "Drain the node: stop peer-to-peer (NVLink) work on this GPU, then reset it when it is idle", "RESET"),
+    ("reboot", "Drain the node and reboot it: the driver says a GPU reset is not enough", "REBOOT"),
+    ("reset", "Drain the node and reset the GPU (nvidia-smi -r, or reboot)", "RESET"),
+    ("flr", "Drain the node and reset the GPU (function-level reset, nvidia-smi -r, or reboot)", "RESET"),
+)
+
+
+#: NVML's nvmlDeviceGpuRecoveryAction_t values, for a line that gives the number only.
+_RECOVERY_CODES = {"0x1": "reset", "0x2": "reboot", "0x3": "drain p2p", "0x4": "drain and reset"}
+
+
+def recovery_step(action: str) -> tuple[str, str] | None:
+    """The next step and playbook class for a recovery action the driver asks for; None for
+    ``None`` (nothing to do). An action not known here is a reboot (fail closed)."""
+    words = action.strip().lower()
+    if words in ("none", "0x0", "0", ""):
+        return None
+    words = _RECOVERY_CODES.get(words, words)
+    for key, step, cls in _RECOVERY:
+        if key in words:
+            return step, cls
+    return f"Drain the node; the driver asks for '{action}': follow NVIDIA's recovery-action guidance, reboot if unsure", "REBOOT"
 
 
 def lookup_xid(code: int) -> XidInfo | None:

@@ -61,7 +61,7 @@ def test_each_fault_fails_its_check_with_the_next_step(tmp_path: Path, monkeypat
     assert bad["verdict"] == "fail", bad
     fails = [d for d in bad["decisions"] if d["verdict"] == "fail"]
     assert all(d["next_step"] and d["next_step"]["action"] for d in fails)
-    expected_class = {"lost_gpu": "REBOOT", "fatal_xid": "REBOOT", "ib_port_down": "CABLING"}[fault]
+    expected_class = {"lost_gpu": "REBOOT", "fatal_xid": "REBOOT", "ib_port_down": "CABLING", "recovery_action": "RESET"}[fault]
     assert fails[0]["next_step"]["class"] == expected_class
 
 

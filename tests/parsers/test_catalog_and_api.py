@@ -56,7 +56,7 @@ def test_catalog_covers_code(code):
 def test_catalog_facts():
     assert lookup_xid(79).severity == "fatal" and is_hardware_fault(79) and is_hardware_fault(48)
     assert not is_hardware_fault(13) and not is_hardware_fault(31)
-    assert is_hardware_fault(100) and lookup_xid(100) is None  # in Imbue's range, not described
+    assert is_hardware_fault(100) and lookup_xid(100).resolution == "RESTART_APP"  # from NVIDIA's catalog
     assert not describe_xid(9999).known and describe_xid(9999).severity == "error"
     assert all(v.hardware == is_hardware_fault(k) for k, v in XID_CATALOG.items())
 

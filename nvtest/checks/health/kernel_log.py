@@ -5,6 +5,11 @@ Input: ``dmesg`` (or ``journalctl -k`` where dmesg is restricted) read by
 
 - an Xid the catalog calls ``fatal``, or a hardware-fault Xid (the Azure and
   Imbue lists), or a GPU fallen off the bus: fail, with the catalog's action;
+- a recovery action other than ``None`` (Xid 154 "GPU recovery action changed from 0x0
+  (None) to 0x2 (Node Reboot Required)"): fail, naming the action and its next step
+  (reset, reboot, drain);
+- an Xid code the catalog does not know, or an Xid 154 whose action cannot be read:
+  ``error`` (not judged), never a warning;
 - other Xids (``error``/``warning``, e.g. 13, 31, 43: usually the program): warn;
 - ``info`` Xids (consequences of an earlier one): noted;
 - NVSwitch SXids: ``Fatal`` fail, ``Non-fatal`` warn.
@@ -26,9 +31,9 @@ from __future__ import annotations
 from nvtest.checks.health import Outcome
 from nvtest.errors import ParseError
 from nvtest.parsers import dmesg
-from nvtest.playbook.xid import describe_xid
+from nvtest.playbook.xid import RECOVERY_ACTION_XID, describe_xid, recovery_step
 
-__all__ = ["DRIVER_BINDING", "KERNEL_LOG_SCRIPT", "UNREADABLE", "driver_binding", "split_probe", "xid_scan"]
+__all__ = ["DRIVER_BINDING", "KERNEL_LOG_SCRIPT", "UNREADABLE", "driver_binding", "judge_xid", "split_probe", "xid_scan"]
 
 #: NVRM lines that say the driver did not take the devices (NVIDIA driver 4xx-5xx wording).
 DRIVER_BINDING = (
@@ -80,6 +85,38 @@ def driver_binding(lines: list[str]) -> list[str]:
     return [j for j in joined if any(k in j.lower() for k in DRIVER_BINDING)]
 
 
+def judge_xid(e: dmesg.KernelEvent, times: int = 1) -> tuple[str, str]:
+    """One Xid event judged with the catalog: (``fail``, ``warn``, ``note``, ``unknown`` or
+    ``pass``, the line saying so with its next step). ``times``: how often it was logged.
+
+    A recovery action other than ``None`` (Xid 154) fails, naming the action and its next
+    step; an Xid 154 whose action cannot be read, and a code the catalog does not know, are
+    ``unknown`` (not measured: ``error`` in a run); a fatal or hardware-fault code fails; an
+    ``info`` one is a note; the others warn.
+    """
+    info = describe_xid(e.code)
+    where = f"GPU {e.pci_address or '?'}"
+    mult = f" x{times}" if times > 1 else ""
+    if e.code == RECOVERY_ACTION_XID or e.recovery_action is not None:
+        if e.recovery_action is None:
+            return "unknown", f"{where}: Xid {e.code}{mult} {info.name}, action not readable: {e.message[:120]}"
+        step = recovery_step(e.recovery_action)
+        if step is None:
+            return "note", f"{where}: Xid {e.code}{mult}: recovery action back to None"
+        return "fail", f"{where}: Xid {e.code}{mult}: the driver asks for recovery action '{e.recovery_action}': {step[0]}"
+    if not info.known:
+        return "unknown", (
+            f"{where}: Xid {e.code}{mult} is not in nvtest's Xid catalog: not judged "
+            f"({e.message[:100]}); {info.action}"
+        )
+    line = f"{where} fell off the bus (Xid 79){mult}" if e.code == 79 else f"{where}: Xid {e.code}{mult} {info.name}"
+    if info.severity == "fatal" or info.hardware:
+        return "fail", f"{line}: {info.action}"
+    if info.severity == "info":
+        return "note", f"{line} ({info.cause})"
+    return "warn", f"{line}: {info.action}"
+
+
 def xid_scan(text: str, source: str = "dmesg") -> Outcome:
     """Judge the GPU events of one kernel log (see the module doc).
 
@@ -107,26 +144,26 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
     xids = [e for e in log.events if e.kind != "sxid"]
     sxids = [e for e in log.events if e.kind == "sxid"]
     fatal = 0
-    seen: set[tuple[int, str | None, str]] = set()
+    unknown: list[str] = []
+    seen: set[tuple[int, str | None, str | None]] = set()
     for e in xids:
-        info = describe_xid(e.code)
-        where = f"GPU {e.pci_address or '?'}"
-        key = (e.code, e.pci_address, info.severity)
+        key = (e.code, e.pci_address, e.recovery_action)
         if key in seen:
             continue
         seen.add(key)
-        n = sum(1 for x in xids if x.code == e.code and x.pci_address == e.pci_address)
-        times = f" x{n}" if n > 1 else ""
-        line = f"{where}: Xid {e.code}{times} {info.name}"
-        if e.code == 79:
-            line = f"{where} fell off the bus (Xid 79){times}"
-        if info.severity == "fatal" or info.hardware:
+        n = sum(1 for x in xids if (x.code, x.pci_address, x.recovery_action) == key)
+        verdict, line = judge_xid(e, n)
+        if verdict == "fail":
             fatal += n
-            out.fail(f"{line}: {info.action}")
-        elif info.severity == "info":
-            out.note(f"{line} ({info.cause})")
-        else:
-            out.warn(f"{line}: {info.action}")
+            out.fail(line)
+        elif verdict == "unknown":
+            unknown.append(line)
+        elif verdict == "note":
+            out.note(line)
+        elif verdict == "warn":
+            out.warn(line)
+    if unknown:
+        out.error = "; ".join(unknown)
     for e in sxids:
         line = f"NVSwitch {e.pci_address or '?'}: SXid {e.code} ({e.severity or 'severity not printed'}): {e.message[:120]}"
         if e.severity == "fatal":

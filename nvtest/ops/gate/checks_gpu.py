@@ -4,8 +4,10 @@ PCIe links, NVLink, fabric manager. Each reuses the pure health logic of
 ``nvidia-smi nvlink -s``, the fabric-manager probe, sysfs PCIe links).
 
 Fail closed: a GPU the PCI bus shows, or the SKU expects, that nvidia-smi cannot report on
-is ``fail`` with nvidia-smi's words; ``skip`` only where lspci proves there is no NVIDIA GPU
-and the SKU expects none.
+is ``fail`` with nvidia-smi's words; a bus without GPUs on a node a second witness expects
+GPUs on (Slurm's Gres, the history, the remembered SKU) fails naming the witness, and is
+``unknown`` while the remembered SKU is unknown; ``skip`` only where lspci proves there is no
+NVIDIA GPU and the SKU expects none.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from nvtest.ops.gate.context import GateContext, from_outcome
 from nvtest.ops.gate.document import CheckResult
 from nvtest.parsers import nvidia_smi_nvlink
 from nvtest.parsers.nvidia_smi_q import SmiQuery, gpu_values
+from nvtest.playbook.xid import recovery_step
 from nvtest.session.facts import GpuFact, NodeFacts, PciFact
 
 __all__ = ["GPU_CHECKS"]
@@ -71,6 +74,15 @@ def _smi_or_fail(ctx: GateContext, res: CheckResult, what: str) -> SmiQuery | No
     if absent:
         res.add("skip", what, absent, source="lspci")
         return None
+    if ctx.state.expected_by is not None and ctx.pci_gpus == []:
+        n, words = ctx.state.expected_by
+        if n:
+            res.add("fail", what, f"0 NVIDIA GPUs on the bus; {words}", value=0, unit="count", threshold=f"== {n}",
+                    source=words.split(" expects")[0])  # fmt: skip
+        else:
+            res.add("unknown", what, f"lspci lists no NVIDIA GPU and whether this node should have any is unknown: {words}; "
+                    "`nvtest gate --forget-sku` if the node was repurposed", source="gate state")  # fmt: skip
+        return None
     query, why = ctx.smi
     if query is None:
         expected = ctx.sku.expect.gpus if ctx.sku else None
@@ -88,14 +100,29 @@ def _smi_or_fail(ctx: GateContext, res: CheckResult, what: str) -> SmiQuery | No
     return query
 
 
+def recovery_actions(smi_q: str) -> list[str]:
+    """One failure per GPU whose ``GPU Recovery Action`` in ``nvidia-smi -q`` (drivers 550+)
+    is not ``None``: the driver asks for a reset, a reboot or a drain (as an Xid 154 does),
+    named with its next step (:func:`~nvtest.playbook.xid.recovery_step`)."""
+    out = []
+    for bus, action in gpu_values(smi_q, "gpu_recovery_action"):
+        step = recovery_step(action) if action and action != "N/A" else None
+        if step is not None:
+            out.append(f"GPU {bus}: the driver asks for recovery action '{action}' (nvidia-smi -q GPU Recovery Action): {step[0]}")
+    return out
+
+
 def gpus(ctx: GateContext) -> CheckResult:
-    """GPU count and model against the SKU; GPUs on the bus that nvidia-smi lost."""
+    """GPU count and model against the SKU; GPUs on the bus that nvidia-smi lost; a recovery
+    action the driver asks for."""
     res = CheckResult("gpus")
     query = _smi_or_fail(ctx, res, "gpu_count")
     if query is None:
         return res
     out = gpu_inventory(_facts(ctx, query), ctx.sku, ctx.catalog)
     for line in lost_gpus(query):
+        out.fail(line)
+    for line in recovery_actions(ctx.sources.get("smi").stdout):
         out.fail(line)
     expected = ctx.sku.expect.gpus if ctx.sku else None
     from_outcome(

@@ -6,7 +6,9 @@ microseconds since boot) and a cursor kept on the node (:mod:`nvtest.ops.gate.st
 gate judges the lines logged since the previous one. A fatal or hardware Xid stays a failure
 until the node reboots or an operator clears it (``nvtest gate --clear-xids``) after the GPU
 reset the playbook asks for: a later gate that sees no new line must not put a GPU that fell
-off the bus back into service.
+off the bus back into service. When that memory was lost (an unreadable state file), it is
+rebuilt from a kernel log that reaches back to the boot, else the check stays ``unknown``
+until a reboot or ``--clear-xids``.
 """
 
 from __future__ import annotations
@@ -14,20 +16,23 @@ from __future__ import annotations
 import re
 
 from nvtest.checks.health import Outcome
-from nvtest.checks.health.kernel_log import UNREADABLE, split_probe, xid_scan
+from nvtest.checks.health.kernel_log import UNREADABLE, judge_xid, split_probe, xid_scan
 from nvtest.checks.interconnect.rdma import port_problems
 from nvtest.errors import ParseError
 from nvtest.ops.gate.context import GateContext, df_key, from_outcome
 from nvtest.ops.gate.document import CheckResult
+from nvtest.ops.gate.state import GateState
 from nvtest.parsers import dmesg, ibstat
 from nvtest.parsers.ibstat import IbReport
-from nvtest.playbook.xid import describe_xid
+from nvtest.playbook.xid import describe_xid, recovery_step
 
 __all__ = ["NODE_CHECKS", "new_kernel_lines"]
 
 _TS_RE = re.compile(r"^\[\s*(\d+\.\d+)\]")
 XID_SOURCE = "Xid catalog (nvtest.playbook.xid: NVIDIA Xid Errors; Azure and Imbue hardware-fault lists)"
 GIB = 1024**3
+#: A kernel log whose first line is at most this many seconds after boot holds the whole boot.
+BOOT_LOG_START_S = 1.0
 
 
 def new_kernel_lines(text: str, after: float | None) -> tuple[str, float | None, bool]:
@@ -56,25 +61,72 @@ def new_kernel_lines(text: str, after: float | None) -> tuple[str, float | None,
 
 
 def _fatal_events(text: str, now: float) -> list[dict[str, object]]:
+    """The events of ``text`` the gate remembers until a reboot or ``--clear-xids``: every
+    Xid the catalog fails (:func:`judge_xid`: fatal, hardware fault, a recovery action other
+    than None) or cannot judge (``verdict`` ``unknown``), and every fatal SXid."""
     try:
         log = dmesg.parse(text)
     except ParseError:
         return []
     out = []
     for e in log.events:
-        if e.kind == "sxid":
-            fatal = e.severity == "fatal"
-        else:
-            info = describe_xid(e.code)
-            fatal = info.severity == "fatal" or info.hardware
-        if fatal:
+        verdict = ("fail" if e.severity == "fatal" else None) if e.kind == "sxid" else judge_xid(e)[0]
+        if verdict in ("fail", "unknown"):
             out.append({"code": e.code, "kind": e.kind, "pci": e.pci_address, "ts": e.timestamp_s,
-                        "first_seen": now, "text": e.message[:200]})  # fmt: skip
+                        "first_seen": now, "text": e.message[:200], "verdict": verdict,
+                        "recovery_action": e.recovery_action})  # fmt: skip
     return out
 
 
+def _first_ts(text: str) -> float | None:
+    """Seconds since boot of the first monotonic timestamp of a kernel log, or None."""
+    for line in text.splitlines():
+        m = _TS_RE.match(line)
+        if m:
+            return float(m.group(1))
+    return None
+
+
+def _remembered(e: dict[str, object]) -> str:
+    """One remembered event, said again: its GPU, code, when, and what to do."""
+    code = int(e.get("code") or 0)  # type: ignore[call-overload]
+    when = f"logged {e.get('ts') or '?'} s after boot, not cleared"
+    where = f"GPU {e.get('pci') or '?'}"
+    action = e.get("recovery_action")
+    if isinstance(action, str):
+        step = recovery_step(action)
+        return f"{where}: Xid {code}: the driver asked for recovery action '{action}', {when}: " + (
+            step[0] if step else "nothing to do"
+        )
+    if e.get("kind") == "sxid":
+        return f"NVSwitch {e.get('pci') or '?'}: fatal SXid {code} {when}: reset the NVSwitch tray or reboot, then `nvtest gate --clear-xids`"
+    info = describe_xid(code)
+    if not info.known:
+        return f"{where}: Xid {code} (not in nvtest's Xid catalog) {when}: not judged; {info.action}, then `nvtest gate --clear-xids`"
+    return f"{where}: Xid {code} {info.name} {when}: reset the GPU or reboot, then `nvtest gate --clear-xids`"
+
+
+def _memory_lost(st: GateState, text: str, stamped: bool, source: str) -> str | None:
+    """Whether the uncleared fatal events, lost with an unreadable state, are rebuilt from
+    this kernel log (it reaches back to the boot: its first line at most
+    :data:`BOOT_LOG_START_S` after it); None when rebuilt (or never lost), else why not."""
+    if st.fatal_events_unknown is None:
+        return None
+    first = _first_ts(text)
+    if stamped and first is not None and first <= BOOT_LOG_START_S:
+        st.fatal_events_unknown = None
+        return None
+    begins = f"begins {first:g} s after boot" if first is not None else "has no monotonic timestamps"
+    return (
+        f"fatal GPU events of this boot not cleared before are unknown: {st.fatal_events_unknown}; "
+        f"the kernel log ({source}) {begins}, so what it no longer holds cannot be read again: "
+        "reset the GPUs or reboot, or check them and run `nvtest gate --clear-xids`"
+    )
+
+
 def xid(ctx: GateContext) -> CheckResult:
-    """Xid/SXid events logged since the last gate; fatal ones not cleared since this boot."""
+    """Xid/SXid events logged since the last gate; fatal ones not cleared since this boot;
+    ``unknown`` while the memory of them was lost and the kernel log cannot rebuild it."""
     res = CheckResult("xid_scan")
     if ctx.need(res, "kernel_log") is None:
         return res
@@ -89,21 +141,26 @@ def xid(ctx: GateContext) -> CheckResult:
         st.kernel_log_ts = last
     if not stamped:
         res.notes.append(f"{source} has no monotonic timestamps: every line since boot was read")
+    lost = _memory_lost(st, text, stamped, source)
     out = xid_scan(new, source) if new.strip() else Outcome(notes=["no kernel-log line since the last gate"])
     known = {(e.get("code"), e.get("pci"), e.get("ts")) for e in st.fatal_events}
     fresh = [e for e in _fatal_events(new, ctx.now) if (e["code"], e["pci"], e["ts"]) not in known]
     st.fatal_events += fresh
+    fresh_keys = {(f["code"], f["pci"], f["ts"]) for f in fresh}
+    unknown = [out.error] if out.error else []
     for e in st.fatal_events:
-        if (e.get("code"), e.get("pci"), e.get("ts")) in {(f["code"], f["pci"], f["ts"]) for f in fresh}:
+        if (e.get("code"), e.get("pci"), e.get("ts")) in fresh_keys:
             continue  # reported by xid_scan above, with the catalog's action
-        name = describe_xid(int(e.get("code") or 0)).name
-        out.fail(
-            f"GPU {e.get('pci') or '?'}: Xid {e.get('code')} {name} logged {e.get('ts') or '?'} s after boot, "
-            "not cleared: reset the GPU or reboot, then `nvtest gate --clear-xids`"
-        )
+        if e.get("verdict") == "unknown":
+            unknown.append(_remembered(e))
+        else:
+            out.fail(_remembered(e))
+    if lost:
+        unknown.append(lost)
+    out.error = "; ".join(unknown) if unknown else None
     from_outcome(
         res, out, what="fatal_xid_events", value=len(st.fatal_events), unit="count",
-        threshold="no fatal or hardware Xid since boot that was not cleared", source=XID_SOURCE,
+        threshold="no fatal or hardware Xid, no recovery action, since boot that was not cleared", source=XID_SOURCE,
         passed="no Xid since the last gate" if not new.strip() else "no fatal Xid",
     )  # fmt: skip
     return res

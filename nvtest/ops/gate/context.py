@@ -161,11 +161,12 @@ class GateContext:
         return None if devs is None else [d for d in devs if d.is_nvswitch]
 
     def gpus_absent(self) -> str | None:
-        """Why this node provably has no NVIDIA GPU and needs none (the source named), else None."""
+        """Why this node provably has no NVIDIA GPU and needs none (the source named), else None
+        (also while a second witness expects GPUs, or says it cannot tell: ``state.expected_by``)."""
         expected = self.sku.expect.gpus if self.sku else None
         gpus = self.pci_gpus
         query, _ = self.smi
-        if expected or gpus is None or gpus or (query is not None and (query.gpus or query.lost_gpus)):
+        if expected or self.state.expected_by is not None or gpus is None or gpus or (query is not None and (query.gpus or query.lost_gpus)):
             return None
         name = self.sku.name if self.sku else "?"
         return f"no NVIDIA GPU: lspci lists no NVIDIA display device and SKU {name} expects none"

@@ -34,6 +34,7 @@ from nvtest.ops.gate.recipe import DEFAULTS, gate_recipe
 from nvtest.ops.gate.slurm import SlurmAction, drain_node, resume_node
 from nvtest.ops.gate.state import GateState, default_state_dir, load_state, save_state
 from nvtest.ops.gate.tools import DEFAULT_PATH, Sources
+from nvtest.ops.gate.witnesses import Witness, gpu_witnesses, no_gpu_on_the_bus, witness_time
 
 __all__ = ["CHECKS", "MODES", "GateOptions", "run_gate"]
 
@@ -57,6 +58,8 @@ class GateOptions:
     drain: bool = False
     resume: bool = False
     clear_xids: bool = False
+    forget_sku: bool = False
+    expect_gpus: int | None = None
     sku: str | None = None
     sku_dirs: Sequence[Path] = ()
     overlay: Path | None = None
@@ -69,15 +72,39 @@ class GateOptions:
     config_problems: list[ConfigProblem] = field(default_factory=list)
 
 
+#: Operator requests a hook never applies (a hook runs unattended: nobody checked the GPUs).
+MANUAL_ONLY = {"clear_xids": "--clear-xids", "forget_sku": "--forget-sku"}
+
+
+def operator_requests(opts: GateOptions, state: GateState) -> None:
+    """Apply ``--clear-xids`` and ``--forget-sku`` to ``state`` in ``--mode manual``; in a hook
+    mode refuse them (a warning; the gate judges as without them, and they are not recorded).
+    """
+    for attr, flag in MANUAL_ONLY.items():
+        if getattr(opts, attr) and opts.mode != "manual":
+            setattr(opts, attr, False)
+            opts.warnings.append(f"{flag} refused in --mode {opts.mode}: only an operator's manual gate applies it; judged without it")
+    if opts.clear_xids:
+        cleared = list(state.fatal_events)
+        state.fatal_events, state.fatal_events_unknown = [], None
+        opts.warnings.append(f"cleared {len(cleared)} fatal GPU event(s) at the operator's request (--clear-xids)")
+    if opts.forget_sku:
+        opts.warnings.append(f"forgot this node's SKU ({state.sku or state.sku_unknown or 'none remembered'}) at the operator's request (--forget-sku)")
+        state.sku = state.sku_unknown = None
+
+
 def node_name(given: str | None) -> str:
     """``--node``, else ``$SLURMD_NODENAME`` (set by slurmd for its hooks), else the short hostname."""
     return given or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
 
 
 def match_sku(
-    catalog: Catalog, sources: Sources, forced: str | None, state: GateState
+    catalog: Catalog, sources: Sources, forced: str | None, state: GateState,
+    witnesses: Callable[[], tuple[list[Witness], list[str]]] | None = None,
 ) -> tuple[SkuProfile | None, str]:
-    """The node's profile and how it was chosen (forced, matched, closest, remembered)."""
+    """The node's profile and how it was chosen (forced, matched, closest, remembered, a
+    second witness, cpu-generic). ``witnesses`` is asked only when the PCI bus shows no NVIDIA
+    GPU (:func:`no_gpu_on_the_bus`)."""
     from nvtest.ops.gate.context import read_smi
 
     if forced:
@@ -88,7 +115,7 @@ def match_sku(
     if gpus:
         m = catalog.match(GpuSummary(tuple(g.product_name or "" for g in gpus), tuple(mems)))
         if m.profile is not None:
-            state.sku = m.profile.name
+            state.sku, state.sku_unknown = m.profile.name, None
             return m.profile, "matched: " + "; ".join(m.reasons)
     from nvtest.parsers import lspci
     from nvtest.parsers._common import ParseError
@@ -106,8 +133,7 @@ def match_sku(
     if state.sku and state.sku in catalog.profiles and (names or query is None):
         return catalog.profiles[state.sku], f"as this node last matched ({state.sku}); no GPU reading now"
     if on_bus == [] and not gpus and not (query and query.lost_gpus):
-        m = catalog.match(GpuSummary())
-        return m.profile, "matched: lspci lists no NVIDIA display device"
+        return no_gpu_on_the_bus(catalog, state, witnesses)
     smi_text = why or f"lists {len(gpus)} GPUs"
     pci_text = "unreadable" if on_bus is None else f"{len(on_bus)} NVIDIA GPUs"
     return None, f"no profile: nvidia-smi {smi_text}; lspci {pci_text}"
@@ -169,6 +195,7 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
     catalog = site.catalog
     state_dir = opts.state_dir or default_state_dir()
     state = load_state(state_dir, node)
+    opts.warnings.extend(state.warnings)
     forced = forced_sku(opts.sku, site)
     provisional = forced or state.sku  # the site recipe's commands start now, not after matching
     if provisional in catalog.profiles:
@@ -176,11 +203,9 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
     else:
         sources.start(recipe_commands(DEFAULTS))
     previous = state.last_gate_at
-    if opts.clear_xids:
-        cleared = list(state.fatal_events)
-        state.fatal_events = []
-        opts.warnings.append(f"cleared {len(cleared)} fatal GPU event(s) at the operator's request (--clear-xids)")
-    sku, how = match_sku(catalog, sources, forced, state)
+    operator_requests(opts, state)
+    sku, how = match_sku(catalog, sources, forced, state,
+                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts.budget_s, deadline), opts.expect_gpus))  # fmt: skip
     recipe, recipe_source = gate_recipe(sku, catalog) if sku else (DEFAULTS, "nvtest gate default (docs/operations.md)")
     sources.start(recipe_commands(recipe))
     origin = f"overlay:{catalog.overlay_file}" if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to) else ""

@@ -22,7 +22,7 @@ from nvtest.transports._slurm_client import call_client
 from nvtest.transports._slurm_cmd import drain_argv, resume_argv, show_node_argv
 from nvtest.transports._slurm_parse import parse_node_records, states_from_records
 
-__all__ = ["NVTEST_PREFIX", "REASON_LIMIT", "SlurmAction", "drain_node", "gate_reason", "resume_node"]
+__all__ = ["NVTEST_PREFIX", "REASON_LIMIT", "SlurmAction", "drain_node", "gate_reason", "node_gres", "resume_node"]
 
 #: Every drain reason nvtest gives starts with this; only such nodes are resumed.
 NVTEST_PREFIX = "nvtest:"
@@ -109,3 +109,18 @@ def resume_node(node: str) -> SlurmAction:
         return SlurmAction("error", node, str(exc))
     _log(f"{node}: resumed (every gate check passed; drained before: {before})")
     return SlurmAction("resume", node, "every gate check passed", state, before)
+
+
+def node_gres(node: str, timeout_s: float) -> dict[str, str]:
+    """``node``'s ``Gres``, ``AvailableFeatures`` and ``ActiveFeatures`` as ``scontrol show
+    node -o`` prints them (``gpu:h100:8(S:0-1)``, ``h100,ib``; ``(null)`` kept as printed);
+    {} when scontrol does not list the node. Waits at most ``timeout_s`` seconds.
+
+    Raises:
+        TransportError: scontrol is missing, failed or ran past ``timeout_s``.
+    """
+    recs = parse_node_records(call_client(show_node_argv(node), timeout_s=max(0.1, timeout_s)))
+    rec = next((r for r in recs if r.get("NodeName") == node), None)
+    if rec is None:
+        return {}
+    return {k: rec[k] for k in ("Gres", "AvailableFeatures", "ActiveFeatures") if k in rec}
