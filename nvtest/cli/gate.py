@@ -12,17 +12,23 @@ so that a mistake in a shared file does not drain every node.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from nvtest.cli.app import app, err_console
+from nvtest.cli.limits import check_numbers
 from nvtest.errors import EXIT_CONFIG, ConfigError
 from nvtest.run.live import short
 
 __all__ = ["gate"]
+
+#: The most of the interpreter's start charged to the budget, s.
+MAX_START_S = 5.0
 
 _EPILOG = (
     "Examples: nvtest gate --mode prolog --drain   |   "
@@ -61,33 +67,48 @@ def gate(
     check: Annotated[list[str] | None, typer.Option("--check", help="Run only this check (repeatable).")] = None,
 ) -> None:
     """Run the passive health checks on this node and print one JSON verdict."""
+    from nvtest.ops.gate.budget import Budget, process_age
     from nvtest.ops.gate.engine import CHECKS, MODES, GateOptions, run_gate
 
     if mode not in MODES:
         err_console.print(f"nvtest: error: --mode {mode!r}: one of {', '.join(MODES)}", markup=False)
         raise typer.Exit(EXIT_CONFIG)
     unknown = sorted(set(check or []) - {name for name, _ in CHECKS})
-    if unknown or budget <= 0:
-        why = f"unknown check(s) {', '.join(unknown)}; known: {', '.join(n for n, _ in CHECKS)}" if unknown else "--budget must be > 0"
-        err_console.print(f"nvtest: error: {why}", markup=False)
+    if unknown:
+        err_console.print(f"nvtest: error: unknown check(s) {', '.join(unknown)}; known: {', '.join(n for n, _ in CHECKS)}", markup=False)
         raise typer.Exit(EXIT_CONFIG)
+    check_numbers("gate", budget=budget)
     opts = GateOptions(
         node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
         sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
         history=history, only=list(check or []),
     )  # fmt: skip
+
+    def emit(doc: dict) -> None:  # before the history write: a slow database never hides the verdict
+        sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
+        sys.stdout.flush()
+        err_console.print(_summary(doc), markup=False, highlight=False)
+
+    opts.emit = emit
+    budget_clock = Budget(budget, time.monotonic() - min(process_age(), MAX_START_S))  # the start is paid from the budget
     try:
-        doc = run_gate(opts)
+        doc = run_gate(opts, budget_clock)
     except ConfigError as exc:
         if mode == "manual":
             err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
             raise typer.Exit(EXIT_CONFIG) from exc
         doc = _config_error_doc(opts, exc)
-    sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
-    sys.stdout.flush()
-    err_console.print(_summary(doc), markup=False, highlight=False)
+        emit(doc)
     for w in doc.get("warnings") or []:
         err_console.print(f"nvtest gate: warning: {w}", markup=False, highlight=False)
+    hist = doc.get("history") or {}
+    if hist.get("status") == "written":
+        err_console.print(f"nvtest gate: history: recorded in {hist.get('database')}", markup=False, highlight=False)
+    elif hist.get("status") in ("spooled", "lost"):
+        where = f"spooled in {hist['spool']}" if hist.get("spool") else "lost"
+        err_console.print(f"nvtest gate: history: {where} ({hist.get('error')})", markup=False, highlight=False)
+    if doc.get("interrupted"):
+        raise typer.Exit(128 + int(getattr(signal, str(doc["interrupted"]), signal.SIGTERM)))
     raise typer.Exit(int(doc["exit_code"]))
 
 

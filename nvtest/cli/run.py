@@ -24,6 +24,7 @@ import typer
 
 from nvtest import __version__
 from nvtest.cli.app import app, console, err_console, fail, new_run_id, remove_latest, update_latest
+from nvtest.cli.limits import check_numbers
 from nvtest.cli.options import with_options
 from nvtest.errors import (
     EXIT_CHECK_FAILED,
@@ -294,6 +295,7 @@ def run(
         source = ctx.get_parameter_source(param)  # click's ParameterSource (vendored by typer)
         return source is None or source.name == "DEFAULT"
 
+    check_numbers("run", timeout_scale=timeout_scale, duration=duration)
     req = RunRequest(suite, inventory, nodes, backend, sku, sku_dir, overlay, timeout_scale, duration, ssh, slurm)
     try:
         if rerun_failed is not None:

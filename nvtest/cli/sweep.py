@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nvtest.cli.app import app, console, fail
+from nvtest.cli.limits import check_numbers
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_HARNESS, EXIT_OK, NvtestError
 
 __all__ = ["sweep"]
@@ -46,6 +47,9 @@ def sweep(
 ) -> None:
     """Sweep the idle nodes of a partition with an active suite, in batches."""
     from nvtest.ops.sweep import SweepOptions, run_sweep
+
+    check_numbers("sweep", nice=nice, time_limit=time_limit, wait=wait, breaker_share=breaker_share,
+                  breaker_min_nodes=breaker_min_nodes)  # fmt: skip
 
     opts = SweepOptions(
         partition=partition, nodes=nodes, suite=suite, run_args=list(ctx.args), max_out=max_out, nice=nice,

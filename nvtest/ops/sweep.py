@@ -79,6 +79,10 @@ def sweep_id() -> str:
     return dt.datetime.now(tz=dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+#: The largest count ``--max-out`` takes (more nodes than any cluster has is a typo).
+MAX_OUT_COUNT = 1_000_000
+
+
 def max_out_count(spec: str, partition_size: int) -> int:
     """``--max-out``: ``"4"`` -> 4; ``"10%"`` or ``"0.1"`` -> that share of ``partition_size``
     rounded down, at least 1.
@@ -94,11 +98,11 @@ def max_out_count(spec: str, partition_size: int) -> int:
             frac = float(text)
         else:
             n = int(text)
-            if n < 1:
+            if not 1 <= n <= MAX_OUT_COUNT:
                 raise ValueError
             return n
     except ValueError:
-        raise ConfigError(f"--max-out {spec!r}: a count (4) or a share of the partition (10% or 0.1)", field="--max-out") from None
+        raise ConfigError(f"--max-out {spec!r}: a count from 1 to {MAX_OUT_COUNT} or a share of the partition (10% or 0.1)", field="--max-out") from None
     if not 0 < frac <= 1:
         raise ConfigError(f"--max-out {spec!r}: a share must be in (0, 100%]", field="--max-out")
     return max(1, math.floor(frac * partition_size))

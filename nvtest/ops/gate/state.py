@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 __all__ = ["GateState", "boot_id", "default_state_dir", "load_state", "save_state"]
 
@@ -101,26 +101,49 @@ def load_state(state_dir: Path, node: str) -> GateState:
     return st
 
 
+def _flock_until(fh: IO[str], timeout_s: float | None) -> None:
+    """``flock(LOCK_EX)``, tried until ``timeout_s`` has passed (None: wait as long as it takes).
+
+    Raises:
+        TimeoutError: another process held the lock all that time.
+    """
+    if timeout_s is None:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        return
+    until = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                raise TimeoutError(f"{fh.name} stayed locked by another process for {timeout_s:.1f} s") from None
+            time.sleep(0.02)
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, timeout_s: float | None = None) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "a", encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        _flock_until(fh, timeout_s)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = False) -> Path:
+def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = False, timeout_s: float | None = None) -> Path:
     """Write ``st``, merged with a state another gate wrote meanwhile (the later cursor and
     counters win, fatal events are united unless ``cleared``); the file's path.
 
+    ``timeout_s``: the longest to wait for the file's lock (None: as long as it takes).
+
     Raises:
-        OSError: the state directory cannot be written.
+        OSError: the state directory cannot be written; TimeoutError (an OSError): the lock
+            was held by another process for ``timeout_s``.
     """
     path = _path(state_dir, node)
-    with _locked(path):
+    with _locked(path, timeout_s):
         other = _read(path)
         if other.boot_id == st.boot_id:
             if other.kernel_log_ts is not None and (st.kernel_log_ts or -1) < other.kernel_log_ts:

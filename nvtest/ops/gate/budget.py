@@ -1,0 +1,161 @@
+"""The gate's clock: how much of ``--budget`` is left for each step, and a signal's stop.
+
+Every step of a gate is bounded by the time its budget has left, never by a fixed timeout
+of its own: the tools (killed at :data:`TOOLS_SHARE` of the budget), the checks (waited for
+until :data:`CHECKS_SHARE`), then each side effect (each ``scontrol`` call, the state file's
+lock, the history connect and write) gets what is left of the budget, at least
+:data:`FLOOR_S` so that a tight budget still tries, and never past :data:`GRACE_S` after the
+budget's end. A gate therefore ends within ``budget + GRACE_S`` (plus the interpreter's exit)
+whatever its database, its controller or its tools do.
+
+A SIGTERM (slurmd at PrologEpilogTimeout, systemd stop) or SIGINT sets :attr:`Budget.stopped`
+(the handler only sets a flag and kills the tools' process groups: both are safe in a signal
+handler); every wait of the gate polls it, so the gate stops waiting at once, prints what it
+has and writes its record within :data:`SIGNAL_GRACE_S`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import TypeVar
+
+__all__ = [
+    "CHECKS_SHARE", "FLOOR_S", "GRACE_S", "SIGNAL_GRACE_S", "TOOLS_SHARE", "Budget", "bounded",
+    "on_signals", "process_age",
+]  # fmt: skip
+
+#: Shares of the budget: the tools are killed at 80 % of it, the checks waited for until 90 %;
+#: the rest is for the drain/resume call, the state and the history write.
+TOOLS_SHARE, CHECKS_SHARE = 0.8, 0.9
+#: The least time a side effect is given, s, even past the budget (a tight budget still tries).
+FLOOR_S = 0.5
+#: No side effect is started or waited for later than this many seconds after the budget's end.
+GRACE_S = 1.5
+#: After a signal, each side effect gets at most this many seconds.
+SIGNAL_GRACE_S = 1.0
+#: How often a wait looks at the stop flag, s.
+POLL_S = 0.05
+
+T = TypeVar("T")
+
+
+def process_age() -> float:
+    """Seconds since this process started (``/proc/self/stat`` starttime against
+    ``/proc/uptime``), so that ``--budget`` also pays for the interpreter's start; 0 where
+    it cannot be read."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            start_ticks = int(fh.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class Budget:
+    """One gate's budget (see the module docstring).
+
+    Args:
+        budget_s: the wall-time budget, s (finite, > 0: checked by the CLI).
+        t0: its start, a ``time.monotonic()`` value (default now).
+    """
+
+    def __init__(self, budget_s: float, t0: float | None = None) -> None:
+        self.budget_s = budget_s
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.end = self.t0 + budget_s
+        self.hard_end = self.end + GRACE_S
+        #: The signal's name (``SIGTERM``) once one arrived, else None.
+        self.interrupted: str | None = None
+        self._on_stop: list[Callable[[], None]] = []
+
+    def at(self, share: float) -> float:
+        """The ``time.monotonic()`` at ``share`` of the budget."""
+        return self.t0 + share * self.budget_s
+
+    @property
+    def stopped(self) -> bool:
+        """A signal asked the gate to stop."""
+        return self.interrupted is not None
+
+    def left(self) -> float:
+        """Seconds a side effect may take now: what is left of the budget, at least
+        :data:`FLOOR_S` but never past ``budget + GRACE_S`` (0: do not start it), at most
+        :data:`SIGNAL_GRACE_S` after a signal."""
+        now = time.monotonic()
+        out = max(self.end - now, min(FLOOR_S, self.hard_end - now), 0.0)
+        return min(out, SIGNAL_GRACE_S) if self.stopped else out
+
+    def on_stop(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` (it must be signal-safe: set flags, kill processes) when a signal arrives."""
+        self._on_stop.append(fn)
+
+    def interrupt(self, name: str) -> None:
+        """Stop the gate (a signal handler's whole work)."""
+        self.interrupted = name
+        for fn in list(self._on_stop):
+            fn()
+
+    def wait(self, done: Callable[[], bool], until: float) -> bool:
+        """Wait until ``done()`` is true, ``until`` (monotonic) passes or a signal arrives;
+        ``done()`` at the end."""
+        while not done() and not self.stopped:
+            rest = until - time.monotonic()
+            if rest <= 0:
+                break
+            time.sleep(min(POLL_S, rest))
+        return done()
+
+
+def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Run ``fn`` in a daemon thread and wait for it at most ``timeout_s`` seconds; its result.
+
+    A driver that ignores its own timeout (a libpq connect that waits for a server that
+    accepted the connection and never answers) is abandoned, never waited for.
+
+    Raises:
+        TimeoutError: ``fn`` did not return in time (``what`` named). Whatever ``fn`` raised.
+    """
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    th = threading.Thread(target=run, daemon=True, name=f"bounded-{what}")
+    th.start()
+    th.join(max(0.0, timeout_s))
+    if th.is_alive():
+        raise TimeoutError(f"{what} did not finish within {timeout_s:.1f} s (the gate's budget)")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
+
+
+@contextmanager
+def on_signals(budget: Budget, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Within the block, ``signals`` stop ``budget`` (:meth:`Budget.interrupt`) instead of
+    killing the process; the previous handlers come back after it. Only in the main thread
+    (elsewhere, e.g. a test's worker thread, nothing is installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        budget.interrupt(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, handler) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
