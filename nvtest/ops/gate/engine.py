@@ -38,6 +38,8 @@ __all__ = ["CHECKS", "MODES", "GateOptions", "run_gate"]
 
 #: Every passive check, in report order.
 CHECKS: tuple[tuple[str, Callable[[GateContext], CheckResult]], ...] = (*GPU_CHECKS, *NODE_CHECKS)
+#: The share of a side effect's time given to the database driver's own timeouts.
+DRIVER_SHARE = 0.8
 #: The hooks ``--mode`` knows; ``manual`` is a person or a cron job.
 MODES = ("prolog", "epilog", "healthcheck", "manual")
 
@@ -285,15 +287,14 @@ def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: P
         try:
             if left <= 0:
                 raise TimeoutError("no time left in the gate's budget")
-            doc["history"] = bounded(lambda: record_gate(doc, opts.history, cleared=opts.clear_xids, timeout_s=left),
+            # the driver's own timeouts end first (its error says why); the thread bounds the rest
+            doc["history"] = bounded(lambda: record_gate(doc, opts.history, cleared=opts.clear_xids, timeout_s=DRIVER_SHARE * left),
                                      left, "the history write") or None  # fmt: skip
             if doc["history"]:
                 doc["history"]["status"] = "written"
         except (HistoryError, ConfigError, TimeoutError) as exc:
             error = str(exc)
     if error:
-        if url != "?":
-            opts.warnings.append(f"history not recorded: {error}")
         try:
             path = spool_gate(spool_dir, {**doc, "history": None}, cleared=opts.clear_xids)
             doc["history"] = {"status": "spooled", "spool": str(path), "error": error}
@@ -303,7 +304,7 @@ def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: P
     elif spooled(spool_dir) and budget.left() > 0 and not budget.stopped:
         left = budget.left()
         try:
-            sent, problems = bounded(lambda: import_spool(spool_dir, opts.history, timeout_s=left), left, "sending the spool")
+            sent, problems = bounded(lambda: import_spool(spool_dir, opts.history, timeout_s=DRIVER_SHARE * left), left, "sending the spool")
             doc["history"]["spool_sent"] = sent
             opts.warnings.extend(f"spooled gate record not sent: {p}" for p in problems)
         except (HistoryError, ConfigError, TimeoutError) as exc:
