@@ -5,7 +5,9 @@ cron runs it: docs/operations.md).
 Options after ``--`` (or any option ``nvtest run`` knows: ``--overlay``, ``--sku``, ``-k``)
 are passed to the ``nvtest run`` each job starts on its node. Exit status: 0 every swept node
 passed; 1 a node failed or errored; 3 the circuit breaker tripped (nvtest suspects itself:
-nothing was drained); 2 a bad option.
+nothing was drained); 2 a bad option (a number out of its range, a ``--nodes`` node the
+partition does not have); 143 (130) stopped by SIGTERM (SIGINT): its jobs cancelled,
+``sweep.json`` written.
 """
 
 from __future__ import annotations
@@ -72,6 +74,11 @@ def sweep(
     for node, act in sorted(summary["drained"].items()):
         console.print(f"{node}: {act['action']}: {act['reason']}", markup=False, highlight=False)
     console.print(f"summary: {summary['dir']}/sweep.html", markup=False, highlight=False)
+    if summary.get("interrupted"):  # systemd stop: the jobs were cancelled, sweep.json written
+        import signal
+
+        console.print(f"sweep stopped by {summary['interrupted']}: its jobs cancelled, nothing drained", markup=False, highlight=False)
+        raise typer.Exit(128 + int(getattr(signal, str(summary["interrupted"]), signal.SIGTERM)))
     if b.get("tripped"):
         raise typer.Exit(EXIT_HARNESS)
     bad = any(r.get("verdict") in ("fail", "error") for r in summary["nodes"].values())

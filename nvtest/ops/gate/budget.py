@@ -142,16 +142,17 @@ def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
 
 
 @contextmanager
-def on_signals(budget: Budget, signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
-    """Within the block, ``signals`` stop ``budget`` (:meth:`Budget.interrupt`) instead of
-    killing the process; the previous handlers come back after it. Only in the main thread
-    (elsewhere, e.g. a test's worker thread, nothing is installed)."""
+def on_signals(stop: Callable[[str], None], signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
+    """Within the block, ``signals`` call ``stop(<signal name>)`` (e.g. :meth:`Budget.interrupt`:
+    it must only set flags and kill processes) instead of killing the process; the previous
+    handlers come back after it. Only in the main thread (elsewhere, e.g. a test's worker
+    thread, nothing is installed)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, _frame: FrameType | None) -> None:
-        budget.interrupt(signal.Signals(signum).name)
+        stop(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, handler) for s in signals}
     try:

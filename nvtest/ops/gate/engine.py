@@ -195,7 +195,7 @@ def run_gate(opts: GateOptions, budget: Budget | None = None) -> dict[str, Any]:
     """
     os.environ.setdefault("PATH", DEFAULT_PATH)
     budget = budget or Budget(opts.budget_s)
-    with on_signals(budget):
+    with on_signals(budget.interrupt):
         sources = Sources(base_commands(opts.sysfs), budget.at(TOOLS_SHARE))
         budget.on_stop(lambda: sources.kill_all(f"interrupted by {budget.interrupted}"))
         if budget.stopped:
