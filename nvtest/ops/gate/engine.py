@@ -4,8 +4,13 @@
 matches the node to its SKU profile from ``nvidia-smi -q`` and ``lspci``, runs each check
 (:data:`CHECKS`) in its own thread, and at the deadline stops waiting: a check that has not
 answered is ``unknown`` ("did not answer within the budget"), never a hang and never a drain
-by itself. Then, opt-in, it drains or resumes the node (:mod:`~nvtest.ops.gate.slurm`), keeps
-its cursor (:mod:`~nvtest.ops.gate.state`) and writes the verdict into the history.
+by itself. The checks that need no GPU (:data:`SKU_FREE`) start at once with the provisional
+recipe, never waiting for the match (which waits for nvidia-smi). Then, opt-in, it drains or
+resumes the node (:mod:`~nvtest.ops.gate.slurm`: its outcome belongs in the document), keeps
+its cursor (:mod:`~nvtest.ops.gate.state`), hands the document out (``GateOptions.emit``)
+and only then writes the verdict into the history, or spools it. Every one of these side
+effects is bounded by what the budget has left (:mod:`~nvtest.ops.gate.budget`), and a
+SIGTERM or SIGINT stops the gate with a document and a record.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ __all__ = ["CHECKS", "MODES", "GateOptions", "run_gate"]
 
 #: Every passive check, in report order.
 CHECKS: tuple[tuple[str, Callable[[GateContext], CheckResult]], ...] = (*GPU_CHECKS, *NODE_CHECKS)
+#: The longest the state file's lock is waited for, s: another gate holds it for milliseconds,
+#: so a longer hold is a stuck process, not worth holding the document back for.
+STATE_LOCK_S = 2.0
 #: The share of a side effect's time given to the database driver's own timeouts.
 DRIVER_SHARE = 0.8
 #: The hooks ``--mode`` knows; ``manual`` is a person or a cron job.
@@ -254,7 +262,7 @@ def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]
         doc["interrupted"] = budget.interrupted
     state.last_gate_at = start
     try:
-        doc["state"]["file"] = str(save_state(state_dir, node, state, cleared=opts.clear_xids, timeout_s=budget.left()))
+        doc["state"]["file"] = str(save_state(state_dir, node, state, cleared=opts.clear_xids, timeout_s=min(budget.left(), STATE_LOCK_S)))
     except OSError as exc:
         opts.warnings.append(f"gate state not saved in {state_dir}: {exc.strerror or exc} (Xid cursor not kept)")
     _finish(opts, doc, budget, state_dir)
