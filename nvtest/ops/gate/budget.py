@@ -74,6 +74,8 @@ class Budget:
         self.hard_end = self.end + GRACE_S
         #: The signal's name (``SIGTERM``) once one arrived, else None.
         self.interrupted: str | None = None
+        #: When the signal arrived (``time.monotonic()``), else None.
+        self.stopped_at: float | None = None
         self._on_stop: list[Callable[[], None]] = []
 
     def at(self, share: float) -> float:
@@ -99,6 +101,7 @@ class Budget:
 
     def interrupt(self, name: str) -> None:
         """Stop the gate (a signal handler's whole work)."""
+        self.stopped_at = time.monotonic()
         self.interrupted = name
         for fn in list(self._on_stop):
             fn()
@@ -114,8 +117,9 @@ class Budget:
         return done()
 
 
-def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
-    """Run ``fn`` in a daemon thread and wait for it at most ``timeout_s`` seconds; its result.
+def bounded(fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | None = None) -> T:
+    """Run ``fn`` in a daemon thread and wait for it at most ``timeout_s`` seconds (and at
+    most :data:`SIGNAL_GRACE_S` after a signal stops ``budget``); its result.
 
     A driver that ignores its own timeout (a libpq connect that waits for a server that
     accepted the connection and never answers) is abandoned, never waited for.
@@ -133,7 +137,11 @@ def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
 
     th = threading.Thread(target=run, daemon=True, name=f"bounded-{what}")
     th.start()
-    th.join(max(0.0, timeout_s))
+    until = time.monotonic() + max(0.0, timeout_s)
+    while th.is_alive() and (rest := until - time.monotonic()) > 0:
+        th.join(min(rest, POLL_S))
+        if budget is not None and budget.stopped_at is not None:
+            until = min(until, budget.stopped_at + SIGNAL_GRACE_S)
     if th.is_alive():
         raise TimeoutError(f"{what} did not finish within {timeout_s:.1f} s (the gate's budget)")
     if "error" in box:

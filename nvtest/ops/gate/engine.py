@@ -297,7 +297,7 @@ def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: P
                 raise TimeoutError("no time left in the gate's budget")
             # the driver's own timeouts end first (its error says why); the thread bounds the rest
             doc["history"] = bounded(lambda: record_gate(doc, opts.history, cleared=opts.clear_xids, timeout_s=DRIVER_SHARE * left),
-                                     left, "the history write") or None  # fmt: skip
+                                     left, "the history write", budget) or None  # fmt: skip
             if doc["history"]:
                 doc["history"]["status"] = "written"
         except (HistoryError, ConfigError, TimeoutError) as exc:
@@ -312,7 +312,7 @@ def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: P
     elif spooled(spool_dir) and budget.left() > 0 and not budget.stopped:
         left = budget.left()
         try:
-            sent, problems = bounded(lambda: import_spool(spool_dir, opts.history, timeout_s=DRIVER_SHARE * left), left, "sending the spool")
+            sent, problems = bounded(lambda: import_spool(spool_dir, opts.history, timeout_s=DRIVER_SHARE * left), left, "sending the spool", budget)
             doc["history"]["spool_sent"] = sent
             opts.warnings.extend(f"spooled gate record not sent: {p}" for p in problems)
         except (HistoryError, ConfigError, TimeoutError) as exc:
