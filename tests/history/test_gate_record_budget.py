@@ -60,7 +60,8 @@ def test_a_silent_database_keeps_the_gate_in_budget_and_the_record_is_spooled(tm
     assert wall <= BUDGET + GRACE_S + 0.5, wall
     assert printed_at < BUDGET, printed_at  # the verdict was out before the database was waited for
     assert emitted["verdict"] == "pass" and emitted["history"] == {"status": "pending"}
-    assert doc["history"]["status"] == "spooled" and "did not finish within" in doc["history"]["error"]
+    err = doc["history"]["error"]
+    assert doc["history"]["status"] == "spooled" and ("did not finish within" in err or "timeout expired" in err), err
     spool = Path(doc["history"]["spool"])
     assert spool.parent == tmp_path / "state" / "spool" and json.loads(spool.read_text())["gate"]["node"] == "n1"
     # sent by hand, once: a second import finds nothing and duplicates nothing

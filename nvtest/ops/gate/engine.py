@@ -15,6 +15,7 @@ SIGTERM or SIGINT stops the gate with a document and a record.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -132,11 +133,12 @@ class _Checks:
     def __init__(self) -> None:
         self.results: dict[str, CheckResult] = {}
         self.order: list[str] = []
+        self.gen: dict[str, int] = {}
 
     def start(self, ctx: GateContext, names: Sequence[str]) -> None:
         """Start ``names`` (in :data:`CHECKS` order) on ``ctx``; a name started again replaces its result."""
 
-        def one(name: str, fn: Callable[[GateContext], CheckResult]) -> None:
+        def one(name: str, fn: Callable[[GateContext], CheckResult], gen: int) -> None:
             t0 = time.monotonic()
             try:
                 res = fn(ctx)
@@ -144,14 +146,16 @@ class _Checks:
                 res = CheckResult(name)
                 res.add("unknown", name, f"internal error in the gate check: {type(exc).__name__}: {exc}")
             res.duration_s = time.monotonic() - t0
-            self.results[name] = res
+            if self.gen[name] == gen:  # a judgement by a recipe since replaced is dropped
+                self.results[name] = res
 
         for name, fn in CHECKS:
             if name in names:
+                self.gen[name] = self.gen.get(name, 0) + 1
                 self.results.pop(name, None)
                 if name not in self.order:
                     self.order.append(name)
-                threading.Thread(target=one, args=(name, fn), daemon=True, name=f"check-{name}").start()
+                threading.Thread(target=one, args=(name, fn, self.gen[name]), daemon=True, name=f"check-{name}").start()
 
     def done(self, names: Sequence[str] | None = None) -> bool:
         return all(n in self.results for n in (self.order if names is None else names))
@@ -199,8 +203,11 @@ def run_gate(opts: GateOptions, budget: Budget | None = None) -> dict[str, Any]:
     is handed the document as soon as it is complete and before the history write.
 
     Raises:
-        ConfigError: an unknown ``--sku``, an invalid profile, overlay or ``recipe.gate``.
+        ConfigError: an unknown ``--sku``, an invalid profile, overlay or ``recipe.gate``; a
+            budget that is not a finite number of seconds > 0.
     """
+    if not (math.isfinite(opts.budget_s) and opts.budget_s > 0):
+        raise ConfigError(f"{opts.budget_s}: not a budget (a finite number of seconds > 0)", field="--budget")
     os.environ.setdefault("PATH", DEFAULT_PATH)
     budget = budget or Budget(opts.budget_s)
     with on_signals(budget.interrupt):
@@ -312,7 +319,11 @@ def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: P
     elif spooled(spool_dir) and budget.left() > 0 and not budget.stopped:
         left = budget.left()
         try:
-            sent, problems = bounded(lambda: import_spool(spool_dir, opts.history, timeout_s=DRIVER_SHARE * left), left, "sending the spool", budget)
+            def send() -> tuple[int, list[str]]:
+                return import_spool(spool_dir, opts.history, timeout_s=DRIVER_SHARE * left,
+                                    stop=lambda: time.monotonic() > budget.hard_end)  # fmt: skip
+
+            sent, problems = bounded(send, left, "sending the spool", budget)
             doc["history"]["spool_sent"] = sent
             opts.warnings.extend(f"spooled gate record not sent: {p}" for p in problems)
         except (HistoryError, ConfigError, TimeoutError) as exc:
