@@ -146,3 +146,16 @@ def test_every_numeric_option_is_range_checked_before_anything_starts(verb: str,
 def test_sweep_max_out_is_a_sane_count_or_share(spec: str, tmp_path: Path) -> None:
     res = CliRunner().invoke(app, ["sweep", "--max-out", spec, "--out", str(tmp_path), "--history", "off"])
     assert res.exit_code == 2 and "--max-out" in res.output, res.output
+
+
+def test_a_recipe_the_match_changes_is_judged_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An overlay for one SKU only: the checks start with the defaults, the match brings the
+    site's recipe, and its missing mount is judged by it."""
+    overlay = tmp_path / "site.yaml"
+    overlay.write_text("schema_version: 1\nname: site\napplies_to: [h100-sxm-80gb]\n"
+                       f"recipe:\n  gate:\n    mounts: ['{tmp_path}/scratch']\n")  # fmt: skip
+    monkeypatch.setenv("PATH", node_bin(tmp_path, "n1").path_prefix())
+    doc = run_gate(GateOptions(node="n1", budget_s=10.0, overlay=overlay, state_dir=tmp_path / "s", history="off"))
+    mounts = by_check(doc)["mounts"]
+    assert mounts["verdict"] == "fail" and mounts["decisions"][0]["source"] == f"overlay:{overlay} recipe.gate mounts", mounts
+    assert doc["sku"]["name"] == "h100-sxm-80gb" and doc["exit_code"] == 1
