@@ -12,7 +12,6 @@ so that a mistake in a shared file does not drain every node.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import typer
 
 from nvtest.cli.app import app, err_console
 from nvtest.cli.limits import check_numbers
-from nvtest.errors import EXIT_CONFIG, ConfigError
+from nvtest.errors import EXIT_CONFIG, ConfigError, exit_code_of_signal
 from nvtest.run.live import short
 
 __all__ = ["gate"]
@@ -108,7 +107,7 @@ def gate(
         where = f"spooled in {hist['spool']}" if hist.get("spool") else "lost"
         err_console.print(f"nvtest gate: history: {where} ({hist.get('error')})", markup=False, highlight=False)
     if doc.get("interrupted"):
-        raise typer.Exit(128 + int(getattr(signal, str(doc["interrupted"]), signal.SIGTERM)))
+        raise typer.Exit(exit_code_of_signal(str(doc["interrupted"])))
     raise typer.Exit(int(doc["exit_code"]))
 
 

@@ -35,6 +35,7 @@ from nvtest.errors import (
     ConfigError,
     NvtestError,
     OutputWriteError,
+    exit_code_of_signal,
 )
 from nvtest.results import write_atomic
 from nvtest.transports.options import SlurmOptions, SshOptions, cli_param_of
@@ -56,7 +57,7 @@ def exit_code_of_run(run_dir: Path, pytest_rc: int) -> int:
         return EXIT_HARNESS
     run = doc.get("run", {})
     if run.get("interrupted"):
-        return EXIT_INTERRUPTED if run.get("interrupt_signal") in (None, "SIGINT") else EXIT_HARNESS
+        return exit_code_of_signal(run.get("interrupt_signal"))
     if pytest_rc == 5 or not doc.get("results"):
         err_console.print("nvtest: error: no check was selected (check -k and --suite)")
         return EXIT_CONFIG

@@ -6,8 +6,8 @@ Options after ``--`` (or any option ``nvtest run`` knows: ``--overlay``, ``--sku
 are passed to the ``nvtest run`` each job starts on its node. Exit status: 0 every swept node
 passed; 1 a node failed or errored; 3 the circuit breaker tripped (nvtest suspects itself:
 nothing was drained); 2 a bad option (a number out of its range, a ``--nodes`` node the
-partition does not have); 143 (130) stopped by SIGTERM (SIGINT): its jobs cancelled,
-``sweep.json`` written.
+partition does not have); 3 (130) stopped by SIGTERM (SIGINT), as ``nvtest run``: its
+jobs cancelled, ``sweep.json`` written.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rich.table import Table
 
 from nvtest.cli.app import app, console, fail
 from nvtest.cli.limits import check_numbers
-from nvtest.errors import EXIT_CHECK_FAILED, EXIT_HARNESS, EXIT_OK, NvtestError
+from nvtest.errors import EXIT_CHECK_FAILED, EXIT_HARNESS, EXIT_OK, NvtestError, exit_code_of_signal
 
 __all__ = ["sweep"]
 
@@ -75,10 +75,8 @@ def sweep(
         console.print(f"{node}: {act['action']}: {act['reason']}", markup=False, highlight=False)
     console.print(f"summary: {summary['dir']}/sweep.html", markup=False, highlight=False)
     if summary.get("interrupted"):  # systemd stop: the jobs were cancelled, sweep.json written
-        import signal
-
         console.print(f"sweep stopped by {summary['interrupted']}: its jobs cancelled, nothing drained", markup=False, highlight=False)
-        raise typer.Exit(128 + int(getattr(signal, str(summary["interrupted"]), signal.SIGTERM)))
+        raise typer.Exit(exit_code_of_signal(str(summary["interrupted"])))
     if b.get("tripped"):
         raise typer.Exit(EXIT_HARNESS)
     bad = any(r.get("verdict") in ("fail", "error") for r in summary["nodes"].values())

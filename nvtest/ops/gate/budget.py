@@ -9,20 +9,18 @@ budget's end. A gate therefore ends within ``budget + GRACE_S`` (plus the interp
 whatever its database, its controller or its tools do.
 
 A SIGTERM (slurmd at PrologEpilogTimeout, systemd stop) or SIGINT sets :attr:`Budget.stopped`
-(the handler only sets a flag and kills the tools' process groups: both are safe in a signal
-handler); every wait of the gate polls it, so the gate stops waiting at once, prints what it
-has and writes its record within :data:`SIGNAL_GRACE_S`.
+and kills the tools' process groups (:func:`on_signals`, through the run's
+:class:`~nvtest.run.stop.StopRequest`); every wait of the gate polls it, so the gate stops
+waiting at once, prints what it has and writes its record within :data:`SIGNAL_GRACE_S`.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
 from typing import TypeVar
 
 __all__ = [
@@ -96,11 +94,11 @@ class Budget:
         return min(out, SIGNAL_GRACE_S) if self.stopped else out
 
     def on_stop(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` (it must be signal-safe: set flags, kill processes) when a signal arrives."""
+        """Call ``fn`` (set flags, kill processes: nothing that waits) when a signal arrives."""
         self._on_stop.append(fn)
 
     def interrupt(self, name: str) -> None:
-        """Stop the gate (a signal handler's whole work)."""
+        """Stop the gate: the signal's name, then every :meth:`on_stop` function."""
         self.stopped_at = time.monotonic()
         self.interrupted = name
         for fn in list(self._on_stop):
@@ -150,21 +148,17 @@ def bounded(fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | N
 
 
 @contextmanager
-def on_signals(stop: Callable[[str], None], signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)) -> Iterator[None]:
-    """Within the block, ``signals`` call ``stop(<signal name>)`` (e.g. :meth:`Budget.interrupt`:
-    it must only set flags and kill processes) instead of killing the process; the previous
-    handlers come back after it. Only in the main thread (elsewhere, e.g. a test's worker
-    thread, nothing is installed)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+def on_signals(stop: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT call ``stop(<signal name>)`` (e.g.
+    :meth:`Budget.interrupt`) instead of killing the process: the run's own
+    :class:`~nvtest.run.stop.StopRequest` records the signal in its handler and calls ``stop``
+    from its watcher thread at once; the previous handlers come back after the block. Off the
+    main thread (a test's worker thread) nothing is installed."""
+    from nvtest.run.stop import StopRequest
 
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        stop(signal.Signals(signum).name)
-
-    old = {s: signal.signal(s, handler) for s in signals}
+    req = StopRequest(on_first=lambda: stop(req.first_signal or "SIGTERM"))
+    req.install()
     try:
         yield
     finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+        req.restore()
