@@ -57,6 +57,7 @@ __all__ = [
     "TransportError",
     "UnreportedHardware",
     "exit_code_of",
+    "exit_code_of_signal",
 ]
 
 EXIT_OK = 0
@@ -251,3 +252,11 @@ def exit_code_of(exc: BaseException) -> int:
     if isinstance(exc, (NvtestError, ProbeSkip, CheckFailed, NodeWedged)) and isinstance(code, int):
         return code
     return EXIT_HARNESS
+
+
+def exit_code_of_signal(name: str | None) -> int:
+    """The exit status of a verb a signal stopped (``run``, ``gate``, ``sweep`` alike):
+    :data:`EXIT_INTERRUPTED` (130) for SIGINT (a person's Ctrl-C, or an unknown signal),
+    :data:`EXIT_HARNESS` (3) for SIGTERM (a scheduler or systemd stopped it: the harness
+    did not finish)."""
+    return EXIT_INTERRUPTED if name in (None, "SIGINT") else EXIT_HARNESS

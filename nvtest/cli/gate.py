@@ -16,16 +16,21 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from nvtest.cli.app import app, err_console
-from nvtest.errors import EXIT_CONFIG, ConfigError
+from nvtest.cli.limits import out_of_range
+from nvtest.errors import EXIT_CONFIG, ConfigError, exit_code_of_signal
 from nvtest.run.live import short
 
 __all__ = ["gate"]
+
+#: The most of the interpreter's start charged to the budget, s.
+MAX_START_S = 5.0
 
 _EPILOG = (
     "Examples: nvtest gate --mode prolog --drain   |   "
@@ -58,7 +63,7 @@ def gate(
     resume: Annotated[bool, typer.Option(help="Resume this node when every check passes, if nvtest drained it.")] = False,
     clear_xids: Annotated[bool, typer.Option(help="Forget the fatal Xids seen this boot (after the GPU reset they asked for); --mode manual only.")] = False,
     forget_sku: Annotated[bool, typer.Option(help="Forget the SKU this node last matched (a repurposed node); --mode manual only.")] = False,
-    expect_gpus: Annotated[int | None, typer.Option(help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).", min=0)] = None,
+    expect_gpus: Annotated[int | None, typer.Option(help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).")] = None,
     node: Annotated[str | None, typer.Option(help="This node's Slurm name (default: $SLURMD_NODENAME, else the short hostname).")] = None,
     sku: Annotated[str | None, typer.Option(help="Judge against this SKU profile (default: matched from nvidia-smi and lspci).")] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
@@ -69,28 +74,47 @@ def gate(
     check: Annotated[list[str] | None, typer.Option("--check", help="Run only this check (repeatable).")] = None,
 ) -> None:
     """Run the passive health checks on this node and print one JSON verdict."""
+    from nvtest.ops.gate.budget import Budget, process_age
     from nvtest.ops.gate.engine import GateOptions, run_gate
 
     mode, budget, check, problems = _option_problems(mode, budget, check)
+    why_gpus = out_of_range("gate", "expect_gpus", expect_gpus)
+    if why_gpus:  # a witness that cannot be believed is no witness: recorded, or refused by hand
+        problems.extend(_refuse_or_record(mode, [("--expect-gpus", f"{why_gpus}; not used", None)]))
+        expect_gpus = None
     opts = GateOptions(
         node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
         forget_sku=forget_sku, expect_gpus=expect_gpus, sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
         history=history, only=list(check or []), config_problems=problems,
     )  # fmt: skip
+
+    def emit(doc: dict) -> None:  # before the history write: a slow database never hides the verdict
+        sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
+        sys.stdout.flush()
+        err_console.print(_summary(doc), markup=False, highlight=False)
+        for p in (doc.get("configuration") or {}).get("problems") or []:
+            err_console.print(f"nvtest gate: configuration error: {_problem_text(p)}", markup=False, highlight=False)
+
+    opts.emit = emit
+    budget_clock = Budget(budget, time.monotonic() - min(process_age(), MAX_START_S))  # the start is paid from the budget
     try:
-        doc = run_gate(opts)
+        doc = run_gate(opts, budget_clock)
     except ConfigError as exc:
         if mode == "manual":
             err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
             raise typer.Exit(EXIT_CONFIG) from exc
         doc = _config_error_doc(opts, exc)
-    sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
-    sys.stdout.flush()
-    err_console.print(_summary(doc), markup=False, highlight=False)
-    for p in (doc.get("configuration") or {}).get("problems") or []:
-        err_console.print(f"nvtest gate: configuration error: {_problem_text(p)}", markup=False, highlight=False)
+        emit(doc)
     for w in doc.get("warnings") or []:
         err_console.print(f"nvtest gate: warning: {w}", markup=False, highlight=False)
+    hist = doc.get("history") or {}
+    if hist.get("status") == "written":
+        err_console.print(f"nvtest gate: history: recorded in {hist.get('database')}", markup=False, highlight=False)
+    elif hist.get("status") in ("spooled", "lost"):
+        where = f"spooled in {hist['spool']}" if hist.get("spool") else "lost"
+        err_console.print(f"nvtest gate: history: {where} ({hist.get('error')})", markup=False, highlight=False)
+    if doc.get("interrupted"):
+        raise typer.Exit(exit_code_of_signal(str(doc["interrupted"])))
     raise typer.Exit(int(doc["exit_code"]))
 
 
@@ -103,7 +127,7 @@ def _option_problems(mode: str, budget: float, check: list[str] | None) -> tuple
     """A bad ``--mode``, ``--check`` or ``--budget``: ``--mode manual`` (or no hook named)
     refuses it (exit 2); a hook mode records it as a configuration problem and runs with
     the default (an unknown ``--mode``: ``healthcheck``; unknown check names: left out)."""
-    from nvtest.config.site import ConfigProblem, nearest_name
+    from nvtest.config.site import nearest_name
     from nvtest.ops.gate.engine import CHECKS, MODES
 
     found: list[tuple[str, str, str | None]] = []
@@ -117,17 +141,29 @@ def _option_problems(mode: str, budget: float, check: list[str] | None) -> tuple
         found.append(("--check", f"unknown check {name!r}; known: {', '.join(names)}", near))
     if check and found:
         check = [c for c in check if c in names] or None
-    if budget <= 0:
-        found.append(("--budget", f"must be > 0, not {budget:g}; the default 10 s is used", None))
+    why_budget = out_of_range("gate", "budget", budget)
+    if why_budget:
+        found.append(("--budget", f"{why_budget}; the default 10 s is used", None))
         budget = 10.0
+    return mode, budget, check, _refuse_or_record(mode, found)
+
+
+def _refuse_or_record(mode: str, found: list[tuple[str, str, str | None]]) -> list:
+    """Option mistakes ``(option, why, nearest name)``: in ``--mode manual`` the first is a
+    usage error (exit 2, nothing run); in a hook mode each is a configuration problem.
+
+    Raises:
+        typer.Exit: ``--mode manual`` and a mistake.
+    """
+    from nvtest.config.site import ConfigProblem
+
     if found and mode == "manual":
         key, why, near = found[0]
         hint = f" (did you mean {near!r}?)" if near else ""
         err_console.print(f"nvtest: error: {key}: {why}{hint}", markup=False)
         raise typer.Exit(EXIT_CONFIG)
-    problems = [ConfigProblem("option", why + (f" (did you mean {near!r}?)" if near else ""), key=key, nearest=near)
-                for key, why, near in found]  # fmt: skip
-    return mode, budget, check, problems
+    return [ConfigProblem("option", why + (f" (did you mean {near!r}?)" if near else ""), key=key, nearest=near)
+            for key, why, near in found]  # fmt: skip
 
 
 def _config_error_doc(opts, exc: ConfigError) -> dict:  # type: ignore[no-untyped-def]

@@ -5,12 +5,16 @@ numbers that moved, drains, resumes, cleared Xids); ``--lemons`` the nodes with 
 or a drain on N separate days within M days; ``--trend CHECK.METRIC`` each node's series
 and the nodes whose figure fell by more than a share against their own past. ``--json``
 prints the same as JSON. Exit 0; 2 for a bad option or an unreadable database.
+
+``nvtest history import [--spool DIR] [--history URL]`` writes the gate records a gate
+could not write within its budget (spooled in ``<state dir>/spool``) into the history.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -18,7 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from nvtest.cli.app import app, console, err_console, fail
-from nvtest.errors import EXIT_CONFIG, NvtestError
+from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, NvtestError
 
 if TYPE_CHECKING:
     from nvtest.history import HistoryStore
@@ -99,6 +103,30 @@ def _trend(store: Any, what: str, drop_pct: float, window: int, show_all: bool, 
     console.print(table)
 
 
+def _import_spool(spool: Path | None, db: str | None) -> None:
+    """``nvtest history import``: write the gate records spooled in ``spool`` into the
+    history (each removed once written; importing again never duplicates one). Exit 0 when
+    every record was written (or none waited), 1 when some could not be read (left in
+    place), 2 when history is off or the database cannot be opened."""
+    from nvtest.ops.gate.history import import_spool, spooled
+    from nvtest.ops.gate.state import default_state_dir
+
+    where = spool if spool is not None else default_state_dir() / "spool"
+    if spool is not None and not spool.is_dir():
+        err_console.print(f"nvtest: error: --spool {spool}: no such directory", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
+    waiting = len(spooled(where))
+    try:
+        done, problems = import_spool(where, db)
+    except NvtestError as exc:
+        raise fail(exc) from exc
+    for p in problems:
+        err_console.print(f"nvtest history import: not imported: {p}", markup=False, highlight=False)
+    console.print(f"imported {done} of {waiting} spooled gate record(s) from {where}", markup=False, highlight=False)
+    if problems:
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
 def open_history(value: str | None, off: str) -> HistoryStore:
     """The history at ``value`` for a verb that only reads it (``history``, ``export``):
     never created where nothing was recorded. Exits 2 with ``off`` when history is off, and
@@ -128,8 +156,16 @@ def history(
     show_all: Annotated[bool, typer.Option("--all", help="--trend: list every series, not only those that fell.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     db: Annotated[str | None, typer.Option("--history", help="History database: SQLite path or postgresql:// URL (default: $NVTEST_HISTORY or the user's data dir).")] = None,
+    spool: Annotated[Path | None, typer.Option(help="import: the spool of gate records (default: <gate state dir>/spool).")] = None,
 ) -> None:
-    """Show a node's record, the repeat offenders or a metric's trend, from the history."""
+    """Show a node's record, the repeat offenders or a metric's trend, from the history;
+    ``nvtest history import`` sends the gate records spooled on this node."""
+    if node == "import":
+        _import_spool(spool, db)
+        return
+    if spool is not None:
+        err_console.print("nvtest: error: --spool goes with `nvtest history import`", markup=False)
+        raise typer.Exit(EXIT_CONFIG)
     asked = [x for x in (node, lemons or None, trend) if x]
     if len(asked) != 1:
         err_console.print("nvtest: error: give one of NODE, --lemons or --trend CHECK.METRIC", markup=False)

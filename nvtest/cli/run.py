@@ -24,6 +24,7 @@ import typer
 
 from nvtest import __version__
 from nvtest.cli.app import app, console, err_console, fail, new_run_id, remove_latest, update_latest
+from nvtest.cli.limits import check_numbers
 from nvtest.cli.options import with_options
 from nvtest.errors import (
     EXIT_CHECK_FAILED,
@@ -34,6 +35,7 @@ from nvtest.errors import (
     ConfigError,
     NvtestError,
     OutputWriteError,
+    exit_code_of_signal,
 )
 from nvtest.results import write_atomic
 from nvtest.transports.options import SlurmOptions, SshOptions, cli_param_of
@@ -55,7 +57,7 @@ def exit_code_of_run(run_dir: Path, pytest_rc: int) -> int:
         return EXIT_HARNESS
     run = doc.get("run", {})
     if run.get("interrupted"):
-        return EXIT_INTERRUPTED if run.get("interrupt_signal") in (None, "SIGINT") else EXIT_HARNESS
+        return exit_code_of_signal(run.get("interrupt_signal"))
     if pytest_rc == 5 or not doc.get("results"):
         err_console.print("nvtest: error: no check was selected (check -k and --suite)")
         return EXIT_CONFIG
@@ -294,6 +296,7 @@ def run(
         source = ctx.get_parameter_source(param)  # click's ParameterSource (vendored by typer)
         return source is None or source.name == "DEFAULT"
 
+    check_numbers("run", timeout_scale=timeout_scale, duration=duration)
     req = RunRequest(suite, inventory, nodes, backend, sku, sku_dir, overlay, timeout_scale, duration, ssh, slurm)
     try:
         if rerun_failed is not None:

@@ -5,7 +5,9 @@ cron runs it: docs/operations.md).
 Options after ``--`` (or any option ``nvtest run`` knows: ``--overlay``, ``--sku``, ``-k``)
 are passed to the ``nvtest run`` each job starts on its node. Exit status: 0 every swept node
 passed; 1 a node failed or errored; 3 the circuit breaker tripped (nvtest suspects itself:
-nothing was drained); 2 a bad option.
+nothing was drained); 2 a bad option (a number out of its range, a ``--nodes`` node the
+partition does not have); 3 (130) stopped by SIGTERM (SIGINT), as ``nvtest run``: its
+jobs cancelled, ``sweep.json`` written.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from nvtest.cli.app import app, console, fail
-from nvtest.errors import EXIT_CHECK_FAILED, EXIT_HARNESS, EXIT_OK, NvtestError
+from nvtest.cli.limits import check_numbers
+from nvtest.errors import EXIT_CHECK_FAILED, EXIT_HARNESS, EXIT_OK, NvtestError, exit_code_of_signal
 
 __all__ = ["sweep"]
 
@@ -48,6 +51,9 @@ def sweep(
     from nvtest.ops.sweep import SweepOptions, run_sweep
 
     _check_site_files(list(ctx.args))
+    check_numbers("sweep", nice=nice, time_limit=time_limit, wait=wait, breaker_share=breaker_share,
+                  breaker_min_nodes=breaker_min_nodes)  # fmt: skip
+
     opts = SweepOptions(
         partition=partition, nodes=nodes, suite=suite, run_args=list(ctx.args), max_out=max_out, nice=nice,
         qos=qos, reservation=reservation, time_min=time_limit, wait_s=wait, out=out, drain=drain,
@@ -69,6 +75,9 @@ def sweep(
     for node, act in sorted(summary["drained"].items()):
         console.print(f"{node}: {act['action']}: {act['reason']}", markup=False, highlight=False)
     console.print(f"summary: {summary['dir']}/sweep.html", markup=False, highlight=False)
+    if summary.get("interrupted"):  # systemd stop: the jobs were cancelled, sweep.json written
+        console.print(f"sweep stopped by {summary['interrupted']}: its jobs cancelled, nothing drained", markup=False, highlight=False)
+        raise typer.Exit(exit_code_of_signal(str(summary["interrupted"])))
     if b.get("tripped"):
         raise typer.Exit(EXIT_HARNESS)
     bad = any(r.get("verdict") in ("fail", "error") for r in summary["nodes"].values())

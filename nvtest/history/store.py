@@ -14,9 +14,10 @@ is shown only in its redacted form (:attr:`HistoryStore.display_url`).
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +44,44 @@ def labels_key(labels: Mapping[str, Any] | None) -> str:
     return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=30000")
-    cur.execute("PRAGMA cache_size=-65536")  # 64 MiB: the indexes of a large ingest stay in memory
-    cur.close()
+def _sqlite_pragmas(busy_ms: int) -> Callable[[Any, Any], None]:
+    """The connect hook of an SQLite store that waits ``busy_ms`` for a lock another holds."""
+
+    def hook(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA cache_size=-65536")  # 64 MiB: the indexes of a large ingest stay in memory
+        cur.close()
+
+    return hook
+
+
+def _pg_statement_timeout(ms: int) -> Callable[[Any, Any], None]:
+    """The connect hook of a PostgreSQL store whose every statement ends within ``ms`` (a
+    session ``SET``, which a pgbouncer passes on where a startup ``options`` is refused)."""
+
+    def hook(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        cur.execute(f"SET statement_timeout = {int(ms)}")
+        cur.execute(f"SET lock_timeout = {int(ms)}")
+        cur.close()
+        dbapi_conn.commit()
+
+    return hook
+
+
+def _timeouts(backend: str, timeout_s: float | None) -> tuple[dict[str, Any], Callable[[Any, Any], None] | None]:
+    """(connect_args, connect hook) bounding a connection and each statement by ``timeout_s``
+    (None: SQLite waits 30 s for a lock, PostgreSQL as long as the server takes)."""
+    if backend == "sqlite":
+        wait = 30.0 if timeout_s is None else timeout_s
+        return {"timeout": wait}, _sqlite_pragmas(int(wait * 1000))
+    if backend == "postgresql" and timeout_s is not None:
+        # libpq (and psycopg) read connect_timeout in whole seconds, 2 at least
+        return {"connect_timeout": max(2, math.ceil(timeout_s))}, _pg_statement_timeout(max(1, int(timeout_s * 1000)))
+    return {}, None
 
 
 class HistoryStore:
@@ -57,6 +89,9 @@ class HistoryStore:
 
     Args:
         url: an SQLAlchemy URL (:func:`resolve_target` makes one from a path or ``--history``).
+        timeout_s: the longest a connect, a lock wait or a statement may take, s (the gate
+            gives what its budget has left); None: SQLite waits 30 s for a lock, PostgreSQL
+            as long as the server takes.
 
     Raises:
         HistoryError: the database cannot be opened or migrated (unreachable server,
@@ -64,15 +99,16 @@ class HistoryStore:
         ConfigError: the database was written by a newer nvtest, or is not an nvtest history.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, timeout_s: float | None = None) -> None:
         self.url = url
         try:
             u = make_url(url)
             if u.get_backend_name() == "sqlite" and u.database:
                 Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-            self.engine: Engine = create_engine(u, future=True, pool_pre_ping=True)
-            if u.get_backend_name() == "sqlite":
-                event.listen(self.engine, "connect", _sqlite_pragmas)
+            connect_args, hook = _timeouts(u.get_backend_name(), timeout_s)
+            self.engine: Engine = create_engine(u, future=True, pool_pre_ping=True, connect_args=connect_args)
+            if hook is not None:
+                event.listen(self.engine, "connect", hook)
             self.migrated_from, self.version = migrate(self.engine)
         except ConfigError:
             raise

@@ -16,7 +16,10 @@ One call sweeps once (schedule it with a systemd timer or cron, docs/operations.
    the failed nodes are drained (``nvtest: <check> <reason>``; never a node someone else
    drained).
 
-Writes ``sweep.json`` and ``sweep.html`` in the sweep's directory.
+Writes ``sweep.json`` and ``sweep.html`` in the sweep's directory. A SIGTERM (systemd stop)
+or SIGINT cancels the jobs it submitted (``scancel``), submits nothing more, drains nothing,
+and still writes ``sweep.json`` (``interrupted``) with what it knows. A ``--nodes`` that names
+a node the partition does not have is a usage error, never an empty sweep.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from nvtest.config.inventory import expand_hostlist
 from nvtest.errors import ConfigError, HistoryError, NvtestError, TransportError
 from nvtest.history.target import resolve_target
 from nvtest.ops.breaker import BreakerVerdict, circuit_breaker
+from nvtest.ops.gate.budget import on_signals
 from nvtest.ops.gate.slurm import drain_node
 from nvtest.results import load_results
 from nvtest.transports._slurm_client import SlurmClient
@@ -70,6 +74,8 @@ class SweepOptions:
     sweep_id: str = ""
     poll_s: float = 2.0
     log: Callable[[str], None] = field(default=lambda _m: None)
+    #: The signal that stopped the sweep (``SIGTERM``: systemd stop), else None.
+    interrupted: str | None = None
 
 
 def sweep_id() -> str:
@@ -78,6 +84,10 @@ def sweep_id() -> str:
     import secrets
 
     return dt.datetime.now(tz=dt.UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+#: The largest count ``--max-out`` takes (more nodes than any cluster has is a typo).
+MAX_OUT_COUNT = 1_000_000
 
 
 def max_out_count(spec: str, partition_size: int) -> int:
@@ -95,11 +105,11 @@ def max_out_count(spec: str, partition_size: int) -> int:
             frac = float(text)
         else:
             n = int(text)
-            if n < 1:
+            if not 1 <= n <= MAX_OUT_COUNT:
                 raise ValueError
             return n
     except ValueError:
-        raise ConfigError(f"--max-out {spec!r}: a count (4) or a share of the partition (10% or 0.1)", field="--max-out") from None
+        raise ConfigError(f"--max-out {spec!r}: a count from 1 to {MAX_OUT_COUNT} or a share of the partition (10% or 0.1)", field="--max-out") from None
     if not 0 < frac <= 1:
         raise ConfigError(f"--max-out {spec!r}: a share must be in (0, 100%]", field="--max-out")
     return max(1, math.floor(frac * partition_size))
@@ -151,13 +161,33 @@ def _follow(opts: SweepOptions, client: SlurmClient, jobs: Mapping[str, str]) ->
         active = [j for j in jobs.values() if j in seen and last[by_job[j]] not in FINISHED]
         if not active:
             return last
+        if opts.interrupted:
+            _cancel(client, active, last, by_job, f"cancelled: the sweep was stopped by {opts.interrupted}")
+            return last
         if time.monotonic() > limit:
             for j in active:
                 client.cancel(j)
                 if last[by_job[j]] == "PENDING":
                     last[by_job[j]] = "not started (cancelled at the wait limit)"
             return last
-        time.sleep(opts.poll_s)
+        _sleep(opts, opts.poll_s)
+
+
+def _sleep(opts: SweepOptions, seconds: float) -> None:
+    """Sleep ``seconds``, or less when a signal stops the sweep."""
+    until = time.monotonic() + seconds
+    while not opts.interrupted and (rest := until - time.monotonic()) > 0:
+        time.sleep(min(rest, 0.1))
+
+
+def _cancel(client: SlurmClient, active: Sequence[str], last: dict[str, str], by_job: Mapping[str, str], why: str) -> None:
+    """scancel each job of ``active`` (a failure is noted, never raised); its state becomes ``why``."""
+    for j in active:
+        try:
+            client.cancel(j)
+            last[by_job[j]] = why
+        except NvtestError as exc:
+            last[by_job[j]] = f"{why}; scancel failed: {exc}"
 
 
 def _node_result(sweep_dir: Path, node: str, state: str) -> tuple[dict[str, Any] | None, str]:
@@ -173,6 +203,11 @@ def _select(opts: SweepOptions) -> tuple[list[str], dict[str, str], int, int]:
     names = discover_nodes(opts.partition, None, include_unavailable=True)
     states = node_states(names)
     wanted = set(expand_hostlist(opts.nodes)) if opts.nodes else set(names)
+    unknown = sorted(wanted - set(names))
+    if unknown:
+        where = f"partition {opts.partition}" if opts.partition else "the default partition"
+        raise ConfigError(f"{', '.join(unknown)}: not a node of {where} (Slurm lists {len(names)}: "
+                          f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})", field="--nodes")  # fmt: skip
     idle, skipped = [], {}
     out_now = sum(1 for n in names if not states[n].available)
     for n in names:
@@ -197,8 +232,20 @@ def run_sweep(opts: SweepOptions) -> dict[str, Any]:
     resolve_target(opts.history)  # a history target that is none of the accepted forms: the same
     opts.sweep_id = opts.sweep_id or sweep_id()
     sweep_dir = (opts.out / f"sweep-{opts.sweep_id}").resolve()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
     idle, skipped, out_now, size = _select(opts)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    with on_signals(_stopper(opts)):
+        return _sweep(opts, sweep_dir, idle, skipped, out_now, size)
+
+
+def _stopper(opts: SweepOptions) -> Callable[[str], None]:
+    def stop(name: str) -> None:  # a signal handler: set the flag, nothing else
+        opts.interrupted = name
+
+    return stop
+
+
+def _sweep(opts: SweepOptions, sweep_dir: Path, idle: list[str], skipped: dict[str, str], out_now: int, size: int) -> dict[str, Any]:
     limit = max_out_count(opts.max_out, size)
     budget = limit - out_now
     batches = plan_batches(idle, budget)
@@ -214,7 +261,12 @@ def run_sweep(opts: SweepOptions) -> dict[str, Any]:
     pending_drain: list[str] = []
     client = SlurmClient()
     for i, batch in enumerate(batches):
+        if opts.interrupted:
+            break
         verdict = _batch(opts, client, sweep_dir, batch, summary, docs)
+        if opts.interrupted:  # stopped: what ran is recorded; no drain on a sweep cut short
+            opts.log(f"sweep: stopped by {opts.interrupted}: its jobs cancelled")
+            break
         pending_drain += [n for n in batch if summary["nodes"][n]["verdict"] == "fail"]
         if verdict.tripped:
             summary["breaker"] = verdict.to_json()
@@ -229,6 +281,8 @@ def run_sweep(opts: SweepOptions) -> dict[str, Any]:
     if summary["breaker"] is None:
         summary["breaker"] = circuit_breaker(docs, share=opts.breaker_share, min_nodes=opts.breaker_min_nodes,
                                              similar_pct=opts.breaker_similar_pct).to_json()  # fmt: skip
+    if opts.interrupted:
+        summary["interrupted"] = opts.interrupted
     summary["ended_at"] = time.time()
     _write(sweep_dir, summary)
     return summary
@@ -239,6 +293,9 @@ def _batch(opts: SweepOptions, client: SlurmClient, sweep_dir: Path, batch: list
     """Submit one batch, wait for it, read and record its nodes; the breaker over all so far."""
     jobs: dict[str, str] = {}
     for node in batch:
+        if opts.interrupted:
+            summary["nodes"][node] = {"verdict": None, "why": f"not submitted: the sweep was stopped by {opts.interrupted}"}
+            continue
         try:
             jobs[node] = _submit(opts, client, sweep_dir, node)
         except NvtestError as exc:

@@ -51,18 +51,30 @@ def client_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 def run_client(argv: Sequence[str], *, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run a short Slurm client command (sinfo, scontrol, scancel, sbatch) and capture it.
 
+    It runs in its own process group, killed whole at ``timeout_s``: a wrapper script's
+    children (a site's ``scontrol`` shim, a stand-in) never outlive the deadline.
+
     Raises:
         OSError: the command is not installed.
         subprocess.TimeoutExpired: it ran past ``timeout_s``.
     """
-    return subprocess.run(
+    with subprocess.Popen(
         list(argv),
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout_s,
         env=client_env(),
         stdin=subprocess.DEVNULL,
-    )
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        return subprocess.CompletedProcess(list(argv), proc.returncode, out, err)
 
 
 @dataclass

@@ -5,6 +5,7 @@ history, and the circuit breaker when every node fails the same way (nothing dra
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,3 +110,45 @@ def test_a_failed_node_is_drained_when_the_breaker_has_nothing_to_say(cluster: S
         resume(cluster, "node1")
     with HistoryStore(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
         assert [e.kind for e in q.timeline(store, "node1")] == ["sweep", "drain"]
+
+
+def test_a_node_slurm_does_not_know_is_a_usage_error(cluster: SlurmCluster, tmp_path: Path) -> None:
+    proc = run_nvtest("sweep", "--partition", "nvt", "--nodes", "nonexist", "--out", str(tmp_path), "--history", "off",
+                      env=cluster.env, timeout=120)  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "nonexist: not a node of partition nvt" in proc.stderr
+    assert not list(tmp_path.glob("sweep-*")), "nothing is written for a sweep that cannot start"
+
+
+def test_sigterm_cancels_the_jobs_and_writes_sweep_json(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """systemd stop: the sweep's jobs are cancelled (none left in the queue) and sweep.json says so."""
+    import signal
+    import subprocess
+
+    from tests.conftest import NVTEST, REPO
+
+    env = {**os.environ, **cluster.env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    argv = [*NVTEST, "sweep", "--partition", "nvt", "--nodes", "node1", "--out", str(tmp_path), "--history", "off",
+            "--time", "10", "--wait", "300", "--", "-k", "host"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        until = time.monotonic() + 60
+        while not list(tmp_path.glob("sweep-*/node1/nvtest-sweep.sbatch")) and time.monotonic() < until:
+            time.sleep(0.1)
+        time.sleep(1.0)  # sbatch has answered: the job is in the queue
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3  # as nvtest run: SIGTERM, the harness did not finish, out[-2000:] + err[-2000:]
+    s = json.loads(next(tmp_path.glob("sweep-*/sweep.json")).read_text())
+    assert s["interrupted"] == "SIGTERM" and s["drained"] == {}
+    job = s["batches"][0]["jobs"]["node1"]
+    assert "stopped by SIGTERM" in s["batches"][0]["states"]["node1"], s["batches"]
+    left = ""
+    for _ in range(50):  # a cancelled job may be COMPLETING for a moment
+        left = cluster.client("squeue", "-h", "-j", job, "-o", "%T").stdout.strip()
+        if left in ("", "CANCELLED"):
+            break
+        time.sleep(0.2)
+    assert left in ("", "CANCELLED"), left

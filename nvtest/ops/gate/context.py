@@ -122,12 +122,9 @@ class GateContext:
             res.evidence.append(out)
             if out.timed_out:
                 label = LABELS.get(name, out.command)
-                res.add(
-                    "unknown",
-                    label,
-                    f"{label} did not answer within the gate's budget ({self.budget_s:g} s): "
-                    "timed out; not a verdict on the node",
-                )
+                why = (f"the gate was {out.error} before it answered" if out.error and out.error.startswith("interrupted")
+                       else f"did not answer within the gate's budget ({self.budget_s:g} s): timed out")
+                res.add("unknown", label, f"{label} {why}; not a verdict on the node")
                 return None
             outs.append(out)
         return outs

@@ -4,12 +4,18 @@
 matches the node to its SKU profile from ``nvidia-smi -q`` and ``lspci``, runs each check
 (:data:`CHECKS`) in its own thread, and at the deadline stops waiting: a check that has not
 answered is ``unknown`` ("did not answer within the budget"), never a hang and never a drain
-by itself. Then, opt-in, it drains or resumes the node (:mod:`~nvtest.ops.gate.slurm`), keeps
-its cursor (:mod:`~nvtest.ops.gate.state`) and writes the verdict into the history.
+by itself. The checks that need no GPU (:data:`SKU_FREE`) start at once with the provisional
+recipe, never waiting for the match (which waits for nvidia-smi). Then, opt-in, it drains or
+resumes the node (:mod:`~nvtest.ops.gate.slurm`: its outcome belongs in the document), keeps
+its cursor (:mod:`~nvtest.ops.gate.state`), hands the document out (``GateOptions.emit``)
+and only then writes the verdict into the history, or spools it. Every one of these side
+effects is bounded by what the budget has left (:mod:`~nvtest.ops.gate.budget`), and a
+SIGTERM or SIGINT stops the gate with a document and a record.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -25,12 +31,13 @@ from nvtest.config.site import ConfigProblem, load_site
 from nvtest.config.skus import Catalog, GpuSummary
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError, HistoryError
+from nvtest.ops.gate.budget import CHECKS_SHARE, TOOLS_SHARE, Budget, bounded, on_signals
 from nvtest.ops.gate.checks_gpu import GPU_CHECKS
 from nvtest.ops.gate.checks_node import NODE_CHECKS
 from nvtest.ops.gate.config import config_verdicts, configuration_json, forced_sku, gate_exit_code
 from nvtest.ops.gate.context import GateContext, base_commands, recipe_commands
 from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, worst
-from nvtest.ops.gate.recipe import DEFAULTS, gate_recipe
+from nvtest.ops.gate.recipe import gate_recipe, provisional_recipe
 from nvtest.ops.gate.slurm import SlurmAction, drain_node, resume_node
 from nvtest.ops.gate.state import GateState, default_state_dir, load_state, save_state
 from nvtest.ops.gate.tools import DEFAULT_PATH, Sources
@@ -40,9 +47,11 @@ __all__ = ["CHECKS", "MODES", "GateOptions", "run_gate"]
 
 #: Every passive check, in report order.
 CHECKS: tuple[tuple[str, Callable[[GateContext], CheckResult]], ...] = (*GPU_CHECKS, *NODE_CHECKS)
-#: Shares of the budget: the tools are killed at 80 % of it, the checks waited for until
-#: 90 %; the rest is for the drain/resume call, the state and the history write.
-TOOLS_SHARE, CHECKS_SHARE = 0.8, 0.9
+#: The longest the state file's lock is waited for, s: another gate holds it for milliseconds,
+#: so a longer hold is a stuck process, not worth holding the document back for.
+STATE_LOCK_S = 2.0
+#: The share of a side effect's time given to the database driver's own timeouts.
+DRIVER_SHARE = 0.8
 #: The hooks ``--mode`` knows; ``manual`` is a person or a cron job.
 MODES = ("prolog", "epilog", "healthcheck", "manual")
 
@@ -70,6 +79,9 @@ class GateOptions:
     warnings: list[str] = field(default_factory=list)
     #: mistakes in the options found before the gate started (a hook mode records, not refuses)
     config_problems: list[ConfigProblem] = field(default_factory=list)
+
+    #: Handed the document as soon as it is complete, before the history write (the CLI prints it).
+    emit: Callable[[dict[str, Any]], None] | None = None
 
 
 #: Operator requests a hook never applies (a hook runs unattended: nobody checked the GPUs).
@@ -139,57 +151,112 @@ def match_sku(
     return None, f"no profile: nvidia-smi {smi_text}; lspci {pci_text}"
 
 
-def _run_checks(ctx: GateContext, names: Sequence[str], deadline: float) -> list[CheckResult]:
-    results: dict[str, CheckResult] = {}
-    threads = []
-
-    def one(name: str, fn: Callable[[GateContext], CheckResult]) -> None:
-        t0 = time.monotonic()
-        try:
-            res = fn(ctx)
-        except Exception as exc:  # a check's own bug is unknown for that check, never a crash
-            res = CheckResult(name)
-            res.add("unknown", name, f"internal error in the gate check: {type(exc).__name__}: {exc}")
-        res.duration_s = time.monotonic() - t0
-        results[name] = res
-
-    for name, fn in CHECKS:
-        if names and name not in names:
-            continue
-        t = threading.Thread(target=one, args=(name, fn), daemon=True, name=f"check-{name}")
-        t.start()
-        threads.append((name, t))
-    for name, t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
-        if name not in results:
-            res = CheckResult(name)
-            res.add("unknown", name, f"{name} did not answer within the gate's budget ({ctx.budget_s:g} s); not a verdict on the node")
-            results[name] = res
-    return [results[name] for name, _ in threads]
+#: The checks that read no GPU and need no SKU: they start at once with the provisional
+#: recipe, never waiting on the SKU match (which waits on nvidia-smi).
+SKU_FREE = ("xid_scan", "disk", "memory", "mounts", "services")
+#: Of those, the ones judged by the recipe: judged again when the match changes the recipe.
+RECIPE_CHECKS = ("disk", "memory", "mounts", "services")
 
 
-def _slurm(opts: GateOptions, node: str, verdict: str, checks: list[CheckResult]) -> dict[str, Any]:
+class _Checks:
+    """Checks running, each in its own thread, their results by name as they come."""
+
+    def __init__(self) -> None:
+        self.results: dict[str, CheckResult] = {}
+        self.order: list[str] = []
+        self.gen: dict[str, int] = {}
+
+    def start(self, ctx: GateContext, names: Sequence[str]) -> None:
+        """Start ``names`` (in :data:`CHECKS` order) on ``ctx``; a name started again replaces its result."""
+
+        def one(name: str, fn: Callable[[GateContext], CheckResult], gen: int) -> None:
+            t0 = time.monotonic()
+            try:
+                res = fn(ctx)
+            except Exception as exc:  # a check's own bug is unknown for that check, never a crash
+                res = CheckResult(name)
+                res.add("unknown", name, f"internal error in the gate check: {type(exc).__name__}: {exc}")
+            res.duration_s = time.monotonic() - t0
+            if self.gen[name] == gen:  # a judgement by a recipe since replaced is dropped
+                self.results[name] = res
+
+        for name, fn in CHECKS:
+            if name in names:
+                self.gen[name] = self.gen.get(name, 0) + 1
+                self.results.pop(name, None)
+                if name not in self.order:
+                    self.order.append(name)
+                threading.Thread(target=one, args=(name, fn, self.gen[name]), daemon=True, name=f"check-{name}").start()
+
+    def done(self, names: Sequence[str] | None = None) -> bool:
+        return all(n in self.results for n in (self.order if names is None else names))
+
+    def collect(self, budget: Budget) -> list[CheckResult]:
+        """Every check's result in :data:`CHECKS` order; ``unknown`` for one that has not answered."""
+        out = []
+        for name, _ in CHECKS:
+            if name not in self.order:
+                continue
+            res = self.results.get(name)
+            if res is None:
+                res = CheckResult(name)
+                why = (f"{name}: the gate was interrupted by {budget.interrupted} before it answered" if budget.stopped
+                       else f"{name} did not answer within the gate's budget ({budget.budget_s:g} s)")
+                res.add("unknown", name, f"{why}; not a verdict on the node")
+            out.append(res)
+        return out
+
+
+def _slurm(opts: GateOptions, node: str, verdict: str, checks: list[CheckResult], budget: Budget) -> dict[str, Any]:
+    """Drain or resume (opt-in), each scontrol call bounded by what the budget has left;
+    nothing after a signal (the gate is being stopped: its verdict is incomplete)."""
     out: dict[str, Any] = {"drain": None, "resume": None}
+    if budget.stopped:
+        if opts.drain or opts.resume:
+            opts.warnings.append(f"no drain or resume: the gate was interrupted by {budget.interrupted}")
+        return out
     if opts.drain and verdict == "fail":
         first = next(c for c in checks if c.verdict == "fail")
-        act: SlurmAction = drain_node(node, first.check, first.reason)
+        act: SlurmAction = drain_node(node, first.check, first.reason, timeout_s=budget.left)
         out["drain"] = act.to_json()
     if opts.resume and verdict in ("pass", "warn", "skip"):
-        out["resume"] = resume_node(node).to_json()
+        out["resume"] = resume_node(node, timeout_s=budget.left).to_json()
     return out
 
 
-def run_gate(opts: GateOptions) -> dict[str, Any]:
+def run_gate(opts: GateOptions, budget: Budget | None = None) -> dict[str, Any]:
     """Run the gate (see the module docstring) and return its document (docs/gate.schema.json).
 
     A mistake in the site's files or options does not raise: it is judged as
     :mod:`nvtest.ops.gate.config` says (the ``configuration`` check and object).
+    ``budget``: the gate's clock (default: ``opts.budget_s`` from now); a SIGTERM or SIGINT
+    in the main thread stops it (:func:`~nvtest.ops.gate.budget.on_signals`): the tools'
+    process groups are killed, the checks not answered are ``unknown``, the document says
+    ``interrupted`` and the record is still written or spooled. ``opts.emit``, when given,
+    is handed the document as soon as it is complete and before the history write.
+
+    Raises:
+        ConfigError: a budget that is not a finite number of seconds > 0 (a library caller;
+            the CLI checks its options first).
     """
+    if not (math.isfinite(opts.budget_s) and opts.budget_s > 0):
+        raise ConfigError(f"{opts.budget_s}: not a budget (a finite number of seconds > 0)", field="--budget")
     os.environ.setdefault("PATH", DEFAULT_PATH)
-    t0, start = time.monotonic(), time.time()
-    deadline = t0 + TOOLS_SHARE * opts.budget_s
+    budget = budget or Budget(opts.budget_s)
+    with on_signals(budget.interrupt):
+        sources = Sources(base_commands(opts.sysfs), budget.at(TOOLS_SHARE))
+        budget.on_stop(lambda: sources.kill_all(f"interrupted by {budget.interrupted}"))
+        if budget.stopped:
+            sources.kill_all(f"interrupted by {budget.interrupted}")
+        try:
+            return _gate(opts, budget, sources)
+        finally:
+            sources.kill_all("ended")  # no tool outlives its gate (a hung nvidia-smi with it)
+
+
+def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]:
+    start = time.time() - (time.monotonic() - budget.t0)
     node = node_name(opts.node)
-    sources = Sources(base_commands(opts.sysfs), deadline)
     site = load_site(list(opts.sku_dirs), opts.overlay)
     site.problems[:0] = opts.config_problems
     catalog = site.catalog
@@ -197,51 +264,103 @@ def run_gate(opts: GateOptions) -> dict[str, Any]:
     state = load_state(state_dir, node)
     opts.warnings.extend(state.warnings)
     forced = forced_sku(opts.sku, site)
-    provisional = forced or state.sku  # the site recipe's commands start now, not after matching
-    if provisional in catalog.profiles:
-        sources.start(recipe_commands(gate_recipe(catalog.profiles[provisional], catalog)[0]))
-    else:
-        sources.start(recipe_commands(DEFAULTS))
+    # the site recipe's commands and the checks that need no GPU start now, not after matching
+    first, first_source, first_sku = provisional_recipe(catalog, forced or state.sku)
+    sources.start(recipe_commands(first))
     previous = state.last_gate_at
     operator_requests(opts, state)
+    wanted = [n for n, _ in CHECKS if not opts.only or n in opts.only]
+    checks = _Checks()
+    ctx0 = GateContext(sources, first_sku, f"profile:{first_sku.name}" if first_sku else "no profile", catalog, first,
+                       first_source, state, start, opts.budget_s)  # fmt: skip
+    checks.start(ctx0, [n for n in wanted if n in SKU_FREE])
     sku, how = match_sku(catalog, sources, forced, state,
-                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts.budget_s, deadline), opts.expect_gpus))  # fmt: skip
-    recipe, recipe_source = gate_recipe(sku, catalog) if sku else (DEFAULTS, "nvtest gate default (docs/operations.md)")
+                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts.budget_s, budget.at(TOOLS_SHARE)), opts.expect_gpus))  # fmt: skip
+    recipe, recipe_source = gate_recipe(sku, catalog) if sku else (first, first_source)
     sources.start(recipe_commands(recipe))
     origin = f"overlay:{catalog.overlay_file}" if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to) else ""
     ctx = GateContext(sources, sku, f"profile:{sku.name}" if sku else "no profile", catalog, recipe, recipe_source,
                       state, start, opts.budget_s)  # fmt: skip
-    checks = config_verdicts(site, sku, _run_checks(ctx, opts.only, t0 + CHECKS_SHARE * opts.budget_s))
-    duration = time.monotonic() - t0
-    verdict = worst(c.verdict for c in checks)
-    code = gate_exit_code(checks, strict=opts.strict, mode=opts.mode, site=site, sku=sku)
+    checks.start(ctx, [n for n in wanted if n not in SKU_FREE])
+    if recipe != first and not budget.stopped:  # the match changed the recipe: judge by the right one
+        checks.start(ctx, [n for n in wanted if n in RECIPE_CHECKS])
+    budget.wait(checks.done, budget.at(CHECKS_SHARE))
+    results = config_verdicts(site, sku, checks.collect(budget))
+    duration = time.monotonic() - budget.t0
+    verdict = worst(c.verdict for c in results)
+    code = gate_exit_code(results, strict=opts.strict, mode=opts.mode, site=site, sku=sku)
     doc: dict[str, Any] = {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "nvtest_version": __version__,
         "node": node, "mode": opts.mode, "job_id": os.environ.get("SLURM_JOB_ID"),
         "started_at": start, "duration_s": round(duration, 3), "budget_s": opts.budget_s,
         "verdict": verdict, "exit_code": code, "strict": opts.strict,
         "sku": {"name": sku.name if sku else None, "how": how, "overlay": origin or None},
-        "checks": [c.to_json() for c in checks],
-        "slurm": _slurm(opts, node, verdict, checks),
+        "checks": [c.to_json() for c in results],
+        "slurm": _slurm(opts, node, verdict, results, budget),
         "state": {"dir": str(state_dir), "previous_gate_at": previous},
         "warnings": opts.warnings, "configuration": configuration_json(site),
     }  # fmt: skip
+    if budget.stopped:
+        doc["interrupted"] = budget.interrupted
     state.last_gate_at = start
     try:
-        doc["state"]["file"] = str(save_state(state_dir, node, state, cleared=opts.clear_xids))
+        doc["state"]["file"] = str(save_state(state_dir, node, state, cleared=opts.clear_xids, timeout_s=min(budget.left(), STATE_LOCK_S)))
     except OSError as exc:
         opts.warnings.append(f"gate state not saved in {state_dir}: {exc.strerror or exc} (Xid cursor not kept)")
-    doc["history"] = _record(opts, doc)
-    doc["total_s"] = round(time.monotonic() - t0, 3)
+    _finish(opts, doc, budget, state_dir)
     return doc
 
 
-def _record(opts: GateOptions, doc: dict[str, Any]) -> dict[str, Any] | None:
-    """Write the gate into the history (a failure is a warning); its database, or None."""
-    from nvtest.ops.gate.history import record_gate
+def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: Path) -> None:
+    """Hand the document out (``opts.emit``), then write its record within what the budget
+    has left, else spool it; then, with time left, send records spooled by earlier gates.
+    ``doc["history"]``: ``{"status": "pending"}`` in the document handed out, then
+    ``written`` (with the database), ``spooled`` (with the file and why), ``lost`` or None
+    (history off)."""
+    from nvtest.ops.gate.history import check_target, import_spool, record_gate, spool_gate, spooled
 
+    spool_dir = state_dir / "spool"
     try:
-        return record_gate(doc, opts.history, cleared=opts.clear_xids)
-    except (HistoryError, ConfigError) as exc:
+        url = check_target(opts.history)
+    except ConfigError as exc:
         opts.warnings.append(f"history not recorded: {exc}")
-        return None
+        url = "?"
+    doc["history"] = {"status": "pending"} if url not in (None, "?") else None
+    doc["total_s"] = round(time.monotonic() - budget.t0, 3)
+    if opts.emit is not None:
+        opts.emit(doc)
+    if url is None:
+        return
+    error = "the history URL is not usable" if url == "?" else ""
+    if not error:
+        left = budget.left()
+        try:
+            if left <= 0:
+                raise TimeoutError("no time left in the gate's budget")
+            # the driver's own timeouts end first (its error says why); the thread bounds the rest
+            doc["history"] = bounded(lambda: record_gate(doc, opts.history, cleared=opts.clear_xids, timeout_s=DRIVER_SHARE * left),
+                                     left, "the history write", budget) or None  # fmt: skip
+            if doc["history"]:
+                doc["history"]["status"] = "written"
+        except (HistoryError, ConfigError, TimeoutError) as exc:
+            error = str(exc)
+    if error:
+        try:
+            path = spool_gate(spool_dir, {**doc, "history": None}, cleared=opts.clear_xids)
+            doc["history"] = {"status": "spooled", "spool": str(path), "error": error}
+        except OSError as exc:
+            doc["history"] = {"status": "lost", "error": f"{error}; not spooled in {spool_dir}: {exc.strerror or exc}"}
+            opts.warnings.append(f"gate record lost: not spooled in {spool_dir}: {exc.strerror or exc}")
+    elif spooled(spool_dir) and budget.left() > 0 and not budget.stopped:
+        left = budget.left()
+        try:
+            def send() -> tuple[int, list[str]]:
+                return import_spool(spool_dir, opts.history, timeout_s=DRIVER_SHARE * left,
+                                    stop=lambda: time.monotonic() > budget.hard_end)  # fmt: skip
+
+            sent, problems = bounded(send, left, "sending the spool", budget)
+            doc["history"]["spool_sent"] = sent
+            opts.warnings.extend(f"spooled gate record not sent: {p}" for p in problems)
+        except (HistoryError, ConfigError, TimeoutError) as exc:
+            opts.warnings.append(f"spooled gate records not sent yet: {exc}")
+    doc["total_s"] = round(time.monotonic() - budget.t0, 3)

@@ -27,7 +27,7 @@ from nvtest.config.skus import Catalog
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError
 
-__all__ = ["DEFAULTS", "GateRecipe", "gate_recipe"]
+__all__ = ["DEFAULTS", "GateRecipe", "gate_recipe", "provisional_recipe"]
 
 #: The source named by a threshold nvtest chose itself.
 DEFAULT_SOURCE = "nvtest gate default (docs/operations.md)"
@@ -51,6 +51,28 @@ def gate_recipe(sku: SkuProfile | None, catalog: Catalog) -> tuple[GateRecipe, s
     origin = f"profile:{sku.name if sku else '?'} recipe.gate"
     if catalog.overlay is not None and "gate" in (catalog.overlay.recipe or {}):
         where, origin = catalog.overlay_file, f"overlay:{catalog.overlay_file} recipe.gate"
+    return _validated(raw, where, origin)
+
+
+def provisional_recipe(catalog: Catalog, name: str | None) -> tuple[GateRecipe, str, SkuProfile | None]:
+    """The recipe the gate starts with before nvidia-smi has answered: the profile ``name``'s
+    (``--sku``, or the SKU the node last matched), else the site overlay's when it applies to
+    every profile, else the defaults; (recipe, its source, the profile or None).
+
+    Raises:
+        ConfigError: as :func:`gate_recipe`.
+    """
+    if name and name in catalog.profiles:
+        prof = catalog.profiles[name]
+        return (*gate_recipe(prof, catalog), prof)
+    ov = catalog.overlay
+    if ov is not None and not ov.applies_to and (ov.recipe or {}).get("gate"):
+        origin = f"overlay:{catalog.overlay_file} recipe.gate"
+        return _validated(ov.recipe["gate"], catalog.overlay_file, origin)[0], origin, None
+    return DEFAULTS, DEFAULT_SOURCE, None
+
+
+def _validated(raw: Any, where: str | None, origin: str) -> tuple[GateRecipe, str]:
     try:
         return GateRecipe.model_validate(raw), origin
     except ValidationError as exc:

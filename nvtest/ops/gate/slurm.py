@@ -13,7 +13,9 @@ gate document and the history.
 
 from __future__ import annotations
 
+import shlex
 import syslog
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from nvtest.errors import TransportError
@@ -55,13 +57,29 @@ def gate_reason(check: str, reason: str) -> str:
     return one_line(f"{NVTEST_PREFIX} {check} {reason}".replace('"', "'"), REASON_LIMIT)
 
 
-def _call(argv: list[str]) -> str:
-    """Run one scontrol call (at most 15 s: a hook must not wait on a busy controller)."""
-    return call_client(argv, timeout_s=15.0)
+#: The longest one scontrol call may take when the caller gives no budget, s.
+CALL_TIMEOUT_S = 15.0
+#: The least an scontrol call is given, s (a tight budget still tries).
+MIN_CALL_S = 0.5
+
+#: A timeout: seconds, or a function giving the seconds left now (the gate's budget).
+Timeout = float | Callable[[], float]
 
 
-def _state(node: str) -> tuple[str, str]:
-    recs = states_from_records(parse_node_records(_call(show_node_argv(node))))
+def _call(argv: list[str], timeout_s: Timeout = CALL_TIMEOUT_S) -> str:
+    """Run one scontrol call within ``timeout_s`` (a hook must not wait on a busy controller).
+
+    Raises:
+        TransportError: it failed, or no time was left for it.
+    """
+    left = timeout_s() if callable(timeout_s) else timeout_s
+    if left <= 0:
+        raise TransportError(f"{shlex.join(argv)}: not run: no time left in the gate's budget")
+    return call_client(argv, timeout_s=max(MIN_CALL_S, left))
+
+
+def _state(node: str, timeout_s: Timeout = CALL_TIMEOUT_S) -> tuple[str, str]:
+    recs = states_from_records(parse_node_records(_call(show_node_argv(node), timeout_s)))
     st = recs.get(node)
     if st is None:
         raise TransportError(f"scontrol does not know node {node}")
@@ -76,35 +94,37 @@ def _log(message: str) -> None:
         pass
 
 
-def drain_node(node: str, check: str, reason: str) -> SlurmAction:
-    """Drain ``node`` for ``check`` (see the module docstring); never raises."""
+def drain_node(node: str, check: str, reason: str, *, timeout_s: Timeout = CALL_TIMEOUT_S) -> SlurmAction:
+    """Drain ``node`` for ``check`` (see the module docstring); each scontrol call within
+    ``timeout_s`` (seconds, or a function of the seconds left); never raises."""
     want = gate_reason(check, reason)
     try:
-        state, before = _state(node)
+        state, before = _state(node, timeout_s)
         flags = {p.strip("*~#!%$@^-").upper() for p in state.split("+")}
         if flags & {"DRAIN", "DRAINED", "DRAINING"}:
             if before.startswith(NVTEST_PREFIX):
                 return SlurmAction("kept", node, before, state, before)
             _log(f"{node}: not drained again: already drained by someone else ({before})")
             return SlurmAction("refused", node, f"already drained by someone else: {before}", state, before)
-        _call(drain_argv(node, want))
+        _call(drain_argv(node, want), timeout_s)
     except TransportError as exc:
         return SlurmAction("error", node, str(exc))
     _log(f"{node}: drained: {want}")
     return SlurmAction("drain", node, want, state, before or None)
 
 
-def resume_node(node: str) -> SlurmAction:
-    """Resume ``node`` if nvtest drained it (see the module docstring); never raises."""
+def resume_node(node: str, *, timeout_s: Timeout = CALL_TIMEOUT_S) -> SlurmAction:
+    """Resume ``node`` if nvtest drained it (see the module docstring); each scontrol call
+    within ``timeout_s`` (as :func:`drain_node`); never raises."""
     try:
-        state, before = _state(node)
+        state, before = _state(node, timeout_s)
         flags = {p.strip("*~#!%$@^-").upper() for p in state.split("+")}
         if not flags & {"DRAIN", "DRAINED", "DRAINING"}:
             return SlurmAction("none", node, "not drained", state, before or None)
         if not before.startswith(NVTEST_PREFIX):
             _log(f"{node}: not resumed: drained by someone else ({before})")
             return SlurmAction("refused", node, f"drained by someone else, left drained: {before}", state, before)
-        _call(resume_argv(node))
+        _call(resume_argv(node), timeout_s)
     except TransportError as exc:
         return SlurmAction("error", node, str(exc))
     _log(f"{node}: resumed (every gate check passed; drained before: {before})")

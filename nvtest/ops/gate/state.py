@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -243,11 +243,31 @@ def _recover(path: Path, main: Loaded) -> GateState:
     return st
 
 
+def _flock_until(fh: IO[str], timeout_s: float | None) -> None:
+    """``flock(LOCK_EX)``, tried until ``timeout_s`` has passed (None: wait as long as it takes).
+
+    Raises:
+        TimeoutError: another process held the lock all that time.
+    """
+    if timeout_s is None:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        return
+    until = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= until:
+                raise TimeoutError(f"{fh.name} stayed locked by another process for {timeout_s:.1f} s") from None
+            time.sleep(0.02)
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, timeout_s: float | None = None) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "a", encoding="utf-8") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+        _flock_until(fh, timeout_s)
         try:
             yield
         finally:
@@ -282,16 +302,19 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = False) -> Path:
+def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = False, timeout_s: float | None = None) -> Path:
     """Write ``st``, merged with a state another gate wrote meanwhile (the later cursor and
     counters win, fatal events are united unless ``cleared``); the file's path. The file it
     replaces, when valid, is kept as the previous generation (``.prev``).
 
+    ``timeout_s``: the longest to wait for the file's lock (None: as long as it takes).
+
     Raises:
-        OSError: the state directory cannot be written.
+        OSError: the state directory cannot be written; TimeoutError (an OSError): the lock
+            was held by another process for ``timeout_s``.
     """
     path = state_path(state_dir, node)
-    with _locked(path):
+    with _locked(path, timeout_s):
         for stale in path.parent.glob(f"{path.name}*.tmp*"):  # of a writer killed mid-write: under the lock, none is live
             with contextlib.suppress(OSError):
                 stale.unlink()

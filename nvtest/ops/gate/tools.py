@@ -18,7 +18,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["DEFAULT_PATH", "Sources", "ToolOutput", "run_tool", "tool_env"]
@@ -64,8 +64,10 @@ class ToolOutput:
         return (self.stderr.strip() or self.stdout.strip())[-n:]
 
 
-def run_tool(argv: Sequence[str], deadline: float) -> ToolOutput:
-    """Run ``argv`` until it exits or ``deadline`` (a ``time.monotonic()`` value) passes."""
+def run_tool(argv: Sequence[str], deadline: float, started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> ToolOutput:
+    """Run ``argv`` until it exits or ``deadline`` (a ``time.monotonic()`` value) passes.
+    ``started`` is told the process as soon as it runs (in its own process group: whoever
+    holds it can kill the whole group)."""
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -80,6 +82,8 @@ def run_tool(argv: Sequence[str], deadline: float) -> ToolOutput:
         return ToolOutput(tuple(argv), missing=True, error=f"{argv[0]}: not found ({exc.strerror})")
     except OSError as exc:
         return ToolOutput(tuple(argv), error=f"{argv[0]}: cannot run: {exc.strerror or exc}")
+    if started is not None:
+        started(proc)
     try:
         out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -121,7 +125,25 @@ class Sources:
         self.commands: dict[str, tuple[str, ...]] = {}
         self._done: dict[str, ToolOutput] = {}
         self._events: dict[str, threading.Event] = {}
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        #: Why every tool was killed before its deadline (``interrupted by SIGTERM``), else None.
+        self.stopped: str | None = None
         self.start(commands)
+
+    def kill_all(self, why: str) -> None:
+        """Kill the process group of every tool still running (SIGKILL) and answer every
+        later :meth:`get` at once; safe in a signal handler (no lock taken)."""
+        self.stopped = why
+        for proc in list(self._procs.values()):
+            if proc.returncode is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def running(self) -> list[int]:
+        """The process ids of the tools not reaped yet."""
+        return [p.pid for p in list(self._procs.values()) if p.poll() is None]
 
     def start(self, commands: Mapping[str, Sequence[str]]) -> None:
         """Start more commands now (those whose name is already known are not run twice)."""
@@ -130,10 +152,22 @@ class Sources:
                 continue
             self.commands[name] = tuple(argv)
             self._events[name] = threading.Event()
+            if self.stopped:  # after a signal nothing new starts
+                self._done[name] = ToolOutput(tuple(argv), timed_out=True, error=self.stopped)
+                self._events[name].set()
+                continue
             threading.Thread(target=self._run, args=(name, tuple(argv)), daemon=True, name=f"gate-{name}").start()
 
     def _run(self, name: str, argv: tuple[str, ...]) -> None:
-        self._done[name] = run_tool(argv, self.deadline)
+        def started(proc: subprocess.Popen[bytes]) -> None:
+            self._procs[name] = proc
+            if self.stopped:  # the signal came while it was starting
+                self.kill_all(self.stopped)
+
+        out = run_tool(argv, self.deadline, started)
+        if self.stopped and (out.timed_out or (out.exit_code or 0) < 0):
+            out = ToolOutput(out.argv, out.stdout, out.stderr, None, out.duration_s, timed_out=True, error=self.stopped)
+        self._done[name] = out
         self._events[name].set()
 
     def get(self, name: str) -> ToolOutput:
@@ -143,8 +177,10 @@ class Sources:
             KeyError: no command of that name.
         """
         ev = self._events[name]
-        if not ev.wait(max(0.0, self.deadline - time.monotonic()) + 0.5):
-            return ToolOutput(self.commands[name], timed_out=True)
+        until = self.deadline + 0.5
+        while not ev.wait(max(0.0, min(until - time.monotonic(), 0.05))):
+            if self.stopped or time.monotonic() >= until:  # a signal, or a tool that cannot be reaped
+                return ToolOutput(self.commands[name], timed_out=True, error=self.stopped)
         return self._done[name]
 
     def finished(self) -> dict[str, ToolOutput]:
