@@ -231,7 +231,9 @@ def parse_probe_json(res: CommandResult) -> dict[str, Any]:
     """The JSON document a probe printed (the last line that parses as an object).
 
     Raises:
-        ProbeError: no JSON document in stdout (the exit code and stderr tail are quoted).
+        ProbeError: no JSON document in stdout (the exit code and stderr tail are quoted;
+            when the capture limit cut the output, what was dropped:
+            :mod:`nvtest.transports.capture`).
     """
     for line in reversed(res.stdout.strip().splitlines()):
         line = line.strip()
@@ -248,5 +250,7 @@ def parse_probe_json(res: CommandResult) -> dict[str, Any]:
             return doc
     except json.JSONDecodeError:
         pass
+    if res.truncated:
+        raise ProbeError(f"{res.truncated}; the probe's JSON document could not be read")
     tail = res.stderr.strip().splitlines()[-3:]
     raise ProbeError(f"probe printed no JSON (exit {res.exit_code}){': ' + ' | '.join(tail) if tail else ''}")

@@ -79,6 +79,9 @@ class CommandResult:
         failure: why it did not complete, a key of :data:`FAILURES` (None: it completed).
         hung: the names (``comm``) of the task's processes still running at its
             deadline, in pid order (the error text has their pids and states).
+        truncated: what the capture limit dropped of stdout and stderr
+            (:func:`~nvtest.transports.capture.capture_note`, ``"; "``-joined); None when
+            both were kept whole.
     """
 
     node: str
@@ -92,6 +95,7 @@ class CommandResult:
     timed_out: bool = False
     failure: str | None = None
     hung: tuple[str, ...] = ()
+    truncated: str | None = None
 
     @property
     def completed(self) -> bool:

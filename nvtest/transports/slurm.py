@@ -293,9 +293,10 @@ class SlurmTransport(Transport):
         timeout_s: float,
         *,
         own_job: bool,
+        tasks: int = 1,
         before_cancel: Callable[[], None] | None = None,
     ) -> SrunOutcome:
-        step = SrunProcess(argv, own_job=own_job)
+        step = SrunProcess(argv, own_job=own_job, tasks=tasks)
         with self._lock:
             if self._interrupted:
                 return SrunOutcome(
@@ -363,7 +364,7 @@ class SlurmTransport(Transport):
         )  # fmt: skip
         reports: dict[str, KillReport] = {}
         outcome = self._srun(
-            argv, timeout_s, own_job=job is None,
+            argv, timeout_s, own_job=job is None, tasks=len(names),
             before_cancel=(lambda: reports.update(self._kill_task(job, names, token))) if job else None,
         )  # fmt: skip
         results = _phase_results(names, shlex.join(argv), outcome, timeout_s)
@@ -382,7 +383,7 @@ class SlurmTransport(Transport):
         argv = srun_phase_argv(
             names, script, timeout_s=limit, name=self.job_name, opts=self.options, job_id=job
         )
-        outcome = SrunProcess(argv, own_job=False).run(limit)
+        outcome = SrunProcess(argv, own_job=False, tasks=len(names)).run(limit)
         if outcome.timed_out or outcome.start_error:
             self._log(f"slurm: the kill step at a deadline did not finish: {outcome.start_error or 'timed out'}")
         results = _phase_results(names, shlex.join(argv), outcome, limit)
@@ -442,6 +443,7 @@ class SlurmTransport(Transport):
             error=_step_error(out, timeout_s),
             timed_out=out.timed_out,
             failure=_step_failure(out),
+            truncated=out.truncated,
         )
         if reports:
             merged = KillReport(
@@ -698,5 +700,6 @@ def _phase_results(
             error=error,
             timed_out=out.timed_out,
             failure=kind if error is not None else None,
+            truncated=out.truncated,
         )
     return results
