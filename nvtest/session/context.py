@@ -30,6 +30,7 @@ from nvtest.config.inventory import (
 from nvtest.config.resources import probes_dir
 from nvtest.config.skus import Catalog, MatchResult, check_inventory_skus, load_catalog
 from nvtest.errors import ConfigError, NodeError, NodeWedged, OutputWriteError, ProbeError
+from nvtest.history.cluster import run_cluster
 from nvtest.results import ResultStore
 from nvtest.session.facts import NodeFacts, facts_from_probe
 from nvtest.session.phase import PhaseRunner, node_log_dir
@@ -198,6 +199,14 @@ class RunContext:
         """Write the run record (the run has begun)."""
         self.started = True
         cfg = self.config
+        cluster, source = run_cluster(
+            inventory_cluster=self.inventory.cluster,
+            slurm_cluster=None if self.inventory.cluster else (
+                os.environ.get("SLURM_CLUSTER_NAME") or self.transport.cluster_name()
+            ),
+            backend=cfg.backend,
+            inventory_file=self.inventory.source,
+        )  # fmt: skip
         self.emit(
             "run",
             {
@@ -210,6 +219,8 @@ class RunContext:
                 "backend": cfg.backend,
                 "suite": cfg.suite,
                 "cluster": self.inventory.cluster,
+                "history_cluster": cluster,  # the history's (cluster, node) key: nvtest.history.cluster
+                "history_cluster_source": source,
                 "inventory_file": self.inventory.source,
                 "forced_sku": cfg.sku,
                 "overlay": self.catalog.overlay_file,

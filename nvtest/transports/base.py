@@ -161,6 +161,12 @@ class Transport(ABC):
         (tar on stdin)"``, ``"in place"``...), for the run record; None when unknown."""
         return None
 
+    def cluster_name(self) -> str | None:
+        """The name the cluster behind the transport gives itself (Slurm's ``ClusterName``),
+        for the history's (cluster, node) key; None when it has none (local, ssh) or it could
+        not be asked within a few seconds."""
+        return None
+
     def interrupt(self) -> None:  # noqa: B027 - optional hook
         """Stop every command in flight (Ctrl-C). The default does nothing."""
 

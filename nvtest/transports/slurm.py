@@ -496,6 +496,22 @@ class SlurmTransport(Transport):
         out.update({n.name: path for n in need})
         return out
 
+    def cluster_name(self) -> str | None:
+        """``$SLURM_CLUSTER_NAME`` (inside a job), else ``ClusterName`` of ``scontrol show
+        config`` (at most 10 s); None when neither answers."""
+        env = os.environ.get("SLURM_CLUSTER_NAME", "").strip()
+        if env:
+            return env
+        try:
+            text = _client(["scontrol", "show", "config"], "cluster name", 10.0)
+        except TransportError:
+            return None
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "ClusterName" and value.strip():
+                return value.strip()
+        return None
+
     def staging_method(self, node_name: str) -> str | None:
         """How the probes reach the nodes (a copy in the shared directory, or in place)."""
         return self._stage_method
