@@ -170,9 +170,9 @@ class SrunProcess:
         for r in readers:
             r.join(timeout=5.0)
         with self._lock:
-            stdout = self._out.getvalue()
-            task_err = self._err.getvalue()
             truncated = joined_note(self._out, self._err)
+            stdout = self._out.take()
+            task_err = self._err.take()
             srun_lines = list(self._srun_lines)
         return SrunOutcome(
             returncode=None if (timed_out or self._cancelled) else self._proc.returncode,

@@ -129,13 +129,25 @@ class BoundedCapture:
 
     def getvalue(self) -> bytes:
         """The kept bytes: the head, a marker line when bytes were dropped, the tail."""
-        tail = b"".join(self._tail)
-        if len(tail) > self._tail_max:
-            tail = tail[len(tail) - self._tail_max :]
-        if not self.truncated:
-            return bytes(self._head) + tail
-        marker = f"\n[nvtest: {human_bytes(self.dropped)} of output dropped here (capture limit)]\n".encode()
-        return bytes(self._head) + marker + tail
+        parts: list[bytes] = [bytes(self._head)]
+        if self.truncated:
+            parts.append(f"\n[nvtest: {human_bytes(self.dropped)} of output dropped here (capture limit)]\n".encode())
+        extra = self._tail_len - self._tail_max  # the first tail chunk may reach before the tail
+        if extra > 0 and self._tail:
+            parts.append(self._tail[0][extra:])
+            parts.extend(list(self._tail)[1:])
+        else:
+            parts.extend(self._tail)
+        return b"".join(parts)
+
+    def take(self) -> bytes:
+        """:meth:`getvalue`, then the buffers are released (the counts stay): the caller's
+        copy is the only one."""
+        value = self.getvalue()
+        self._head = bytearray()
+        self._tail.clear()
+        self._tail_len = 0
+        return value
 
     def __bytes__(self) -> bytes:
         return self.getvalue()

@@ -179,8 +179,8 @@ class LocalTransport(Transport):
         return CommandResult(
             node=node_name,
             command=line,
-            stdout=out.getvalue().decode("utf-8", "replace"),
-            stderr=err.getvalue().decode("utf-8", "replace"),
+            stdout=out.take().decode("utf-8", "replace"),
+            stderr=err.take().decode("utf-8", "replace"),
             exit_code=exit_code,
             duration_s=time.monotonic() - t0,
             started_at=started,

@@ -575,7 +575,7 @@ class SSHTransport(Transport):
                 self._inflight.discard(item)
         exit_code, error, failure = self._ending(item, outcome, timeout_s, cleanup=cleanup)
         chan.close()
-        stdout, stderr = _split_marker(out.getvalue(), err.getvalue())
+        stdout, stderr = _split_marker(out.take(), err.take())
         report = item.report
         return CommandResult(
             node=name,

@@ -107,8 +107,8 @@ def run_tool(argv: Sequence[str], deadline: float) -> ToolOutput:
             pipe.close()
     return ToolOutput(
         tuple(argv),
-        out.getvalue().decode("utf-8", "replace"),
-        err.getvalue().decode("utf-8", "replace"),
+        out.take().decode("utf-8", "replace"),
+        err.take().decode("utf-8", "replace"),
         proc.returncode if done else None,
         time.monotonic() - t0,
         timed_out=not done,
