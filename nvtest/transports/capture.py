@@ -22,7 +22,7 @@ import subprocess
 import time
 from collections import deque
 
-__all__ = ["CAPTURE_ENV", "DEFAULT_LIMIT", "BoundedCapture", "capture_limit", "capture_note", "human_bytes", "joined_note", "pump_process"]
+__all__ = ["CAPTURE_ENV", "DEFAULT_LIMIT", "BoundedCapture", "capture_limit", "capture_note", "human_bytes", "joined_note", "pump_process", "read_capped"]
 
 #: The environment variable that sets the capture limit per stream, in bytes.
 CAPTURE_ENV = "NVTEST_CAPTURE_BYTES"
@@ -161,6 +161,28 @@ def joined_note(stdout: BoundedCapture, stderr: BoundedCapture) -> str | None:
     or None when both were kept whole."""
     notes = [n for n in (stdout.note("stdout"), stderr.note("stderr")) if n]
     return "; ".join(notes) or None
+
+
+def read_capped(path: str | os.PathLike[str], limit: int | None = None) -> BoundedCapture:
+    """A file a job wrote (an sbatch job's output): its first and last ``limit // 2`` bytes
+    (:func:`capture_limit` when None) through a :class:`BoundedCapture`, the middle skipped
+    with a seek, never read.
+
+    Raises:
+        OSError: the file cannot be opened or read.
+    """
+    cap = BoundedCapture(limit)
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        head = cap.limit // 2
+        cap.add(fh.read(head))
+        skip = size - cap.limit
+        if skip > 0:
+            cap.total += skip  # counted as seen, never read
+            fh.seek(head + skip)
+        while chunk := fh.read(1 << 20):
+            cap.add(chunk)
+    return cap
 
 
 def pump_process(

@@ -22,8 +22,15 @@ from nvtest.ops.gate.tools import run_tool
 from nvtest.session.phase import write_evidence
 from nvtest.session.probe import parse_probe_json
 from nvtest.testing.sshd_cluster import SSHDCluster
+from nvtest.transports._slurm_step import SrunProcess
 from nvtest.transports.base import CommandResult
-from nvtest.transports.capture import DEFAULT_LIMIT, BoundedCapture, capture_limit, capture_note
+from nvtest.transports.capture import (
+    DEFAULT_LIMIT,
+    BoundedCapture,
+    capture_limit,
+    capture_note,
+    read_capped,
+)
 from nvtest.transports.local import LocalTransport
 
 from .conftest import LoggedSSHTransport
@@ -114,12 +121,30 @@ def _gate_tool(_: object, command: str) -> CommandResult:
                          exit_code=out.exit_code, truncated=out.truncated)  # fmt: skip
 
 
-#: Every path a command's output is captured through (srun's pipes go through the same
-#: BoundedCapture, per task: nvtest.transports._slurm_step).
+def _srun_pipes(_: object, command: str) -> CommandResult:
+    """srun's pipes as the slurm transport reads them (the client process here is a shell:
+    what is read is its stdout, as srun's would be)."""
+    out = SrunProcess(["/bin/sh", "-c", command], own_job=False).run(60)
+    return CommandResult(node="slurm", command=command, stdout=out.stdout.decode("utf-8", "replace"),
+                         exit_code=out.returncode, truncated=out.truncated)  # fmt: skip
+
+
+def _sbatch_output(request: pytest.FixtureRequest, command: str) -> CommandResult:
+    """A batch job's output file (slurm-<job>.out), read as the requeue drill reads it."""
+    path = request.getfixturevalue("tmp_path") / "slurm-1.out"
+    LocalTransport().run_one("local1", f"({command}) > {path}", timeout_s=60)
+    cap = read_capped(path)
+    return CommandResult(node="slurm", command=command, stdout=cap.take().decode("utf-8", "replace"),
+                         exit_code=0, truncated=cap.note("stdout"))  # fmt: skip
+
+
+#: Every path a command's output is captured through.
 PATHS: dict[str, Callable[[pytest.FixtureRequest, str], CommandResult]] = {
     "local": _local,
     "ssh": _ssh,
     "gate-tool": _gate_tool,
+    "srun-pipes": _srun_pipes,
+    "sbatch-output": _sbatch_output,
 }
 
 
