@@ -402,18 +402,23 @@ class NodeLatest:
     gate_duration_s: float | None
 
 
-def latest_per_node(store: HistoryStore) -> list[NodeLatest]:
-    """Per node and check, the most recent result of any run, gate or sweep."""
-    newest = (
+def latest_per_node(store: HistoryStore, *, cluster: str | None = None) -> list[NodeLatest]:
+    """Per node and check, the most recent result of any run, gate or sweep; of ``cluster``'s
+    records only when given (a shared database with two clusters' ``node1``)."""
+    newest_q = (
         select(results.c.node, results.c.check_name, func.max(results.c.started_at).label("latest_t"))
         .group_by(results.c.node, results.c.check_name)
-        .subquery()
     )
+    if cluster is not None:
+        newest_q = newest_q.join(runs, runs.c.id == results.c.run_id).where(runs.c.cluster == cluster)
+    newest = newest_q.subquery()
     q = (
         select(results.c.node, results.c.check_name, results.c.verdict, results.c.started_at, results.c.run_id, runs.c.kind, runs.c.details)
         .join(newest, and_(newest.c.node == results.c.node, newest.c.check_name == results.c.check_name, newest.c.latest_t == results.c.started_at))
         .join(runs, runs.c.id == results.c.run_id)
     )
+    if cluster is not None:
+        q = q.where(runs.c.cluster == cluster)
     per: dict[str, NodeLatest] = {}
     want: dict[int, set[tuple[str, str]]] = defaultdict(set)
     with store.engine.connect() as conn:

@@ -55,6 +55,8 @@ def test_two_clusters_with_node1_stay_apart(db_url: str) -> None:
         assert [e.cluster for e in mixed] == ["east", "west", "east"]
         assert not any(e.moved for e in mixed), "west's 400 was compared with east's 700"
         assert {s.latest for s in q.trend(store, "gemm", "bf16_tflops", cluster="west")} == {400.0}
+        east_now = q.latest_per_node(store, cluster="east")  # the exporter's question, per cluster
+        assert [(x.node, x.checks["gemm"][0], x.checks["gemm"][3][0][2]) for x in east_now] == [("node1", "pass", 690.0)]
         # a gate on west's node1 (its cluster from Slurm) is west's record
         gate = {"node": "node1", "cluster": "west", "started_at": T0 + 300, "duration_s": 1.0, "mode": "manual",
                 "verdict": "fail", "checks": [{"check": "xid", "verdict": "fail", "reason": "Xid 79"}]}  # fmt: skip
