@@ -22,6 +22,7 @@ def export(
     prometheus: Annotated[Path, typer.Option("--prometheus", help="node_exporter's textfile directory: nvtest.prom is written there.")],
     node: Annotated[list[str] | None, typer.Option("--node", help="Only this node (repeatable; default: every node in the history).")] = None,
     history: Annotated[str | None, typer.Option(help="History database: SQLite path or postgresql:// URL.")] = None,
+    cluster: Annotated[str | None, typer.Option(help="Only this cluster's records (a node is known by cluster and name; default: every cluster's).")] = None,
 ) -> None:
     """Write the latest verdicts and metrics per node for Prometheus (node_exporter textfile)."""
     from nvtest.ops.export import write_textfile
@@ -29,7 +30,7 @@ def export(
     store = open_history(history, "history is off: nothing to export")
     with store:
         try:
-            path = write_textfile(store, prometheus, nodes=list(node or []))
+            path = write_textfile(store, prometheus, nodes=list(node or []), cluster=cluster)
         except OSError as exc:
             err_console.print(f"nvtest: error: cannot write {prometheus}: {exc.strerror or exc}", markup=False)
             raise typer.Exit(EXIT_HARNESS) from exc

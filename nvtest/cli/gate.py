@@ -72,6 +72,7 @@ def gate(
     sysfs: Annotated[Path, typer.Option(help="Where the node's sysfs is mounted (a container: the host's /sys).")] = Path("/sys"),
     history: Annotated[str | None, typer.Option(help="History database: a SQLite path, a postgresql:// URL, or 'off'.")] = None,
     check: Annotated[list[str] | None, typer.Option("--check", help="Run only this check (repeatable).")] = None,
+    cluster: Annotated[str | None, typer.Option(help="The cluster this node is known by in the history (default: $SLURM_CLUSTER_NAME, else slurm.conf's ClusterName, else local:<node>).")] = None,
 ) -> None:
     """Run the passive health checks on this node and print one JSON verdict."""
     from nvtest.ops.gate.budget import Budget, process_age
@@ -85,7 +86,7 @@ def gate(
     opts = GateOptions(
         node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
         forget_sku=forget_sku, expect_gpus=expect_gpus, sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
-        history=history, only=list(check or []), config_problems=problems,
+        history=history, only=list(check or []), config_problems=problems, cluster=cluster,
     )  # fmt: skip
 
     def emit(doc: dict) -> None:  # before the history write: a slow database never hides the verdict

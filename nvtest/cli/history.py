@@ -8,6 +8,10 @@ prints the same as JSON. Exit 0; 2 for a bad option or an unreadable database.
 
 ``nvtest history import [--spool DIR] [--history URL]`` writes the gate records a gate
 could not write within its budget (spooled in ``<state dir>/spool``) into the history.
+
+A node is known by (cluster, node) (:mod:`nvtest.history.cluster`): ``--cluster NAME`` reads
+that cluster's records only; without it, a node name that several clusters have is shown
+for all of them with a line naming them.
 """
 
 from __future__ import annotations
@@ -41,17 +45,22 @@ def _when(t: float | None) -> str:
     return fmt_time(t)
 
 
-def _timeline(store: Any, node: str, limit: int, as_json: bool) -> None:
+def _timeline(store: Any, node: str, limit: int, as_json: bool, cluster: str | None) -> None:
     from nvtest.history import queries as q
 
-    entries = q.timeline(store, node, limit=limit)
+    entries = q.timeline(store, node, limit=limit, cluster=cluster)
     if as_json:
         console.print_json(json.dumps([dataclasses.asdict(e) for e in entries]))
         return
+    where = f"cluster {cluster!r}, " if cluster is not None else ""
     if not entries:
-        console.print(f"no history for {node} in {store.display_url}", markup=False)
+        console.print(f"no history for {node} in {where}{store.display_url}", markup=False)
         return
-    table = Table(title=f"{node}: {len(entries)} entries ({store.display_url})", title_justify="left")
+    mixed = cluster is None and len(clusters := q.node_clusters(store, node)) > 1
+    if mixed:
+        names = ", ".join(repr(c) for c in clusters)
+        err_console.print(f"nvtest: {node} is a node of {len(clusters)} clusters ({names}): all are shown; --cluster NAME shows one", markup=False)
+    table = Table(title=f"{node}: {len(entries)} entries ({where}{store.display_url})", title_justify="left")
     for col in ("when (UTC)", "what", "verdict", "details"):
         table.add_column(col)
     for e in entries:
@@ -59,7 +68,7 @@ def _timeline(store: Any, node: str, limit: int, as_json: bool) -> None:
         details += [f"{m.check}.{m.metric}{'[' + m.labels + ']' if m.labels else ''} {m.before:.4g} -> {m.after:.4g} ({m.delta_pct:+.1f} %)" for m in e.moved[:4]]
         if e.key is None:
             details = [e.text]
-        table.add_row(_when(e.t), e.kind, e.verdict or "", escape("\n".join(details)))
+        table.add_row(_when(e.t), f"{e.kind} ({e.cluster or 'no cluster'})" if mixed else e.kind, e.verdict or "", escape("\n".join(details)))
     console.print(table)
 
 
@@ -71,23 +80,23 @@ def _lemons(store: Any, min_days: int, window_days: int, as_json: bool) -> None:
         console.print_json(json.dumps([dataclasses.asdict(r) for r in rows]))
         return
     table = Table(title=f"repeat offenders: a failure or a drain on >= {min_days} separate days within {window_days} days", title_justify="left")
-    for col in ("node", "days", "failures", "drains", "first", "last", "last reason"):
+    for col in ("cluster", "node", "days", "failures", "drains", "first", "last", "last reason"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.node, str(r.days), str(r.failures), str(r.drains), _when(r.first_t), _when(r.last_t), escape(r.last_reason[:120]))
+        table.add_row(r.cluster, r.node, str(r.days), str(r.failures), str(r.drains), _when(r.first_t), _when(r.last_t), escape(r.last_reason[:120]))
     console.print(table)
     if not rows:
         console.print("none", markup=False)
 
 
-def _trend(store: Any, what: str, drop_pct: float, window: int, show_all: bool, as_json: bool) -> None:
+def _trend(store: Any, what: str, drop_pct: float, window: int, show_all: bool, as_json: bool, cluster: str | None) -> None:
     from nvtest.history import queries as q
 
     check, _, metric = what.partition(".")
     if not check or not metric:
         err_console.print(f"nvtest: error: --trend {what!r}: give CHECK.METRIC, e.g. gemm.bf16_tflops", markup=False)
         raise typer.Exit(EXIT_CONFIG)
-    series = q.trend(store, check, metric, drop_pct=drop_pct, window=window)
+    series = q.trend(store, check, metric, drop_pct=drop_pct, window=window, cluster=cluster)
     if as_json:
         console.print_json(json.dumps([dataclasses.asdict(s) for s in series]))
         return
@@ -155,6 +164,7 @@ def history(
     limit: Annotated[int, typer.Option(help="NODE: the last this many runs, gates and sweeps.")] = 50,
     show_all: Annotated[bool, typer.Option("--all", help="--trend: list every series, not only those that fell.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="NODE, --trend: only this cluster's records (a node is known by cluster and name; '' for records from before clusters were kept).")] = None,
     db: Annotated[str | None, typer.Option("--history", help="History database: SQLite path or postgresql:// URL (default: $NVTEST_HISTORY or the user's data dir).")] = None,
     spool: Annotated[Path | None, typer.Option(help="import: the spool of gate records (default: <gate state dir>/spool).")] = None,
 ) -> None:
@@ -173,8 +183,8 @@ def history(
     store = open_history(db, "history is off (--history off / NVTEST_HISTORY=off)")
     with store:
         if node:
-            _timeline(store, node, limit, as_json)
+            _timeline(store, node, limit, as_json, cluster)
         elif lemons:
             _lemons(store, min_days, window_days, as_json)
         else:
-            _trend(store, str(trend), drop_pct, window, show_all, as_json)
+            _trend(store, str(trend), drop_pct, window, show_all, as_json, cluster)

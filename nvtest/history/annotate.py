@@ -5,6 +5,7 @@ and the write of the run into the history.
 the history and returns the ``history`` section of results.json::
 
     {"database": "sqlite:////home/op/.local/share/nvtest/history.sqlite",
+     "cluster": "rack07", "cluster_source": "inventory",
      "nodes": {"gpu017": {"previous_run": "run:20250101-...", "previous_at": 1735689600.0,
                           "drained_before": {"at": 1735000000.0, "reason": "nvtest: ..."},
                           "checks": {"gemm": {"verdict_before": "pass", "verdict_now": "fail",
@@ -12,7 +13,11 @@ the history and returns the ``history`` section of results.json::
                                                            "unit": "TFLOP/s", "before": 731.0, "now": 612.0,
                                                            "delta_pct": -16.28}]}}}}}
 
-A node with no earlier record is absent from ``nodes``. :func:`record_run` does both steps
+``database`` is the history's URL as :attr:`HistoryStore.display_url` shows it (no
+password); ``cluster`` the cluster whose records the run was compared with and is written
+under (:func:`~nvtest.history.cluster.cluster_of_run`): a node is known by (cluster, node),
+so another cluster's ``node1`` is never its previous run. A node with no earlier record is
+absent from ``nodes``. :func:`record_run` does both steps
 for ``finish_run``: annotate first (so the run is not its own "previous"), then write.
 """
 
@@ -23,6 +28,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from nvtest.history.cluster import cluster_of_run
 from nvtest.history.queries import previous_runs
 from nvtest.history.store import HistoryStore, labels_key
 
@@ -60,7 +66,8 @@ def since_last_run(store: HistoryStore, doc: Mapping[str, Any]) -> dict[str, Any
     for r in doc.get("results") or []:
         per_node.setdefault(str(r["node"]), []).append(r)
     nodes = sorted(set(per_node) | set(doc.get("nodes") or {}))
-    prev = previous_runs(store, nodes, before=started, exclude_key=run_key(doc))
+    cluster = cluster_of_run(run)
+    prev = previous_runs(store, nodes, before=started, exclude_key=run_key(doc), cluster=cluster)
     out: dict[str, Any] = {}
     for node, p in prev.items():
         out[node] = {
@@ -72,7 +79,12 @@ def since_last_run(store: HistoryStore, doc: Mapping[str, Any]) -> dict[str, Any
                 for r in per_node.get(node, [])
             },
         }
-    return {"database": store.display_url, "nodes": out}
+    return {
+        "database": store.display_url,
+        "cluster": cluster,
+        "cluster_source": run.get("history_cluster_source") or ("stated" if "history_cluster" in run else "derived"),
+        "nodes": out,
+    }
 
 
 def record_run(store: HistoryStore, doc: dict[str, Any], *, kind: str = "run") -> None:

@@ -16,6 +16,11 @@ Steps:
 ====  ==========================================================================
 1     ``runs``, ``results``, ``metrics`` and their indexes
 2     ``events`` (drains, resumes, Xid events); ``results.action_class``
+3     ``runs.cluster`` and ``events.cluster``: a node is known by (cluster, node).
+      Rows written before carry the cluster ``''`` ("not known"): they stay readable
+      (``nvtest history NODE --cluster ''``) and are never the "previous run" of a
+      run whose cluster is named, so a node is never compared with another
+      cluster's node of the same name.
 ====  ==========================================================================
 """
 
@@ -121,10 +126,17 @@ def _v2(conn: Connection) -> None:
     conn.execute(text("ALTER TABLE results ADD COLUMN action_class VARCHAR(16)"))
 
 
+def _v3(conn: Connection) -> None:
+    for table in ("runs", "events"):
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN cluster VARCHAR(255) NOT NULL DEFAULT ''"))
+    conn.execute(text("CREATE INDEX ix_runs_cluster ON runs (cluster)"))
+
+
 #: (version, description, step) in order; the last version is ``schema.LATEST``.
 STEPS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "runs, results, metrics", _v1),
     (2, "events; results.action_class", _v2),
+    (3, "runs.cluster, events.cluster (rows before: '')", _v3),
 )
 assert STEPS[-1][0] == LATEST
 

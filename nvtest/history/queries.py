@@ -3,6 +3,10 @@
 Pure reads on a :class:`~nvtest.history.store.HistoryStore`; the same SQL on SQLite and
 PostgreSQL (no engine-specific function: days are the ``day`` integer written at ingest).
 Verdict order is nvtest's (``skip < pass < warn < unknown/error < fail``).
+
+A node is known by (cluster, node) (:mod:`nvtest.history.cluster`): every question that
+takes ``cluster`` reads that cluster's records only; ``cluster=None`` reads every cluster's
+(a node name that two clusters share then mixes them: :func:`node_clusters` tells).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ __all__ = [
     "last_sku",
     "latest_per_node",
     "lemons",
+    "node_clusters",
     "previous_runs",
     "timeline",
     "trend",
@@ -70,6 +75,7 @@ class TimelineEntry:
 
     ``kind``: run, gate, sweep (a result) or drain, resume, resume_refused, xid_cleared...
     ``checks``: (check, verdict, reason) of the node's bad items (fail, error, unknown, warn).
+    ``cluster``: the cluster of the record (:mod:`nvtest.history.cluster`).
     """
 
     t: float
@@ -79,29 +85,48 @@ class TimelineEntry:
     text: str
     checks: tuple[tuple[str, str, str], ...] = ()
     moved: tuple[MovedMetric, ...] = ()
+    cluster: str = ""
 
 
-def _node_runs(store: HistoryStore, node: str, limit: int) -> list[Any]:
+def node_clusters(store: HistoryStore, node: str) -> list[str]:
+    """The clusters that have records of a node called ``node`` (runs or events), sorted."""
+    q = union(
+        select(runs.c.cluster).where(runs.c.id.in_(select(results.c.run_id).where(results.c.node == node))),
+        select(events.c.cluster).where(events.c.node == node),
+    )
+    with store.engine.connect() as conn:
+        return sorted({str(r[0]) for r in conn.execute(q)})
+
+
+def _node_runs(store: HistoryStore, node: str, limit: int, cluster: str | None) -> list[Any]:
     q = (
-        select(runs.c.id, runs.c.key, runs.c.kind, runs.c.started_at)
+        select(runs.c.id, runs.c.key, runs.c.kind, runs.c.started_at, runs.c.cluster)
         .where(runs.c.id.in_(select(results.c.run_id).where(results.c.node == node)))
         .order_by(runs.c.started_at.desc())
         .limit(limit)
     )
+    if cluster is not None:
+        q = q.where(runs.c.cluster == cluster)
     with store.engine.connect() as conn:
         return list(conn.execute(q))
 
 
 def timeline(
-    store: HistoryStore, node: str, *, limit: int = 50, moved_pct: float = 10.0
+    store: HistoryStore,
+    node: str,
+    *,
+    limit: int = 50,
+    moved_pct: float = 10.0,
+    cluster: str | None = None,
 ) -> list[TimelineEntry]:
-    """The node's last ``limit`` runs (any kind) and its events, oldest first.
+    """The node's last ``limit`` runs (any kind) and its events, oldest first; those of
+    ``cluster`` only when given (None: every cluster's node of that name).
 
     Each run entry carries the node's verdict (worst of its items), its bad items, and the
     metrics that moved by at least ``moved_pct`` percent since the node's previous run of
-    the same family (gates with gates, runs and sweeps together).
+    the same family (gates with gates, runs and sweeps together) of the same cluster.
     """
-    rows = list(reversed(_node_runs(store, node, limit)))
+    rows = list(reversed(_node_runs(store, node, limit, cluster)))
     ids = [r.id for r in rows]
     per_run: dict[int, list[Any]] = defaultdict(list)
     vals: dict[int, dict[tuple[str, str, str], tuple[float, str | None]]] = defaultdict(dict)
@@ -116,26 +141,29 @@ def timeline(
             ):
                 if m.value is not None:
                     vals[m.run_id][(m.check_name, m.metric, m.labels)] = (m.value, m.unit)
-        evs = list(conn.execute(select(events).where(events.c.node == node).order_by(events.c.at)))
+        ev_q = select(events).where(events.c.node == node).order_by(events.c.at)
+        if cluster is not None:
+            ev_q = ev_q.where(events.c.cluster == cluster)
+        evs = list(conn.execute(ev_q))
     out: list[TimelineEntry] = []
-    last_of: dict[str, int] = {}
+    last_of: dict[tuple[str, str], int] = {}
     for r in rows:
         items = per_run[r.id]
         bad = tuple(
             sorted((i.check_name, i.verdict, i.reason or "") for i in items if _RANK.get(i.verdict, 3) >= 2)
         )
-        family = "gate" if r.kind == "gate" else "run"
+        family = (r.cluster, "gate" if r.kind == "gate" else "run")
         moved = _moved(vals.get(last_of[family], {}), vals.get(r.id, {}), moved_pct) if family in last_of else ()
         last_of[family] = r.id
         verdict = _worst(i.verdict for i in items)
         text = f"{r.kind} {verdict}: " + (
             "; ".join(f"{c} {v}" for c, v, _ in bad[:5]) if bad else f"{len(items)} checks"
         )
-        out.append(TimelineEntry(r.started_at, r.kind, r.key, verdict, text, bad, moved))
+        out.append(TimelineEntry(r.started_at, r.kind, r.key, verdict, text, bad, moved, r.cluster))
     if rows:  # events from the first listed run on (or all of them when none is listed)
         evs = [e for e in evs if e.at >= rows[0].started_at - 86400 * 365]
     for e in evs:
-        out.append(TimelineEntry(e.at, e.kind, None, None, f"{e.kind}: {e.reason or ''}".strip()))
+        out.append(TimelineEntry(e.at, e.kind, None, None, f"{e.kind}: {e.reason or ''}".strip(), cluster=e.cluster))
     return sorted(out, key=lambda x: x.t)
 
 
@@ -157,7 +185,8 @@ def _moved(
 
 @dataclass(frozen=True)
 class Lemon:
-    """A repeat offender: ``days`` separate UTC days with a failure or a drain in the window."""
+    """A repeat offender: ``days`` separate UTC days with a failure or a drain in the window
+    (``node`` of ``cluster``)."""
 
     node: str
     days: int
@@ -166,6 +195,7 @@ class Lemon:
     first_t: float
     last_t: float
     last_reason: str
+    cluster: str = ""
 
 
 def lemons(
@@ -179,42 +209,46 @@ def lemons(
     """
     t_now = time.time() if now is None else now
     d0 = day_of(t_now) - window_days + 1
-    fail_days = select(results.c.node, results.c.day).where(
-        and_(results.c.verdict == "fail", results.c.day >= d0)
+    fail_days = (
+        select(runs.c.cluster, results.c.node, results.c.day)
+        .join(runs, runs.c.id == results.c.run_id)
+        .where(and_(results.c.verdict == "fail", results.c.day >= d0))
     )
-    drain_days = select(events.c.node, events.c.day).where(
+    drain_days = select(events.c.cluster, events.c.node, events.c.day).where(
         and_(events.c.kind == "drain", events.c.day >= d0)
     )
     days = union(fail_days, drain_days).subquery()
     q = (
-        select(days.c.node, func.count(days.c.day).label("n"))
-        .group_by(days.c.node)
+        select(days.c.cluster, days.c.node, func.count(days.c.day).label("n"))
+        .group_by(days.c.cluster, days.c.node)
         .having(func.count(days.c.day) >= min_days)
     )
     out: list[Lemon] = []
     with store.engine.connect() as conn:
-        hits = {r.node: int(r.n) for r in conn.execute(q)}
-        for chunk in _chunks(sorted(hits)):
-            fails: dict[str, list[Any]] = defaultdict(list)
+        hits = {(r.cluster, r.node): int(r.n) for r in conn.execute(q)}
+        for chunk in _chunks(sorted({n for _, n in hits})):
+            fails: dict[tuple[str, str], list[Any]] = defaultdict(list)
             for r in conn.execute(
-                select(results.c.node, results.c.started_at, results.c.check_name, results.c.reason).where(
-                    and_(results.c.verdict == "fail", results.c.day >= d0, results.c.node.in_(chunk))
-                )
+                select(runs.c.cluster, results.c.node, results.c.started_at, results.c.check_name, results.c.reason)
+                .join(runs, runs.c.id == results.c.run_id)
+                .where(and_(results.c.verdict == "fail", results.c.day >= d0, results.c.node.in_(chunk)))
             ):
-                fails[r.node].append((r.started_at, f"{r.check_name}: {r.reason or ''}"))
-            drains: dict[str, list[Any]] = defaultdict(list)
+                fails[(r.cluster, r.node)].append((r.started_at, f"{r.check_name}: {r.reason or ''}"))
+            drains: dict[tuple[str, str], list[Any]] = defaultdict(list)
             for e in conn.execute(
-                select(events.c.node, events.c.at, events.c.reason).where(
+                select(events.c.cluster, events.c.node, events.c.at, events.c.reason).where(
                     and_(events.c.kind == "drain", events.c.day >= d0, events.c.node.in_(chunk))
                 )
             ):
-                drains[e.node].append((e.at, f"drained: {e.reason or ''}"))
-            for node in chunk:
-                seen = sorted(fails[node] + drains[node])
+                drains[(e.cluster, e.node)].append((e.at, f"drained: {e.reason or ''}"))
+            in_chunk = set(chunk)
+            for key in sorted(k for k in hits if k[1] in in_chunk):
+                seen = sorted(fails[key] + drains[key])
                 out.append(
-                    Lemon(node, hits[node], len(fails[node]), len(drains[node]), seen[0][0], seen[-1][0], seen[-1][1][:300])
-                )
-    return sorted(out, key=lambda lem: (-lem.days, -lem.last_t, lem.node))
+                    Lemon(key[1], hits[key], len(fails[key]), len(drains[key]), seen[0][0], seen[-1][0],
+                          seen[-1][1][:300], cluster=key[0])
+                )  # fmt: skip
+    return sorted(out, key=lambda lem: (-lem.days, -lem.last_t, lem.node, lem.cluster))
 
 
 @dataclass(frozen=True)
@@ -244,8 +278,10 @@ def trend(
     drop_pct: float = 10.0,
     window: int = 10,
     nodes: Sequence[str] | None = None,
+    cluster: str | None = None,
 ) -> list[TrendSeries]:
-    """Every node's series of ``check``/``metric`` (per label set), worst drop first."""
+    """Every node's series of ``check``/``metric`` (per label set), worst drop first; of
+    ``cluster``'s runs only when given."""
     q = (
         select(metrics.c.node, metrics.c.labels, metrics.c.unit, metrics.c.value, runs.c.started_at)
         .join(runs, runs.c.id == metrics.c.run_id)
@@ -254,6 +290,8 @@ def trend(
     )
     if nodes:
         q = q.where(metrics.c.node.in_(list(nodes)))
+    if cluster is not None:
+        q = q.where(runs.c.cluster == cluster)
     series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     units: dict[tuple[str, str], str | None] = {}
     with store.engine.connect() as conn:
@@ -298,9 +336,11 @@ def previous_runs(
     before: float,
     exclude_key: str | None = None,
     kinds: Sequence[str] = ("run", "sweep"),
+    cluster: str | None = None,
 ) -> dict[str, PreviousRun]:
     """For each of ``nodes``: its latest run of ``kinds`` started before ``before`` (not
-    ``exclude_key``) with its verdicts and metrics, and its last drain before ``before``."""
+    ``exclude_key``) with its verdicts and metrics, and its last drain before ``before``;
+    of ``cluster``'s records only when given (None: any cluster's node of that name)."""
     latest: dict[str, tuple[float, int, str, str]] = {}
     drained: dict[str, tuple[float, str]] = {}
     checks: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -314,14 +354,16 @@ def previous_runs(
             )
             if exclude_key:
                 q = q.where(runs.c.key != exclude_key)
+            ev_q = select(events.c.node, events.c.at, events.c.reason).where(
+                and_(events.c.node.in_(chunk), events.c.kind == "drain", events.c.at < before)
+            )
+            if cluster is not None:
+                q = q.where(runs.c.cluster == cluster)
+                ev_q = ev_q.where(events.c.cluster == cluster)
             for r in conn.execute(q):
                 if r.node not in latest or r.started_at > latest[r.node][0]:
                     latest[r.node] = (r.started_at, r.id, r.key, r.kind)
-            for e in conn.execute(
-                select(events.c.node, events.c.at, events.c.reason).where(
-                    and_(events.c.node.in_(chunk), events.c.kind == "drain", events.c.at < before)
-                )
-            ):
+            for e in conn.execute(ev_q):
                 if e.node not in drained or e.at > drained[e.node][0]:
                     drained[e.node] = (e.at, e.reason or "")
         by_run: dict[int, list[str]] = defaultdict(list)
@@ -361,18 +403,23 @@ class NodeLatest:
     gate_duration_s: float | None
 
 
-def latest_per_node(store: HistoryStore) -> list[NodeLatest]:
-    """Per node and check, the most recent result of any run, gate or sweep."""
-    newest = (
+def latest_per_node(store: HistoryStore, *, cluster: str | None = None) -> list[NodeLatest]:
+    """Per node and check, the most recent result of any run, gate or sweep; of ``cluster``'s
+    records only when given (a shared database with two clusters' ``node1``)."""
+    newest_q = (
         select(results.c.node, results.c.check_name, func.max(results.c.started_at).label("latest_t"))
         .group_by(results.c.node, results.c.check_name)
-        .subquery()
     )
+    if cluster is not None:
+        newest_q = newest_q.join(runs, runs.c.id == results.c.run_id).where(runs.c.cluster == cluster)
+    newest = newest_q.subquery()
     q = (
         select(results.c.node, results.c.check_name, results.c.verdict, results.c.started_at, results.c.run_id, runs.c.kind, runs.c.details)
         .join(newest, and_(newest.c.node == results.c.node, newest.c.check_name == results.c.check_name, newest.c.latest_t == results.c.started_at))
         .join(runs, runs.c.id == results.c.run_id)
     )
+    if cluster is not None:
+        q = q.where(runs.c.cluster == cluster)
     per: dict[str, NodeLatest] = {}
     want: dict[int, set[tuple[str, str]]] = defaultdict(set)
     with store.engine.connect() as conn:

@@ -6,6 +6,11 @@ resumes and Xid events are ``events``. Times are epoch seconds (UTC); ``day`` is
 day number (``int(t // 86400)``), computed at ingest so the "N separate days" queries are
 the same integer comparison on both engines.
 
+A node is known by (cluster, node): ``runs.cluster`` and ``events.cluster`` name the cluster
+a record belongs to (:mod:`nvtest.history.cluster` says where the name comes from), so two
+clusters that both have a ``node1`` never share a record; results and metrics belong to a
+run and take its cluster.
+
 The tables as they stand at :data:`LATEST`; :mod:`nvtest.history.migrate` holds the steps
 that build them from an empty database or from an older version.
 """
@@ -27,7 +32,7 @@ from sqlalchemy import (
 __all__ = ["LATEST", "events", "metadata", "metrics", "results", "runs", "schema_table"]
 
 #: The schema version this nvtest writes and reads.
-LATEST = 2
+LATEST = 3
 
 metadata = MetaData()
 
@@ -41,7 +46,9 @@ schema_table = Table(
 )
 
 #: One row per run, gate or sweep job. ``key`` is unique: ``run:<run-id>``,
-#: ``gate:<node>:<start>`` or ``sweep:<sweep-id>:<node>``.
+#: ``gate:<node>:<start>`` (``gate:<cluster>/<node>:<start>`` when the cluster is named) or
+#: ``sweep:<sweep-id>:<node>``. ``cluster`` (v3): the cluster of its nodes ('' for rows
+#: written before v3: not known).
 runs = Table(
     "runs",
     metadata,
@@ -54,7 +61,9 @@ runs = Table(
     Column("suite", String(255)),
     Column("verdict", String(16)),
     Column("details", Text),
+    Column("cluster", String(255), nullable=False, server_default=""),  # v3
 )
+Index("ix_runs_cluster", runs.c.cluster)
 
 #: One row per (check, node) verdict of a run. ``verdict``: pass, warn, fail, error, skip,
 #: or unknown (a gate check that did not answer within its budget).
@@ -95,7 +104,7 @@ metrics = Table(
 Index("ix_metrics_run_node", metrics.c.run_id, metrics.c.node)
 
 #: v2: drains, resumes and other node events. ``kind``: drain, resume, resume_refused,
-#: xid, xid_cleared, breaker.
+#: xid, xid_cleared, breaker. ``cluster`` (v3): the node's cluster ('' before v3).
 events = Table(
     "events",
     metadata,
@@ -107,6 +116,7 @@ events = Table(
     Column("reason", Text),
     Column("source", String(64)),
     Column("run_id", Integer, ForeignKey("runs.id")),
+    Column("cluster", String(255), nullable=False, server_default=""),  # v3
 )
 Index("ix_events_node_time", events.c.node, events.c.at)
 Index("ix_events_kind_day", events.c.kind, events.c.day)

@@ -26,6 +26,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from nvtest.errors import ConfigError, HistoryError
+from nvtest.history.cluster import cluster_of_run
 from nvtest.history.migrate import migrate
 from nvtest.history.schema import events, metrics, results, runs
 from nvtest.history.target import default_path, redact, resolve_target, scrub
@@ -186,14 +187,17 @@ class HistoryStore:
         """Write one run (replacing an earlier write of the same ``key``); the run's row id.
 
         ``run``: kind, started_at, ended_at, host, suite, verdict, details (a mapping, stored
-        as JSON). ``result_rows``: node, check_name, verdict, reason, started_at,
+        as JSON), cluster (the cluster of its nodes, :mod:`nvtest.history.cluster`; ''
+        when not given). ``result_rows``: node, check_name, verdict, reason, started_at,
         action_class. ``metric_rows``: node, check_name, metric, labels (text), value, unit,
-        verdict. ``event_rows``: node, at (epoch s), kind, reason, source.
+        verdict. ``event_rows``: node, at (epoch s), kind, reason, source (their cluster is
+        the run's).
 
         Raises:
             HistoryError: the database refused the write.
         """
-        row = {**run, "details": json.dumps(run.get("details") or {}, default=str)}
+        cluster = str(run.get("cluster") or "")
+        row = {**run, "cluster": cluster, "details": json.dumps(run.get("details") or {}, default=str)}
         try:
             with self.engine.begin() as conn:
                 run_id = self._run_row(conn, key, row)
@@ -207,16 +211,24 @@ class HistoryStore:
                 if event_rows:
                     conn.execute(
                         events.insert(),
-                        [{**e, "run_id": run_id, "day": day_of(e["at"])} for e in event_rows],
+                        [{**e, "run_id": run_id, "day": day_of(e["at"]), "cluster": cluster} for e in event_rows],
                     )
         except SQLAlchemyError as exc:
             raise self.failure(exc) from exc
         return run_id
 
     def record_event(
-        self, node: str, kind: str, reason: str = "", *, t: float | None = None, source: str = ""
+        self,
+        node: str,
+        kind: str,
+        reason: str = "",
+        *,
+        t: float | None = None,
+        source: str = "",
+        cluster: str = "",
     ) -> None:
-        """Record one node event (a drain, a resume, a refused resume, a cleared Xid).
+        """Record one node event (a drain, a resume, a refused resume, a cleared Xid) of
+        ``node`` of ``cluster``.
 
         Raises:
             HistoryError: the database refused the write.
@@ -226,7 +238,8 @@ class HistoryStore:
             with self.engine.begin() as conn:
                 conn.execute(
                     events.insert().values(
-                        node=node, at=when, day=day_of(when), kind=kind, reason=reason, source=source
+                        node=node, at=when, day=day_of(when), kind=kind, reason=reason, source=source,
+                        cluster=cluster,
                     )
                 )
         except SQLAlchemyError as exc:
@@ -238,7 +251,7 @@ class HistoryStore:
         """Write a results.json document (``nvtest.results``, schema 1) as one run; its row id.
 
         ``key`` defaults to ``run:<run_id>``. Nodes drained by the run (``run.drained``)
-        become ``drain`` events.
+        become ``drain`` events. The run's cluster: :func:`~nvtest.history.cluster.cluster_of_run`.
         """
         run = doc.get("run") or {}
         rows = list(doc.get("results") or [])
@@ -259,6 +272,7 @@ class HistoryStore:
                 "host": run.get("host"),
                 "suite": run.get("suite"),
                 "verdict": summary.get("verdict"),
+                "cluster": cluster_of_run(run),
                 "details": {
                     "run_id": run.get("run_id"),
                     "command_line": run.get("command_line"),

@@ -76,14 +76,17 @@ def _config_errors(nl: NodeLatest) -> list[tuple[str, float]]:
     return out
 
 
-def write_textfile(store: HistoryStore, directory: Path, *, nodes: Sequence[str] = ()) -> Path:
-    """Write ``directory/nvtest.prom`` atomically from ``store`` (only ``nodes`` if given).
+def write_textfile(
+    store: HistoryStore, directory: Path, *, nodes: Sequence[str] = (), cluster: str | None = None
+) -> Path:
+    """Write ``directory/nvtest.prom`` atomically from ``store`` (only ``nodes`` if given;
+    only ``cluster``'s records if given: a node is known by cluster and name).
 
     Raises:
         OSError: the directory cannot be written.
     """
     directory.mkdir(parents=True, exist_ok=True)
-    latest = [nl for nl in latest_per_node(store) if not nodes or nl.node in nodes]
+    latest = [nl for nl in latest_per_node(store, cluster=cluster) if not nodes or nl.node in nodes]
     target = directory / "nvtest.prom"
     tmp = directory / f".nvtest.prom.{os.getpid()}"
     try:

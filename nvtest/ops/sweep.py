@@ -334,12 +334,14 @@ def _drain(opts: SweepOptions, node: str, doc: Mapping[str, Any]) -> dict[str, A
     act = drain_node(node, str(first["check"]), str(first.get("reason") or "failed"))
     if act.action == "drain":
         from nvtest.history import HistoryStore
+        from nvtest.history.cluster import cluster_of_run
 
         try:
             store = HistoryStore.open(opts.history)
             if store is not None:
                 with store:
-                    store.record_event(node, "drain", act.reason, source=f"sweep {opts.sweep_id}")
+                    store.record_event(node, "drain", act.reason, source=f"sweep {opts.sweep_id}",
+                                       cluster=cluster_of_run(doc.get("run") or {}))  # fmt: skip
         except (HistoryError, ConfigError):
             pass
     opts.log(f"sweep: {node}: {act.action}: {act.reason}")

@@ -37,7 +37,9 @@ class HistoryRow:
 
 @dataclass(frozen=True)
 class HistoryView:
-    """What the section shows: rows with a change, drained-before nodes, counts."""
+    """What the section shows: rows with a change, drained-before nodes, counts; the
+    history (``database``, its URL without a password) and the ``cluster`` whose records the
+    nodes were compared with ('' for a document from before clusters were kept)."""
 
     database: str
     rows: tuple[HistoryRow, ...]
@@ -46,6 +48,7 @@ class HistoryView:
     first_seen: int
     unchanged: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cluster: str = ""
 
 
 def _rows(node: str, entry: Mapping[str, Any]) -> tuple[list[HistoryRow], int]:
@@ -89,4 +92,7 @@ def history_view(doc: Mapping[str, Any]) -> HistoryView | None:
             drained.append((node, d.get("at"), str(d.get("reason") or "")))
     first = len([n for n in all_nodes if not (nodes.get(n) or {}).get("previous_run")])
     rows.sort(key=lambda r: (not r.verdict_changed, r.node, r.check))
-    return HistoryView(str(hist.get("database") or ""), tuple(rows), tuple(drained), compared, first, unchanged)
+    return HistoryView(
+        str(hist.get("database") or ""), tuple(rows), tuple(drained), compared, first, unchanged,
+        cluster=str(hist.get("cluster") or ""),
+    )  # fmt: skip

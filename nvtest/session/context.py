@@ -7,7 +7,6 @@ and starts pytest with ``--nvtest-config`` pointing at it; the plugin builds one
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -30,10 +29,12 @@ from nvtest.config.inventory import (
 )
 from nvtest.config.resources import probes_dir
 from nvtest.config.skus import Catalog, MatchResult, check_inventory_skus, load_catalog
-from nvtest.errors import ConfigError, NodeError, NodeWedged, OutputWriteError
+from nvtest.errors import ConfigError, NodeError, NodeWedged, OutputWriteError, ProbeError
+from nvtest.history.cluster import run_cluster
 from nvtest.results import ResultStore
 from nvtest.session.facts import NodeFacts, facts_from_probe
 from nvtest.session.phase import PhaseRunner, node_log_dir
+from nvtest.session.probe import parse_probe_json
 from nvtest.transports import Transport, get_transport
 from nvtest.transports.base import FAILURES, CommandResult
 from nvtest.transports.local import local_hostname
@@ -198,6 +199,14 @@ class RunContext:
         """Write the run record (the run has begun)."""
         self.started = True
         cfg = self.config
+        cluster, source = run_cluster(
+            inventory_cluster=self.inventory.cluster,
+            slurm_cluster=None if self.inventory.cluster else (
+                os.environ.get("SLURM_CLUSTER_NAME") or self.transport.cluster_name()
+            ),
+            backend=cfg.backend,
+            inventory_file=self.inventory.source,
+        )  # fmt: skip
         self.emit(
             "run",
             {
@@ -210,6 +219,8 @@ class RunContext:
                 "backend": cfg.backend,
                 "suite": cfg.suite,
                 "cluster": self.inventory.cluster,
+                "history_cluster": cluster,  # the history's (cluster, node) key: nvtest.history.cluster
+                "history_cluster_source": source,
                 "inventory_file": self.inventory.source,
                 "forced_sku": cfg.sku,
                 "overlay": self.catalog.overlay_file,
@@ -327,8 +338,8 @@ class RunContext:
             state.down_reason = f"inventory probe exited {res.exit_code}: {res.stderr.strip()[-300:]}"
         else:
             try:
-                state.facts = facts_from_probe(json.loads(res.stdout))
-            except (ValueError, KeyError, TypeError) as exc:
+                state.facts = facts_from_probe(parse_probe_json(res))
+            except (ProbeError, ValueError, KeyError, TypeError) as exc:
                 state.down_kind = "probe"
                 state.down_reason = f"inventory probe output unreadable: {exc}"
 

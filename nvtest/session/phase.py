@@ -78,8 +78,9 @@ def write_evidence(run_dir: Path, check: str, result: CommandResult) -> str:
     """Write one node's raw evidence; return its path relative to ``run_dir``.
 
     Layout: ``logs/<node>/<check>.log`` (names through :func:`path_part`): a header
-    (command, exit code, duration, error), then stdout, then stderr, each under its
-    own banner.
+    (command, exit code, duration, error, what the capture limit dropped), then stdout,
+    then stderr, each under its own banner: at most the capture limit of each
+    (:mod:`nvtest.transports.capture`), whatever the node printed.
 
     Raises:
         OutputWriteError: the file could not be written (a full disk, a read-only mount).
@@ -95,6 +96,8 @@ def write_evidence(run_dir: Path, check: str, result: CommandResult) -> str:
     ]
     if result.error:
         header.append(f"# error:     {result.error}")
+    if result.truncated:  # the log holds what was captured: the capture limit caps it
+        header.append(f"# truncated: {result.truncated}")
     body = "\n".join(header) + "\n\n===== stdout =====\n" + result.stdout
     if not body.endswith("\n"):
         body += "\n"

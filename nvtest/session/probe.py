@@ -138,11 +138,19 @@ def device_for(probe: Probe, state: NodeState) -> list[str]:
     return []
 
 
-def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node]) -> CommandResult:
+def raw_output(
+    ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node], *, whole: bool = True
+) -> CommandResult:
     """Run ``probe`` over ``nodes`` (once, cached) and return ``node``'s result.
 
+    ``whole``: the caller parses the whole output (a tool's text): an output the capture
+    limit cut (:mod:`nvtest.transports.capture`) is not judged on a part of it (a count or an
+    event in the dropped middle would be missed). A JSON probe's document, on its last line,
+    survives a cut of what came before it: :func:`measure_probe` passes False.
+
     Raises:
-        NodeError: the node was down at the start, or its command did not complete.
+        NodeError: the node was down at the start, or its command did not complete, or
+            (``whole``) its output was cut by the capture limit (the message says how much).
     """
     state = ctx.states[node.name]
     if state.down_reason:
@@ -168,7 +176,10 @@ def raw_output(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node])
     res = results.get(node.name)
     if res is None:
         raise NodeError("no result from the transport")
-    return require_completed(res)
+    require_completed(res)
+    if whole and res.truncated:
+        raise NodeError(f"{res.truncated}; the tool's output is not judged on a part of it")
+    return res
 
 
 def require_completed(res: CommandResult) -> CommandResult:
@@ -195,7 +206,7 @@ def measure_probe(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Nod
         ProbeSkip: the probe reported ``status: skip``.
         ProbeError: the probe reported ``status: error``, or printed no JSON.
     """
-    res = raw_output(ctx, probe, node, nodes)
+    res = raw_output(ctx, probe, node, nodes, whole=False)
     doc = parse_probe_json(res)
     status = doc.get("status")
     exp = _gpus_of(ctx.states[node.name]) if probe.device else None
@@ -231,7 +242,9 @@ def parse_probe_json(res: CommandResult) -> dict[str, Any]:
     """The JSON document a probe printed (the last line that parses as an object).
 
     Raises:
-        ProbeError: no JSON document in stdout (the exit code and stderr tail are quoted).
+        ProbeError: no JSON document in stdout (the exit code and stderr tail are quoted;
+            when the capture limit cut the output, what was dropped:
+            :mod:`nvtest.transports.capture`).
     """
     for line in reversed(res.stdout.strip().splitlines()):
         line = line.strip()
@@ -248,5 +261,7 @@ def parse_probe_json(res: CommandResult) -> dict[str, Any]:
             return doc
     except json.JSONDecodeError:
         pass
+    if res.truncated:
+        raise ProbeError(f"{res.truncated}; the probe's JSON document could not be read")
     tail = res.stderr.strip().splitlines()[-3:]
     raise ProbeError(f"probe printed no JSON (exit {res.exit_code}){': ' + ' | '.join(tail) if tail else ''}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from nvtest.transports._slurm_cmd import scancel_argv
 from nvtest.transports._slurm_parse import SrunLog
+from nvtest.transports.capture import BoundedCapture, capture_limit, joined_note
 
 __all__ = ["SrunOutcome", "SrunProcess", "client_env", "run_client"]
 
@@ -90,6 +91,8 @@ class SrunOutcome:
         interrupted: :meth:`SrunProcess.cancel` was called by an interrupt.
         cancelled: the ``<job>[.<step>]`` that was cancelled, if any.
         started_at: seconds since the epoch; duration_s: wall seconds.
+        truncated: what the capture limit (per task, times the tasks) dropped of stdout
+            and the tasks' stderr; None when nothing.
     """
 
     returncode: int | None
@@ -103,6 +106,7 @@ class SrunOutcome:
     duration_s: float = 0.0
     start_error: str | None = None
     srun_lines: list[str] = field(default_factory=list)
+    truncated: str | None = None
 
 
 class SrunProcess:
@@ -112,15 +116,18 @@ class SrunProcess:
         argv: the srun argv (with ``--verbose``, so the step id is printed).
         own_job: True when srun creates its own job (no ``--jobid``): a
             cancellation before the step starts cancels that job.
+        tasks: how many tasks' output shares srun's pipes: each stream is captured up to
+            this many times the capture limit (:mod:`nvtest.transports.capture`).
     """
 
-    def __init__(self, argv: Sequence[str], *, own_job: bool) -> None:
+    def __init__(self, argv: Sequence[str], *, own_job: bool, tasks: int = 1) -> None:
         self.argv = list(argv)
         self.own_job = own_job
         self.log = SrunLog()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._out: list[bytes] = []
-        self._err: list[bytes] = []
+        limit = capture_limit() * max(1, tasks)
+        self._out = BoundedCapture(limit)
+        self._err = BoundedCapture(limit)
         self._srun_lines: list[str] = []
         self._lock = threading.Lock()
         self._cancelled: str | None = None
@@ -175,8 +182,9 @@ class SrunProcess:
         for r in readers:
             r.join(timeout=5.0)
         with self._lock:
-            stdout = b"".join(self._out)
-            task_err = b"".join(self._err)
+            truncated = joined_note(self._out, self._err)
+            stdout = self._out.take()
+            task_err = self._err.take()
             srun_lines = list(self._srun_lines)
         return SrunOutcome(
             returncode=None if (timed_out or self._cancelled) else self._proc.returncode,
@@ -189,6 +197,7 @@ class SrunProcess:
             started_at=started,
             duration_s=time.monotonic() - t0,
             srun_lines=srun_lines,
+            truncated=truncated,
         )
 
     def cancel(self, *, interrupted: bool = False) -> str | None:
@@ -228,15 +237,17 @@ class SrunProcess:
         stream = self._proc.stdout
         for chunk in iter(lambda: os.read(stream.fileno(), 65536), b""):
             with self._lock:
-                self._out.append(chunk)
+                self._out.add(chunk)
 
     def _read_err(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
-        for raw in self._proc.stderr:
+        stream = self._proc.stderr
+        # bounded reads: a task printing one endless line never becomes one huge bytes object
+        for raw in iter(lambda: stream.readline(65536), b""):
             with self._lock:
                 if raw.startswith(b"srun: "):
                     line = raw.decode("utf-8", "replace")
                     self.log.feed(line)
                     self._srun_lines.append(line)
                 else:
-                    self._err.append(raw)
+                    self._err.add(raw)

@@ -79,6 +79,9 @@ class CommandResult:
         failure: why it did not complete, a key of :data:`FAILURES` (None: it completed).
         hung: the names (``comm``) of the task's processes still running at its
             deadline, in pid order (the error text has their pids and states).
+        truncated: what the capture limit dropped of stdout and stderr
+            (:func:`~nvtest.transports.capture.capture_note`, ``"; "``-joined); None when
+            both were kept whole.
     """
 
     node: str
@@ -92,6 +95,7 @@ class CommandResult:
     timed_out: bool = False
     failure: str | None = None
     hung: tuple[str, ...] = ()
+    truncated: str | None = None
 
     @property
     def completed(self) -> bool:
@@ -155,6 +159,12 @@ class Transport(ABC):
     def staging_method(self, node_name: str) -> str | None:
         """How :meth:`stage` put the files on ``node_name`` (``"sftp"``, ``"exec channel
         (tar on stdin)"``, ``"in place"``...), for the run record; None when unknown."""
+        return None
+
+    def cluster_name(self) -> str | None:
+        """The name the cluster behind the transport gives itself (Slurm's ``ClusterName``),
+        for the history's (cluster, node) key; None when it has none (local, ssh) or it could
+        not be asked within a few seconds."""
         return None
 
     def interrupt(self) -> None:  # noqa: B027 - optional hook

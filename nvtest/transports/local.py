@@ -11,7 +11,6 @@ makes the result ``unkillable`` and is left to a background reaper: the run move
 from __future__ import annotations
 
 import os
-import select
 import socket
 import subprocess
 import threading
@@ -23,6 +22,7 @@ from pathlib import Path
 from nvtest.config.inventory import Node
 from nvtest.transports._deadline import TASK_ENV, KillReport, kill_task, new_token
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
+from nvtest.transports.capture import BoundedCapture, joined_note, pump_process
 
 __all__ = ["LocalTransport", "kill_process_group", "local_hostname"]
 
@@ -46,46 +46,6 @@ def kill_process_group(
 
 def _reap_later(proc: subprocess.Popen[bytes]) -> None:
     threading.Thread(target=proc.wait, name=f"nvtest-reap-{proc.pid}", daemon=True).start()
-
-
-def _pump(
-    proc: subprocess.Popen[bytes], stdin: bytes | None, deadline: float
-) -> tuple[bytes, bytes, bool]:
-    """Read stdout/stderr (and write ``stdin``) until both pipes close or the deadline.
-
-    Returns (stdout, stderr, done); done is False at the deadline. Our pipe ends are left
-    open for the caller to close.
-    """
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = bytearray(), bytearray()
-    readers = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    pending = memoryview(stdin) if stdin else None
-    writer = proc.stdin.fileno() if proc.stdin is not None and pending is not None else None
-    if proc.stdin is not None and writer is None:
-        proc.stdin.close()
-    while readers:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return bytes(out), bytes(err), False
-        wlist = [writer] if writer is not None else []
-        ready_r, ready_w, _ = select.select(list(readers), wlist, [], min(remaining, 0.5))
-        for fd in ready_w:
-            assert pending is not None and proc.stdin is not None
-            try:
-                n = os.write(fd, pending[:65536])
-                pending = pending[n:]
-            except (BrokenPipeError, OSError):
-                pending = pending[:0]
-            if not pending:
-                proc.stdin.close()
-                writer = None
-        for fd in ready_r:
-            chunk = os.read(fd, 65536)
-            if chunk:
-                readers[fd] += chunk
-            else:
-                del readers[fd]
-    return bytes(out), bytes(err), True
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
@@ -174,7 +134,7 @@ class LocalTransport(Transport):
         deadline = t0 + timeout_s
         try:
             try:
-                out, err, done = _pump(proc, stdin, deadline)
+                out, err, done = pump_process(proc, stdin, deadline)
                 report: KillReport | None = None
                 if done:  # output closed: the shell exits now, or at the latest by the deadline
                     done = _wait(proc, max(0.0, deadline - time.monotonic()))
@@ -202,8 +162,8 @@ class LocalTransport(Transport):
         t0: float,
         timeout_s: float,
         proc: subprocess.Popen[bytes],
-        out: bytes,
-        err: bytes,
+        out: BoundedCapture,
+        err: BoundedCapture,
         report: KillReport | None,
         reaped: bool,
     ) -> CommandResult:
@@ -219,8 +179,8 @@ class LocalTransport(Transport):
         return CommandResult(
             node=node_name,
             command=line,
-            stdout=out.decode("utf-8", "replace"),
-            stderr=err.decode("utf-8", "replace"),
+            stdout=out.take().decode("utf-8", "replace"),
+            stderr=err.take().decode("utf-8", "replace"),
             exit_code=exit_code,
             duration_s=time.monotonic() - t0,
             started_at=started,
@@ -228,6 +188,7 @@ class LocalTransport(Transport):
             timed_out=report is not None,
             failure=failure,
             hung=report.hung_names() if report else (),
+            truncated=joined_note(out, err),
         )
 
     def stage(self, nodes: Sequence[Node], local_dir: Path) -> dict[str, str]:

@@ -293,9 +293,10 @@ class SlurmTransport(Transport):
         timeout_s: float,
         *,
         own_job: bool,
+        tasks: int = 1,
         before_cancel: Callable[[], None] | None = None,
     ) -> SrunOutcome:
-        step = SrunProcess(argv, own_job=own_job)
+        step = SrunProcess(argv, own_job=own_job, tasks=tasks)
         with self._lock:
             if self._interrupted:
                 return SrunOutcome(
@@ -363,7 +364,7 @@ class SlurmTransport(Transport):
         )  # fmt: skip
         reports: dict[str, KillReport] = {}
         outcome = self._srun(
-            argv, timeout_s, own_job=job is None,
+            argv, timeout_s, own_job=job is None, tasks=len(names),
             before_cancel=(lambda: reports.update(self._kill_task(job, names, token))) if job else None,
         )  # fmt: skip
         results = _phase_results(names, shlex.join(argv), outcome, timeout_s)
@@ -382,7 +383,7 @@ class SlurmTransport(Transport):
         argv = srun_phase_argv(
             names, script, timeout_s=limit, name=self.job_name, opts=self.options, job_id=job
         )
-        outcome = SrunProcess(argv, own_job=False).run(limit)
+        outcome = SrunProcess(argv, own_job=False, tasks=len(names)).run(limit)
         if outcome.timed_out or outcome.start_error:
             self._log(f"slurm: the kill step at a deadline did not finish: {outcome.start_error or 'timed out'}")
         results = _phase_results(names, shlex.join(argv), outcome, limit)
@@ -442,6 +443,7 @@ class SlurmTransport(Transport):
             error=_step_error(out, timeout_s),
             timed_out=out.timed_out,
             failure=_step_failure(out),
+            truncated=out.truncated,
         )
         if reports:
             merged = KillReport(
@@ -493,6 +495,22 @@ class SlurmTransport(Transport):
                 )
         out.update({n.name: path for n in need})
         return out
+
+    def cluster_name(self) -> str | None:
+        """``$SLURM_CLUSTER_NAME`` (inside a job), else ``ClusterName`` of ``scontrol show
+        config`` (at most 10 s); None when neither answers."""
+        env = os.environ.get("SLURM_CLUSTER_NAME", "").strip()
+        if env:
+            return env
+        try:
+            text = _client(["scontrol", "show", "config"], "cluster name", 10.0)
+        except TransportError:
+            return None
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() == "ClusterName" and value.strip():
+                return value.strip()
+        return None
 
     def staging_method(self, node_name: str) -> str | None:
         """How the probes reach the nodes (a copy in the shared directory, or in place)."""
@@ -698,5 +716,6 @@ def _phase_results(
             error=error,
             timed_out=out.timed_out,
             failure=kind if error is not None else None,
+            truncated=out.truncated,
         )
     return results

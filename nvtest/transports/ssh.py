@@ -66,6 +66,7 @@ from nvtest.transports._ssh_config import (
 )
 from nvtest.transports._ssh_connect import HostKeyCheck, KnownHostsCache, connect
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
+from nvtest.transports.capture import BoundedCapture, joined_note
 from nvtest.transports.options import SshOptions, build_options
 
 __all__ = ["KILL_GRACE_S", "SSHTransport", "wrap_command"]
@@ -574,7 +575,7 @@ class SSHTransport(Transport):
                 self._inflight.discard(item)
         exit_code, error, failure = self._ending(item, outcome, timeout_s, cleanup=cleanup)
         chan.close()
-        stdout, stderr = _split_marker(bytes(out), bytes(err))
+        stdout, stderr = _split_marker(out.take(), err.take())
         report = item.report
         return CommandResult(
             node=name,
@@ -588,6 +589,7 @@ class SSHTransport(Transport):
             timed_out=outcome == "timeout",
             failure=failure,
             hung=report.hung_names() if report and outcome == "timeout" else (),
+            truncated=joined_note(out, err),
         )
 
     def _ending(
@@ -623,22 +625,23 @@ class SSHTransport(Transport):
 
     def _pump(
         self, item: _InFlight, deadline: float, *, cleanup: bool
-    ) -> tuple[bytearray, bytearray, str]:
-        """Read the channel until the command ends, the deadline passes or a stop.
+    ) -> tuple[BoundedCapture, BoundedCapture, str]:
+        """Read the channel until the command ends, the deadline passes or a stop, each
+        stream into a :class:`~nvtest.transports.capture.BoundedCapture`.
 
         Returns (stdout, stderr, outcome); outcome is ``"done"``, ``"timeout"`` or ``"interrupted"``.
         """
         chan = item.chan
-        out = bytearray()
-        err = bytearray()
+        out = BoundedCapture()
+        err = BoundedCapture()
         fd = chan.fileno()
         while True:
             while chan.recv_ready():
-                out += chan.recv(65536)
+                out.add(chan.recv(65536))
             while chan.recv_stderr_ready():
-                err += chan.recv_stderr(65536)
+                err.add(chan.recv_stderr(65536))
             if item.pgid is None:
-                item.pgid = _find_pgid(out)
+                item.pgid = _find_pgid(out.prefix(65536))
             done = chan.closed or (chan.eof_received and chan.exit_status_ready())
             if done and not chan.recv_ready() and not chan.recv_stderr_ready():
                 return out, err, "done"
@@ -900,7 +903,7 @@ def _upload_tree(sftp: paramiko.SFTPClient, local_dir: Path, dest: str) -> None:
             sftp.posix_rename(part, final)
 
 
-def _find_pgid(out: bytearray) -> int | None:
+def _find_pgid(out: bytes) -> int | None:
     index = out.find(_MARK)
     if index < 0 or (index > 0 and out[index - 1] != 0x0A):
         return None

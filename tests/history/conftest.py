@@ -41,3 +41,25 @@ def fresh_pg_database(pg: PostgresServer, hint: str) -> str:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
     return pg.url.rsplit("/", 1)[0] + "/" + name
+
+
+def old_database(url: str, version: int, node: str, verdict: str, t: float, *more: str) -> None:
+    """A database as nvtest wrote it at schema ``version``: one run ``run:old`` with one gemm
+    result of ``node`` at ``t``, then the statements ``more`` (``:r`` the run's id, ``:t``
+    the time, ``:d`` its day)."""
+    from sqlalchemy import create_engine, text
+
+    from nvtest.history.migrate import migrate
+    from nvtest.history.store import day_of
+
+    eng = create_engine(url)
+    migrate(eng, target=version)
+    with eng.begin() as conn:
+        conn.execute(text("INSERT INTO runs (key, kind, started_at, verdict, details) VALUES ('run:old', 'run', :t, :v, '{}')"),
+                     {"t": t, "v": verdict})
+        rid = conn.execute(text("SELECT id FROM runs WHERE key = 'run:old'")).scalar()
+        args = {"r": rid, "t": t, "d": day_of(t), "n": node, "v": verdict}
+        for sql in ("INSERT INTO results (run_id, node, check_name, verdict, reason, started_at, day) "
+                    "VALUES (:r, :n, 'gemm', :v, 'slow', :t, :d)", *more):
+            conn.execute(text(sql), {k: v for k, v in args.items() if f":{k}" in sql})
+    eng.dispose()  # fmt: skip

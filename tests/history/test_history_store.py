@@ -13,8 +13,6 @@ from sqlalchemy import create_engine, inspect, text
 from nvtest.errors import ConfigError, HistoryError
 from nvtest.history import LATEST, HistoryStore, resolve_target
 from nvtest.history import queries as q
-from nvtest.history.migrate import migrate
-from nvtest.history.store import day_of
 
 DAY = 86400.0
 #: a fixed "now" (2025-03-10 12:00 UTC): the fleet's ten days end here
@@ -115,18 +113,14 @@ def test_a_run_written_again_replaces_its_rows(db_url: str) -> None:
 
 def _v1_rows(url: str) -> None:
     """Write a database the way nvtest wrote it at schema version 1 (no events table)."""
+    from tests.history.conftest import old_database
+
+    old_database(url, 1, "n009", "fail", NOW - DAY,
+                 "INSERT INTO metrics (run_id, node, check_name, metric, labels, value, unit, verdict) "
+                 "VALUES (:r, :n, 'gemm', 'bf16_tflops', 'gpu=0', 600.0, 'TFLOP/s', 'fail')")  # fmt: skip
     eng = create_engine(url)
-    migrate(eng, target=1)
-    t = NOW - DAY
-    with eng.begin() as conn:
-        conn.execute(text("INSERT INTO runs (key, kind, started_at, verdict, details) VALUES ('run:old', 'run', :t, 'fail', '{}')"), {"t": t})
-        rid = conn.execute(text("SELECT id FROM runs WHERE key = 'run:old'")).scalar()
-        conn.execute(text("INSERT INTO results (run_id, node, check_name, verdict, reason, started_at, day) "
-                          "VALUES (:r, 'n009', 'gemm', 'fail', 'slow', :t, :d)"), {"r": rid, "t": t, "d": day_of(t)})
-        conn.execute(text("INSERT INTO metrics (run_id, node, check_name, metric, labels, value, unit, verdict) "
-                          "VALUES (:r, 'n009', 'gemm', 'bf16_tflops', 'gpu=0', 600.0, 'TFLOP/s', 'fail')"), {"r": rid})
     assert not inspect(eng).has_table("events")
-    eng.dispose()  # fmt: skip
+    eng.dispose()
 
 
 def test_a_version_1_database_is_migrated(db_url: str) -> None:

@@ -51,6 +51,7 @@ from typing import Any
 from nvtest.checks.api import Judge
 from nvtest.checks.resilience.drills import judge_target
 from nvtest.errors import NodeError, TransportError
+from nvtest.transports.capture import read_capped
 from nvtest.transports.slurm import SlurmClient, requeue_batch_script
 
 __all__ = [
@@ -169,7 +170,7 @@ def _events(workdir: Path) -> list[dict[str, Any]]:
     path = workdir / "events" / "rank0.jsonl"
     out = []
     if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in read_capped(path).take().decode("utf-8", "replace").splitlines():
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
@@ -393,7 +394,7 @@ def _step(job: _Job, rec: dict[str, str] | None, client: SlurmClient) -> None:
             job.phase = "requeued"
         elif rec is None or state in TERMINAL_STATES:
             out = spec.workdir / f"slurm-{job.job_id}.out"
-            tail = out.read_text(errors="replace").strip().splitlines()[-3:] if out.exists() else []
+            tail = read_capped(out).take().decode(errors="replace").strip().splitlines()[-3:] if out.exists() else []
             job.phase = "over"
             job.error = (
                 f"job {job.job_id} on {spec.node} ended before step {spec.requeue_step}: "

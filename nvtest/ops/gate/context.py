@@ -115,7 +115,8 @@ class GateContext:
 
     def need(self, res: CheckResult, *names: str) -> list[ToolOutput] | None:
         """The outputs of ``names`` (kept as the check's evidence); None when one of them did
-        not answer within the budget, after recording ``unknown`` for it."""
+        not answer within the budget, or printed more than the capture limit (a part of an
+        output is not judged), after recording ``unknown`` for it."""
         outs = []
         for name in names:
             out = self.sources.get(name)
@@ -125,6 +126,10 @@ class GateContext:
                 why = (f"the gate was {out.error} before it answered" if out.error and out.error.startswith("interrupted")
                        else f"did not answer within the gate's budget ({self.budget_s:g} s): timed out")
                 res.add("unknown", label, f"{label} {why}; not a verdict on the node")
+                return None
+            if out.truncated:  # a count or an event in the dropped middle would be missed
+                label = LABELS.get(name, out.command)
+                res.add("unknown", label, f"{label}: {out.truncated}; not judged on a part of its output")
                 return None
             outs.append(out)
         return outs
@@ -140,6 +145,8 @@ class GateContext:
     def pci(self) -> tuple[list[PciDevice] | None, str]:
         """``lspci`` read: (devices, "") or (None, why not)."""
         out = self.sources.get("lspci")
+        if out.truncated:
+            return None, f"lspci: {out.truncated}"
         if not out.ok or not out.stdout.strip():
             return None, f"lspci {'not found' if out.missing else 'failed'}: {out.error or out.tail()}"
         try:
@@ -175,6 +182,8 @@ def read_smi(out: ToolOutput) -> tuple[SmiQuery | None, str]:
         return None, "did not answer in time"
     if out.missing:
         return None, "nvidia-smi not found"
+    if out.truncated:
+        return None, f"nvidia-smi -q: {out.truncated}"
     text = out.stdout + "\n" + out.stderr
     try:
         query = nvidia_smi_q.parse(text)

@@ -75,6 +75,7 @@ class GateOptions:
     state_dir: Path | None = None
     sysfs: Path = Path("/sys")
     history: str | None = None
+    cluster: str | None = None
     only: Sequence[str] = ()
     warnings: list[str] = field(default_factory=list)
     #: mistakes in the options found before the gate started (a hook mode records, not refuses)
@@ -103,6 +104,20 @@ def operator_requests(opts: GateOptions, state: GateState) -> None:
     if opts.forget_sku:
         opts.warnings.append(f"forgot this node's SKU ({state.sku or state.sku_unknown or 'none remembered'}) at the operator's request (--forget-sku)")
         state.sku = state.sku_unknown = None
+
+
+def gate_cluster(given: str | None, node: str) -> str:
+    """The cluster the gate's node is known by in the history (:mod:`nvtest.history.cluster`):
+    ``--cluster``, else ``$SLURM_CLUSTER_NAME`` (slurmd sets it for its hooks), else
+    slurm.conf's ``ClusterName`` (a file read), else ``local:<node>``."""
+    from nvtest.history.cluster import slurm_conf_cluster_name
+
+    return (
+        given
+        or os.environ.get("SLURM_CLUSTER_NAME", "").strip()
+        or slurm_conf_cluster_name()
+        or f"local:{node}"
+    )
 
 
 def node_name(given: str | None) -> str:
@@ -292,6 +307,7 @@ def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]
     doc: dict[str, Any] = {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "nvtest_version": __version__,
         "node": node, "mode": opts.mode, "job_id": os.environ.get("SLURM_JOB_ID"),
+        "cluster": gate_cluster(opts.cluster, node),
         "started_at": start, "duration_s": round(duration, 3), "budget_s": opts.budget_s,
         "verdict": verdict, "exit_code": code, "strict": opts.strict,
         "sku": {"name": sku.name if sku else None, "how": how, "overlay": origin or None},

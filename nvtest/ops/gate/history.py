@@ -28,11 +28,13 @@ SPOOL_KIND = "nvtest.gate.spool"
 
 
 def gate_rows(doc: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(run, result rows, metric rows, event rows) of a gate document."""
+    """(run, result rows, metric rows, event rows) of a gate document; the run's ``cluster``
+    is the document's (the node is known by (cluster, node))."""
     from nvtest.history.store import labels_key
 
     node, start = str(doc["node"]), float(doc["started_at"])
     run = {
+        "cluster": str(doc.get("cluster") or ""),
         "kind": "gate", "started_at": start, "ended_at": start + float(doc.get("duration_s") or 0),
         "host": node, "suite": f"gate:{doc.get('mode')}", "verdict": doc.get("verdict"),
         "details": {"duration_s": doc.get("duration_s"), "sku": (doc.get("sku") or {}).get("name"),
@@ -64,7 +66,8 @@ def _write_gate(store: HistoryStore, doc: Mapping[str, Any], cleared: bool) -> N
     if cleared:
         events.append({"node": str(doc["node"]), "at": float(doc["started_at"]), "kind": "xid_cleared",
                        "reason": "fatal GPU events cleared by an operator (--clear-xids)", "source": "gate"})  # fmt: skip
-    store.write_run(f"gate:{doc['node']}:{float(doc['started_at']):.6f}", run, results, metrics, events)
+    who = f"{run['cluster']}/{doc['node']}" if run["cluster"] else str(doc["node"])
+    store.write_run(f"gate:{who}:{float(doc['started_at']):.6f}", run, results, metrics, events)
 
 
 def record_gate(

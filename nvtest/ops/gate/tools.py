@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from nvtest.transports.capture import joined_note, pump_process
+
 __all__ = ["DEFAULT_PATH", "Sources", "ToolOutput", "run_tool", "tool_env"]
 
 #: The PATH of a bare environment (slurmd's Prolog/HealthCheckProgram have none).
@@ -40,7 +42,8 @@ def tool_env() -> dict[str, str]:
 @dataclass(frozen=True)
 class ToolOutput:
     """One command's outcome. ``exit_code`` None: it did not finish (``timed_out``) or did not
-    start (``error``, e.g. not installed: then ``missing`` is True)."""
+    start (``error``, e.g. not installed: then ``missing`` is True). ``truncated``: what the
+    capture limit dropped of its output (:func:`~nvtest.transports.capture.capture_note`)."""
 
     argv: tuple[str, ...]
     stdout: str = ""
@@ -50,6 +53,7 @@ class ToolOutput:
     timed_out: bool = False
     missing: bool = False
     error: str | None = None
+    truncated: str | None = None
 
     @property
     def command(self) -> str:
@@ -84,31 +88,35 @@ def run_tool(argv: Sequence[str], deadline: float, started: Callable[[subprocess
         return ToolOutput(tuple(argv), error=f"{argv[0]}: cannot run: {exc.strerror or exc}")
     if started is not None:
         started(proc)
-    try:
-        out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
+    # read through the bounded reader: a tool printing without end costs the gate at most
+    # the capture limit per stream (nvtest.transports.capture), never its memory
+    out, err, done = pump_process(proc, None, deadline)
+    if done:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            done = False
+    if not done:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        pump_process(proc, None, time.monotonic() + 0.2, into=(out, err))
         try:
-            out, err = proc.communicate(timeout=0.2)
+            proc.wait(timeout=0.2)
         except subprocess.TimeoutExpired:  # unkillable (D state): abandon it
-            out, err = b"", b""
-        return ToolOutput(
-            tuple(argv),
-            out.decode("utf-8", "replace"),
-            err.decode("utf-8", "replace"),
-            None,
-            time.monotonic() - t0,
-            timed_out=True,
-        )
+            pass
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
     return ToolOutput(
         tuple(argv),
-        out.decode("utf-8", "replace"),
-        err.decode("utf-8", "replace"),
-        proc.returncode,
+        out.take().decode("utf-8", "replace"),
+        err.take().decode("utf-8", "replace"),
+        proc.returncode if done else None,
         time.monotonic() - t0,
+        timed_out=not done,
+        truncated=joined_note(out, err),
     )
 
 

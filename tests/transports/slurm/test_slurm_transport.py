@@ -277,3 +277,26 @@ def test_submit_runs_the_batch_script(
     assert (run_dir / "pwd").read_text().strip() == str(workdir)
     log = (run_dir / f"slurm-{job}.out").read_text()
     assert f"nvtest: job {job} on node[1-2]; report: {run_dir}/report.html" in log
+
+
+def test_the_cluster_name_is_slurm_s(cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The history's cluster of a --backend slurm run: ``$SLURM_CLUSTER_NAME``, else
+    ``ClusterName`` of ``scontrol show config`` (the test cluster's slurm.conf says nvtest)."""
+    monkeypatch.delenv("SLURM_CLUSTER_NAME", raising=False)
+    with SlurmTransport(run_id="t-cluster", allocate=False) as t:
+        assert t.cluster_name() == "nvtest"
+        monkeypatch.setenv("SLURM_CLUSTER_NAME", "from-job")
+        assert t.cluster_name() == "from-job"
+
+
+def test_a_flooding_task_is_capped_per_task(cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two tasks each printing 20 MB in lines through one srun: the step's pipes keep at most
+    the capture limit per task, and every node's result says what was dropped."""
+    monkeypatch.setenv("NVTEST_CAPTURE_BYTES", "1MiB")
+    flood = "yes 0123456789012345678901234567890123456789012345678 | head -c 20000000; echo end"
+    with SlurmTransport(run_id="t-flood", allocate=False) as t:
+        res = t.run(NODES, flood, timeout_s=120)
+    for r in res.values():
+        assert r.exit_code == 0, r
+        assert r.truncated and r.truncated.startswith("stdout of ") and "exceeded the capture limit of 2 MiB" in r.truncated
+        assert len(r.stdout) < 2 * 1024 * 1024 + 200
