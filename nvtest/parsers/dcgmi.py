@@ -252,6 +252,15 @@ def _parse_json(text: str, start: int) -> DcgmDiag:
         doc, _ = json.JSONDecoder().raw_decode(text, start)
     except (json.JSONDecodeError, RecursionError) as exc:
         line = getattr(exc, "lineno", None)
+        if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()) - 1:
+            # the document ends before it closes: cut by its poster or the tool died writing it
+            cut = ToolFailure(
+                FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
+                f"JSON document ends before it closes (line {line}): {exc.msg}",
+                None,
+                "cut",
+            )
+            return DcgmDiag((), "json-cut", failure=cut, warnings=("JSON output cut short",))
         raise ParseError(
             TOOL, f"invalid JSON: {getattr(exc, 'msg', exc)}", line=line, expected="dcgmi -j JSON"
         ) from None

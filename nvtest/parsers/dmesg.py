@@ -49,6 +49,9 @@ DESCRIPTION = "kernel log (dmesg, dmesg -T, journalctl -k): Xid, SXid and fallen
 
 __all__ = ["DRIVER_MESSAGES", "FAILURES", "KernelEvent", "KernelLog", "detect", "parse"]
 
+#: Line prefixes that are dmesg's own (``dmesg --time-format=iso``): never removed as a collector's.
+OWN_PREFIXES = frozenset({"an ISO timestamp"})
+
 FALLEN_OFF_BUS_XID = 79
 
 #: dmesg's and journalctl's own failure wordings (util-linux 2.x, systemd 2xx).

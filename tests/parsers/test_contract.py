@@ -144,3 +144,89 @@ LINES = _all_lines()
 def test_every_parser_has_a_failure_table() -> None:
     for tool, info in PARSERS.items():
         assert info.failures.rules, f"{tool} has no failure wordings"
+
+
+# ------------------------------------------------------------ the same outputs, as pasted
+
+#: How people paste an output (issue 25, class 3): name -> (the pasted text, the text whose
+#: reading it must equal, the words a warning must have). The baseline keeps the line count, so
+#: that line numbers in the records agree.
+PROMPT = "user@node001:~/work$ ./run-the-tool --with args\n"
+
+
+def _prefixed(text: str, prefix: str) -> str:
+    return "".join(prefix + ln for ln in text.splitlines(keepends=True))
+
+
+PASTED_FORMS = {
+    "prompt": (
+        lambda t: PROMPT + t,
+        lambda t: "$ ./run-the-tool --with args\n" + t,
+        "shell prompt",
+    ),
+    "iso-prefix": (lambda t: _prefixed(t, "[2026-12-01T10:00:00Z] "), lambda t: t, "timestamp"),
+    "host-pipe": (lambda t: _prefixed(t, "node001 | "), lambda t: t, "'host | ' label"),
+    "crlf": (lambda t: t.replace("\n", "\r\n"), lambda t: t, None),
+}
+
+
+def _reading(record: object) -> object:
+    """The record as JSON, its own top-level warnings left out (the paste adds to them)."""
+    doc = to_jsonable(record)
+    if isinstance(doc, dict):
+        doc.pop("warnings", None)
+    return doc
+
+
+@pytest.mark.parametrize("form", sorted(PASTED_FORMS))
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_pasted_forms_read_the_same_values_and_say_what_was_skipped(
+    path: Path, tool: str, form: str
+) -> None:
+    text = path.read_text(encoding="utf-8")
+    paste, baseline, said = PASTED_FORMS[form]
+    pasted = paste(text)
+    assert detect(pasted) == tool
+    expected = PARSERS[tool].parse(baseline(text))
+    got = PARSERS[tool].parse(pasted)
+    assert _reading(got) == _reading(expected)
+    if said is not None:
+        assert any(said in w for w in got.warnings), got.warnings
+
+
+def _clip_first_line(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    i = next(i for i, ln in enumerate(lines) if ln.strip())
+    lines[i] = lines[i][len(lines[i].rstrip()) // 2 :]
+    return "".join(lines)
+
+
+def _cut_last_line(text: str) -> str:
+    lines = text.rstrip().splitlines(keepends=True)
+    return "".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
+
+
+#: Samples whose clipped form keeps nothing that names the tool's device or test: the clip
+#: takes the one line that does, and what is left is rightly refused.
+NOTHING_LEFT = {
+    ("dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt", "first"),
+    ("ibstat/ibstat-port-polling-rate-10-guids-elided.txt", "first"),
+    ("ibstat/ibv_devinfo-no-userspace-driver-warnings-no-ib-devices-found.txt", "last"),
+    ("lspci/nnk-rtx3080-vendor-device-ids.txt", "first"),
+}
+
+
+@pytest.mark.parametrize("cut", ["first", "last"])
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_a_clipped_paste_keeps_what_is_intact(path: Path, tool: str, cut: str) -> None:
+    """A paste cut by its poster (the first line clipped, the last one cut mid-line) is still
+    the tool's output: never a ParseError while several lines of it are left."""
+    text = path.read_text(encoding="utf-8")
+    if sum(1 for ln in text.splitlines() if ln.strip()) < 4:
+        pytest.skip("too short to clip and still hold the tool's output")
+    clipped = _clip_first_line(text) if cut == "first" else _cut_last_line(text)
+    if (f"{path.parent.name}/{path.name}", cut) in NOTHING_LEFT:
+        with pytest.raises(ParseError):
+            PARSERS[tool].parse(clipped)
+        return
+    _check_record(PARSERS[tool].parse(clipped), clipped)
