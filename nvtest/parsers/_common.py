@@ -50,6 +50,7 @@ __all__ = [
     "effective_field",
     "NO_PARAMETERS",
     "guarded",
+    "launch_failures",
     "lost_gpu",
     "not_tool_output",
     "numbered_lines",
@@ -438,6 +439,27 @@ def _bare(rx: re.Pattern[str]) -> str:
     return f"(?:{pattern})"
 
 
+def launch_failures(binaries: str) -> tuple[FailureRule, ...]:
+    """The rows every tool shares: the shell or the loader could not start it. ``binaries`` is
+    a regex of the tool's executable names (``dcgmi``, ``all_\\w+_perf``); the row needs the
+    name, so another tool's launch failure is not this tool's output."""
+    exe = rf"(?:^|[\s/])(?:{binaries}): "
+    return (
+        (
+            re.compile(exe + r"error while loading shared libraries: (?P<code>[^:]+): cannot open"),
+            FailureKind.COULD_NOT_START,
+            "ld.so (glibc): a library the binary links is not installed or not on LD_LIBRARY_PATH",
+        ),
+        (
+            re.compile(
+                exe + r"(?P<code>command not found|No such file or directory|Permission denied)$"
+            ),
+            FailureKind.COULD_NOT_START,
+            "bash/sh: the binary is not installed, not on PATH, or not executable",
+        ),
+    )
+
+
 class FailureTable:
     """A tool's failure wordings: ``(regex, kind, source)`` rows tried in order on each line.
 
@@ -449,8 +471,10 @@ class FailureTable:
 
     __slots__ = ("_any", "rules")
 
-    def __init__(self, rules: Sequence[FailureRule]) -> None:
-        self.rules: tuple[FailureRule, ...] = tuple(rules)
+    def __init__(self, rules: Sequence[FailureRule], *, binaries: str | None = None) -> None:
+        self.rules: tuple[FailureRule, ...] = tuple(rules) + (
+            launch_failures(binaries) if binaries else ()
+        )
         # one alternation of every row (groups unnamed, flags scoped) tried first: most lines
         # are no failure, and one search rejects them where a search per row would not
         self._any = re.compile("|".join(_bare(rx) for rx, _, _ in self.rules)) if rules else None

@@ -92,7 +92,8 @@ FAILURES = FailureTable(
             _K.INIT_FAILURE,
             "nvvs: a CUDA call the test needs failed",
         ),
-    ]
+    ],
+    binaries=r"dcgmi|nvvs",
 )
 _RUN_RE = re.compile(r"dcgmi\s+diag\b.*?(?:-r|--run)\s+(\S+)")
 _GPU_RESULT_RE = re.compile(

@@ -67,7 +67,8 @@ FAILURES = FailureTable(
             FailureKind.COULD_NOT_START,
             "journalctl without access to the journal",
         ),
-    ]
+    ],
+    binaries=r"dmesg|journalctl",
 )
 
 #: The NVIDIA driver's messages of a GPU it could not bring up or that stopped answering, with

@@ -71,7 +71,8 @@ FAILURES = FailureTable(
             FailureKind.INIT_FAILURE,
             "ibstat: other panics",
         ),
-    ]
+    ],
+    binaries=r"ibstat",
 )
 
 _STATE_NAMES = {

@@ -301,7 +301,8 @@ FAILURES = FailureTable(
             _K.COULD_NOT_START,
             "UCX (Open MPI pml ucx), before NCCL starts",
         ),
-    ]
+    ],
+    binaries=r"\w+_perf(?:_mpi)?",
 )
 
 #: The rows of :data:`FAILURES` that are a launcher's words, not nccl-tests' (tried on lines no

@@ -46,7 +46,8 @@ FAILURES = FailureTable(
             FailureKind.ERROR_BANNER,
             "nvidia-smi nvlink -s, every link of a GPU down",
         ),
-    ]
+    ],
+    binaries=r"nvidia-smi",
 )
 
 

@@ -130,7 +130,8 @@ FAILURES = FailureTable(
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
             "perftest: the run loop gave up",
         ),
-    ]
+    ],
+    binaries=r"ib_(?:write|read|send|atomic)_(?:bw|lat)|raw_ethernet_\w+",
 )
 #: perftest's notices about a parameter it changed (kept in the log's ``effective``).
 _NOTICES = (

@@ -61,7 +61,8 @@ FAILURES = FailureTable(
             FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
             "the shell, after stream.c printed its banner",
         ),
-    ]
+    ],
+    binaries=r"stream[\w.]*",
 )
 #: :attr:`ToolFailure.code` of a run that stopped before its validation line / its table.
 NO_VALIDATION = "no validation line"
