@@ -3,8 +3,8 @@
 Exit codes: 0 parsed; 1 parsed, but the tool's own output says the run failed or was cut short
 (``passed``/``completed`` false), or the reading shows a failed state
 (:func:`nvtest.playbook.readings.assess`: an Xid of a failing class, ``(rev ff)``, a port up
-but not Active, inactive NVLinks, rows pending remap); 2 unknown tool, unreadable file, a file larger than
-``--max-bytes`` (64 MiB by default; ``/dev/zero`` stops there), binary data, unrecognised
+but not Active, inactive NVLinks, rows pending remap); 2 unknown tool, unreadable file, a file
+larger than ``--max-bytes`` (64 MiB by default; ``/dev/zero`` stops there), binary data, unrecognised
 content or a ParseError.
 """
 
@@ -127,10 +127,7 @@ def parse_command(
         bool, typer.Option("--list", help="List the tools, one per line.")
     ] = False,
     max_bytes: Annotated[
-        int,
-        typer.Option(
-            "--max-bytes", min=1, help="Largest input read, bytes (a larger one is an error)."
-        ),
+        int, typer.Option("--max-bytes", min=1, help="Largest input read, bytes (a larger one is an error).")
     ] = DEFAULT_MAX_BYTES,
 ) -> None:
     out = make_console()
@@ -190,9 +187,5 @@ def parse_command(
         err.print(Text.assemble(("warning:", "yellow"), f" {file}: {w}"))
     if verdict.passed is False:
         why = "; ".join(verdict.failures) or "passed: false"
-        err.print(
-            Text.assemble(
-                ("warning:", "yellow"), f" {file}: {tool} run failed or was cut short: {why}"
-            )
-        )
+        err.print(Text.assemble(("warning:", "yellow"), f" {file}: {tool} run failed or was cut short: {why}"))
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -27,11 +27,7 @@ def binary_reason(text: str) -> str | None:
         return f"binary data: a NUL byte at character {nul}"
     if not text:
         return None
-    odd = sum(
-        1
-        for ch in text
-        if ch == "\ufffd" or (ch < " " and ch not in _TEXT_CONTROLS) or ch == "\x7f"
-    )
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in _TEXT_CONTROLS) or ch == "\x7f")
     if odd > _MAX_NON_TEXT * len(text):
         return f"binary data: {100 * odd / len(text):.0f}% of it is undecodable bytes or control characters"
     return None

@@ -162,12 +162,7 @@ class NvbandwidthResult(ToolRecord):
         if tc is None or not tc.matrices:
             return []
         m = tc.matrices[0]
-        return [
-            (gpu, v)
-            for row in m.cells
-            for gpu, v in zip(m.col_ids, row, strict=False)
-            if v is not None
-        ]
+        return [(gpu, v) for row in m.cells for gpu, v in zip(m.col_ids, row, strict=False) if v is not None]
 
 
 _TITLE_RE = re.compile(r"^(.*?)\s*\((GB/s|ns|us|MB/s)\)\s*$")

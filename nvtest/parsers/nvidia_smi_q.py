@@ -39,17 +39,7 @@ DESCRIPTION = (
     "nvidia-smi -q text: per-GPU identity, memory, ECC, remapping, PCIe, temperatures, power"
 )
 
-__all__ = [
-    "FAILURES",
-    "Node",
-    "TreeNode",
-    "SmiGpu",
-    "SmiQuery",
-    "detect",
-    "gpu_from_tree",
-    "gpu_values",
-    "parse",
-]
+__all__ = ["FAILURES", "Node", "TreeNode", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "gpu_values", "parse"]
 
 #: A count: an int, a state such as N/A, or None when the field is absent.
 Count = int | ValueState | None
