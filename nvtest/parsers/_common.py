@@ -612,6 +612,10 @@ def _strip_collector(lines: list[str], keep: frozenset[str]) -> tuple[list[str],
         n = sum(m is not None for m in hits)
         if n == 0 or n < _PREFIX_SHARE * len(body) or len(hosts) > 1:
             continue
+        if hosts != {None} and n < 2:
+            # one "name: message" line is a program's own words ("nvidia-smi: error while
+            # loading shared libraries"), not a collector's label
+            continue
         lines = [rx.sub("", ln, count=1) for ln in lines]
         notes.append(f"removed {what} prefix from {n} line(s)")
     return lines, notes

@@ -448,8 +448,11 @@ class _Reader:
             _lat_row(self.cur, no, line.split())
         return True
 
-    def command_line(self, no: int, line: str, _m: re.Match[str]) -> None:
-        """A comment or shell prompt line; the command, when it names a perftest binary."""
+    def command_line(self, no: int, line: str, _m: re.Match[str]) -> bool | None:
+        """A comment or shell prompt line; the command, when it names a perftest binary.
+        Declines a failure line that names the binary (the loader's words)."""
+        if FAILURES.match(line):
+            return False
         cm = _COMMAND_RE.search(line)
         if cm:
             self.command = self.command or line[cm.start() :]

@@ -185,7 +185,9 @@ class _Reader:
         banner, or a line for :data:`_LINES`."""
         self.last = (no, line)
         hit = FAILURES.match(line)
-        if hit is not None and (self.banner or hit[0] is FailureKind.INIT_FAILURE):
+        if hit is not None and (
+            self.banner or hit[0] in (FailureKind.INIT_FAILURE, FailureKind.COULD_NOT_START)
+        ):
             self.failure = self.failure or FAILURES.failure(no, line)
             return
         if self.want_relerr:

@@ -266,21 +266,6 @@ LAUNCH_FAILURES = {
 LINES += [
     text.format(exe=exe).strip() for exe in BINARY.values() for text in LAUNCH_FAILURES.values()
 ]
-#: Parsers whose no-content path does not consult their failure table yet: a launch failure is
-#: still "not <tool> output" there (issue 25, class 1, left to do).
-LAUNCH_GAPS = {
-    ("nvbandwidth", "missing-library"),
-    ("nvbandwidth", "not-installed"),
-    ("nvidia-smi", "missing-library"),
-    ("nvidia-smi-csv", "missing-library"),
-    ("nvidia-smi-nvlink", "missing-library"),
-    ("nvidia-smi-q", "missing-library"),
-    ("nvidia-smi-topo", "missing-library"),
-    ("nvidia-smi-xml", "missing-library"),
-    ("perftest", "missing-library"),
-    ("stream", "missing-library"),
-    ("stream", "not-installed"),
-}
 
 
 def test_every_parser_names_a_binary() -> None:
@@ -293,8 +278,6 @@ def test_a_failure_only_output_is_the_tools_failure(tool: str, case: str) -> Non
     """The shell's or the loader's words that the tool could not start are that tool's output
     (a record whose failure is could_not_start), never "not <tool> output"; pasted behind a
     prompt, the same."""
-    if (tool, case) in LAUNCH_GAPS:
-        pytest.xfail("this parser's no-content path does not read its failure table yet")
     text = LAUNCH_FAILURES[case].format(exe=BINARY[tool])
     for form in (text, PROMPT + text):
         record = PARSERS[tool].parse(form)
