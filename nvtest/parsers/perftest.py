@@ -457,6 +457,7 @@ class _Reader:
         if cm:
             self.command = self.command or line[cm.start() :]
             self.side_hint = _side(line[cm.end() :].split())
+        return None
 
     def banner_values(self, no: int, line: str, _m: re.Match[str]) -> bool:
         """``Key : value`` pairs of the open run's banner; an error line is passed on."""
