@@ -83,6 +83,26 @@ FAILURES = FailureTable(
             "DCGM 4.x: a test plugin's child process failed (pcie, nvbandwidth)",
         ),
         (
+            re.compile(r"nvvs binary was not found", re.I),
+            _K.PLUGIN_NOT_LOADED,
+            "dcgmi 3.3+ (dcgm-exporter#324): the diagnostic's nvvs is not installed",
+        ),
+        (
+            re.compile(
+                r"Diagnostic could not be run because the Tesla recommended driver is not being used"
+            ),
+            _K.COULD_NOT_START,
+            "dcgmi 2.x-4.x Diag.cpp",
+        ),
+        (
+            re.compile(
+                r"Unable to complete diagnostic(?: for (?:group|entities) [^.]*)?\.\s*"
+                r"Return:\s*(?:\((?P<code>-?\d+)\))?"
+            ),
+            _K.ERROR_BANNER,
+            "dcgmi 2.x-4.x Diag.cpp: the diagnostic ended in an error (-30: nvvs returned one)",
+        ),
+        (
             re.compile(r"Unable to initiali[sz]e CUDA library: '(?P<code>[^']+)'"),
             _K.INIT_FAILURE,
             "nvvs 3.x/4.x: cuInit failed under the diagnostic",
@@ -405,7 +425,12 @@ def _failure(text: str, diag: DcgmDiag) -> ToolFailure | None:
     """The first failure line of :data:`FAILURES` outside the table, else the first Warning
     cell (rejoined) that is one, with the test it belongs to in ``detail``."""
     head = text if diag.layout == "text" else text[: text.find("{")]  # JSON: the lines before it
-    outside = ((no, ln) for no, ln in numbered_lines(head) if not ln.lstrip().startswith("|"))
+    # an error row with no test row around it is the whole output: read table rows too then
+    outside = (
+        (no, ln)
+        for no, ln in numbered_lines(head)
+        if not diag.tests or not ln.lstrip().startswith("|")
+    )
     f = FAILURES.scan(outside)
     if f is not None:
         return f
