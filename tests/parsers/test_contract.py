@@ -353,3 +353,29 @@ def test_a_port_down_is_doubtful_not_failed() -> None:
     assert states.failures == () and states.warnings == (
         "mlx5_8 port 1: state Down, physical Disabled",
     )
+
+
+# ------------------------------------------------------------ a log with no header (class 5)
+
+NCCL_WITH_ROWS = [
+    (p, t)
+    for p, t in OWN
+    if t == "nccl-tests" and len(PARSERS[t].parse(p.read_text(encoding="utf-8")).tests[0].rows) >= 2
+]
+
+
+@pytest.mark.parametrize(("path", "tool"), NCCL_WITH_ROWS, ids=[p.name for p, _ in NCCL_WITH_ROWS])
+def test_an_nccl_tests_log_cut_before_its_header_is_detected_and_read(
+    path: Path, tool: str
+) -> None:
+    """Cut just before its first result row, a log is still nccl-tests' (detection tries the
+    row shape, not only the banner) and reads the same rows, saying the parameters are unknown."""
+    text = path.read_text(encoding="utf-8")
+    full = PARSERS[tool].parse(text).tests[0]
+    lines = text.splitlines(keepends=True)
+    first = full.rows[0].line - 1
+    rows_only = "".join(lines[first:])
+    assert detect(rows_only) == "nccl-tests"
+    cut = PARSERS[tool].parse(rows_only).tests[0]
+    assert [r.size_bytes for r in cut.rows[: len(full.rows)]] == [r.size_bytes for r in full.rows]
+    assert any("parameter line" in w for w in cut.warnings), cut.warnings

@@ -177,3 +177,4 @@ def test_nccl_tests_log_with_no_banner_is_read() -> None:
     assert [r.size_bytes for r in test.rows] == [8, 16, 32, 64]
     assert all(r.out_of_place.busbw_gbps == 0.0 for r in test.rows)
     assert test.failure is not None and test.failure.code == "no summary"
+    assert any("parameter line" in w for w in test.warnings)
