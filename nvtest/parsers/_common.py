@@ -584,6 +584,9 @@ _COLLECTOR_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 #: Share of the non-blank lines that must carry a prefix for it to be a collector's.
 _PREFIX_SHARE = 0.6
+#: Terminal widths at which a paste may have been hard-wrapped (no tool read here prints lines
+#: of exactly these widths as its own layout: nvidia-smi's are 79, 89 and 91 wide, dcgmi's 78).
+_TERMINAL_WIDTHS = (80, 100, 120, 132, 160, 200)
 
 
 @dataclass(frozen=True)
@@ -621,10 +624,42 @@ def _strip_collector(lines: list[str], keep: frozenset[str]) -> tuple[list[str],
     return lines, notes
 
 
+def _unwrap(lines: list[str]) -> tuple[list[str], list[str]]:
+    """Undo a terminal's hard wrap: when the longest lines are exactly one terminal width, each
+    such line is joined with the (non-blank) line after it; the continuation line is left
+    blank so that line numbers keep pointing into the paste. A text where every such line is
+    followed by one that starts like it (a timestamp, a label) is a layout of lines of one
+    length, not a wrap, and stays as it is."""
+    longest = max((len(ln) for ln in lines), default=0)
+    if longest not in _TERMINAL_WIDTHS:
+        return lines, []
+    pairs = [
+        (ln, nxt)
+        for ln, nxt in zip(lines, lines[1:], strict=False)
+        if len(ln) == longest and nxt.strip()
+    ]
+    if not pairs or all(nxt.startswith(ln[:8]) for ln, nxt in pairs):
+        return lines, []
+    out = list(lines)
+    joined = 0
+    i = 0
+    while i < len(out) - 1:
+        j = i
+        while j < len(out) - 1 and len(lines[j]) == longest and lines[j + 1].strip():
+            out[i] += lines[j + 1]
+            out[j + 1] = ""
+            joined += 1
+            j += 1
+        i = j + 1
+    return out, [f"joined {joined} line(s) wrapped at {longest} columns"] if joined else []
+
+
 def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
     """Undo what pasting did to a tool's output, keeping the line count.
 
     - ``\r\n`` and lone ``\r`` line ends become ``\n``;
+    - lines a terminal hard-wrapped at its width (80, 100, 120, 132, 160 or 200 columns) are
+      joined again (:func:`_unwrap`; the continuation line left blank);
     - a shell prompt line (``user@host:~$ ./all_reduce_perf ...``, ``[root@node ~]# ibstat``,
       ``$ dcgmi diag -r 3``) becomes ``$ <command>`` (the parsers that read the command line
       find it there), or a blank line when no command follows the prompt;
@@ -636,7 +671,7 @@ def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
     nothing.
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    warnings: list[str] = []
+    lines, warnings = _unwrap(lines)
     lines, notes = _strip_collector(lines, keep)
     warnings += notes
     prompts: list[int] = []
