@@ -146,7 +146,8 @@ class KernelLog(ToolRecord):
 
 
 _TS_RE = re.compile(
-    r"^(?:\[\s*([^\]]+)\]\s?"
+    # a bracket holds a timestamp (seconds, ctime, ISO), not a scanner's "[XID found]"
+    r"^(?:\[\s*(\d[^\]]*|[A-Z][a-z]{2} [A-Z][a-z]{2} [^\]]+)\]\s?"
     r"|(\d{4}-\d\d-\d\dT[\d:.,]+(?:[+-]\d\d:?\d\d|Z)?)\s+\S+\s+kernel:\s?"
     r"|([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s+\S+\s+kernel:\s?)"
 )
