@@ -232,6 +232,37 @@ def _cut_last_line(text: str) -> str:
     return "".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
 
 
+SNIP = "[... 40 similar lines snipped by the poster ...]"
+#: Samples where the middle line is inside one block that the snip breaks: no intact block
+#: is left after it (a JSON document is one block).
+ONE_BLOCK = {"dcgmi/diag-r1-json-v3.1-warning-line-before-json-null-entries.txt"}
+
+
+def _without_line_counts(doc: object) -> object:
+    """The reading with ``effective.lines`` (how many lines were read) left out."""
+    if isinstance(doc, dict) and isinstance(doc.get("effective"), dict):
+        doc["effective"].pop("lines", None)
+    return doc
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_one_unreadable_line_loses_nothing_after_it(path: Path, tool: str) -> None:
+    """A poster's ``[... snipped ...]`` line in the middle of an output: every value before and
+    after it is read as without it (the line counted as read at most)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if len(lines) < 6:
+        pytest.skip("too short to have a middle")
+    mid = len(lines) // 2
+    snipped = "".join([*lines[:mid], SNIP + "\n", *lines[mid:]])
+    blank = "".join([*lines[:mid], "\n", *lines[mid:]])
+    if f"{path.parent.name}/{path.name}" in ONE_BLOCK:
+        with pytest.raises(ParseError):
+            PARSERS[tool].parse(snipped)
+        return
+    got = _without_line_counts(_reading(PARSERS[tool].parse(snipped)))
+    assert got == _without_line_counts(_reading(PARSERS[tool].parse(blank)))
+
+
 #: Samples whose clipped form keeps nothing that names the tool's device or test: the clip
 #: takes the one line that does, and what is left is rightly refused.
 NOTHING_LEFT = {
