@@ -271,6 +271,7 @@ NOTHING_LEFT = {
     ("ibstat/ibstat-one-ca-port-down-disabled-cut-after-physical-state.txt", "first"),
     ("ibstat/ibv_devinfo-no-userspace-driver-warnings-no-ib-devices-found.txt", "last"),
     ("lspci/nnk-rtx3080-vendor-device-ids.txt", "first"),
+    ("lspci/vnn-kata-vfio-guest-gt1030-one-device-block.txt", "first"),
 }
 
 

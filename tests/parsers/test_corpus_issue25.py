@@ -178,3 +178,37 @@ def test_nccl_tests_log_with_no_banner_is_read() -> None:
     assert all(r.out_of_place.busbw_gbps == 0.0 for r in test.rows)
     assert test.failure is not None and test.failure.code == "no summary"
     assert any("parameter line" in w for w in test.warnings)
+
+
+def test_nvidia_smi_lost_gpu_line_behind_a_prompt() -> None:
+    for rel, bus in (
+        (
+            "nvidia-smi/plain-bracket-root-prompt-device-handle-unknown-error-only.txt",
+            "0000:0B:00.0",
+        ),
+        (
+            "nvidia-smi/plain-dollar-prompt-tesla-p4-device-handle-unknown-error-only.txt",
+            "0000:07:00.0",
+        ),
+    ):
+        smi = parse("nvidia-smi", read(rel))
+        assert smi.gpus == () and smi.lost_gpus == (bus,)
+        assert smi.failure is not None and (smi.failure.kind, smi.failure.line) == (
+            K.ERROR_BANNER,
+            2,
+        )
+        assert any("shell prompt" in w for w in smi.warnings)
+
+
+def test_lspci_one_verbose_block_pasted_alone() -> None:
+    rep = parse("lspci", read("lspci/vnn-kata-vfio-guest-gt1030-one-device-block.txt"))
+    (d,) = rep.devices
+    assert (d.slot, d.class_code, d.vendor_id, d.device_id, d.revision) == (
+        "00:08.0",
+        "0300",
+        "10de",
+        "1d01",
+        "a1",
+    )
+    assert (d.subsystem_ids, d.physical_slot, d.driver) == ("10de:11c7", "8", "nvidia")
+    assert assess(rep) == type(assess(rep))()
