@@ -624,12 +624,24 @@ def _strip_collector(lines: list[str], keep: frozenset[str]) -> tuple[list[str],
     return lines, notes
 
 
+def _same_layout(line: str, nxt: str) -> bool:
+    """Whether two lines start as lines of one layout do: the same first 8 characters (a
+    label, a row's indentation), or the same digit pattern there (``[  123.456]``,
+    ``Dec 01 12:``: digits as ``9``, letters as ``a``)."""
+    a, b = line[:8], nxt[:8]
+    if a == b:
+        return True
+    shape_a = re.sub(r"\d", "9", re.sub(r"[A-Za-z]", "a", a))
+    return "9" in shape_a and shape_a == re.sub(r"\d", "9", re.sub(r"[A-Za-z]", "a", b))
+
+
 def _unwrap(lines: list[str]) -> tuple[list[str], list[str]]:
     """Undo a terminal's hard wrap: when the longest lines are exactly one terminal width, each
     such line is joined with the (non-blank) line after it; the continuation line is left
     blank so that line numbers keep pointing into the paste. A text where every such line is
-    followed by one that starts like it (a timestamp, a label) is a layout of lines of one
-    length, not a wrap, and stays as it is."""
+    followed by one of the same layout (:func:`_same_layout`: a timestamp, a label, a row's
+    indentation) is a layout whose longest lines happen to have that length, not a wrap, and
+    stays as it is."""
     longest = max((len(ln) for ln in lines), default=0)
     if longest not in _TERMINAL_WIDTHS:
         return lines, []
@@ -638,7 +650,7 @@ def _unwrap(lines: list[str]) -> tuple[list[str], list[str]]:
         for ln, nxt in zip(lines, lines[1:], strict=False)
         if len(ln) == longest and nxt.strip()
     ]
-    if not pairs or all(nxt.startswith(ln[:8]) for ln, nxt in pairs):
+    if not pairs or all(_same_layout(ln, nxt) for ln, nxt in pairs):
         return lines, []
     out = list(lines)
     joined = 0

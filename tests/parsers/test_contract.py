@@ -437,3 +437,21 @@ def test_an_nccl_tests_log_cut_before_its_header_is_detected_and_read(
     cut = PARSERS[tool].parse(rows_only).tests[0]
     assert [r.size_bytes for r in cut.rows[: len(full.rows)]] == [r.size_bytes for r in full.rows]
     assert any("parameter line" in w for w in cut.warnings), cut.warnings
+
+
+def test_a_raw_log_whose_longest_line_is_a_terminal_width_is_not_unwrapped() -> None:
+    """A kernel log read as the node printed it: its longest line may be exactly 120 wide,
+    and the next event is never joined to it."""
+    from nvtest.parsers._common import clean_paste
+
+    first = (
+        "[ 1843.308145] NVRM: Xid (PCI:0000:cb:00): 13, pid=1234, name=python, Graphics Exception: "
+    )
+    first += "x" * (120 - len(first))
+    text = (
+        f"{first}\n[ 1843.308200] NVRM: Xid (PCI:0000:cb:00): 43, pid=1234, name=python, Ch 0008\n"
+    )
+    assert len(first) == 120
+    assert clean_paste(text) == type(clean_paste(text))(text)
+    log = PARSERS["dmesg"].parse(text)
+    assert [e.code for e in log.events] == [13, 43]
