@@ -1,8 +1,10 @@
 """``nvtest parse``: run a parser on a file collected elsewhere and print the record.
 
 Exit codes: 0 parsed; 1 parsed, but the tool's own output says the run failed or was cut short
-(``passed``/``completed`` false); 2 unknown tool, unreadable file, a file larger than
-``--max-bytes`` (64 MiB by default; ``/dev/zero`` stops there), binary data, unrecognised
+(``passed``/``completed`` false), or the reading shows a failed state
+(:func:`nvtest.playbook.readings.assess`: an Xid of a failing class, ``(rev ff)``, a port up
+but not Active, inactive NVLinks, rows pending remap); 2 unknown tool, unreadable file, a file
+larger than ``--max-bytes`` (64 MiB by default; ``/dev/zero`` stops there), binary data, unrecognised
 content or a ParseError.
 """
 
@@ -22,6 +24,7 @@ from nvtest.config.loader import read_bounded
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
 from nvtest.parsers import PARSERS, detect, parse, to_jsonable, tool_names
 from nvtest.parsers._binary import binary_reason
+from nvtest.playbook.readings import assess
 from nvtest.run.console import make_console, print_table
 
 __all__ = ["DEFAULT_MAX_BYTES", "parse_command"]
@@ -35,7 +38,9 @@ _HELP = """Parse a tool's output file into a typed record.
 Without TOOL the tool is recognised from the content.
 
 The tool's own verdict is shown (passed, completed, failure_reason, warnings);
-exit 1 when it says the run failed or was cut short, 2 when the file cannot be
+exit 1 when it says the run failed or was cut short, or when the reading shows
+a failed state (an Xid of a failing class, a device at rev ff, a port up but
+not Active, inactive NVLinks, rows pending remap), 2 when the file cannot be
 read or parsed (larger than --max-bytes, binary data), else 0.
 
 Examples:
@@ -157,6 +162,10 @@ def parse_command(
         raise _fail(err, f"{file}: {exc}") from None
     verdict = _Verdict()
     data = _with_signals(record, to_jsonable(record), "", verdict)
+    # the states the reading shows (Xid classes, rev ff, link states, remap pending)
+    states = assess(record)
+    verdict.failures.extend(states.failures)
+    verdict.warnings.extend(states.warnings)
     if isinstance(getattr(type(record), "passed", None), property):
         verdict.passed = bool(record.passed) and not verdict.failures
     elif verdict.failures:

@@ -45,7 +45,14 @@ from nvtest.parsers import (
     vllm_bench,
 )
 from nvtest.parsers._binary import binary_reason
-from nvtest.parsers._common import FailureKind, FailureTable, ToolFailure, ValueState
+from nvtest.parsers._common import (
+    FailureKind,
+    FailureTable,
+    ToolFailure,
+    ValueState,
+    as_pasted,
+    clean_paste,
+)
 
 __all__ = [
     "PARSERS",
@@ -95,10 +102,28 @@ _MODULES: tuple[ModuleType, ...] = (
     lspci,
 )
 
-#: Tool name -> :class:`ParserInfo`, in detection order.
+
+def _own_prefixes(module: ModuleType) -> frozenset[str]:
+    """The line prefixes that are the tool's own (``OWN_PREFIXES`` of its module): never
+    removed as a log collector's."""
+    return frozenset(getattr(module, "OWN_PREFIXES", ()))
+
+
+#: Tool name -> :class:`ParserInfo`, in detection order. ``parse`` reads the output as pasted
+#: (:func:`~nvtest.parsers._common.as_pasted`: prompts, collector prefixes, CRLF).
 PARSERS: dict[str, ParserInfo] = {
-    m.TOOL: ParserInfo(m.TOOL, m.DESCRIPTION, m.parse, m.detect, m.FAILURES) for m in _MODULES
+    m.TOOL: ParserInfo(
+        m.TOOL,
+        m.DESCRIPTION,
+        as_pasted(m.parse, keep=_own_prefixes(m)),
+        m.detect,
+        m.FAILURES,
+    )
+    for m in _MODULES
 }
+
+
+_OWN_PREFIXES = {m.TOOL: _own_prefixes(m) for m in _MODULES}
 
 
 def tool_names() -> tuple[str, ...]:
@@ -129,7 +154,7 @@ def detect(text: str) -> str | None:
         return None
     for name, info in PARSERS.items():
         try:
-            if info.detect(text):
+            if info.detect(clean_paste(text, keep=_OWN_PREFIXES[name]).text):
                 return name
         except Exception:  # noqa: BLE001 - a detector never decides by crashing
             continue

@@ -22,6 +22,7 @@ two parsers. All functions are pure and raise only :class:`~nvtest.errors.ParseE
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import re
@@ -49,9 +50,13 @@ __all__ = [
     "effective_field",
     "NO_PARAMETERS",
     "guarded",
+    "launch_failures",
     "lost_gpu",
     "not_tool_output",
     "numbered_lines",
+    "Pasted",
+    "as_pasted",
+    "clean_paste",
     "parse_state",
     "reading",
     "skip_line",
@@ -434,6 +439,27 @@ def _bare(rx: re.Pattern[str]) -> str:
     return f"(?:{pattern})"
 
 
+def launch_failures(binaries: str) -> tuple[FailureRule, ...]:
+    """The rows every tool shares: the shell or the loader could not start it. ``binaries`` is
+    a regex of the tool's executable names (``dcgmi``, ``all_\\w+_perf``); the row needs the
+    name, so another tool's launch failure is not this tool's output."""
+    exe = rf"(?:^|[\s/])(?:{binaries}): "
+    return (
+        (
+            re.compile(exe + r"error while loading shared libraries: (?P<code>[^:]+): cannot open"),
+            FailureKind.COULD_NOT_START,
+            "ld.so (glibc): a library the binary links is not installed or not on LD_LIBRARY_PATH",
+        ),
+        (
+            re.compile(
+                exe + r"(?P<code>command not found|No such file or directory|Permission denied)$"
+            ),
+            FailureKind.COULD_NOT_START,
+            "bash/sh: the binary is not installed, not on PATH, or not executable",
+        ),
+    )
+
+
 class FailureTable:
     """A tool's failure wordings: ``(regex, kind, source)`` rows tried in order on each line.
 
@@ -445,8 +471,10 @@ class FailureTable:
 
     __slots__ = ("_any", "rules")
 
-    def __init__(self, rules: Sequence[FailureRule]) -> None:
-        self.rules: tuple[FailureRule, ...] = tuple(rules)
+    def __init__(self, rules: Sequence[FailureRule], *, binaries: str | None = None) -> None:
+        self.rules: tuple[FailureRule, ...] = tuple(rules) + (
+            launch_failures(binaries) if binaries else ()
+        )
         # one alternation of every row (groups unnamed, flags scoped) tried first: most lines
         # are no failure, and one search rejects them where a search per row would not
         self._any = re.compile("|".join(_bare(rx) for rx, _, _ in self.rules)) if rules else None
@@ -520,3 +548,179 @@ def not_tool_output(tool: str, expected: str, text: str) -> ParseError:
     n = len(text.splitlines())
     what = "empty text" if not text.strip() else f"{n} line(s) with no {tool} output"
     return ParseError(tool, f"not {tool} output: {what}", expected=expected)
+
+
+# ------------------------------------------------------------------ outputs as people paste them
+
+#: A shell prompt line as pasted before (or after) a tool's output: ``user@host:~/dir$ cmd``,
+#: ``(venv) user@host:~$``, ``[root@node045 ~]# cmd``, ``~$ cmd``, ``$ cmd``, and a root
+#: ``# cmd`` only when the command is one of the tools read here (nccl-tests' own lines start
+#: with ``# `` too).
+_PROMPT_RE = re.compile(
+    r"^\s*(?:\([\w.-]+\)\s*)?(?:"
+    r"[\w.-]+@[\w.-]+(?::[^\s$#%>]*)?\s?[$#%>]"  # user@host:dir$
+    r"|\[[\w.-]+@[\w.-]+(?: [^\]]*)?\][$#]"  # [user@host dir]#
+    r"|[\w.~/-]*\$"  # ~$ or $ or dir$
+    r"|#(?= +(?:sudo +)?(?:\S*/)?(?:ib_\w+|ibstat\w*|ibv_devinfo|nvidia-smi|dcgmi|lspci|dmesg"
+    r"|journalctl|\w+_perf|gpu_burn|nvbandwidth|stream\w*|vllm)\b)"
+    r")(?: +(?P<command>\S.*))?$"
+)
+
+#: Prefixes a log collector or launcher puts on every line, tried in order; each is stripped
+#: only where it stands on most lines (see :func:`clean_paste`), never from one stray line.
+_COLLECTOR_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "a bracketed ISO timestamp",
+        re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]:? ?"),
+    ),
+    (
+        "an ISO timestamp",
+        re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "),
+    ),
+    ("a 'host | ' label", re.compile(r"^[\w.-]+ *\| ")),
+    # a host name has a digit, a dot or a hyphen ("node001", "gpu-a", "10.0.0.1"): "Error: "
+    # on every line of a failure-only output is the tool's word, not a host
+    ("a 'host: ' label", re.compile(r"^(?P<host>[A-Za-z_]*[\d.-][\w.-]*): ")),
+)
+#: Share of the non-blank lines that must carry a prefix for it to be a collector's.
+_PREFIX_SHARE = 0.6
+#: Terminal widths at which a paste may have been hard-wrapped (no tool read here prints lines
+#: of exactly these widths as its own layout: nvidia-smi's are 79, 89 and 91 wide, dcgmi's 78).
+_TERMINAL_WIDTHS = (80, 100, 120, 132, 160, 200)
+
+
+@dataclass(frozen=True)
+class Pasted:
+    """Text as pasted, made readable: ``text`` has the same lines (a skipped line is left
+    blank, so line numbers still point into what the user gave), ``warnings`` says what was
+    skipped or removed and why."""
+
+    text: str
+    warnings: tuple[str, ...] = ()
+
+
+def _strip_collector(lines: list[str], keep: frozenset[str]) -> tuple[list[str], list[str]]:
+    """Remove each collector prefix of :data:`_COLLECTOR_PREFIXES` that stands on most
+    non-blank lines (a ``host: `` label only when it names one host); prefixes named in
+    ``keep`` are the tool's own and stay."""
+    notes: list[str] = []
+    for what, rx in _COLLECTOR_PREFIXES:
+        if what in keep:
+            continue
+        body = [ln for ln in lines if ln.strip()]
+        if not body:
+            break
+        hits = [rx.match(ln) for ln in body]
+        hosts = {m.groupdict().get("host") for m in hits if m is not None}
+        n = sum(m is not None for m in hits)
+        if n == 0 or n < _PREFIX_SHARE * len(body) or len(hosts) > 1:
+            continue
+        if hosts != {None} and n < 2:
+            # one "name: message" line is a program's own words ("nvidia-smi: error while
+            # loading shared libraries"), not a collector's label
+            continue
+        lines = [rx.sub("", ln, count=1) for ln in lines]
+        notes.append(f"removed {what} prefix from {n} line(s)")
+    return lines, notes
+
+
+def _same_layout(line: str, nxt: str) -> bool:
+    """Whether two lines start as lines of one layout do: the same first 8 characters (a
+    label, a row's indentation), or the same digit pattern there (``[  123.456]``,
+    ``Dec 01 12:``: digits as ``9``, letters as ``a``)."""
+    a, b = line[:8], nxt[:8]
+    if a == b:
+        return True
+    shape_a = re.sub(r"\d", "9", re.sub(r"[A-Za-z]", "a", a))
+    return "9" in shape_a and shape_a == re.sub(r"\d", "9", re.sub(r"[A-Za-z]", "a", b))
+
+
+def _unwrap(lines: list[str]) -> tuple[list[str], list[str]]:
+    """Undo a terminal's hard wrap: when the longest lines are exactly one terminal width, each
+    such line is joined with the (non-blank) line after it; the continuation line is left
+    blank so that line numbers keep pointing into the paste. A text where every such line is
+    followed by one of the same layout (:func:`_same_layout`: a timestamp, a label, a row's
+    indentation) is a layout whose longest lines happen to have that length, not a wrap, and
+    stays as it is."""
+    longest = max((len(ln) for ln in lines), default=0)
+    if longest not in _TERMINAL_WIDTHS:
+        return lines, []
+    pairs = [
+        (ln, nxt)
+        for ln, nxt in zip(lines, lines[1:], strict=False)
+        if len(ln) == longest and nxt.strip()
+    ]
+    if not pairs or all(_same_layout(ln, nxt) for ln, nxt in pairs):
+        return lines, []
+    out = list(lines)
+    joined = 0
+    i = 0
+    while i < len(out) - 1:
+        j = i
+        while j < len(out) - 1 and len(lines[j]) == longest and lines[j + 1].strip():
+            out[i] += lines[j + 1]
+            out[j + 1] = ""
+            joined += 1
+            j += 1
+        i = j + 1
+    return out, [f"joined {joined} line(s) wrapped at {longest} columns"] if joined else []
+
+
+def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
+    """Undo what pasting did to a tool's output, keeping the line count.
+
+    - ``\r\n`` and lone ``\r`` line ends become ``\n``;
+    - lines a terminal hard-wrapped at its width (80, 100, 120, 132, 160 or 200 columns) are
+      joined again (:func:`_unwrap`; the continuation line left blank);
+    - a shell prompt line (``user@host:~$ ./all_reduce_perf ...``, ``[root@node ~]# ibstat``,
+      ``$ dcgmi diag -r 3``) becomes ``$ <command>`` (the parsers that read the command line
+      find it there), or a blank line when no command follows the prompt;
+    - a log collector's per-line prefix (``[2026-12-01T10:00:00Z] ``, an ISO timestamp,
+      ``host | ``, one ``host: `` label) is removed where it stands on most lines; ``keep``
+      names prefixes that are the tool's own (dmesg's ISO timestamps).
+
+    Markdown code fences (```` ``` ````) around the output are left blank too. Pure; raises
+    nothing.
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines, warnings = _unwrap(lines)
+    lines, notes = _strip_collector(lines, keep)
+    warnings += notes
+    prompts: list[int] = []
+    fences: list[int] = []
+    for i, ln in enumerate(lines):
+        pm = _PROMPT_RE.match(ln)
+        if pm:
+            prompts.append(i + 1)
+            lines[i] = f"$ {pm.group('command')}" if pm.group("command") else ""
+        elif ln.strip().startswith("```"):
+            fences.append(i + 1)
+            lines[i] = ""
+    if prompts:
+        warnings.append(
+            f"read line(s) {', '.join(map(str, prompts))} as a shell prompt (only its command kept)"
+        )
+    if fences:
+        warnings.append(f"skipped markdown fence line(s) {', '.join(map(str, fences))}")
+    return Pasted("\n".join(lines), tuple(warnings))
+
+
+RecordT = TypeVar("RecordT")
+
+
+def as_pasted(
+    parse: Callable[[str], RecordT], *, keep: frozenset[str] = frozenset()
+) -> Callable[[str], RecordT]:
+    """``parse`` made to read a pasted output (:func:`clean_paste`): the record gets the
+    paste's warnings first in its ``warnings``. Raises what ``parse`` raises."""
+
+    @functools.wraps(parse)
+    def inner(text: str) -> RecordT:
+        pasted = clean_paste(text, keep=keep)
+        record = parse(pasted.text)
+        if pasted.warnings and hasattr(record, "warnings"):
+            old = tuple(record.warnings or ())
+            record = dataclasses.replace(record, warnings=(*pasted.warnings, *old))  # type: ignore[type-var]
+        return record
+
+    return inner

@@ -84,6 +84,26 @@ FAILURES = FailureTable(
             "DCGM 4.x: a test plugin's child process failed (pcie, nvbandwidth)",
         ),
         (
+            re.compile(r"nvvs binary was not found", re.I),
+            _K.PLUGIN_NOT_LOADED,
+            "dcgmi 3.3+ (dcgm-exporter#324): the diagnostic's nvvs is not installed",
+        ),
+        (
+            re.compile(
+                r"Diagnostic could not be run because the Tesla recommended driver is not being used"
+            ),
+            _K.COULD_NOT_START,
+            "dcgmi 2.x-4.x Diag.cpp",
+        ),
+        (
+            re.compile(
+                r"Unable to complete diagnostic(?: for (?:group|entities) [^.]*)?\.\s*"
+                r"Return:\s*(?:\((?P<code>-?\d+)\))?"
+            ),
+            _K.ERROR_BANNER,
+            "dcgmi 2.x-4.x Diag.cpp: the diagnostic ended in an error (-30: nvvs returned one)",
+        ),
+        (
             re.compile(r"Unable to initiali[sz]e CUDA library: '(?P<code>[^']+)'"),
             _K.INIT_FAILURE,
             "nvvs 3.x/4.x: cuInit failed under the diagnostic",
@@ -93,7 +113,8 @@ FAILURES = FailureTable(
             _K.INIT_FAILURE,
             "nvvs: a CUDA call the test needs failed",
         ),
-    ]
+    ],
+    binaries=r"dcgmi|nvvs",
 )
 _RUN_RE = re.compile(r"dcgmi\s+diag\b.*?(?:-r|--run)\s+(\S+)")
 _GPU_RESULT_RE = re.compile(
@@ -253,6 +274,15 @@ def _parse_json(text: str, start: int) -> DcgmDiag:
         doc, _ = json.JSONDecoder().raw_decode(text, start)
     except (json.JSONDecodeError, RecursionError) as exc:
         line = getattr(exc, "lineno", None)
+        if isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip()) - 1:
+            # the document ends before it closes: cut by its poster or the tool died writing it
+            cut = ToolFailure(
+                FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
+                f"JSON document ends before it closes (line {line}): {exc.msg}",
+                None,
+                "cut",
+            )
+            return DcgmDiag((), "json-cut", failure=cut, warnings=("JSON output cut short",))
         raise ParseError(
             TOOL, f"invalid JSON: {getattr(exc, 'msg', exc)}", line=line, expected="dcgmi -j JSON"
         ) from None
@@ -404,7 +434,12 @@ def _failure(text: str, diag: DcgmDiag) -> ToolFailure | None:
     """The first failure line of :data:`FAILURES` outside the table, else the first Warning
     cell (rejoined) that is one, with the test it belongs to in ``detail``."""
     head = text if diag.layout == "text" else text[: text.find("{")]  # JSON: the lines before it
-    outside = ((no, ln) for no, ln in numbered_lines(head) if not ln.lstrip().startswith("|"))
+    # an error row with no test row around it is the whole output: read table rows too then
+    outside = (
+        (no, ln)
+        for no, ln in numbered_lines(head)
+        if not diag.tests or not ln.lstrip().startswith("|")
+    )
     f = FAILURES.scan(outside)
     if f is not None:
         return f

@@ -49,6 +49,9 @@ DESCRIPTION = "kernel log (dmesg, dmesg -T, journalctl -k): Xid, SXid and fallen
 
 __all__ = ["DRIVER_MESSAGES", "FAILURES", "KernelEvent", "KernelLog", "detect", "parse"]
 
+#: Line prefixes that are dmesg's own (``dmesg --time-format=iso``): never removed as a collector's.
+OWN_PREFIXES = frozenset({"an ISO timestamp"})
+
 FALLEN_OFF_BUS_XID = 79
 
 #: dmesg's and journalctl's own failure wordings (util-linux 2.x, systemd 2xx).
@@ -64,7 +67,8 @@ FAILURES = FailureTable(
             FailureKind.COULD_NOT_START,
             "journalctl without access to the journal",
         ),
-    ]
+    ],
+    binaries=r"dmesg|journalctl",
 )
 
 #: The NVIDIA driver's messages of a GPU it could not bring up or that stopped answering, with
@@ -146,7 +150,8 @@ class KernelLog(ToolRecord):
 
 
 _TS_RE = re.compile(
-    r"^(?:\[\s*([^\]]+)\]\s?"
+    # a bracket holds a timestamp (seconds, ctime, ISO), not a scanner's "[XID found]"
+    r"^(?:\[\s*(\d[^\]]*|[A-Z][a-z]{2} [A-Z][a-z]{2} [^\]]+)\]\s?"
     r"|(\d{4}-\d\d-\d\dT[\d:.,]+(?:[+-]\d\d:?\d\d|Z)?)\s+\S+\s+kernel:\s?"
     r"|([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s+\S+\s+kernel:\s?)"
 )

@@ -71,7 +71,8 @@ FAILURES = FailureTable(
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
             "gpu-burn without a driver (uncaught exception)",
         ),
-    ]
+    ],
+    binaries=r"gpu_burn|gpu-burn",
 )
 _BURN_RE = re.compile(r"Burning for (\d+) (?:seconds|secs)")
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from nvtest.parsers._common import (
     FailureKind,
     FailureTable,
-    ParseError,
     ToolFailure,
     ToolRecord,
     effective,
@@ -72,7 +71,8 @@ FAILURES = FailureTable(
             FailureKind.INIT_FAILURE,
             "ibstat: other panics",
         ),
-    ]
+    ],
+    binaries=r"ibstat",
 )
 
 _STATE_NAMES = {
@@ -291,13 +291,15 @@ class CaBuilder:
 
     def start_port(self, tool: str, no: int, port: int | None) -> None:
         """Start a port section (``port`` None when unreadable: its keys are then dropped)."""
-        if self.ca is None:
-            raise ParseError(
-                tool, "port section before any CA", line=no, expected="a CA / hca_id line"
-            )
         self.close_port()
+        if self.ca is None:
+            # a paste that starts inside a CA block: the port belongs to no CA it shows
+            self.warnings.append(
+                f"line {no}: port section before any CA (output cut at the start): skipped"
+            )
+            port = None
         self.port_no, self.in_port = port, True
-        if port is None:
+        if port is None and self.ca is not None:
             self.warnings.append(f"line {no}: unreadable port number")
 
     def close_ca(self) -> None:

@@ -64,7 +64,8 @@ FAILURES = FailureTable(
             FailureKind.NO_DEVICE,
             "ibstatus: no /sys/class/infiniband (no RDMA driver loaded)",
         ),
-    ]
+    ],
+    binaries=r"ibstatus",
 )
 
 

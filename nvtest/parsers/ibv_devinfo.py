@@ -53,7 +53,8 @@ FAILURES = FailureTable(
             FailureKind.INIT_FAILURE,
             "ibv_devinfo: a listed device not opened",
         ),
-    ]
+    ],
+    binaries=r"ibv_devinfo",
 )
 _DRIVER_WARNING_RE = re.compile(r"^libibverbs: Warning: ")
 

@@ -55,7 +55,8 @@ FAILURES = FailureTable(
             FailureKind.COULD_NOT_START,
             "pciutils without /proc/bus/pci or sysfs (a container without /sys)",
         ),
-    ]
+    ],
+    binaries=r"lspci",
 )
 
 NVIDIA_VENDOR_ID = "10de"

@@ -360,7 +360,8 @@ FAILURES = FailureTable(
             _K.COULD_NOT_START,
             "UCX (Open MPI pml ucx), before NCCL starts",
         ),
-    ]
+    ],
+    binaries=r"\w+_perf(?:_mpi)?",
 )
 
 #: The rows of :data:`FAILURES` that are a launcher's words, not nccl-tests' (tried on lines no
@@ -453,6 +454,11 @@ class _Builder:
         return "n_gpus" in self.f or bool(self.rows) or bool(self.columns)
 
     def build(self) -> NcclTestRun:
+        if self.rows and "n_gpus" not in self.f:
+            self.warnings.append(
+                "no '# nThread ... nGpus' parameter line: the output starts after it (cut at "
+                "the start?); the parameters are unknown"
+            )
         keys = [(r.size_bytes, r.dtype, r.redop, r.root) for r in self.rows if r.size_bytes]
         if len(set(keys)) != len(keys):
             self.warnings.append("a size row is repeated: several communicators in one table?")
@@ -949,9 +955,21 @@ def parse(text: str) -> NcclLog:
     return reader.log(text)
 
 
+#: A result row as nccl-tests prints it (size, count, type, redop, root, time), an Open MPI
+#: rank tag allowed before it: what a log cut before its banner and header still shows.
+_ROW_SHAPE_RE = re.compile(
+    r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?\s*\d+\s+\d+\s+(?:float|double|half|bfloat16|u?int(?:8|32|64)|f8e4m3|f8e5m2)\s+"
+    r"(?:sum|prod|max|min|avg|none|mulsum|premulsum)\s+-?\d+\s+[\d.]+",
+    re.M,
+)
+
+
 def detect(text: str) -> bool:
-    """True when ``text`` looks like nccl-tests output (parameter line or results header)."""
+    """True when ``text`` looks like nccl-tests output: a parameter line, a results header, a
+    failure line, or (a log cut before them) at least two result rows."""
     head = text[:20000]
+    if len(_ROW_SHAPE_RE.findall(head, 0, 20000)) >= 2:
+        return True
     if ("nThread" in head and "minBytes" in head) or (
         "busbw" in head
         and "algbw" in head

@@ -78,7 +78,8 @@ FAILURES = FailureTable(
             _CRASH,
             "the shell, after nvbandwidth printed its banner",
         ),
-    ]
+    ],
+    binaries=r"nvbandwidth",
 )
 NO_MATRIX = "no matrix"
 
@@ -227,7 +228,8 @@ class _Reader:
         """Close the last testcase; ParseError when neither a testcase nor a banner was read."""
         cut = self.name is not None and not self.mats and self.failure is None
         self.close_case()
-        if not self.cases and "version" not in self.info:
+        launch = self.failure is not None and self.failure.kind is FailureKind.COULD_NOT_START
+        if not self.cases and "version" not in self.info and not launch:
             raise not_tool_output(TOOL, "'nvbandwidth Version' or 'Running <test>.'", text)
         failure = self.failure
         if failure is not None and self.detail:
@@ -255,6 +257,9 @@ class _Reader:
     def failed(self, no: int, line: str, _m: re.Match[str]) -> bool:
         """A line of :data:`FAILURES` (declined when none matches)."""
         kind = _CRASH if (self.name is not None or self.cases) else FailureKind.INIT_FAILURE
+        hit = FAILURES.match(line)
+        if hit is not None and hit[0] is FailureKind.COULD_NOT_START:
+            kind = hit[0]  # the shell or the loader could not start it
         f = FAILURES.failure(no, line, kind=kind)
         if f is None:
             return False

@@ -80,7 +80,8 @@ FAILURES = FailureTable(
             _K.ERROR_BANNER,
             "nvidia-smi, a GPU it lists but cannot reach (driver 450+)",
         ),
-    ]
+    ],
+    binaries=r"nvidia-smi",
 )
 
 

@@ -19,7 +19,6 @@ from nvtest.parsers import nvidia_smi
 from nvtest.parsers._common import (
     FailureKind,
     FailureTable,
-    ParseError,
     ToolFailure,
     ToolRecord,
     effective,
@@ -47,7 +46,8 @@ FAILURES = FailureTable(
             FailureKind.ERROR_BANNER,
             "nvidia-smi nvlink -s, every link of a GPU down",
         ),
-    ]
+    ],
+    binaries=r"nvidia-smi",
 )
 
 
@@ -100,7 +100,7 @@ def parse(text: str) -> NvLinkStatus:
     """Parse ``nvidia-smi nvlink -s`` into an :class:`NvLinkStatus`.
 
     Raises:
-        ParseError: a link line before any GPU line, or no link line and no failure line of
+        ParseError: no link line and no failure line of
             :data:`FAILURES` (GPU lines alone are ``nvidia-smi -L``'s, or gpu-burn's).
     """
     gpus: list[NvLinkGpu] = []
@@ -124,10 +124,9 @@ def parse(text: str) -> NvLinkStatus:
             continue
         m = _LINK_RE.match(s)
         if m:
-            if cur is None:
-                raise ParseError(
-                    TOOL, "link line before any GPU line", line=no, expected="GPU N: <name>"
-                )
+            if cur is None:  # a paste cut at the start: the link's GPU is not shown
+                warnings.append(f"line {no}: link line before any GPU line (output cut): skipped")
+                continue
             value = m.group(2).strip()
             speed = to_float(value) if "GB/s" in value else None
             if speed is not None:

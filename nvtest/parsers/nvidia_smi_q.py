@@ -353,10 +353,12 @@ _GPU_RE = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-
 
 
 def _tree(
-    text: str,
+    text: str, skipped: list[str] | None = None
 ) -> tuple[Node, list[tuple[str, Node]], list[str], ToolFailure | None]:
     """Build the indentation tree; returns (top level, GPU blocks, lost GPU bus ids, the first
-    failure line of :data:`FAILURES`)."""
+    failure line of :data:`FAILURES`). An unindented line inside a GPU block (a poster's
+    ``[...]``, a prompt) is none of the report's: it is skipped, noted in ``skipped``, and the
+    block goes on after it."""
     root = Node()
     gpus: list[tuple[str, Node]] = []
     lost: list[str] = []
@@ -376,6 +378,10 @@ def _tree(
         indent = len(line) - len(line.lstrip(" \t"))
         s = line.strip()
         gm = _GPU_RE.match(s) if indent == 0 else None
+        if indent == 0 and not gm and gpus:
+            if skipped is not None:
+                skipped.append(f"line {no}: not part of the GPU block, skipped: {s[:60]}")
+            continue
         if gm:
             node = Node()
             gpus.append((gm.group(1), node))
@@ -398,7 +404,8 @@ def parse(text: str) -> SmiQuery:
         ParseError: not nvidia-smi's output: no ``NVSMI LOG`` banner, ``Attached GPUs`` line,
             ``GPU <bus id>`` block or failure message of :data:`FAILURES`.
     """
-    root, blocks, lost, failure = _tree(text)
+    skipped: list[str] = []
+    root, blocks, lost, failure = _tree(text, skipped)
     driver = root.text("driver_version")
     own = blocks or failure or "NVSMI LOG" in text[:5000] or root.get("attached_gpus") is not None
     if not own:
@@ -406,7 +413,7 @@ def parse(text: str) -> SmiQuery:
     attached = root.text("attached_gpus")
     n_attached = int(attached) if attached and attached.isdigit() else None
     gpus = tuple(gpu_from_tree(bus, node) for bus, node in blocks)
-    warnings = []
+    warnings = list(skipped)
     if n_attached is not None and len(gpus) < n_attached:
         warnings.append(f"{n_attached} GPUs attached but {len(gpus)} GPU blocks read")
     cuda = root.text("cuda_version")

@@ -132,7 +132,8 @@ FAILURES = FailureTable(
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
             "perftest: the run loop gave up",
         ),
-    ]
+    ],
+    binaries=r"ib_(?:write|read|send|atomic)_(?:bw|lat)|raw_ethernet_\w+",
 )
 #: perftest's notices about a parameter it changed (kept in the log's ``effective``).
 _NOTICES = (
@@ -449,12 +450,16 @@ class _Reader:
             _lat_row(self.cur, no, line.split())
         return True
 
-    def command_line(self, no: int, line: str, _m: re.Match[str]) -> None:
-        """A comment or shell prompt line; the command, when it names a perftest binary."""
+    def command_line(self, no: int, line: str, _m: re.Match[str]) -> bool | None:
+        """A comment or shell prompt line; the command, when it names a perftest binary.
+        Declines a failure line that names the binary (the loader's words)."""
+        if FAILURES.match(line):
+            return False
         cm = _COMMAND_RE.search(line)
         if cm:
             self.command = self.command or line[cm.start() :]
             self.side_hint = _side(line[cm.end() :].split())
+        return None
 
     def banner_values(self, no: int, line: str, _m: re.Match[str]) -> bool:
         """``Key : value`` pairs of the open run's banner; an error line is passed on."""

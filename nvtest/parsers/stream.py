@@ -61,7 +61,8 @@ FAILURES = FailureTable(
             FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
             "the shell, after stream.c printed its banner",
         ),
-    ]
+    ],
+    binaries=r"stream[\w.]*",
 )
 #: :attr:`ToolFailure.code` of a run that stopped before its validation line / its table.
 NO_VALIDATION = "no validation line"
@@ -184,7 +185,9 @@ class _Reader:
         banner, or a line for :data:`_LINES`."""
         self.last = (no, line)
         hit = FAILURES.match(line)
-        if hit is not None and (self.banner or hit[0] is FailureKind.INIT_FAILURE):
+        if hit is not None and (
+            self.banner or hit[0] in (FailureKind.INIT_FAILURE, FailureKind.COULD_NOT_START)
+        ):
             self.failure = self.failure or FAILURES.failure(no, line)
             return
         if self.want_relerr:

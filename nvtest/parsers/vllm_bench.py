@@ -77,7 +77,8 @@ FAILURES = FailureTable(
             _K.ERROR_BANNER,
             "Python's last traceback line, as vLLM's processes print it",
         ),
-    ]
+    ],
+    binaries=r"vllm",
 )
 
 

@@ -95,8 +95,15 @@ def test_nccl_warn_lines_reach_the_reason_and_details():
     assert v.details()["failure_site"] == "common.cu:1279"
 
 
-def test_not_nccl_output_is_an_error():
+def test_a_launch_failure_is_an_error_in_the_shells_words():
+    # the shell's words are nccl-tests' failure record (issue 25, class 1), not foreign text
     v = judge_output("bash: all_reduce_perf: command not found\n", op="all_reduce")
+    assert v.status == "error" and "could_not_start" in v.reason
+    assert "command not found" in v.reason
+
+
+def test_not_nccl_output_is_an_error():
+    v = judge_output("The job finished.\nSee the attached log for details.\n", op="all_reduce")
     assert v.status == "error" and "unreadable" in v.reason
 
 

@@ -39,7 +39,8 @@ def test_detects_tool_and_prints_table(app):
     res = runner.invoke(
         app, ["parse", str(CORPUS / "dmesg-xid" / "fallen-off-bus-multiline-no-xid-driver570.txt")]
     )
-    assert res.exit_code == 0, res.output
+    # a GPU that fell off the bus is a failed state of the reading: exit 1 (issue 25, class 2)
+    assert res.exit_code == 1, res.output
     assert "dmesg" in res.output and "fallen_off_bus" in res.output
 
 
@@ -111,7 +112,9 @@ def test_complete_logs_pass_with_signals(app):
     assert doc["passed"] is True and doc["failures"] == []
     assert doc["record"]["tests"][0]["failure_reason"] is None
     res = runner.invoke(app, ["parse", str(STREAM)])
-    assert res.exit_code == 0 and "warning" not in res.stderr, res.output
+    # the only warning: the poster's shell prompt line before the output
+    said = [ln for ln in res.stderr.splitlines() if "warning" in ln]
+    assert res.exit_code == 0 and all("shell prompt" in ln for ln in said), res.output
 
 
 def test_stream_cut_mid_table_is_detected_warned_and_exits_1(app, tmp_path):
@@ -129,3 +132,23 @@ def test_stream_cut_mid_table_is_detected_warned_and_exits_1(app, tmp_path):
 def test_parse_help_documents_exit_1(app):
     res = runner.invoke(app, ["parse", "--help"])
     assert "exit 1" in res.output
+
+
+def test_a_reading_of_a_failed_state_exits_1_a_healthy_one_0(app):
+    """Issue 25, class 2: Xid 119 lines, a GPU at rev ff, a port up but not Active fail the
+    reading with the reason; a healthy reading stays at exit 0 with no failure."""
+    failed = {
+        "dmesg-xid/gpud-scan-xid119-gsp-rpc-timeout-quoted-lines-relative-time.txt": "Xid 119",
+        "lspci/nn-grep-dgx-station-4xv100-one-gpu-rev-ff-config-space-all-ones.txt": "revision ff",
+        "ibstat/ibstat-prompts-ibpanic-then-unindented-ca-port-initializing-lid-65535.txt": (
+            "state Initializing"
+        ),
+    }
+    for rel, said in failed.items():
+        res = runner.invoke(app, ["parse", str(CORPUS / rel), "--json"])
+        assert res.exit_code == 1, res.output
+        doc = json.loads(res.stdout)
+        assert doc["passed"] is False and any(said in f for f in doc["failures"]), doc["failures"]
+    healthy = CORPUS / "ibstat" / "ibstat-h100-8x-ndr-400-active-plus-bond-200-ethernet.txt"
+    res = runner.invoke(app, ["parse", str(healthy), "--json"])
+    assert res.exit_code == 0 and json.loads(res.stdout)["failures"] == [], res.output

@@ -144,3 +144,318 @@ LINES = _all_lines()
 def test_every_parser_has_a_failure_table() -> None:
     for tool, info in PARSERS.items():
         assert info.failures.rules, f"{tool} has no failure wordings"
+
+
+# ------------------------------------------------------------ the same outputs, as pasted
+
+#: How people paste an output (issue 25, class 3): name -> (the pasted text, the text whose
+#: reading it must equal, the words a warning must have). The baseline keeps the line count, so
+#: that line numbers in the records agree.
+PROMPT = "user@node001:~/work$ ./run-the-tool --with args\n"
+
+
+def _prefixed(text: str, prefix: str) -> str:
+    return "".join(prefix + ln for ln in text.splitlines(keepends=True))
+
+
+def _hard_wrapped(text: str, width: int = 80) -> tuple[str, str]:
+    """``text`` as a terminal of ``width`` columns shows it, and the baseline: the text with a
+    blank line for each continuation line (the cleaner leaves those blank)."""
+    wrapped: list[str] = []
+    baseline: list[str] = []
+    for ln in text.splitlines():
+        chunks = [ln[i : i + width] for i in range(0, len(ln), width)] or [""]
+        wrapped += chunks
+        baseline += [ln] + [""] * (len(chunks) - 1)
+    return "\n".join(wrapped) + "\n", "\n".join(baseline) + "\n"
+
+
+def _wrappable(text: str, width: int = 80) -> bool:
+    """Lines longer than the terminal (at most half of them, as a wrap leaves a rest after
+    each), and none of exactly its width already."""
+    lens = [len(ln) for ln in text.splitlines()]
+    return any(n > width for n in lens) and width not in lens
+
+
+PASTED_FORMS = {
+    "wrapped-80": (
+        lambda t: _hard_wrapped(t)[0],
+        lambda t: _hard_wrapped(t)[1],
+        "wrapped at 80 columns",
+    ),
+    "prompt": (
+        lambda t: PROMPT + t,
+        lambda t: "$ ./run-the-tool --with args\n" + t,
+        "shell prompt",
+    ),
+    "iso-prefix": (lambda t: _prefixed(t, "[2026-12-01T10:00:00Z] "), lambda t: t, "timestamp"),
+    "host-pipe": (lambda t: _prefixed(t, "node001 | "), lambda t: t, "'host | ' label"),
+    "crlf": (lambda t: t.replace("\n", "\r\n"), lambda t: t, None),
+}
+
+
+def _reading(record: object) -> object:
+    """The record as JSON, its own top-level warnings left out (the paste adds to them)."""
+    doc = to_jsonable(record)
+    if isinstance(doc, dict):
+        doc.pop("warnings", None)
+    return doc
+
+
+@pytest.mark.parametrize("form", sorted(PASTED_FORMS))
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_pasted_forms_read_the_same_values_and_say_what_was_skipped(
+    path: Path, tool: str, form: str
+) -> None:
+    text = path.read_text(encoding="utf-8")
+    if form.startswith("wrapped") and not _wrappable(text):
+        pytest.skip("no line longer than the terminal, or one of exactly its width")
+    paste, baseline, said = PASTED_FORMS[form]
+    pasted = paste(text)
+    assert detect(pasted) == tool
+    expected = PARSERS[tool].parse(baseline(text))
+    got = PARSERS[tool].parse(pasted)
+    assert _reading(got) == _reading(expected)
+    if said is not None:
+        assert any(said in w for w in got.warnings), got.warnings
+
+
+def _clip_first_line(text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    i = next(i for i, ln in enumerate(lines) if ln.strip())
+    lines[i] = lines[i][len(lines[i].rstrip()) // 2 :]
+    return "".join(lines)
+
+
+def _cut_last_line(text: str) -> str:
+    lines = text.rstrip().splitlines(keepends=True)
+    return "".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]
+
+
+SNIP = "[... 40 similar lines snipped by the poster ...]"
+#: Samples where the middle line is inside one block that the snip breaks: no intact block
+#: is left after it (a JSON document is one block).
+ONE_BLOCK = {
+    "dcgmi/diag-r1-json-v3.1-warning-line-before-json-null-entries.txt",
+    "dcgmi/diag-r1-json-dcgm-4.2.3-gb10-metadata-object-software-fail-persistence-mode.txt",
+}
+
+
+def _without_line_counts(doc: object) -> object:
+    """The reading with ``effective.lines`` (how many lines were read) left out."""
+    if isinstance(doc, dict) and isinstance(doc.get("effective"), dict):
+        doc["effective"].pop("lines", None)
+    return doc
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_one_unreadable_line_loses_nothing_after_it(path: Path, tool: str) -> None:
+    """A poster's ``[... snipped ...]`` line in the middle of an output: every value before and
+    after it is read as without it (the line counted as read at most)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if len(lines) < 6:
+        pytest.skip("too short to have a middle")
+    mid = len(lines) // 2
+    snipped = "".join([*lines[:mid], SNIP + "\n", *lines[mid:]])
+    blank = "".join([*lines[:mid], "\n", *lines[mid:]])
+    if f"{path.parent.name}/{path.name}" in ONE_BLOCK:
+        with pytest.raises(ParseError):
+            PARSERS[tool].parse(snipped)
+        return
+    got = _without_line_counts(_reading(PARSERS[tool].parse(snipped)))
+    assert got == _without_line_counts(_reading(PARSERS[tool].parse(blank)))
+
+
+#: Samples whose clipped form keeps nothing that names the tool's device or test: the clip
+#: takes the one line that does, and what is left is rightly refused.
+NOTHING_LEFT = {
+    ("dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt", "first"),
+    ("ibstat/ibstat-port-polling-rate-10-guids-elided.txt", "first"),
+    ("ibstat/ibstat-one-ca-port-down-disabled-cut-after-physical-state.txt", "first"),
+    ("ibstat/ibv_devinfo-no-userspace-driver-warnings-no-ib-devices-found.txt", "last"),
+    ("lspci/nnk-rtx3080-vendor-device-ids.txt", "first"),
+    ("lspci/vnn-kata-vfio-guest-gt1030-one-device-block.txt", "first"),
+}
+
+
+@pytest.mark.parametrize("cut", ["first", "last"])
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_a_clipped_paste_keeps_what_is_intact(path: Path, tool: str, cut: str) -> None:
+    """A paste cut by its poster (the first line clipped, the last one cut mid-line) is still
+    the tool's output: never a ParseError while several lines of it are left."""
+    text = path.read_text(encoding="utf-8")
+    if sum(1 for ln in text.splitlines() if ln.strip()) < 4:
+        pytest.skip("too short to clip and still hold the tool's output")
+    clipped = _clip_first_line(text) if cut == "first" else _cut_last_line(text)
+    if (f"{path.parent.name}/{path.name}", cut) in NOTHING_LEFT:
+        with pytest.raises(ParseError):
+            PARSERS[tool].parse(clipped)
+        return
+    _check_record(PARSERS[tool].parse(clipped), clipped)
+
+
+# ------------------------------------------------------------ failure-only outputs (class 1)
+
+#: A binary of each tool, as a shell or the loader names it in a launch failure.
+BINARY = {
+    "dcgmi": "dcgmi",
+    "dmesg": "dmesg",
+    "gpu-burn": "./gpu_burn",
+    "ibstat": "ibstat",
+    "ibstatus": "ibstatus",
+    "ibv_devinfo": "ibv_devinfo",
+    "lspci": "lspci",
+    "nccl-tests": "./build/all_reduce_perf",
+    "nvbandwidth": "./nvbandwidth",
+    "nvidia-smi": "nvidia-smi",
+    "nvidia-smi-csv": "nvidia-smi",
+    "nvidia-smi-nvlink": "nvidia-smi",
+    "nvidia-smi-q": "nvidia-smi",
+    "nvidia-smi-topo": "nvidia-smi",
+    "nvidia-smi-xml": "nvidia-smi",
+    "perftest": "ib_write_bw",
+    "stream": "./stream_c.exe",
+    "vllm-bench": "vllm",
+}
+LAUNCH_FAILURES = {
+    "not-installed": "bash: {exe}: command not found\n",
+    "missing-library": "{exe}: error while loading shared libraries: libfoo.so.1: cannot open "
+    "shared object file: No such file or directory\n",
+}
+
+
+# the launch-failure rows every table shares are exercised by these texts
+LINES += [
+    text.format(exe=exe).strip() for exe in BINARY.values() for text in LAUNCH_FAILURES.values()
+]
+
+
+def test_every_parser_names_a_binary() -> None:
+    assert set(BINARY) == set(PARSERS)
+
+
+@pytest.mark.parametrize("case", sorted(LAUNCH_FAILURES))
+@pytest.mark.parametrize("tool", sorted(PARSERS))
+def test_a_failure_only_output_is_the_tools_failure(tool: str, case: str) -> None:
+    """The shell's or the loader's words that the tool could not start are that tool's output
+    (a record whose failure is could_not_start), never "not <tool> output"; pasted behind a
+    prompt, the same."""
+    text = LAUNCH_FAILURES[case].format(exe=BINARY[tool])
+    for form in (text, PROMPT + text):
+        record = PARSERS[tool].parse(form)
+        _check_record(record, form)
+        assert record.failure is not None and record.failure.kind is FailureKind.COULD_NOT_START
+
+
+# ------------------------------------------------------------ a reading's own severity (class 2)
+
+#: Per tool that can show one, real readings of a failed state and the words the failure has.
+FAILED_STATES = [
+    (
+        "dmesg",
+        "dmesg-xid/gpud-scan-xid119-gsp-rpc-timeout-quoted-lines-relative-time.txt",
+        "Xid 119",
+    ),
+    (
+        "dmesg",
+        "dmesg-xid/journal-xid45-caused-by-previous-xid149-145-nvlink-driver590.txt",
+        "caused by Xid 149",
+    ),
+    (
+        "dmesg",
+        "dmesg-xid/dmesg-2014-gpu-fallen-off-the-bus-os-pci-init-handle-invalid-context.txt",
+        "fallen off the bus",
+    ),
+    (
+        "lspci",
+        "lspci/nn-grep-dgx-station-4xv100-one-gpu-rev-ff-config-space-all-ones.txt",
+        "revision ff",
+    ),
+    (
+        "ibstat",
+        "ibstat/ibstat-prompts-ibpanic-then-unindented-ca-port-initializing-lid-65535.txt",
+        "Initializing",
+    ),
+    ("nvidia-smi-nvlink", "nvidia-smi/nvlink-s-v100-inactive-links-truncated.txt", "inactive"),
+]
+#: Readings with nothing wrong: no failure, no warning.
+HEALTHY = [
+    ("ibstat", "ibstat/ibstat-h100-8x-ndr-400-active-plus-bond-200-ethernet.txt"),
+    ("lspci", "lspci/grep-h100-p5-8gpu-4nvswitch.txt"),
+    ("nvidia-smi-nvlink", "nvidia-smi/nvlink-s-h100-x8-18-links-p5.txt"),
+    ("nvidia-smi-q", "nvidia-smi/q-h100-sxm-x8-driver565-all-gpus.txt"),
+]
+
+
+@pytest.mark.parametrize(
+    ("tool", "rel", "said"), FAILED_STATES, ids=[r for _, r, _ in FAILED_STATES]
+)
+def test_a_reading_of_a_failed_state_fails_with_the_reason(tool: str, rel: str, said: str) -> None:
+    from nvtest.playbook.readings import assess
+    from tests.parsers.conftest import read
+
+    states = assess(PARSERS[tool].parse(read(rel)))
+    assert any(said in f for f in states.failures), states
+
+
+@pytest.mark.parametrize(("tool", "rel"), HEALTHY, ids=[r for _, r in HEALTHY])
+def test_a_healthy_reading_stays_as_it_was(tool: str, rel: str) -> None:
+    from nvtest.playbook.readings import assess
+    from tests.parsers.conftest import read
+
+    assert assess(PARSERS[tool].parse(read(rel))) == type(assess(None))()
+
+
+def test_a_port_down_is_doubtful_not_failed() -> None:
+    from nvtest.playbook.readings import assess
+    from tests.parsers.conftest import read
+
+    rel = "ibstat/ibstat-one-ca-port-down-disabled-cut-after-physical-state.txt"
+    states = assess(PARSERS["ibstat"].parse(read(rel)))
+    assert states.failures == () and states.warnings == (
+        "mlx5_8 port 1: state Down, physical Disabled",
+    )
+
+
+# ------------------------------------------------------------ a log with no header (class 5)
+
+NCCL_WITH_ROWS = [
+    (p, t)
+    for p, t in OWN
+    if t == "nccl-tests" and len(PARSERS[t].parse(p.read_text(encoding="utf-8")).tests[0].rows) >= 2
+]
+
+
+@pytest.mark.parametrize(("path", "tool"), NCCL_WITH_ROWS, ids=[p.name for p, _ in NCCL_WITH_ROWS])
+def test_an_nccl_tests_log_cut_before_its_header_is_detected_and_read(
+    path: Path, tool: str
+) -> None:
+    """Cut just before its first result row, a log is still nccl-tests' (detection tries the
+    row shape, not only the banner) and reads the same rows, saying the parameters are unknown."""
+    text = path.read_text(encoding="utf-8")
+    full = PARSERS[tool].parse(text).tests[0]
+    lines = text.splitlines(keepends=True)
+    first = full.rows[0].line - 1
+    rows_only = "".join(lines[first:])
+    assert detect(rows_only) == "nccl-tests"
+    cut = PARSERS[tool].parse(rows_only).tests[0]
+    assert [r.size_bytes for r in cut.rows[: len(full.rows)]] == [r.size_bytes for r in full.rows]
+    assert any("parameter line" in w for w in cut.warnings), cut.warnings
+
+
+def test_a_raw_log_whose_longest_line_is_a_terminal_width_is_not_unwrapped() -> None:
+    """A kernel log read as the node printed it: its longest line may be exactly 120 wide,
+    and the next event is never joined to it."""
+    from nvtest.parsers._common import clean_paste
+
+    first = (
+        "[ 1843.308145] NVRM: Xid (PCI:0000:cb:00): 13, pid=1234, name=python, Graphics Exception: "
+    )
+    first += "x" * (120 - len(first))
+    text = (
+        f"{first}\n[ 1843.308200] NVRM: Xid (PCI:0000:cb:00): 43, pid=1234, name=python, Ch 0008\n"
+    )
+    assert len(first) == 120
+    assert clean_paste(text) == type(clean_paste(text))(text)
+    log = PARSERS["dmesg"].parse(text)
+    assert [e.code for e in log.events] == [13, 43]

@@ -190,6 +190,43 @@ WORDINGS: tuple[Wording, ...] = (
         "https://github.com/NVIDIA/DCGM/issues/120 (dcgmi diag -r 4, DCGM 3.2)",
     ),
     Wording(
+        "dcgmi",
+        "Error: Unable to complete diagnostic for group 2. Return: (-30) DCGM GPU Diagnostic "
+        "returned an error.\n",
+        K.ERROR_BANNER,
+        "-30",
+        "dcgmi/Diag.cpp's message (DCGM 3.x format: 'Return: (' << result << ') ' << "
+        "errorString(result)); -30 is DCGM_ST_NVVS_ERROR (https://github.com/NVIDIA/DCGM/issues/158), "
+        "its errorString from dcgm_errors.c",
+    ),
+    Wording(
+        "dcgmi",
+        "| Error: Unable to complete diagnostic for group 2. Return: (-30) DCGM GPU Diagnostic "
+        "returned an error. |\n",
+        K.ERROR_BANNER,
+        "-30",
+        "the same message as an error row with no table around it (issue 25, class 1)",
+    ),
+    Wording(
+        "dcgmi",
+        "Error: Diagnostic could not be run because the Tesla recommended driver is not being "
+        "used.\n",
+        K.COULD_NOT_START,
+        None,
+        "dcgmi/Diag.cpp (HelperDisplayFailureMessage, DCGM 2.x-4.x)",
+    ),
+    Wording(
+        "dcgmi",
+        "Error: Unable to complete diagnostic for group 2147483647. Return: (-30) : the nvvs "
+        "binary was not found in the specified location; please install it to "
+        "/usr/share/nvidia-validation-suite/ or set environment variable NVVS_BIN_PATH to the "
+        "directory containing nvvs.\n",
+        K.PLUGIN_NOT_LOADED,
+        None,
+        "https://github.com/NVIDIA/dcgm-exporter/issues/324 (the nvvs sentence as quoted there, "
+        "in dcgmi 4.x's 'Return: (N) : ' format)",
+    ),
+    Wording(
         "gpu-burn",
         'Failure during compute: Error in "Read faultyelemdata": CUDA_ERROR_UNKNOWN\n',
         K.CRASH_AFTER_PARTIAL_OUTPUT,
