@@ -459,3 +459,120 @@ def test_a_raw_log_whose_longest_line_is_a_terminal_width_is_not_unwrapped() -> 
     assert clean_paste(text) == type(clean_paste(text))(text)
     log = PARSERS["dmesg"].parse(text)
     assert [e.code for e in log.events] == [13, 43]
+
+
+# ------------------------------------------------------------ every tool's failed state (class 2)
+
+#: Per tool, a real reading of a failed state: its sample and the words its failure has. The
+#: failure is :func:`~nvtest.playbook.readings.assess`'s (``assess``), or the record's own
+#: ``passed: false`` with no tool failure (``passed``, the words in the record), or a doubtful
+#: state where the tool's readings cannot tell a failure from an unused part (``warning``).
+STATE_OF_EVERY_TOOL: dict[str, tuple[str, str, str]] = {
+    "dcgmi": (
+        "dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt",
+        "passed",
+        "GPU Memory",
+    ),
+    "dmesg": (
+        "dmesg-xid/gpud-scan-xid119-gsp-rpc-timeout-quoted-lines-relative-time.txt",
+        "assess",
+        "Xid 119",
+    ),
+    "gpu-burn": (
+        "gpu-burn/16gpu-all-FAULTY-negative-error-counts-WARNING-exit-code-0.txt",
+        "passed",
+        "FAULTY",
+    ),
+    "ibstat": (
+        "ibstat/ibstat-single-ca-state-down-physical-linkup-lid-65535.txt",
+        "assess",
+        "state Down, physical LinkUp",
+    ),
+    # ibstatus prints no LID with the state: a port down may be an unused one
+    "ibstatus": (
+        "ibstatus/ibstatus-roce-2-port-cx-edr-100-one-down-disabled-one-active-tabs.txt",
+        "warning",
+        "state Down, physical Disabled",
+    ),
+    "ibv_devinfo": ("ibstat/ibv_devinfo-port-down-lid-65535-one-hca.txt", "warning", "state Down"),
+    "lspci": (
+        "lspci/nn-grep-dgx-station-4xv100-one-gpu-rev-ff-config-space-all-ones.txt",
+        "assess",
+        "revision ff",
+    ),
+    "nccl-tests": (
+        "nccl-tests/all_reduce_perf-2node-gh200-nccl-tests-2.17.8-wrong-96-32-at-1MiB-oob-4-failed.txt",
+        "passed",
+        "'wrong': 96",
+    ),
+    "nvidia-smi": ("nvidia-smi/plain-gtx1080ti-x2-driver460-ERR-fan-power.txt", "assess", "ERR!"),
+    "nvidia-smi-csv": (
+        "nvidia-smi/query-gpu-csv-gpu-requires-reset.txt",
+        "assess",
+        "GPU requires reset",
+    ),
+    "nvidia-smi-nvlink": (
+        "nvidia-smi/nvlink-s-v100-inactive-links-truncated.txt",
+        "assess",
+        "inactive",
+    ),
+    "nvidia-smi-q": (
+        "nvidia-smi/q-a100-sxm4-x4-driver555-row-remap-pending-gpu1.txt",
+        "assess",
+        "00000000:9E:00.0: row remap pending",
+    ),
+    "stream": (
+        "stream/sam460ex-validation-FAILED-all-three-arrays-mail-wrapped.txt",
+        "passed",
+        "validation",
+    ),
+}
+#: Tools whose readings carry no state of their own, and why: what they print is a measurement
+#: that only a check's expectation judges, or the tool's own failure (class 1, walked above).
+NO_STATE_OF_THEIR_OWN = {
+    "nvbandwidth": "bandwidth/latency matrices: a low figure is judged against the check's "
+    "threshold; a copy that failed is the tool's failure (crash_after_partial_output)",
+    "nvidia-smi-topo": "a topology matrix (link kinds, affinities): right or wrong only against "
+    "the node's expected topology, which the check holds",
+    "perftest": "bandwidth/latency figures; a fabric fault shows as the tool's own failure (a "
+    "completion error with its status, a QP that did not reach RTR/RTS)",
+    "vllm-bench": "throughput figures, judged against the check's threshold; an engine crash is "
+    "the tool's failure (error_banner)",
+}
+#: Tools read into another tool's record: the states are that tool's, classified by the same
+#: code (no real paste of the failed state in this format was found).
+SAME_RECORD_AS = {"nvidia-smi-xml": "nvidia-smi-q"}
+
+
+def test_every_tool_shows_a_failed_state_or_says_why_it_has_none() -> None:
+    tables = (set(STATE_OF_EVERY_TOOL), set(NO_STATE_OF_THEIR_OWN), set(SAME_RECORD_AS))
+    assert set.union(*tables) == set(PARSERS)
+    assert sum(map(len, tables)) == len(PARSERS), "a tool is in one table only"
+    assert all(reason.strip() for reason in NO_STATE_OF_THEIR_OWN.values())
+
+
+@pytest.mark.parametrize("tool", sorted(STATE_OF_EVERY_TOOL))
+def test_a_failed_state_of_every_tool_is_read_as_one(tool: str) -> None:
+    from nvtest.playbook.readings import assess
+    from tests.parsers.conftest import read
+
+    rel, how, said = STATE_OF_EVERY_TOOL[tool]
+    record = PARSERS[tool].parse(read(rel))
+    states = assess(record)
+    if how == "assess":
+        assert any(said in f for f in states.failures), states
+    elif how == "warning":
+        assert states.failures == () and any(said in w for w in states.warnings), states
+    else:
+        assert record.failure is None and record.passed is False
+        assert said in str(to_jsonable(record))
+
+
+@pytest.mark.parametrize("tool", sorted(SAME_RECORD_AS))
+def test_a_tool_read_into_another_tools_record_is_assessed_alike(tool: str) -> None:
+    from tests.parsers.conftest import read
+
+    other = SAME_RECORD_AS[tool]
+    mine = next(PARSERS[tool].parse(p.read_text(encoding="utf-8")) for p, t in OWN if t == tool)
+    theirs = PARSERS[other].parse(read(STATE_OF_EVERY_TOOL[other][0]))
+    assert type(mine) is type(theirs)
