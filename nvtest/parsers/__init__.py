@@ -115,7 +115,7 @@ PARSERS: dict[str, ParserInfo] = {
     m.TOOL: ParserInfo(
         m.TOOL,
         m.DESCRIPTION,
-        as_pasted(m.parse, keep=_own_prefixes(m)),
+        as_pasted(m.parse, keep=_own_prefixes(m), own=getattr(m, "OWN_SENTENCES", None)),
         m.detect,
         m.FAILURES,
     )

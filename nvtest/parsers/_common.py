@@ -50,6 +50,7 @@ __all__ = [
     "effective_field",
     "NO_PARAMETERS",
     "guarded",
+    "is_sentence",
     "launch_failures",
     "lost_gpu",
     "not_tool_output",
@@ -60,6 +61,8 @@ __all__ = [
     "parse_state",
     "reading",
     "skip_line",
+    "skipped_lines",
+    "unread_lines",
     "strip_launcher_prefix",
     "to_float",
     "to_int",
@@ -705,22 +708,134 @@ def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
     return Pasted("\n".join(lines), tuple(warnings))
 
 
+#: A word of a sentence: letters, an apostrophe or hyphen inside, punctuation after.
+_WORD_RE = re.compile(r"^[(\"']?[A-Za-z][A-Za-z'-]*[,.;:?!)\"']*$")
+#: The fewest words a line needs to read as a sentence, and the share of its tokens they are.
+_SENTENCE_WORDS, _SENTENCE_SHARE = 6, 0.75
+#: At most this many sentence-like lines are tried per parse (each costs one parse).
+_UNREAD_TRIES = 24
+#: At most this many unread lines are named one by one; the rest are counted.
+_UNREAD_NAMED = 3
+
+
+#: A labelled line: ``NVRM: ...``, ``NOTE: ...``, ``Flags: ...``, ``NODE = ...`` (a tool's).
+_LABEL_RE = re.compile(r"^[\w.#/()-]+(?: [\w.#/()-]+){0,2} ?[:=] ")
+#: A launcher's banner sentence (Open MPI's abort and peer-lost banners, around any tool's
+#: output): the launcher's words, not a poster's.
+_LAUNCHER_SENTENCE_RE = re.compile(
+    r"MPI|mpirun|non-zero (?:exit code|status)|the job (?:has been|to be)|peer process"
+    r"|behave unpredictably|hang or crash|first process to do so"
+)
+
+
+def is_sentence(line: str) -> bool:
+    """Whether ``line`` reads as a person's sentence rather than a tool's line: six or more
+    words, most of its tokens plain words, not indented, single spaces only (tools align their
+    columns and key/value pairs with runs of spaces or tabs), no label (``NVRM: ``)."""
+    if line[:1].isspace():
+        return False
+    s = line.strip()
+    if "  " in s or "\t" in s or s[:1] in '#|[<{+-="' or _LABEL_RE.match(s):
+        return False
+    tokens = s.split(" ")
+    words = sum(1 for t in tokens if _WORD_RE.match(t))
+    if _LAUNCHER_SENTENCE_RE.search(s):
+        return False
+    return words >= _SENTENCE_WORDS and words >= _SENTENCE_SHARE * len(tokens)
+
+
+def _excerpt(line: str, width: int = 40) -> str:
+    s = line.strip()
+    return repr(s if len(s) <= width else s[: width - 3] + "...")
+
+
+def skipped_lines(lines: Sequence[tuple[int, str]], why: str) -> tuple[str, ...]:
+    """The warnings for lines a parser did not read (``(line_number, line)``, in order): each
+    of the first few named with its number and an excerpt, the rest counted; ``why`` says why
+    they were not read. Empty for no lines."""
+    named = [f"line {no} not read ({why}): {_excerpt(ln)}" for no, ln in lines[:_UNREAD_NAMED]]
+    rest = len(lines) - len(named)
+    if rest > 0:
+        more = ", ".join(str(no) for no, _ in lines[_UNREAD_NAMED:])
+        named.append(f"{rest} more line(s) not read ({why}): line(s) {more}")
+    return tuple(named)
+
+
+def _shape(value: Any) -> Any:
+    """``value`` (a record) as plain data for comparing two readings: its ``warnings`` and the
+    count of lines read left out, mappings and sequences compared by content."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(
+            (f.name, _shape(getattr(value, f.name)))
+            for f in dataclasses.fields(value)
+            if f.name != "warnings"
+        )
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _shape(v)) for k, v in value.items() if k != "lines"))
+    if isinstance(value, (list, tuple)):
+        return tuple(_shape(v) for v in value)
+    return value
+
+
+def unread_lines(
+    text: str,
+    parse: Callable[[str], object],
+    record: object,
+    own: re.Pattern[str] | None = None,
+) -> tuple[str, ...]:
+    """The warnings for the lines of ``text`` that read as a person's sentence (a poster's own
+    words inside the paste) and that ``parse`` did not read: the reading of the text with that
+    line left blank is the same as ``record``'s (warnings and line counts aside). A line whose
+    removal changes the reading, or makes it unreadable, was the tool's. The tool's own lines
+    (rows, key/value pairs, indented lines, and the sentences ``own`` matches: the module's
+    ``OWN_SENTENCES``) are never named; a few sentence-like lines
+    are tried at most (one parse each). Raises nothing."""
+    lines = text.split("\n")
+    base: Any = None
+    unread: list[tuple[int, str]] = []
+    tries = 0
+    for i, ln in enumerate(lines):
+        if tries >= _UNREAD_TRIES:
+            break
+        if not is_sentence(ln) or (own is not None and own.search(ln)):
+            continue
+        tries += 1
+        if base is None:
+            base = _shape(record)
+        trial = [*lines[:i], "", *lines[i + 1 :]]
+        try:
+            other = parse("\n".join(trial))
+        except ParseError:
+            continue
+        if _shape(other) == base:
+            unread.append((i + 1, ln))
+    return skipped_lines(unread, "not the tool's")
+
+
 RecordT = TypeVar("RecordT")
 
 
 def as_pasted(
-    parse: Callable[[str], RecordT], *, keep: frozenset[str] = frozenset()
+    parse: Callable[[str], RecordT],
+    *,
+    keep: frozenset[str] = frozenset(),
+    own: re.Pattern[str] | None = None,
 ) -> Callable[[str], RecordT]:
     """``parse`` made to read a pasted output (:func:`clean_paste`): the record gets the
-    paste's warnings first in its ``warnings``. Raises what ``parse`` raises."""
+    paste's warnings first in its ``warnings``, then the lines it did not read
+    (:func:`unread_lines`: a poster's sentence inside the output; ``own`` matches the tool's
+    own sentences, which are not). Raises what ``parse`` raises."""
 
     @functools.wraps(parse)
     def inner(text: str) -> RecordT:
         pasted = clean_paste(text, keep=keep)
         record = parse(pasted.text)
-        if pasted.warnings and hasattr(record, "warnings"):
+        if not hasattr(record, "warnings"):
+            return record
+        said = (*pasted.warnings, *unread_lines(pasted.text, parse, record, own))
+        if said:
             old = tuple(record.warnings or ())
-            record = dataclasses.replace(record, warnings=(*pasted.warnings, *old))  # type: ignore[type-var]
+            record = dataclasses.replace(record, warnings=(*said, *old))  # type: ignore[type-var]
         return record
 
     return inner

@@ -576,3 +576,62 @@ def test_a_tool_read_into_another_tools_record_is_assessed_alike(tool: str) -> N
     mine = next(PARSERS[tool].parse(p.read_text(encoding="utf-8")) for p, t in OWN if t == tool)
     theirs = PARSERS[other].parse(read(STATE_OF_EVERY_TOOL[other][0]))
     assert type(mine) is type(theirs)
+
+
+# ------------------------------------------------------------ what a parser did not read (class 3)
+
+#: A poster's own sentence, as people put one inside a pasted output (nccl-tests issue #280).
+POSTERS_LINE = "I ran this on the second node too and it hangs right after this point, any idea why"
+#: Samples whose middle is inside one message of several lines: a line there splits it.
+#: A terminal's wrap: the sentence is joined to the wrapped line as its rest (the wrap is undone
+#: first). A kernel message continued on unstamped lines: the sentence ends the message, and
+#: its rest is read as a message of its own.
+INSIDE_ONE_MESSAGE = {
+    "dmesg-xid/talos-host-label-kern-warning-iso-gsp-coredump-trace-excerpt.txt",
+    "dmesg-xid/fallen-off-bus-multiline-no-xid-driver570.txt",
+}
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_a_posters_line_in_the_middle_is_named_and_changes_nothing(path: Path, tool: str) -> None:
+    """Every non-blank line a parser did not read is said in ``warnings`` with its number; the
+    values are those of the output without it."""
+    rel = f"{path.parent.name}/{path.name}"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if rel in INSIDE_ONE_MESSAGE:
+        pytest.skip("the middle is inside one message of several lines")
+    mid = max(1, len(lines) // 2)  # a one-line output: the poster's line after it
+    with_line = "".join([*lines[:mid], POSTERS_LINE + "\n", *lines[mid:]])
+    blank = "".join([*lines[:mid], "\n", *lines[mid:]])
+    if rel in ONE_BLOCK:
+        with pytest.raises(ParseError):
+            PARSERS[tool].parse(with_line)
+        return
+    got = PARSERS[tool].parse(with_line)
+    assert _without_line_counts(_reading(got)) == _without_line_counts(
+        _reading(PARSERS[tool].parse(blank))
+    )
+    assert any(w.startswith(f"line {mid + 1} not read") for w in got.warnings), got.warnings
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_the_tools_own_lines_are_never_said_to_be_unread(path: Path, tool: str) -> None:
+    """No flood: a corpus sample as the tool printed it has no line "not read", except the
+    poster's own sentence of nccl-tests issue #280."""
+    record = PARSERS[tool].parse(path.read_text(encoding="utf-8"))
+    unread = [w for w in record.warnings if "not read (not the tool's)" in w]
+    if path.name.startswith("all_reduce_perf-4x4090-test-nccl-failure"):
+        assert unread == [
+            "line 4 not read (not the tool's): 'I have tried that there is a situatio...'"
+        ]
+    else:
+        assert unread == []
+
+
+def test_many_unread_lines_are_counted() -> None:
+    from nvtest.parsers._common import skipped_lines
+
+    said = skipped_lines([(n, POSTERS_LINE) for n in range(3, 9)], "not the tool's")
+    assert said[:1] == (f"line 3 not read (not the tool's): {POSTERS_LINE[:37]!r}"[:-1] + "...'",)
+    assert said[-1] == "3 more line(s) not read (not the tool's): line(s) 6, 7, 8"
+    assert len(said) == 4
