@@ -728,6 +728,12 @@ _LAUNCHER_SENTENCE_RE = re.compile(
 )
 
 
+#: A poster's mark of lines left out: ``[... 40 lines snipped ...]``, ``....``, ``...``, ``…``.
+_ELISION_RE = re.compile(
+    r"^\s*(?:\[\s*(?:\.\.\.|…)[^\]]*\]|\.{3,}|…|<snip(?:ped)?>|\[snip(?:ped)?\])\s*$"
+)
+
+
 def is_sentence(line: str) -> bool:
     """Whether ``line`` reads as a person's sentence rather than a tool's line: six or more
     words, most of its tokens plain words, not indented, single spaces only (tools align their
@@ -784,7 +790,8 @@ def unread_lines(
     own: re.Pattern[str] | None = None,
 ) -> tuple[str, ...]:
     """The warnings for the lines of ``text`` that read as a person's sentence (a poster's own
-    words inside the paste) and that ``parse`` did not read: the reading of the text with that
+    words inside the paste) or a poster's mark of lines left out (``[... snipped ...]``,
+    ``....``), and that ``parse`` did not read: the reading of the text with that
     line left blank is the same as ``record``'s (warnings and line counts aside). A line whose
     removal changes the reading, or makes it unreadable, was the tool's. The tool's own lines
     (rows, key/value pairs, indented lines, and the sentences ``own`` matches: the module's
@@ -793,11 +800,13 @@ def unread_lines(
     lines = text.split("\n")
     base: Any = None
     unread: list[tuple[int, str]] = []
+    elided: list[tuple[int, str]] = []
     tries = 0
     for i, ln in enumerate(lines):
         if tries >= _UNREAD_TRIES:
             break
-        if not is_sentence(ln) or (own is not None and own.search(ln)):
+        elision = _ELISION_RE.match(ln) is not None
+        if not (elision or is_sentence(ln)) or (own is not None and own.search(ln)):
             continue
         tries += 1
         if base is None:
@@ -808,8 +817,11 @@ def unread_lines(
         except ParseError:
             continue
         if _shape(other) == base:
-            unread.append((i + 1, ln))
-    return skipped_lines(unread, "not the tool's")
+            (elided if elision else unread).append((i + 1, ln))
+    return (
+        *skipped_lines(unread, "not the tool's"),
+        *skipped_lines(elided, "the poster's mark of lines left out"),
+    )
 
 
 RecordT = TypeVar("RecordT")

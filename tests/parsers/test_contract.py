@@ -262,8 +262,12 @@ def test_one_unreadable_line_loses_nothing_after_it(path: Path, tool: str) -> No
         with pytest.raises(ParseError):
             PARSERS[tool].parse(snipped)
         return
-    got = _without_line_counts(_reading(PARSERS[tool].parse(snipped)))
+    record = PARSERS[tool].parse(snipped)
+    got = _without_line_counts(_reading(record))
     assert got == _without_line_counts(_reading(PARSERS[tool].parse(blank)))
+    if f"{path.parent.name}/{path.name}" not in INSIDE_ONE_MESSAGE:
+        said = record.warnings
+        assert any(w.startswith(f"line {mid + 1} not read") for w in said), said
 
 
 #: Samples whose clipped form keeps nothing that names the tool's device or test: the clip
@@ -617,15 +621,27 @@ def test_a_posters_line_in_the_middle_is_named_and_changes_nothing(path: Path, t
 @pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
 def test_the_tools_own_lines_are_never_said_to_be_unread(path: Path, tool: str) -> None:
     """No flood: a corpus sample as the tool printed it has no line "not read", except the
-    poster's own sentence of nccl-tests issue #280."""
+    lines its poster put in (a sentence, a mark of lines left out)."""
     record = PARSERS[tool].parse(path.read_text(encoding="utf-8"))
-    unread = [w for w in record.warnings if "not read (not the tool's)" in w]
-    if path.name.startswith("all_reduce_perf-4x4090-test-nccl-failure"):
-        assert unread == [
-            "line 4 not read (not the tool's): 'I have tried that there is a situatio...'"
-        ]
-    else:
-        assert unread == []
+    unread = [w for w in record.warnings if " not read (" in w]
+    assert unread == POSTERS_OWN.get(f"{path.parent.name}/{path.name}", [])
+
+
+#: The corpus samples with lines their posters put in, and what is said of them.
+POSTERS_OWN = {
+    "nccl-tests/all_reduce_perf-4x4090-test-nccl-failure-unhandled-cuda-error-rows-left-aligned-cut.txt": [
+        "line 4 not read (not the tool's): 'I have tried that there is a situatio...'"
+    ],
+    "ibstat/ibstat-partial-output-then-ibpanic-stat-of-ib-device-failed.txt": [
+        "line 1 not read (the poster's mark of lines left out): '...'"
+    ],
+    "nccl-tests/alltoall_perf-32node-128xgb300-low-bw-inplace-NA.txt": [
+        "line 7 not read (the poster's mark of lines left out): '...'"
+    ],
+    "nvidia-smi/nvlink-s-v100-inactive-links-truncated.txt": [
+        "line 2 not read (the poster's mark of lines left out): '....'"
+    ],
+}
 
 
 def test_many_unread_lines_are_counted() -> None:
