@@ -669,7 +669,81 @@ def _unwrap(lines: list[str]) -> tuple[list[str], list[str]]:
     return out, [f"joined {joined} line(s) wrapped at {longest} columns"] if joined else []
 
 
-def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
+#: A mail reader's quote prefix (``> ``, nested ``> > ``).
+_QUOTE_RE = re.compile(r"^>(?: ?>)* ?")
+#: The widths a mail client wraps at (RFC 3676 format=flowed: 72 to 78 columns).
+_MAIL_WIDTHS = (72, 78)
+#: The shortest line a mail client's wrap leaves before its cut (three quarters of 72).
+_MAIL_SHORTEST = 54
+#: At most this many lines are joined into one.
+_MAIL_PIECES = 4
+
+
+def _unquote(lines: list[str]) -> tuple[list[str], list[str]]:
+    """Remove a quoted reply's ``> `` prefix when it stands on every non-blank line."""
+    body = [ln for ln in lines if ln.strip()]
+    if not body or not all(_QUOTE_RE.match(ln) for ln in body):
+        return lines, []
+    out = [_QUOTE_RE.sub("", ln, count=1) for ln in lines]
+    return out, [f"removed a '> ' mail quote prefix from {len(body)} line(s)"]
+
+
+def _wrapped_at_mail_width(line: str, nxt: str) -> bool:
+    """Whether a mail client that wraps on word boundaries at 72 to 78 columns may have cut
+    ``line`` before ``nxt``: the line fits that width and fills most of it (the run of spaces
+    at the cut is dropped, so a cut line of a table may end well before the width), and the
+    next line has a word."""
+    return bool(nxt.strip()) and _MAIL_SHORTEST <= len(line.rstrip()) <= _MAIL_WIDTHS[1]
+
+
+def _rejoin_mail(
+    lines: list[str], shape: re.Pattern[str], own: Callable[[str], bool] | None
+) -> tuple[list[str], list[str]]:
+    """Undo a mail client's wrap of the tool's long lines: a line cut on a word boundary at
+    72 to 78 columns (:func:`_wrapped_at_mail_width`) is joined with the lines after it when the
+    joined line has the tool's ``shape`` (a result row, a header), or is a failure line of the
+    tool (``own``: its failure table) that the cut line alone is not, and the line cut off is
+    neither a row by itself nor a failure line; the continuation lines are left blank.
+    Ambiguous text stays as it is."""
+    out = list(lines)
+    joined: list[int] = []
+    i = 0
+    while i < len(out) - 1:
+        head = out[i]
+        if not head.strip() or shape.match(head):
+            i += 1
+            continue
+        acc, j, done = head, i + 1, False
+        while j < len(out) and j - i < _MAIL_PIECES:
+            piece = out[j]
+            if not _wrapped_at_mail_width(out[j - 1], piece):
+                break
+            if shape.match(piece) or (own is not None and own(piece)):
+                break
+            acc = f"{acc.rstrip()} {piece.strip()}"
+            if shape.match(acc) or (own is not None and own(acc) and not own(head)):
+                out[i] = acc
+                for k in range(i + 1, j + 1):
+                    out[k] = ""
+                joined.append(i + 1)
+                i, done = j + 1, True
+                break
+            j += 1
+        if not done:
+            i += 1
+    if not joined:
+        return lines, []
+    where = ", ".join(map(str, joined))
+    return out, [f"joined line(s) {where} with the line(s) after them (wrapped by a mail client)"]
+
+
+def clean_paste(
+    text: str,
+    *,
+    keep: frozenset[str] = frozenset(),
+    shape: re.Pattern[str] | None = None,
+    own: Callable[[str], bool] | None = None,
+) -> Pasted:
     """Undo what pasting did to a tool's output, keeping the line count.
 
     - ``\r\n`` and lone ``\r`` line ends become ``\n``;
@@ -686,7 +760,9 @@ def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
     nothing.
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    lines, warnings = _unwrap(lines)
+    lines, warnings = _unquote(lines)
+    lines, notes = _unwrap(lines)
+    warnings += notes
     lines, notes = _strip_collector(lines, keep)
     warnings += notes
     prompts: list[int] = []
@@ -705,6 +781,9 @@ def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
         )
     if fences:
         warnings.append(f"skipped markdown fence line(s) {', '.join(map(str, fences))}")
+    if shape is not None:
+        lines, notes = _rejoin_mail(lines, shape, own)
+        warnings += notes
     return Pasted("\n".join(lines), tuple(warnings))
 
 
@@ -832,6 +911,8 @@ def as_pasted(
     *,
     keep: frozenset[str] = frozenset(),
     own: re.Pattern[str] | None = None,
+    shape: re.Pattern[str] | None = None,
+    failure: Callable[[str], object] | None = None,
 ) -> Callable[[str], RecordT]:
     """``parse`` made to read a pasted output (:func:`clean_paste`): the record gets the
     paste's warnings first in its ``warnings``, then the lines it did not read
@@ -840,7 +921,8 @@ def as_pasted(
 
     @functools.wraps(parse)
     def inner(text: str) -> RecordT:
-        pasted = clean_paste(text, keep=keep)
+        tools_line = None if failure is None else (lambda ln: failure(ln) is not None)
+        pasted = clean_paste(text, keep=keep, shape=shape, own=tools_line)
         record = parse(pasted.text)
         if not hasattr(record, "warnings"):
             return record

@@ -651,3 +651,80 @@ def test_many_unread_lines_are_counted() -> None:
     assert said[:1] == (f"line 3 not read (not the tool's): {POSTERS_LINE[:37]!r}"[:-1] + "...'",)
     assert said[-1] == "3 more line(s) not read (not the tool's): line(s) 6, 7, 8"
     assert len(said) == 4
+
+
+# ------------------------------------------------------------ wrapped by a mail client (class 3)
+
+
+def _mail_wrapped(text: str, width: int = 72) -> tuple[str, str]:
+    """``text`` as a mail client wraps it (each line longer than ``width`` cut at its last
+    space that fits, the spaces at the cut dropped), and the baseline: the text with a blank
+    line for each continuation line."""
+    wrapped: list[str] = []
+    baseline: list[str] = []
+    for ln in text.splitlines():
+        pieces: list[str] = []
+        rest = ln
+        while len(rest) > width and (cut := rest.rfind(" ", 0, width + 1)) > 0:
+            if not rest[:cut].strip():
+                break
+            pieces.append(rest[:cut].rstrip())
+            rest = rest[cut:].lstrip()
+        pieces.append(rest)
+        wrapped += pieces
+        baseline += [ln] + [""] * (len(pieces) - 1)
+    return "\n".join(wrapped) + "\n", "\n".join(baseline) + "\n"
+
+
+#: Per tabular tool, its rows in a reading (what a mail client's wrap must not lose).
+TABLE_ROWS = {
+    "nccl-tests": lambda r: [to_jsonable(row) for t in r.tests for row in t.rows],
+}
+#: Tabular tools whose wrapped rows are left as they are, and why.
+WRAP_AMBIGUOUS = {
+    "nvidia-smi": "a box whose cells are read by column; a wrapped box line is a box line cut "
+    "short, and its rest no row: which cells moved cannot be told",
+    "dcgmi": "the same: a box of cells read by column, whose wrapped cell text (a Warning) "
+    "dcgmi wraps itself",
+    "nvidia-smi-topo": "a matrix row's rest (SYS SYS 48-63 3) and a legend's rest are words of "
+    "the same kinds as the header's",
+    "nvbandwidth": "a matrix row's rest is numbers, as a row of its own starts",
+    "nvidia-smi-csv": "a row's rest has commas and values like a row of its own",
+    "perftest": "a row's rest is numbers, as a row of its own",
+    "stream": "its rows fit in 72 columns",
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "tool"),
+    [(p, t) for p, t in OWN if t in TABLE_ROWS],
+    ids=[f"{p.parent.name}/{p.name}" for p, t in OWN if t in TABLE_ROWS],
+)
+def test_rows_a_mail_client_wrapped_are_joined_back(path: Path, tool: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    wrapped, baseline = _mail_wrapped(text)
+    if wrapped == text:
+        pytest.skip("no line longer than 72 columns")
+    rows = TABLE_ROWS[tool]
+    expected = rows(PARSERS[tool].parse(baseline))
+    got = PARSERS[tool].parse(wrapped)
+    assert rows(got) == expected
+    if expected and len(wrapped.splitlines()) > len(text.splitlines()):
+        assert any("wrapped by a mail client" in w for w in got.warnings), got.warnings
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_a_quoted_reply_reads_as_the_output(path: Path, tool: str) -> None:
+    """Every line behind a mail reader's ``> `` quote prefix: the same reading, said."""
+    text = path.read_text(encoding="utf-8")
+    quoted = "".join(f"> {ln}" for ln in text.splitlines(keepends=True))
+    got = PARSERS[tool].parse(quoted)
+    assert _reading(got) == _reading(PARSERS[tool].parse(text))
+    assert any("mail quote" in w for w in got.warnings), got.warnings
+
+
+def test_every_tabular_tool_is_joined_or_said_ambiguous() -> None:
+    tabular = {"nccl-tests", "perftest", "stream", "nvbandwidth", "nvidia-smi-csv"}
+    tabular |= {"nvidia-smi", "dcgmi", "nvidia-smi-topo"}
+    assert set(TABLE_ROWS) | set(WRAP_AMBIGUOUS) == tabular
+    assert not set(TABLE_ROWS) & set(WRAP_AMBIGUOUS)
