@@ -690,7 +690,8 @@ WRAP_AMBIGUOUS = {
     "the same kinds as the header's",
     "nvbandwidth": "a matrix row's rest is numbers, as a row of its own starts",
     "nvidia-smi-csv": "a row's rest has commas and values like a row of its own",
-    "perftest": "a row's rest is numbers, as a row of its own",
+    "perftest": "a latency row cut after five figures has the shape of a whole bandwidth row "
+    "(which of the two a paste holds is in a header the paste may have lost)",
     "stream": "its rows fit in 72 columns",
 }
 
