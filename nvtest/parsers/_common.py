@@ -756,6 +756,12 @@ def clean_paste(
       ``host | ``, one ``host: `` label) is removed where it stands on most lines; ``keep``
       names prefixes that are the tool's own (dmesg's ISO timestamps).
 
+    - a mail reader's ``> `` quote prefix is removed when it stands on every non-blank line;
+    - with ``shape`` (the tool's whole row or header, the module's ``WRAPPED_SHAPE``), lines a
+      mail client wrapped on a word boundary at 72 to 78 columns are joined back where the
+      joined line has that shape or is a failure line (``own``) and the rest is neither
+      (:func:`_rejoin_mail`; the continuation lines left blank).
+
     Markdown code fences (```` ``` ````) around the output are left blank too. Pure; raises
     nothing.
     """
@@ -916,8 +922,10 @@ def as_pasted(
 ) -> Callable[[str], RecordT]:
     """``parse`` made to read a pasted output (:func:`clean_paste`): the record gets the
     paste's warnings first in its ``warnings``, then the lines it did not read
-    (:func:`unread_lines`: a poster's sentence inside the output; ``own`` matches the tool's
-    own sentences, which are not). Raises what ``parse`` raises."""
+    (:func:`unread_lines`: a poster's sentence or mark of lines left out inside the output;
+    ``own`` matches the tool's own sentences, which are not named). ``shape`` and ``failure``
+    (the tool's :meth:`FailureTable.match`) let :func:`clean_paste` join rows a mail client
+    wrapped. Raises what ``parse`` raises."""
 
     @functools.wraps(parse)
     def inner(text: str) -> RecordT:
