@@ -115,7 +115,13 @@ PARSERS: dict[str, ParserInfo] = {
     m.TOOL: ParserInfo(
         m.TOOL,
         m.DESCRIPTION,
-        as_pasted(m.parse, keep=_own_prefixes(m)),
+        as_pasted(
+            m.parse,
+            keep=_own_prefixes(m),
+            own=getattr(m, "OWN_SENTENCES", None),
+            shape=getattr(m, "WRAPPED_SHAPE", None),
+            failure=m.FAILURES.match,
+        ),
         m.detect,
         m.FAILURES,
     )
@@ -124,6 +130,7 @@ PARSERS: dict[str, ParserInfo] = {
 
 
 _OWN_PREFIXES = {m.TOOL: _own_prefixes(m) for m in _MODULES}
+_SHAPES = {m.TOOL: getattr(m, "WRAPPED_SHAPE", None) for m in _MODULES}
 
 
 def tool_names() -> tuple[str, ...]:
@@ -154,7 +161,7 @@ def detect(text: str) -> str | None:
         return None
     for name, info in PARSERS.items():
         try:
-            if info.detect(clean_paste(text, keep=_OWN_PREFIXES[name]).text):
+            if info.detect(clean_paste(text, keep=_OWN_PREFIXES[name], shape=_SHAPES[name]).text):
                 return name
         except Exception:  # noqa: BLE001 - a detector never decides by crashing
             continue

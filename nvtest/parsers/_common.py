@@ -50,6 +50,7 @@ __all__ = [
     "effective_field",
     "NO_PARAMETERS",
     "guarded",
+    "is_sentence",
     "launch_failures",
     "lost_gpu",
     "not_tool_output",
@@ -60,6 +61,8 @@ __all__ = [
     "parse_state",
     "reading",
     "skip_line",
+    "skipped_lines",
+    "unread_lines",
     "strip_launcher_prefix",
     "to_float",
     "to_int",
@@ -666,7 +669,81 @@ def _unwrap(lines: list[str]) -> tuple[list[str], list[str]]:
     return out, [f"joined {joined} line(s) wrapped at {longest} columns"] if joined else []
 
 
-def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
+#: A mail reader's quote prefix (``> ``, nested ``> > ``).
+_QUOTE_RE = re.compile(r"^>(?: ?>)* ?")
+#: The widths a mail client wraps at (RFC 3676 format=flowed: 72 to 78 columns).
+_MAIL_WIDTHS = (72, 78)
+#: The shortest line a mail client's wrap leaves before its cut (three quarters of 72).
+_MAIL_SHORTEST = 54
+#: At most this many lines are joined into one.
+_MAIL_PIECES = 4
+
+
+def _unquote(lines: list[str]) -> tuple[list[str], list[str]]:
+    """Remove a quoted reply's ``> `` prefix when it stands on every non-blank line."""
+    body = [ln for ln in lines if ln.strip()]
+    if not body or not all(_QUOTE_RE.match(ln) for ln in body):
+        return lines, []
+    out = [_QUOTE_RE.sub("", ln, count=1) for ln in lines]
+    return out, [f"removed a '> ' mail quote prefix from {len(body)} line(s)"]
+
+
+def _wrapped_at_mail_width(line: str, nxt: str) -> bool:
+    """Whether a mail client that wraps on word boundaries at 72 to 78 columns may have cut
+    ``line`` before ``nxt``: the line fits that width and fills most of it (the run of spaces
+    at the cut is dropped, so a cut line of a table may end well before the width), and the
+    next line has a word."""
+    return bool(nxt.strip()) and _MAIL_SHORTEST <= len(line.rstrip()) <= _MAIL_WIDTHS[1]
+
+
+def _rejoin_mail(
+    lines: list[str], shape: re.Pattern[str], own: Callable[[str], bool] | None
+) -> tuple[list[str], list[str]]:
+    """Undo a mail client's wrap of the tool's long lines: a line cut on a word boundary at
+    72 to 78 columns (:func:`_wrapped_at_mail_width`) is joined with the lines after it when the
+    joined line has the tool's ``shape`` (a result row, a header), or is a failure line of the
+    tool (``own``: its failure table) that the cut line alone is not, and the line cut off is
+    neither a row by itself nor a failure line; the continuation lines are left blank.
+    Ambiguous text stays as it is."""
+    out = list(lines)
+    joined: list[int] = []
+    i = 0
+    while i < len(out) - 1:
+        head = out[i]
+        if not head.strip() or shape.match(head):
+            i += 1
+            continue
+        acc, j, done = head, i + 1, False
+        while j < len(out) and j - i < _MAIL_PIECES:
+            piece = out[j]
+            if not _wrapped_at_mail_width(out[j - 1], piece):
+                break
+            if shape.match(piece) or (own is not None and own(piece)):
+                break
+            acc = f"{acc.rstrip()} {piece.strip()}"
+            if shape.match(acc) or (own is not None and own(acc) and not own(head)):
+                out[i] = acc
+                for k in range(i + 1, j + 1):
+                    out[k] = ""
+                joined.append(i + 1)
+                i, done = j + 1, True
+                break
+            j += 1
+        if not done:
+            i += 1
+    if not joined:
+        return lines, []
+    where = ", ".join(map(str, joined))
+    return out, [f"joined line(s) {where} with the line(s) after them (wrapped by a mail client)"]
+
+
+def clean_paste(
+    text: str,
+    *,
+    keep: frozenset[str] = frozenset(),
+    shape: re.Pattern[str] | None = None,
+    own: Callable[[str], bool] | None = None,
+) -> Pasted:
     """Undo what pasting did to a tool's output, keeping the line count.
 
     - ``\r\n`` and lone ``\r`` line ends become ``\n``;
@@ -679,11 +756,19 @@ def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
       ``host | ``, one ``host: `` label) is removed where it stands on most lines; ``keep``
       names prefixes that are the tool's own (dmesg's ISO timestamps).
 
+    - a mail reader's ``> `` quote prefix is removed when it stands on every non-blank line;
+    - with ``shape`` (the tool's whole row or header, the module's ``WRAPPED_SHAPE``), lines a
+      mail client wrapped on a word boundary at 72 to 78 columns are joined back where the
+      joined line has that shape or is a failure line (``own``) and the rest is neither
+      (:func:`_rejoin_mail`; the continuation lines left blank).
+
     Markdown code fences (```` ``` ````) around the output are left blank too. Pure; raises
     nothing.
     """
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    lines, warnings = _unwrap(lines)
+    lines, warnings = _unquote(lines)
+    lines, notes = _unwrap(lines)
+    warnings += notes
     lines, notes = _strip_collector(lines, keep)
     warnings += notes
     prompts: list[int] = []
@@ -702,25 +787,157 @@ def clean_paste(text: str, *, keep: frozenset[str] = frozenset()) -> Pasted:
         )
     if fences:
         warnings.append(f"skipped markdown fence line(s) {', '.join(map(str, fences))}")
+    if shape is not None:
+        lines, notes = _rejoin_mail(lines, shape, own)
+        warnings += notes
     return Pasted("\n".join(lines), tuple(warnings))
+
+
+#: A word of a sentence: letters, an apostrophe or hyphen inside, punctuation after.
+_WORD_RE = re.compile(r"^[(\"']?[A-Za-z][A-Za-z'-]*[,.;:?!)\"']*$")
+#: The fewest words a line needs to read as a sentence, and the share of its tokens they are.
+_SENTENCE_WORDS, _SENTENCE_SHARE = 6, 0.75
+#: At most this many sentence-like lines are tried per parse (each costs one parse).
+_UNREAD_TRIES = 24
+#: At most this many unread lines are named one by one; the rest are counted.
+_UNREAD_NAMED = 3
+
+
+#: A labelled line: ``NVRM: ...``, ``NOTE: ...``, ``Flags: ...``, ``NODE = ...`` (a tool's).
+_LABEL_RE = re.compile(r"^[\w.#/()-]+(?: [\w.#/()-]+){0,2} ?[:=] ")
+#: A launcher's banner sentence (Open MPI's abort and peer-lost banners, around any tool's
+#: output): the launcher's words, not a poster's.
+_LAUNCHER_SENTENCE_RE = re.compile(
+    r"MPI|mpirun|non-zero (?:exit code|status)|the job (?:has been|to be)|peer process"
+    r"|behave unpredictably|hang or crash|first process to do so"
+)
+
+
+#: A poster's mark of lines left out: ``[... 40 lines snipped ...]``, ``....``, ``...``, ``…``.
+_ELISION_RE = re.compile(
+    r"^\s*(?:\[\s*(?:\.\.\.|…)[^\]]*\]|\.{3,}|…|<snip(?:ped)?>|\[snip(?:ped)?\])\s*$"
+)
+
+
+def is_sentence(line: str) -> bool:
+    """Whether ``line`` reads as a person's sentence rather than a tool's line: six or more
+    words, most of its tokens plain words, not indented, single spaces only (tools align their
+    columns and key/value pairs with runs of spaces or tabs), no label (``NVRM: ``)."""
+    if line[:1].isspace():
+        return False
+    s = line.strip()
+    if "  " in s or "\t" in s or s[:1] in '#|[<{+-="' or _LABEL_RE.match(s):
+        return False
+    tokens = s.split(" ")
+    words = sum(1 for t in tokens if _WORD_RE.match(t))
+    if _LAUNCHER_SENTENCE_RE.search(s):
+        return False
+    return words >= _SENTENCE_WORDS and words >= _SENTENCE_SHARE * len(tokens)
+
+
+def _excerpt(line: str, width: int = 40) -> str:
+    s = line.strip()
+    return repr(s if len(s) <= width else s[: width - 3] + "...")
+
+
+def skipped_lines(lines: Sequence[tuple[int, str]], why: str) -> tuple[str, ...]:
+    """The warnings for lines a parser did not read (``(line_number, line)``, in order): each
+    of the first few named with its number and an excerpt, the rest counted; ``why`` says why
+    they were not read. Empty for no lines."""
+    named = [f"line {no} not read ({why}): {_excerpt(ln)}" for no, ln in lines[:_UNREAD_NAMED]]
+    rest = len(lines) - len(named)
+    if rest > 0:
+        more = ", ".join(str(no) for no, _ in lines[_UNREAD_NAMED:])
+        named.append(f"{rest} more line(s) not read ({why}): line(s) {more}")
+    return tuple(named)
+
+
+def _shape(value: Any) -> Any:
+    """``value`` (a record) as plain data for comparing two readings: its ``warnings`` and the
+    count of lines read left out, mappings and sequences compared by content."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return tuple(
+            (f.name, _shape(getattr(value, f.name)))
+            for f in dataclasses.fields(value)
+            if f.name != "warnings"
+        )
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _shape(v)) for k, v in value.items() if k != "lines"))
+    if isinstance(value, (list, tuple)):
+        return tuple(_shape(v) for v in value)
+    return value
+
+
+def unread_lines(
+    text: str,
+    parse: Callable[[str], object],
+    record: object,
+    own: re.Pattern[str] | None = None,
+) -> tuple[str, ...]:
+    """The warnings for the lines of ``text`` that read as a person's sentence (a poster's own
+    words inside the paste) or a poster's mark of lines left out (``[... snipped ...]``,
+    ``....``), and that ``parse`` did not read: the reading of the text with that
+    line left blank is the same as ``record``'s (warnings and line counts aside). A line whose
+    removal changes the reading, or makes it unreadable, was the tool's. The tool's own lines
+    (rows, key/value pairs, indented lines, and the sentences ``own`` matches: the module's
+    ``OWN_SENTENCES``) are never named; a few sentence-like lines
+    are tried at most (one parse each). Raises nothing."""
+    lines = text.split("\n")
+    base: Any = None
+    unread: list[tuple[int, str]] = []
+    elided: list[tuple[int, str]] = []
+    tries = 0
+    for i, ln in enumerate(lines):
+        if tries >= _UNREAD_TRIES:
+            break
+        elision = _ELISION_RE.match(ln) is not None
+        if not (elision or is_sentence(ln)) or (own is not None and own.search(ln)):
+            continue
+        tries += 1
+        if base is None:
+            base = _shape(record)
+        trial = [*lines[:i], "", *lines[i + 1 :]]
+        try:
+            other = parse("\n".join(trial))
+        except ParseError:
+            continue
+        if _shape(other) == base:
+            (elided if elision else unread).append((i + 1, ln))
+    return (
+        *skipped_lines(unread, "not the tool's"),
+        *skipped_lines(elided, "the poster's mark of lines left out"),
+    )
 
 
 RecordT = TypeVar("RecordT")
 
 
 def as_pasted(
-    parse: Callable[[str], RecordT], *, keep: frozenset[str] = frozenset()
+    parse: Callable[[str], RecordT],
+    *,
+    keep: frozenset[str] = frozenset(),
+    own: re.Pattern[str] | None = None,
+    shape: re.Pattern[str] | None = None,
+    failure: Callable[[str], object] | None = None,
 ) -> Callable[[str], RecordT]:
     """``parse`` made to read a pasted output (:func:`clean_paste`): the record gets the
-    paste's warnings first in its ``warnings``. Raises what ``parse`` raises."""
+    paste's warnings first in its ``warnings``, then the lines it did not read
+    (:func:`unread_lines`: a poster's sentence or mark of lines left out inside the output;
+    ``own`` matches the tool's own sentences, which are not named). ``shape`` and ``failure``
+    (the tool's :meth:`FailureTable.match`) let :func:`clean_paste` join rows a mail client
+    wrapped. Raises what ``parse`` raises."""
 
     @functools.wraps(parse)
     def inner(text: str) -> RecordT:
-        pasted = clean_paste(text, keep=keep)
+        tools_line = None if failure is None else (lambda ln: failure(ln) is not None)
+        pasted = clean_paste(text, keep=keep, shape=shape, own=tools_line)
         record = parse(pasted.text)
-        if pasted.warnings and hasattr(record, "warnings"):
+        if not hasattr(record, "warnings"):
+            return record
+        said = (*pasted.warnings, *unread_lines(pasted.text, parse, record, own))
+        if said:
             old = tuple(record.warnings or ())
-            record = dataclasses.replace(record, warnings=(*pasted.warnings, *old))  # type: ignore[type-var]
+            record = dataclasses.replace(record, warnings=(*said, *old))  # type: ignore[type-var]
         return record
 
     return inner

@@ -56,6 +56,13 @@ _K = FailureKind
 
 #: dcgmi's and the diagnostic's (nvvs) failure wordings, DCGM 2.4-4.5; the last rows are found
 #: in Warning cells once rejoined.
+#: dcgmi's own log lines (``2023-10-26 12:30:41.636 ERROR [pid:tid] ...``, the timestamp
+#: perhaps removed as a collector's prefix),
+#: read for their failure words and otherwise passed over: not a poster's.
+OWN_SENTENCES = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ )?(?:ERROR|WARN(?:ING)?|INFO|DEBUG) \[\d+:\d+\] "
+)
+
 FAILURES = FailureTable(
     [
         (

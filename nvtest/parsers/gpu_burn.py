@@ -43,6 +43,12 @@ __all__ = ["FAILURES", "GpuBurnGpu", "GpuBurnResult", "detect", "parse"]
 _K = FailureKind
 
 #: gpu-burn's failure wordings (wilicc/gpu-burn, 2015 through 2025 master).
+#: gpu-burn's own sentences (gpu_burn-drv.cpp), passed over on purpose: not a poster's.
+OWN_SENTENCES = re.compile(
+    r"^(?:Run length not specified|Killing processes|Burning for|Using compare file"
+    r"|Initialized device)"
+)
+
 FAILURES = FailureTable(
     [
         (

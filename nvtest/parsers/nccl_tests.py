@@ -964,6 +964,20 @@ _ROW_SHAPE_RE = re.compile(
 )
 
 
+#: A whole result row (both halves: time, algbw, busbw and #wrong or error, out of place and in
+#: place) or the whole column header: the shapes a line a mail client wrapped is joined back to
+#: (``as_pasted``).
+WRAPPED_SHAPE = re.compile(
+    r"^(?:\[\d+,\d+\]<std(?:out|err)>:)?\s*\d+\s+\d+\s+"
+    r"(?:float|double|half|bfloat16|u?int(?:8|32|64)|f8e4m3|f8e5m2)"
+    r"(?:\s+(?:sum|prod|max|min|avg|none|mulsum|premulsum))?(?:\s+-?\d+)?"
+    r"(?:\s+(?:N/A|[-+\d.eE]+)){8}\s*$"
+    # the whole column header (both halves), which names the columns the rows are read by
+    r"|^(?:\[\d+,\d+\]<std(?:out|err)>:)?#\s+size\s+count\s+type(?:\s+redop)?(?:\s+root)?"
+    r"(?:\s+time\s+algbw\s+busbw\s+(?:#wrong|wrong|error|res)){2}\s*$"
+)
+
+
 def detect(text: str) -> bool:
     """True when ``text`` looks like nccl-tests output: a parameter line, a results header, a
     failure line, or (a log cut before them) at least two result rows."""

@@ -60,6 +60,11 @@ __all__ = [
 _CRASH = FailureKind.CRASH_AFTER_PARTIAL_OUTPUT
 
 #: nvbandwidth's failure wordings (v0.4-v0.10); kind ``init_failure`` before the first testcase.
+#: nvbandwidth's own NOTE lines (its banner), passed over on purpose: not a poster's.
+OWN_SENTENCES = re.compile(
+    r"^(?:Additional system-specific tuning|Performance can vary with software drivers)"
+)
+
 FAILURES = FailureTable(
     [
         (

@@ -25,6 +25,7 @@ from nvtest.parsers._common import (
     effective,
     effective_field,
     guarded,
+    is_sentence,
     lost_gpu,
     not_tool_output,
     numbered_lines,
@@ -156,6 +157,7 @@ def parse(text: str, fields: tuple[str, ...] | None = None) -> SmiCsv:
             continue
         if (
             "," not in s
+            or is_sentence(s)  # a poster's own words (said by as_pasted), never a row
             or (not header and _NOT_A_VALUE_RE.search(s))
             or (columns is None and _LABEL_RE.match(s))
         ):

@@ -68,6 +68,13 @@ _MBS_TO_GBIT = 1048576 * 8 / 1e9
 _K = FailureKind
 
 #: perftest's failure wordings (linux-rdma/perftest 4.x through 25.x).
+#: perftest's own sentences (perftest_parameters.c, the CUDA memory code), passed over on
+#: purpose: not a poster's.
+OWN_SENTENCES = re.compile(
+    r"^(?:Requested mtu is higher than active mtu|Listing all CUDA devices|making it the current"
+    r" CUDA Ctx|Picking device No|initializing CUDA|Waiting for client)"
+)
+
 FAILURES = FailureTable(
     [
         (

@@ -18,9 +18,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from nvtest.parsers import ValueState
 from nvtest.parsers.dmesg import KernelLog
 from nvtest.parsers.ibstat import IbReport
 from nvtest.parsers.lspci import LspciReport
+from nvtest.parsers.nvidia_smi import SmiPlain
+from nvtest.parsers.nvidia_smi_csv import SmiCsv
 from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
 from nvtest.parsers.nvidia_smi_q import SmiQuery
 from nvtest.playbook.xid import RECOVERY_ACTION_XID, describe_xid, recovery_step
@@ -141,15 +144,56 @@ def _nvlink(status: NvLinkStatus) -> Assessment:
     )
 
 
+def _lost(lost_gpus: Iterable[str]) -> list[str]:
+    """nvidia-smi's ``Unable to determine the device handle``: a GPU it lists but cannot reach."""
+    return [f"GPU {bus}: nvidia-smi cannot reach it (device handle lost)" for bus in lost_gpus]
+
+
+def _fault_values(where: str, values: Iterable[tuple[str, object]]) -> list[str]:
+    """A line for the fields of one GPU that show a fault state (``ERR!``, ``[GPU requires
+    reset]``, ``[Unknown Error]``: :attr:`ValueState.is_fault`)."""
+    bad = [(n, v) for n, v in values if isinstance(v, ValueState) and v.is_fault]
+    if not bad:
+        return []
+    return [f"{where}: {', '.join(f'{n} {v.value}' for n, v in bad)}"]
+
+
+def _smi_plain(s: SmiPlain) -> Assessment:
+    """A GPU row showing ``ERR!``, ``Unknown Error`` or ``GPU requires reset``; a lost GPU."""
+    failures = _lost(s.lost_gpus)
+    for g in s.gpus:
+        failures += _fault_values(
+            f"GPU {g.index} {g.bus_id}", ((n, getattr(g, n)) for n in g.faults)
+        )
+    return Assessment(tuple(failures))
+
+
+def _smi_csv(c: SmiCsv) -> Assessment:
+    """A ``--query-gpu`` row holding a fault state; a lost GPU."""
+    failures = _lost(c.lost_gpus)
+    for i in c.faulty_rows:
+        failures += _fault_values(f"row {i + 1} (line {c.rows[i].line})", c.row_dict(i).items())
+    return Assessment(tuple(failures))
+
+
 def _smi_query(q: SmiQuery) -> Assessment:
-    """Row remapping pending (a reset is due) or failed (RMA)."""
-    failures = [f"{g.pci_bus_id}: row remapping failed" for g in q.gpus if g.row_remap_failed]
+    """Row remapping pending (a reset is due) or failed (RMA), a value in a fault state, a
+    lost GPU; page retirement pending (a reboot retires them) is doubtful."""
+    failures = _lost(q.lost_gpus)
+    failures += [f"{g.pci_bus_id}: row remapping failed" for g in q.gpus if g.row_remap_failed]
     failures += [
         f"{g.pci_bus_id}: row remap pending (GPU reset required)"
         for g in q.gpus
         if g.row_remap_pending
     ]
-    return Assessment(tuple(failures))
+    for g in q.gpus:
+        failures += _fault_values(g.pci_bus_id, vars(g).items())
+    warnings = [
+        f"{g.pci_bus_id}: retired pages pending (a reboot retires them)"
+        for g in q.gpus
+        if g.page_retirement_pending
+    ]
+    return Assessment(tuple(failures), tuple(warnings))
 
 
 def assess(record: Any) -> Assessment:
@@ -165,4 +209,8 @@ def assess(record: Any) -> Assessment:
         return _nvlink(record)
     if isinstance(record, SmiQuery):
         return _smi_query(record)
+    if isinstance(record, SmiPlain):
+        return _smi_plain(record)
+    if isinstance(record, SmiCsv):
+        return _smi_csv(record)
     return Assessment()

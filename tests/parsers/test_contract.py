@@ -262,8 +262,12 @@ def test_one_unreadable_line_loses_nothing_after_it(path: Path, tool: str) -> No
         with pytest.raises(ParseError):
             PARSERS[tool].parse(snipped)
         return
-    got = _without_line_counts(_reading(PARSERS[tool].parse(snipped)))
+    record = PARSERS[tool].parse(snipped)
+    got = _without_line_counts(_reading(record))
     assert got == _without_line_counts(_reading(PARSERS[tool].parse(blank)))
+    if f"{path.parent.name}/{path.name}" not in INSIDE_ONE_MESSAGE:
+        said = record.warnings
+        assert any(w.startswith(f"line {mid + 1} not read") for w in said), said
 
 
 #: Samples whose clipped form keeps nothing that names the tool's device or test: the clip
@@ -459,3 +463,269 @@ def test_a_raw_log_whose_longest_line_is_a_terminal_width_is_not_unwrapped() -> 
     assert clean_paste(text) == type(clean_paste(text))(text)
     log = PARSERS["dmesg"].parse(text)
     assert [e.code for e in log.events] == [13, 43]
+
+
+# ------------------------------------------------------------ every tool's failed state (class 2)
+
+#: Per tool, a real reading of a failed state: its sample and the words its failure has. The
+#: failure is :func:`~nvtest.playbook.readings.assess`'s (``assess``), or the record's own
+#: ``passed: false`` with no tool failure (``passed``, the words in the record), or a doubtful
+#: state where the tool's readings cannot tell a failure from an unused part (``warning``).
+STATE_OF_EVERY_TOOL: dict[str, tuple[str, str, str]] = {
+    "dcgmi": (
+        "dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt",
+        "passed",
+        "GPU Memory",
+    ),
+    "dmesg": (
+        "dmesg-xid/gpud-scan-xid119-gsp-rpc-timeout-quoted-lines-relative-time.txt",
+        "assess",
+        "Xid 119",
+    ),
+    "gpu-burn": (
+        "gpu-burn/16gpu-all-FAULTY-negative-error-counts-WARNING-exit-code-0.txt",
+        "passed",
+        "FAULTY",
+    ),
+    "ibstat": (
+        "ibstat/ibstat-single-ca-state-down-physical-linkup-lid-65535.txt",
+        "assess",
+        "state Down, physical LinkUp",
+    ),
+    # ibstatus prints no LID with the state: a port down may be an unused one
+    "ibstatus": (
+        "ibstatus/ibstatus-roce-2-port-cx-edr-100-one-down-disabled-one-active-tabs.txt",
+        "warning",
+        "state Down, physical Disabled",
+    ),
+    "ibv_devinfo": ("ibstat/ibv_devinfo-port-down-lid-65535-one-hca.txt", "warning", "state Down"),
+    "lspci": (
+        "lspci/nn-grep-dgx-station-4xv100-one-gpu-rev-ff-config-space-all-ones.txt",
+        "assess",
+        "revision ff",
+    ),
+    "nccl-tests": (
+        "nccl-tests/all_reduce_perf-2node-gh200-nccl-tests-2.17.8-wrong-96-32-at-1MiB-oob-4-failed.txt",
+        "passed",
+        "'wrong': 96",
+    ),
+    "nvidia-smi": ("nvidia-smi/plain-gtx1080ti-x2-driver460-ERR-fan-power.txt", "assess", "ERR!"),
+    "nvidia-smi-csv": (
+        "nvidia-smi/query-gpu-csv-gpu-requires-reset.txt",
+        "assess",
+        "GPU requires reset",
+    ),
+    "nvidia-smi-nvlink": (
+        "nvidia-smi/nvlink-s-v100-inactive-links-truncated.txt",
+        "assess",
+        "inactive",
+    ),
+    "nvidia-smi-q": (
+        "nvidia-smi/q-a100-sxm4-x4-driver555-row-remap-pending-gpu1.txt",
+        "assess",
+        "00000000:9E:00.0: row remap pending",
+    ),
+    "stream": (
+        "stream/sam460ex-validation-FAILED-all-three-arrays-mail-wrapped.txt",
+        "passed",
+        "validation",
+    ),
+}
+#: Tools whose readings carry no state of their own, and why: what they print is a measurement
+#: that only a check's expectation judges, or the tool's own failure (class 1, walked above).
+NO_STATE_OF_THEIR_OWN = {
+    "nvbandwidth": "bandwidth/latency matrices: a low figure is judged against the check's "
+    "threshold; a copy that failed is the tool's failure (crash_after_partial_output)",
+    "nvidia-smi-topo": "a topology matrix (link kinds, affinities): right or wrong only against "
+    "the node's expected topology, which the check holds",
+    "perftest": "bandwidth/latency figures; a fabric fault shows as the tool's own failure (a "
+    "completion error with its status, a QP that did not reach RTR/RTS)",
+    "vllm-bench": "throughput figures, judged against the check's threshold; an engine crash is "
+    "the tool's failure (error_banner)",
+}
+#: Tools read into another tool's record: the states are that tool's, classified by the same
+#: code (no real paste of the failed state in this format was found).
+SAME_RECORD_AS = {"nvidia-smi-xml": "nvidia-smi-q"}
+
+
+def test_every_tool_shows_a_failed_state_or_says_why_it_has_none() -> None:
+    tables = (set(STATE_OF_EVERY_TOOL), set(NO_STATE_OF_THEIR_OWN), set(SAME_RECORD_AS))
+    assert set.union(*tables) == set(PARSERS)
+    assert sum(map(len, tables)) == len(PARSERS), "a tool is in one table only"
+    assert all(reason.strip() for reason in NO_STATE_OF_THEIR_OWN.values())
+
+
+@pytest.mark.parametrize("tool", sorted(STATE_OF_EVERY_TOOL))
+def test_a_failed_state_of_every_tool_is_read_as_one(tool: str) -> None:
+    from nvtest.playbook.readings import assess
+    from tests.parsers.conftest import read
+
+    rel, how, said = STATE_OF_EVERY_TOOL[tool]
+    record = PARSERS[tool].parse(read(rel))
+    states = assess(record)
+    if how == "assess":
+        assert any(said in f for f in states.failures), states
+    elif how == "warning":
+        assert states.failures == () and any(said in w for w in states.warnings), states
+    else:
+        assert record.failure is None and record.passed is False
+        assert said in str(to_jsonable(record))
+
+
+@pytest.mark.parametrize("tool", sorted(SAME_RECORD_AS))
+def test_a_tool_read_into_another_tools_record_is_assessed_alike(tool: str) -> None:
+    from tests.parsers.conftest import read
+
+    other = SAME_RECORD_AS[tool]
+    mine = next(PARSERS[tool].parse(p.read_text(encoding="utf-8")) for p, t in OWN if t == tool)
+    theirs = PARSERS[other].parse(read(STATE_OF_EVERY_TOOL[other][0]))
+    assert type(mine) is type(theirs)
+
+
+# ------------------------------------------------------------ what a parser did not read (class 3)
+
+#: A poster's own sentence, as people put one inside a pasted output (nccl-tests issue #280).
+POSTERS_LINE = "I ran this on the second node too and it hangs right after this point, any idea why"
+#: Samples whose middle is inside one message of several lines: a line there splits it.
+#: A terminal's wrap: the sentence is joined to the wrapped line as its rest (the wrap is undone
+#: first). A kernel message continued on unstamped lines: the sentence ends the message, and
+#: its rest is read as a message of its own.
+INSIDE_ONE_MESSAGE = {
+    "dmesg-xid/talos-host-label-kern-warning-iso-gsp-coredump-trace-excerpt.txt",
+    "dmesg-xid/fallen-off-bus-multiline-no-xid-driver570.txt",
+}
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_a_posters_line_in_the_middle_is_named_and_changes_nothing(path: Path, tool: str) -> None:
+    """Every non-blank line a parser did not read is said in ``warnings`` with its number; the
+    values are those of the output without it."""
+    rel = f"{path.parent.name}/{path.name}"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if rel in INSIDE_ONE_MESSAGE:
+        pytest.skip("the middle is inside one message of several lines")
+    mid = max(1, len(lines) // 2)  # a one-line output: the poster's line after it
+    with_line = "".join([*lines[:mid], POSTERS_LINE + "\n", *lines[mid:]])
+    blank = "".join([*lines[:mid], "\n", *lines[mid:]])
+    if rel in ONE_BLOCK:
+        with pytest.raises(ParseError):
+            PARSERS[tool].parse(with_line)
+        return
+    got = PARSERS[tool].parse(with_line)
+    assert _without_line_counts(_reading(got)) == _without_line_counts(
+        _reading(PARSERS[tool].parse(blank))
+    )
+    assert any(w.startswith(f"line {mid + 1} not read") for w in got.warnings), got.warnings
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_the_tools_own_lines_are_never_said_to_be_unread(path: Path, tool: str) -> None:
+    """No flood: a corpus sample as the tool printed it has no line "not read", except the
+    lines its poster put in (a sentence, a mark of lines left out)."""
+    record = PARSERS[tool].parse(path.read_text(encoding="utf-8"))
+    unread = [w for w in record.warnings if " not read (" in w]
+    assert unread == POSTERS_OWN.get(f"{path.parent.name}/{path.name}", [])
+
+
+#: The corpus samples with lines their posters put in, and what is said of them.
+POSTERS_OWN = {
+    "nccl-tests/all_reduce_perf-4x4090-test-nccl-failure-unhandled-cuda-error-rows-left-aligned-cut.txt": [
+        "line 4 not read (not the tool's): 'I have tried that there is a situatio...'"
+    ],
+    "ibstat/ibstat-partial-output-then-ibpanic-stat-of-ib-device-failed.txt": [
+        "line 1 not read (the poster's mark of lines left out): '...'"
+    ],
+    "nccl-tests/alltoall_perf-32node-128xgb300-low-bw-inplace-NA.txt": [
+        "line 7 not read (the poster's mark of lines left out): '...'"
+    ],
+    "nvidia-smi/nvlink-s-v100-inactive-links-truncated.txt": [
+        "line 2 not read (the poster's mark of lines left out): '....'"
+    ],
+}
+
+
+def test_many_unread_lines_are_counted() -> None:
+    from nvtest.parsers._common import skipped_lines
+
+    said = skipped_lines([(n, POSTERS_LINE) for n in range(3, 9)], "not the tool's")
+    assert said[:1] == (f"line 3 not read (not the tool's): {POSTERS_LINE[:37]!r}"[:-1] + "...'",)
+    assert said[-1] == "3 more line(s) not read (not the tool's): line(s) 6, 7, 8"
+    assert len(said) == 4
+
+
+# ------------------------------------------------------------ wrapped by a mail client (class 3)
+
+
+def _mail_wrapped(text: str, width: int = 72) -> tuple[str, str]:
+    """``text`` as a mail client wraps it (each line longer than ``width`` cut at its last
+    space that fits, the spaces at the cut dropped), and the baseline: the text with a blank
+    line for each continuation line."""
+    wrapped: list[str] = []
+    baseline: list[str] = []
+    for ln in text.splitlines():
+        pieces: list[str] = []
+        rest = ln
+        while len(rest) > width and (cut := rest.rfind(" ", 0, width + 1)) > 0:
+            if not rest[:cut].strip():
+                break
+            pieces.append(rest[:cut].rstrip())
+            rest = rest[cut:].lstrip()
+        pieces.append(rest)
+        wrapped += pieces
+        baseline += [ln] + [""] * (len(pieces) - 1)
+    return "\n".join(wrapped) + "\n", "\n".join(baseline) + "\n"
+
+
+#: Per tabular tool, its rows in a reading (what a mail client's wrap must not lose).
+TABLE_ROWS = {
+    "nccl-tests": lambda r: [to_jsonable(row) for t in r.tests for row in t.rows],
+}
+#: Tabular tools whose wrapped rows are left as they are, and why.
+WRAP_AMBIGUOUS = {
+    "nvidia-smi": "a box whose cells are read by column; a wrapped box line is a box line cut "
+    "short, and its rest no row: which cells moved cannot be told",
+    "dcgmi": "the same: a box of cells read by column, whose wrapped cell text (a Warning) "
+    "dcgmi wraps itself",
+    "nvidia-smi-topo": "a matrix row's rest (SYS SYS 48-63 3) and a legend's rest are words of "
+    "the same kinds as the header's",
+    "nvbandwidth": "a matrix row's rest is numbers, as a row of its own starts",
+    "nvidia-smi-csv": "a row's rest has commas and values like a row of its own",
+    "perftest": "a latency row cut after five figures has the shape of a whole bandwidth row "
+    "(which of the two a paste holds is in a header the paste may have lost)",
+    "stream": "its rows fit in 72 columns",
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "tool"),
+    [(p, t) for p, t in OWN if t in TABLE_ROWS],
+    ids=[f"{p.parent.name}/{p.name}" for p, t in OWN if t in TABLE_ROWS],
+)
+def test_rows_a_mail_client_wrapped_are_joined_back(path: Path, tool: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    wrapped, baseline = _mail_wrapped(text)
+    if wrapped == text:
+        pytest.skip("no line longer than 72 columns")
+    rows = TABLE_ROWS[tool]
+    expected = rows(PARSERS[tool].parse(baseline))
+    got = PARSERS[tool].parse(wrapped)
+    assert rows(got) == expected
+    if expected and len(wrapped.splitlines()) > len(text.splitlines()):
+        assert any("wrapped by a mail client" in w for w in got.warnings), got.warnings
+
+
+@pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
+def test_a_quoted_reply_reads_as_the_output(path: Path, tool: str) -> None:
+    """Every line behind a mail reader's ``> `` quote prefix: the same reading, said."""
+    text = path.read_text(encoding="utf-8")
+    quoted = "".join(f"> {ln}" for ln in text.splitlines(keepends=True))
+    got = PARSERS[tool].parse(quoted)
+    assert _reading(got) == _reading(PARSERS[tool].parse(text))
+    assert any("mail quote" in w for w in got.warnings), got.warnings
+
+
+def test_every_tabular_tool_is_joined_or_said_ambiguous() -> None:
+    tabular = {"nccl-tests", "perftest", "stream", "nvbandwidth", "nvidia-smi-csv"}
+    tabular |= {"nvidia-smi", "dcgmi", "nvidia-smi-topo"}
+    assert set(TABLE_ROWS) | set(WRAP_AMBIGUOUS) == tabular
+    assert not set(TABLE_ROWS) & set(WRAP_AMBIGUOUS)

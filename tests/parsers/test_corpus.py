@@ -34,6 +34,7 @@ SPECIAL_TOOL = {
     "q-x-rtx-4000-sff-ada-driver595-v13-two-processes.xml.txt": "nvidia-smi-xml",
     "q-h100-sxm-driver565-gpu0-only.txt": "nvidia-smi-q",
     "q-h100-sxm-x8-driver565-all-gpus.txt": "nvidia-smi-q",
+    "q-a100-sxm4-x4-driver555-row-remap-pending-gpu1.txt": "nvidia-smi-q",
     "nvlink-s-h100-x8-18-links-p5.txt": "nvidia-smi-nvlink",
     "nvlink-s-v100-inactive-links-truncated.txt": "nvidia-smi-nvlink",
     "topo-m-a100x8-18nics-8numa.txt": "nvidia-smi-topo",
@@ -57,9 +58,9 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_135_samples_each_with_its_index_entry():
+def test_corpus_has_136_samples_each_with_its_index_entry():
     files = corpus_files()
-    assert len(files) == 135
+    assert len(files) == 136
     index = (CORPUS / "INDEX.md").read_text(encoding="utf-8")
     entries = set(re.findall(r"^### `([^`]+)`", index, re.M))
     assert entries == {f"{p.parent.name}/{p.name}" for p in files}
