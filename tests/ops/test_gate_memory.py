@@ -92,15 +92,16 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_state(tmp_path: Pat
     assert load_state(tmp_path, "n1").sku == "h100-sxm-80gb"
 
 
-def test_a_truncated_state_keeps_the_uncleared_xid_failing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_a_truncated_state_keeps_the_uncleared_xid_failing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
     """The kernel log still holds the Xid 79: read again from the boot's beginning, it fails again."""
     tools = FAULTS["fatal_xid"][0](node_bin(tmp_path, "n1"))
     assert by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]["verdict"] == "fail"
-    path = _break(tmp_path, BROKEN["empty"])
+    path = _break(tmp_path, BROKEN[kind])
     doc = gate(tmp_path, monkeypatch, tools)
     xid = by_check(doc)["xid_scan"]
     assert xid["verdict"] == "fail" and "fell off the bus (Xid 79)" in xid["reason"], xid
-    assert any(str(path) in w and "empty (0 bytes)" in w for w in doc["warnings"]), doc["warnings"]
+    assert any(str(path) in w and "no good previous generation" in w for w in doc["warnings"]), doc["warnings"]
     again = by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]  # the rewritten state remembers it
     assert again["verdict"] == "fail" and "not cleared" in again["reason"]
 
@@ -242,3 +243,27 @@ def test_an_xid_the_catalog_does_not_know_stays_unknown_until_cleared(tmp_path: 
 def test_expect_gpus_is_a_witness_where_neither_slurm_nor_a_history_knows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     gpus = by_check(gate(tmp_path, monkeypatch, _no_gpu_node(tmp_path, None), expect_gpus=4))["gpus"]
     assert gpus["verdict"] == "fail" and "0 NVIDIA GPUs on the bus; --expect-gpus 4 expects 4" in gpus["reason"], gpus
+
+
+@pytest.mark.parametrize("where", ["state", "lock"])
+def test_a_fifo_in_the_state_files_place_never_holds_the_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """A FIFO where the state file or its lock goes (a mistake, or a hostile user): open() on
+    it would block in the kernel, out of reach of the deadline and of SIGTERM. It is read as
+    unreadable, the gate ends in its budget, and the uncleared Xid 79 still fails."""
+    import os
+    import time
+
+    tools = FAULTS["fatal_xid"][0](node_bin(tmp_path, "n1"))
+    gate(tmp_path, monkeypatch, tools)
+    path = state_path(tmp_path / "state", "n1")
+    target = path if where == "state" else path.with_suffix(".lock")
+    target.unlink(missing_ok=True)
+    path.with_name(path.name + ".prev").unlink(missing_ok=True)
+    os.mkfifo(target)
+    t0 = time.monotonic()
+    doc = gate(tmp_path, monkeypatch, tools, budget_s=3.0)
+    assert time.monotonic() - t0 < 3.0 + 2.0
+    xid = by_check(doc)["xid_scan"]
+    assert xid["verdict"] == "fail" and "Xid 79" in xid["reason"], xid
+    said = " ".join(doc["warnings"])
+    assert ("not a regular file" in said) if where == "state" else ("gate state not saved" in said), said

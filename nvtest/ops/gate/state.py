@@ -27,9 +27,11 @@ events of the previous boot.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -161,11 +163,35 @@ def _shape_error(exc: ValidationError) -> str:
     return f"of the wrong shape: {where}: {first.get('msg')}"
 
 
+#: The most of a state file that is read, bytes: a real one is a few KiB.
+MAX_STATE_BYTES = 16 * 1024 * 1024
+
+
+def _read_regular(path: Path) -> tuple[bytes, float]:
+    """``path``'s bytes and mtime, opened without blocking and only when it is a regular file
+    of at most :data:`MAX_STATE_BYTES` (a FIFO or a device in its place would otherwise hold
+    the gate in ``open()`` or ``read()``, where no deadline and no signal reaches it).
+
+    Raises:
+        FileNotFoundError: no such file. OSError: not a regular file, too large, unreadable.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if info.st_size > MAX_STATE_BYTES:
+            raise OSError(errno.EFBIG, f"{info.st_size} bytes, more than a state file holds")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            return fh.read(MAX_STATE_BYTES + 1), info.st_mtime
+    finally:
+        os.close(fd)
+
+
 def read_state(path: Path) -> Loaded:
     """Read and validate one state file (see :class:`Loaded`); never raises."""
     try:
-        data = path.read_bytes()
-        mtime = path.stat().st_mtime
+        data, mtime = _read_regular(path)
     except FileNotFoundError:
         return Loaded(None, "missing")
     except OSError as exc:
@@ -266,7 +292,12 @@ def _flock_until(fh: IO[str], timeout_s: float | None) -> None:
 @contextlib.contextmanager
 def _locked(path: Path, timeout_s: float | None = None) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "a", encoding="utf-8") as fh:
+    # without blocking: a FIFO in the lock's place must not hold the gate in open()
+    fd = os.open(path.with_suffix(".lock"), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, f"{path.with_suffix('.lock')}: not a regular file")
+    with os.fdopen(fd, "a", encoding="utf-8") as fh:
         _flock_until(fh, timeout_s)
         try:
             yield
