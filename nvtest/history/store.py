@@ -73,15 +73,32 @@ def _pg_statement_timeout(ms: int) -> Callable[[Any, Any], None]:
     return hook
 
 
+#: The bound of a connect, a lock wait and a statement when the caller gives none, s: a run's
+#: ingest, a sweep, ``nvtest history`` and ``nvtest export`` never wait on a silent database
+#: for ever. ``$NVTEST_HISTORY_TIMEOUT_S`` changes it.
+DEFAULT_TIMEOUT_S = 60.0
+
+
+def default_timeout_s() -> float:
+    """:data:`DEFAULT_TIMEOUT_S`, or ``$NVTEST_HISTORY_TIMEOUT_S`` when it is a number of
+    seconds from 1 to 3600."""
+    raw = os.environ.get("NVTEST_HISTORY_TIMEOUT_S", "")
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+    return value if math.isfinite(value) and 1.0 <= value <= 3600.0 else DEFAULT_TIMEOUT_S
+
+
 def _timeouts(backend: str, timeout_s: float | None) -> tuple[dict[str, Any], Callable[[Any, Any], None] | None]:
     """(connect_args, connect hook) bounding a connection and each statement by ``timeout_s``
-    (None: SQLite waits 30 s for a lock, PostgreSQL as long as the server takes)."""
+    (None: :func:`default_timeout_s`)."""
+    wait = default_timeout_s() if timeout_s is None else timeout_s
     if backend == "sqlite":
-        wait = 30.0 if timeout_s is None else timeout_s
         return {"timeout": wait}, _sqlite_pragmas(int(wait * 1000))
-    if backend == "postgresql" and timeout_s is not None:
+    if backend == "postgresql":
         # libpq (and psycopg) read connect_timeout in whole seconds, 2 at least
-        return {"connect_timeout": max(2, math.ceil(timeout_s))}, _pg_statement_timeout(max(1, int(timeout_s * 1000)))
+        return {"connect_timeout": max(2, math.ceil(wait))}, _pg_statement_timeout(max(1, int(wait * 1000)))
     return {}, None
 
 
@@ -91,8 +108,7 @@ class HistoryStore:
     Args:
         url: an SQLAlchemy URL (:func:`resolve_target` makes one from a path or ``--history``).
         timeout_s: the longest a connect, a lock wait or a statement may take, s (the gate
-            gives what its budget has left); None: SQLite waits 30 s for a lock, PostgreSQL
-            as long as the server takes.
+            gives what its budget has left); None: :func:`default_timeout_s` (60 s).
 
     Raises:
         HistoryError: the database cannot be opened or migrated (unreachable server,

@@ -82,3 +82,20 @@ def test_the_grafana_dashboard_asks_only_for_exported_series() -> None:
     exported = {"nvtest_check_verdict", "nvtest_check_timestamp_seconds", "nvtest_metric", "nvtest_gate_duration_seconds"}
     assert used == exported
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+
+
+@pytest.mark.parametrize("verb", [("export", "--prometheus", "PROM"), ("history", "n1")])
+def test_a_silent_database_ends_the_reading_verbs_in_their_timeout(tmp_path: Path, verb: tuple[str, ...]) -> None:
+    """A PostgreSQL history that accepts and never answers: ``export`` (a cron job) and
+    ``history`` give up after the history's timeout ($NVTEST_HISTORY_TIMEOUT_S) with a
+    message, never hang."""
+    from nvtest.testing.blackhole import BlackHole
+
+    with BlackHole(hold_s=30.0) as hole:
+        args = [a.replace("PROM", str(tmp_path / "prom")) for a in verb]
+        t0 = time.monotonic()
+        res = run_nvtest(*args, "--history", f"postgresql://nvtest@127.0.0.1:{hole.port}/fleet",
+                         env={"NVTEST_HISTORY_TIMEOUT_S": "2"}, timeout=60)  # fmt: skip
+        took = time.monotonic() - t0
+    assert res.returncode not in (0, 1) and took < 2 + 8, (res.returncode, took, res.stderr[-500:])
+    assert "Traceback" not in res.stderr and "127.0.0.1" in res.stderr, res.stderr[-500:]
