@@ -187,5 +187,5 @@ def parse_command(
         err.print(Text.assemble(("warning:", "yellow"), f" {file}: {w}"))
     if verdict.passed is False:
         why = "; ".join(verdict.failures) or "passed: false"
-        err.print(Text.assemble(("warning:", "yellow"), f" {file}: {tool} run failed or was cut short: {why}"))
+        err.print(Text.assemble(("warning:", "yellow"), f" {file}: {tool}: not passed (the run failed, was cut short, or its reading shows a failed state): {why}"))
         raise typer.Exit(EXIT_CHECK_FAILED)

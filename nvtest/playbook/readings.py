@@ -88,6 +88,9 @@ def _kernel_log(log: KernelLog) -> Assessment:
             else:
                 warnings.append(f"{line}: recovery action {action}")
             continue
+        if not info.known:  # as the gate (unknown) and a run (error): not judged, so not a pass
+            failures.append(f"Xid {code}{via}{where}: not in nvtest's Xid catalog, not judged (not a pass)")
+            continue
         if info.severity in ("fatal", "error") or info.hardware:
             failures.append(line)
         else:

@@ -78,3 +78,14 @@ def test_recovery_action_none_and_unreadable() -> None:
     assert recovery_step("0x2")[1] == "REBOOT"  # type: ignore[index]
     odd = _event(154, "recovery state now unknown to us")
     assert judge_xid(odd)[0] == "unknown"
+
+
+def test_a_reading_of_an_unknown_xid_is_not_a_pass() -> None:
+    """``nvtest parse`` of a line with a code nvtest does not know says what the gate
+    (unknown) and a run (error) say: not judged, so not passed."""
+    from nvtest.parsers import dmesg
+    from nvtest.playbook.readings import assess
+
+    log = dmesg.parse("[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 999, pid=1, name=python, something new\n")
+    got = assess(log)
+    assert got.failures == ("Xid 999 on 0000:3b:00: not in nvtest's Xid catalog, not judged (not a pass)",), got
