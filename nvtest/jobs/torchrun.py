@@ -19,6 +19,7 @@ drill's, which kills a rank and collects its node's events); those are in ``docs
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,12 +61,20 @@ class TorchrunJob:
     unreachable: dict[str, str] = field(default_factory=dict)
 
 
+#: Ports above the base a rendezvous may start its search from: two runs that share a node
+#: (two runs of a CI, an operator's run beside a sweep) start from different ports, so the
+#: port one found free is not taken by the other between the probe and the launch.
+PORT_SPREAD = 1024
+
+
 def rendezvous_port(ctx: RunContext, key: str, node: Node, start: int = 29500) -> int:
-    """A TCP port free on ``node`` now (>= ``start``), asked in phase ``<key>.port``.
+    """A TCP port free on ``node`` now, asked in phase ``<key>.port``: the first free one from
+    ``start`` plus an offset below :data:`PORT_SPREAD` fixed by the run id and ``key``.
 
     Raises:
         NodeError: the node did not answer with a port.
     """
+    start += zlib.crc32(f"{ctx.config.run_id}:{key}".encode()) % PORT_SPREAD
     res = run_commands(
         ctx,
         f"{key}.port",
