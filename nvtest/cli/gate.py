@@ -5,7 +5,8 @@ Prints one JSON verdict document on stdout (docs/gate.schema.json) and one summa
 stderr. Exit status: 1 when a check failed (or, with ``--strict``, a measurement could not be
 made), else 0 — Slurm drains a node whose Prolog or Epilog exits non-zero, so nothing short of
 a proven failure does. A mistake in the site's files (overlay, ``--sku-dir``) or options
-(``--sku``; in a hook mode also ``--mode``, ``--check``, ``--budget``) never switches the
+(``--sku``; in a hook mode also ``--mode``, ``--check``, ``--budget``, ``--expect-gpus``, be
+it out of range or text that is not a number, and options the gate does not know) never switches the
 judging off: what the shipped profile can judge is judged, the checks that depend on the
 broken part and the ``configuration`` check are ``unknown`` naming file, line and key
 (:mod:`nvtest.ops.gate.config`). It never exits 1 by itself, also not with ``--strict``; in
@@ -23,7 +24,7 @@ from typing import Annotated
 import typer
 
 from nvtest.cli.app import app, err_console
-from nvtest.cli.limits import out_of_range
+from nvtest.cli.limits import LIMITS, Unparsed, lenient_float, lenient_int, out_of_range
 from nvtest.errors import EXIT_CONFIG, ConfigError, exit_code_of_signal
 from nvtest.run.live import short
 
@@ -54,16 +55,17 @@ def _summary(doc: dict) -> str:
     )
 
 
-@app.command(epilog=_EPILOG)
+@app.command(epilog=_EPILOG, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def gate(
+    ctx: typer.Context,
     mode: Annotated[str, typer.Option(help="prolog, epilog, healthcheck or manual: the hook that runs the gate.")] = "manual",
-    budget: Annotated[float, typer.Option(help="Wall-time budget of the checks, seconds; a check past it is unknown.")] = 10.0,
+    budget: Annotated[float, typer.Option(parser=lenient_float, metavar="FLOAT", help="Wall-time budget of the checks, seconds; a check past it is unknown.")] = 10.0,
     strict: Annotated[bool, typer.Option(help="Exit 1 on unknown (a check that could not be measured) too; never for a configuration error, which is not the node's fault.")] = False,
     drain: Annotated[bool, typer.Option(help="Drain this node in Slurm when a check fails (reason 'nvtest: <check> ...').")] = False,
     resume: Annotated[bool, typer.Option(help="Resume this node when every check passes, if nvtest drained it.")] = False,
     clear_xids: Annotated[bool, typer.Option(help="Forget the fatal Xids seen this boot (after the GPU reset they asked for); --mode manual only.")] = False,
     forget_sku: Annotated[bool, typer.Option(help="Forget the SKU this node last matched (a repurposed node); --mode manual only.")] = False,
-    expect_gpus: Annotated[int | None, typer.Option(help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).")] = None,
+    expect_gpus: Annotated[int | None, typer.Option(parser=lenient_int, metavar="INTEGER", help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).")] = None,
     node: Annotated[str | None, typer.Option(help="This node's Slurm name (default: $SLURMD_NODENAME, else the short hostname).")] = None,
     sku: Annotated[str | None, typer.Option(help="Judge against this SKU profile (default: matched from nvidia-smi and lspci).")] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
@@ -78,11 +80,10 @@ def gate(
     from nvtest.ops.gate.budget import Budget, process_age
     from nvtest.ops.gate.engine import GateOptions, run_gate
 
-    mode, budget, check, problems = _option_problems(mode, budget, check)
-    why_gpus = out_of_range("gate", "expect_gpus", expect_gpus)
-    if why_gpus:  # a witness that cannot be believed is no witness: recorded, or refused by hand
-        problems.extend(_refuse_or_record(mode, [("--expect-gpus", f"{why_gpus}; not used", None)]))
-        expect_gpus = None
+    mode, check, numbers, problems = _option_problems(
+        mode, check, {"budget": budget, "expect_gpus": expect_gpus}, _extra_args(ctx), _known_options(ctx)
+    )
+    budget, expect_gpus = float(numbers["budget"] or 10.0), _int_or_none(numbers["expect_gpus"])
     opts = GateOptions(
         node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
         forget_sku=forget_sku, expect_gpus=expect_gpus, sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
@@ -124,10 +125,34 @@ def _problem_text(p: dict) -> str:
     return ": ".join(x for x in (place, p.get("key") or "", p["message"]) if x)
 
 
-def _option_problems(mode: str, budget: float, check: list[str] | None) -> tuple[str, float, list[str] | None, list]:
-    """A bad ``--mode``, ``--check`` or ``--budget``: ``--mode manual`` (or no hook named)
-    refuses it (exit 2); a hook mode records it as a configuration problem and runs with
-    the default (an unknown ``--mode``: ``healthcheck``; unknown check names: left out)."""
+#: The numeric options' defaults and what a hook does instead of a value that does not
+#: parse or is out of range: parameter name -> (default, what the text says, the default's words).
+_NUMBERS: dict[str, tuple[float | None, str, str]] = {
+    "budget": (10.0, "a number of seconds", "the default 10 s is used"),
+    "expect_gpus": (None, "a whole number of GPUs", "not used"),  # a witness that cannot be believed is no witness
+}
+
+
+def _extra_args(ctx: typer.Context) -> list[str]:
+    return list(ctx.args)
+
+
+def _known_options(ctx: typer.Context) -> list[str]:
+    return [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
+
+
+def _int_or_none(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _option_problems(
+    mode: str, check: list[str] | None, numbers: dict[str, float | None], extra: list[str], known: list[str]
+) -> tuple[str, list[str] | None, dict[str, float | None], list]:
+    """A bad ``--mode``, ``--check``, numeric option (:data:`_NUMBERS`: text that is not a
+    number, or out of its range) or an option the gate does not know (``extra``, the
+    context's left-over arguments): ``--mode manual`` (or no hook named) refuses it (exit 2);
+    a hook mode records it as a configuration problem and runs with the default (an unknown
+    ``--mode``: ``healthcheck``; unknown check names and options: left out)."""
     from nvtest.config.site import nearest_name
     from nvtest.ops.gate.engine import CHECKS, MODES
 
@@ -142,11 +167,21 @@ def _option_problems(mode: str, budget: float, check: list[str] | None) -> tuple
         found.append(("--check", f"unknown check {name!r}; known: {', '.join(names)}", near))
     if check and found:
         check = [c for c in check if c in names] or None
-    why_budget = out_of_range("gate", "budget", budget)
-    if why_budget:
-        found.append(("--budget", f"{why_budget}; the default 10 s is used", None))
-        budget = 10.0
-    return mode, budget, check, _refuse_or_record(mode, found)
+    numbers = dict(numbers)
+    for name, value in numbers.items():
+        default, kind, instead = _NUMBERS[name]
+        option = LIMITS["gate"][name][0]
+        why = f"{value.text!r} is not {kind}" if isinstance(value, Unparsed) else out_of_range("gate", name, value)
+        if why:
+            found.append((option, f"{why}; {instead}", None))
+            numbers[name] = default
+    for arg in extra:
+        if arg.startswith("-"):
+            key = arg.split("=", 1)[0]
+            found.append((key, f"unknown option {arg!r}; left out", nearest_name(key, known)))
+        else:
+            found.append(("argument", f"unexpected argument {arg!r}; left out", None))
+    return mode, check, numbers, _refuse_or_record(mode, found)
 
 
 def _refuse_or_record(mode: str, found: list[tuple[str, str, str | None]]) -> list:
