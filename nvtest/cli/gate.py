@@ -16,12 +16,14 @@ broken part and the ``configuration`` check are ``unknown`` naming file, line an
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand
 
 from nvtest.cli.app import app, err_console
 from nvtest.cli.limits import LIMITS, Unparsed, lenient_float, lenient_int, out_of_range
@@ -55,7 +57,61 @@ def _summary(doc: dict) -> str:
     )
 
 
-@app.command(epilog=_EPILOG, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+#: click's UsageError, whichever click typer uses (its own copy since typer 0.22, else click).
+_USAGE_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+#: The modes that are a hook of slurmd (or of another program that drains on exit 1).
+_HOOKS = ("prolog", "epilog", "healthcheck")
+#: ``ctx.meta`` key: the option errors of the parser that a hook mode records, (option, message).
+_PARSE_ERRORS = "nvtest.gate.parse_errors"
+
+
+def _hook_of(args: list[str]) -> str | None:
+    """The hook mode ``args`` run the gate in, or None for ``--mode manual`` (or no ``--mode``).
+    A ``--mode`` without a value: the hook slurmd's environment names (``SLURM_SCRIPT_CONTEXT``
+    ``prolog_slurmd`` -> ``prolog``, or ``SLURMD_NODENAME`` set -> ``healthcheck``), else None;
+    an unknown mode is a hook (it runs as ``healthcheck`` with a configuration problem)."""
+    mode: str | None = "manual"
+    for i, arg in enumerate(args):
+        if arg == "--mode":
+            mode = args[i + 1] if i + 1 < len(args) else None
+        elif arg.startswith("--mode="):
+            mode = arg.split("=", 1)[1]
+    if mode is None:
+        context = os.environ.get("SLURM_SCRIPT_CONTEXT", "")
+        if not context and not os.environ.get("SLURMD_NODENAME"):
+            return None
+        return next((h for h in _HOOKS if h in context), "healthcheck")
+    return None if mode == "manual" else mode
+
+
+class _GateCommand(TyperCommand):
+    """The gate's command: in a hook mode an option the parser refuses (``--budget`` without a
+    value, ``--strict=yes``) is left out and recorded in ``ctx.meta`` for the gate to name as a
+    configuration problem, instead of click's exit 2 with no document (a drained node)."""
+
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def,override]  # noqa: D102 - the class says it
+        args = list(args)
+        for _ in range(len(args) + 1):
+            ctx.params.clear()
+            try:
+                return super().parse_args(ctx, list(args))  # the parser consumes the list it is given
+            except _USAGE_ERROR as exc:
+                hook = _hook_of(args)
+                param = getattr(exc, "param", None)
+                name = getattr(exc, "option_name", None) or (max(param.opts, key=len) if param is not None and param.opts else None)
+                kept = [a for a in args if a != name and not a.startswith(f"{name}=")] if name else args
+                if hook is None or kept == args:
+                    raise
+                if name == "--mode":
+                    kept += ["--mode", hook]
+                ctx.meta.setdefault(_PARSE_ERRORS, []).append((name, exc.format_message()))  # type: ignore[attr-defined]
+                args = kept
+        raise AssertionError("unreachable: each round leaves an argument out")
+
+
+@app.command(
+    cls=_GateCommand, epilog=_EPILOG, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+)
 def gate(
     ctx: typer.Context,
     mode: Annotated[str, typer.Option(help="prolog, epilog, healthcheck or manual: the hook that runs the gate.")] = "manual",
@@ -81,7 +137,7 @@ def gate(
     from nvtest.ops.gate.engine import GateOptions, run_gate
 
     mode, check, numbers, problems = _option_problems(
-        mode, check, {"budget": budget, "expect_gpus": expect_gpus}, _extra_args(ctx), _known_options(ctx)
+        mode, check, {"budget": budget, "expect_gpus": expect_gpus}, _extra_args(ctx), _known_options(ctx), _parse_errors(ctx)
     )
     budget, expect_gpus = float(numbers["budget"] or 10.0), _int_or_none(numbers["expect_gpus"])
     opts = GateOptions(
@@ -137,6 +193,10 @@ def _extra_args(ctx: typer.Context) -> list[str]:
     return list(ctx.args)
 
 
+def _parse_errors(ctx: typer.Context) -> list[tuple[str, str, str | None]]:
+    return [(name, f"{message.rstrip('.')}; left out", None) for name, message in ctx.meta.get(_PARSE_ERRORS, [])]
+
+
 def _known_options(ctx: typer.Context) -> list[str]:
     return [o for p in ctx.command.params for o in p.opts if o.startswith("--")]
 
@@ -146,17 +206,19 @@ def _int_or_none(value: float | None) -> int | None:
 
 
 def _option_problems(
-    mode: str, check: list[str] | None, numbers: dict[str, float | None], extra: list[str], known: list[str]
+    mode: str, check: list[str] | None, numbers: dict[str, float | None], extra: list[str], known: list[str],
+    parse_errors: list[tuple[str, str, str | None]],
 ) -> tuple[str, list[str] | None, dict[str, float | None], list]:
     """A bad ``--mode``, ``--check``, numeric option (:data:`_NUMBERS`: text that is not a
     number, or out of its range) or an option the gate does not know (``extra``, the
-    context's left-over arguments): ``--mode manual`` (or no hook named) refuses it (exit 2);
+    context's left-over arguments) or one the parser refused (``parse_errors``, left out by
+    :class:`_GateCommand` in a hook mode): ``--mode manual`` (or no hook named) refuses it (exit 2);
     a hook mode records it as a configuration problem and runs with the default (an unknown
     ``--mode``: ``healthcheck``; unknown check names and options: left out)."""
     from nvtest.config.site import nearest_name
     from nvtest.ops.gate.engine import CHECKS, MODES
 
-    found: list[tuple[str, str, str | None]] = []
+    found: list[tuple[str, str, str | None]] = list(parse_errors)
     if mode not in MODES:
         near = nearest_name(mode, MODES)
         found.append(("--mode", f"{mode!r} is not one of {', '.join(MODES)}; run as healthcheck", near))
