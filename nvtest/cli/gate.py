@@ -26,6 +26,7 @@ import typer
 from typer.core import TyperCommand
 
 from nvtest.cli.app import app, err_console
+from nvtest.cli.early import forward
 from nvtest.cli.limits import LIMITS, Unparsed, lenient_float, lenient_int, out_of_range
 from nvtest.errors import EXIT_CONFIG, ConfigError, exit_code_of_signal
 from nvtest.run.live import short
@@ -155,6 +156,7 @@ def gate(
 
     opts.emit = emit
     budget_clock = Budget(budget, time.monotonic() - min(process_age(), MAX_START_S))  # the start is paid from the budget
+    forward(budget_clock.mark)  # a SIGTERM while the command started: the document at once
     try:
         doc = run_gate(opts, budget_clock)
     except ConfigError as exc:
