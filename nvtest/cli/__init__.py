@@ -29,6 +29,10 @@ from __future__ import annotations
 import importlib
 import sys
 
+from nvtest.cli.early import record_while_starting
+
+record_while_starting()  # gate: a SIGTERM while importing is answered with a document
+
 try:
     from nvtest.cli.app import app, main
 except KeyboardInterrupt:  # Ctrl-C while the command starts: one line, not a traceback

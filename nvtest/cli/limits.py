@@ -17,7 +17,7 @@ import typer
 from nvtest.cli.app import err_console
 from nvtest.errors import EXIT_CONFIG
 
-__all__ = ["LIMITS", "check_numbers", "out_of_range"]
+__all__ = ["LIMITS", "Unparsed", "check_numbers", "lenient_float", "lenient_int", "out_of_range"]
 
 #: verb -> parameter name -> (option, least, most), both ends allowed.
 LIMITS: dict[str, dict[str, tuple[str, float, float]]] = {
@@ -34,6 +34,41 @@ LIMITS: dict[str, dict[str, tuple[str, float, float]]] = {
         "duration": ("--duration", 1.0, 30 * 86_400.0),
     },
 }
+
+
+class Unparsed(float):
+    """The text of a numeric option that is not a number (``--budget 10s``): a NaN that
+    keeps :attr:`text`, so that a verb run by a hook can name it and use its default
+    instead of failing in the option parser (exit 2, no document)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> Unparsed:  # noqa: D102 - the class says it
+        obj = super().__new__(cls, "nan")
+        obj.text = text
+        return obj
+
+
+def lenient_float(text: str | float) -> float:
+    """typer ``parser=`` of a float option: the number, or :class:`Unparsed` for text that
+    is not one (``'10s'``, ``''``, ``'0x10'``)."""
+    if isinstance(text, int | float):
+        return float(text)
+    try:
+        return float(text)
+    except ValueError:
+        return Unparsed(text)
+
+
+def lenient_int(text: str | int) -> int:
+    """typer ``parser=`` of an int option: the integer (base 10), or :class:`Unparsed` for
+    text that is not one (``'abc'``, ``'1e3'``, ``'eight'``)."""
+    if isinstance(text, int):
+        return text
+    try:
+        return int(text, 10)
+    except ValueError:
+        return Unparsed(text)  # type: ignore[return-value]  # a NaN marker, checked by the verb
 
 
 def out_of_range(verb: str, name: str, value: float | None) -> str | None:

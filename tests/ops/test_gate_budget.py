@@ -104,6 +104,44 @@ def test_sigterm_leaves_a_document_a_record_and_no_tool(tmp_path: Path) -> None:
         assert store.engine.connect().exec_driver_sql("SELECT count(*) FROM runs WHERE kind = 'gate'").scalar_one() == 1
 
 
+def _catches(pid: int, sig: signal.Signals) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``sig`` (/proc/<pid>/status SigCgt)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")), 0)
+    return bool(mask & (1 << (sig - 1)))
+
+
+def test_a_sigterm_while_the_command_starts_leaves_a_document(tmp_path: Path) -> None:
+    """slurmd's SIGTERM as soon as the process catches it (its first moments, while Python
+    imports): a document on stdout, exit 3 as a later SIGTERM, the record written or spooled;
+    when it came before the gate started, every check is unknown and nothing was run."""
+    tools = node_bin(tmp_path, "n1")
+    db, state = tmp_path / "h.sqlite", tmp_path / "s"
+    env = {**os.environ, "PATH": tools.path_prefix(), "PYTHONPATH": str(REPO)}
+    argv = [*NVTEST, "gate", "--node", "n1", "--mode", "prolog", "--state-dir", str(state), "--history", str(db)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        until = time.monotonic() + 30
+        while not _catches(proc.pid, signal.SIGTERM) and proc.poll() is None and time.monotonic() < until:
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, err
+    doc = json.loads(out)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["interrupted"] == "SIGTERM" and doc["verdict"] == "unknown", err
+    if "before it started" in doc["checks"][0]["reason"]:
+        assert {c["verdict"] for c in doc["checks"]} == {"unknown"} and not tools.calls(), doc["checks"]
+    with HistoryStore(f"sqlite:///{db}") as store:
+        written = store.engine.connect().exec_driver_sql("SELECT count(*) FROM runs WHERE kind = 'gate'").scalar_one()
+    assert written + len(list((state / "spool").glob("*"))) == 1, err
+
+
 BAD = ("nan", "inf", "-1", "0", "1e12")
 
 

@@ -173,3 +173,35 @@ def test_the_cli_in_a_hook_records_option_and_file_typos_and_names_them(tmp_path
     manual = run_nvtest(*base, env=healthy, timeout=120)
     assert manual.returncode == 2 and json.loads(manual.stdout)["exit_code"] == 2
     assert "recipe.gate.disk_fre_gib" in manual.stderr
+
+
+def test_option_values_that_do_not_parse_are_recorded_in_a_hook_and_refused_by_hand(tmp_path: Path) -> None:
+    """``--budget=10s``, ``--expect-gpus=abc`` and an unknown option in a Prolog: each is a
+    configuration problem naming the option and the text, the default is used and the node is
+    judged (healthy: exit 0; a lost GPU: exit 1); ``--mode manual`` exits 2 naming the first.
+    An option the parser refuses (``--strict=yes``, a ``--mode`` without its value) is left out
+    in a hook, the hook named by slurmd's environment where ``--mode`` has no value."""
+    typos = ("--budget=10s", "--expect-gpus=abc", "--bogus-option")
+    pythonpath = os.environ.get("PYTHONPATH", str(REPO))
+    lost = FAULTS["lost_gpu"][0](node_bin(tmp_path / "l", "n1"))
+    base = ("gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", "off")
+    for tools, code in ((node_bin(tmp_path / "h", "n1"), 0), (lost, 1)):
+        env = {"PATH": tools.path_prefix(), "PYTHONPATH": pythonpath}
+        hook = run_nvtest(*base, "--mode", "prolog", *typos, env=env, timeout=120)
+        doc = json.loads(hook.stdout)
+        jsonschema.validate(doc, SCHEMA)
+        assert hook.returncode == code == doc["exit_code"] and doc["budget_s"] == 10.0, hook.stderr
+        problems = {p["key"]: p["message"] for p in doc["configuration"]["problems"]}
+        assert "'10s' is not a number of seconds" in problems["--budget"], problems
+        assert "'abc' is not a whole number of GPUs" in problems["--expect-gpus"], problems
+        assert "unknown option '--bogus-option'" in problems["--bogus-option"], problems
+        assert "configuration error: --budget: '10s' is not a number of seconds" in hook.stderr
+    env |= {"SLURM_SCRIPT_CONTEXT": "", "SLURMD_NODENAME": ""}
+    for typo in (*typos, "--mode"):
+        manual = run_nvtest(*base, typo, env=env, timeout=120)
+        assert manual.returncode == 2 and not manual.stdout and typo.split("=")[0] in manual.stderr, manual.stderr
+    # what the parser itself refuses: left out too; a --mode without its value is slurmd's hook
+    hook = run_nvtest(*base, "--strict=yes", "--mode", env={**env, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}, timeout=120)
+    doc = json.loads(hook.stdout)
+    assert hook.returncode == 1 and doc["mode"] == "prolog" and doc["strict"] is False, hook.stderr
+    assert {p["key"] for p in doc["configuration"]["problems"]} == {"--strict", "--mode"}, hook.stderr

@@ -104,6 +104,15 @@ class Budget:
         for fn in list(self._on_stop):
             fn()
 
+    def mark(self, name: str) -> None:
+        """Note a signal that arrived before the gate's own handlers were installed (the
+        command's start, :mod:`nvtest.cli.early`): its name and time only, no :meth:`on_stop`
+        function (safe in a signal handler); :func:`~nvtest.ops.gate.engine.run_gate` then
+        starts nothing."""
+        if self.interrupted is None:
+            self.stopped_at = time.monotonic()
+            self.interrupted = name
+
     def wait(self, done: Callable[[], bool], until: float) -> bool:
         """Wait until ``done()`` is true, ``until`` (monotonic) passes or a signal arrives;
         ``done()`` at the end."""

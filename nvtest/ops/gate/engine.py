@@ -36,7 +36,7 @@ from nvtest.ops.gate.checks_gpu import GPU_CHECKS
 from nvtest.ops.gate.checks_node import NODE_CHECKS
 from nvtest.ops.gate.config import config_verdicts, configuration_json, forced_sku, gate_exit_code
 from nvtest.ops.gate.context import GateContext, base_commands, recipe_commands
-from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, worst
+from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, exit_code, worst
 from nvtest.ops.gate.recipe import gate_recipe, provisional_recipe
 from nvtest.ops.gate.slurm import SlurmAction, drain_node, resume_node
 from nvtest.ops.gate.state import GateState, default_state_dir, load_state, save_state
@@ -259,6 +259,8 @@ def run_gate(opts: GateOptions, budget: Budget | None = None) -> dict[str, Any]:
     os.environ.setdefault("PATH", DEFAULT_PATH)
     budget = budget or Budget(opts.budget_s)
     with on_signals(budget.interrupt):
+        if budget.stopped:  # a signal while the command started: nothing is started now
+            return _stopped_before_start(opts, budget)
         sources = Sources(base_commands(opts.sysfs), budget.at(TOOLS_SHARE))
         budget.on_stop(lambda: sources.kill_all(f"interrupted by {budget.interrupted}"))
         if budget.stopped:
@@ -267,6 +269,39 @@ def run_gate(opts: GateOptions, budget: Budget | None = None) -> dict[str, Any]:
             return _gate(opts, budget, sources)
         finally:
             sources.kill_all("ended")  # no tool outlives its gate (a hung nvidia-smi with it)
+
+
+def _stopped_before_start(opts: GateOptions, budget: Budget) -> dict[str, Any]:
+    """The document of a gate stopped by a signal before it started (slurmd's SIGTERM while
+    the interpreter was importing): every check ``unknown``, no tool run, no drain or resume;
+    handed out at once and recorded like a gate stopped later (:func:`_finish`)."""
+    node = node_name(opts.node)
+    state_dir = opts.state_dir or default_state_dir()
+    why = f"the gate was interrupted by {budget.interrupted} before it started; not a verdict on the node"
+    results = []
+    for name, _ in CHECKS:
+        if not opts.only or name in opts.only:
+            res = CheckResult(name)
+            res.add("unknown", name, why)
+            results.append(res)
+    if opts.drain or opts.resume:
+        opts.warnings.append(f"no drain or resume: the gate was interrupted by {budget.interrupted}")
+    problems = [p.to_json() for p in opts.config_problems]
+    doc: dict[str, Any] = {
+        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "nvtest_version": __version__,
+        "node": node, "mode": opts.mode, "job_id": os.environ.get("SLURM_JOB_ID"),
+        "cluster": gate_cluster(opts.cluster, node),
+        "started_at": time.time() - (time.monotonic() - budget.t0),
+        "duration_s": round(time.monotonic() - budget.t0, 3), "budget_s": opts.budget_s,
+        "verdict": "unknown", "exit_code": exit_code("unknown", strict=opts.strict), "strict": opts.strict,
+        "sku": {"name": None, "how": why, "overlay": None},
+        "checks": [c.to_json() for c in results], "slurm": {"drain": None, "resume": None},
+        "state": {"dir": str(state_dir), "previous_gate_at": None}, "warnings": opts.warnings,
+        "configuration": {"ok": not problems, "overlay": None, "files": [], "problems": problems},
+        "interrupted": budget.interrupted,
+    }  # fmt: skip
+    _finish(opts, doc, budget, state_dir)
+    return doc
 
 
 def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]:
