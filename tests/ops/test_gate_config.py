@@ -215,7 +215,7 @@ def test_only_the_checks_reading_a_broken_key_are_unknown(
         assert verdict in want, (name, checks[name]["reason"])
     [problem] = doc["configuration"]["problems"]
     for name in unjudged:
-        assert f"{ov}:5: {problem['key']}: unknown key" in checks[name]["reason"]
+        assert f"a setting it reads (recipe.gate) has a configuration error: {ov}:5: {problem['key']}: unknown key" in checks[name]["reason"]
     if failed:
         assert "6 of 8 ports Active" in checks["ib_ports"]["reason"]
     else:

@@ -108,20 +108,21 @@ def recipe_checks_of(p: ConfigProblem, whole_file: bool) -> tuple[str, ...]:
     return RECIPE_FIELDS[name] if name else RECIPE_CHECKS
 
 
-def _blocking(site: SiteConfig, sku: SkuProfile | None) -> dict[str, list[ConfigProblem]]:
+def _blocking(site: SiteConfig, sku: SkuProfile | None) -> dict[str, list[tuple[ConfigProblem, bool]]]:
     """Check -> the problems of the parts of ``recipe.gate`` it depends on: the overlay's,
-    the node's profile's (see :func:`recipe_checks_of`)."""
+    the node's profile's (see :func:`recipe_checks_of`), each with whether its file was
+    left out whole."""
     name = sku.name if sku else None
-    out: dict[str, list[ConfigProblem]] = {}
+    out: dict[str, list[tuple[ConfigProblem, bool]]] = {}
     for p in site.problems:
         if p.kind == "overlay":
-            checks = recipe_checks_of(p, site.overlay_broken)
+            whole = site.overlay_broken
         elif p.kind == "sku_dir" and p.file and name is not None and _stem(p.file) == name:
-            checks = recipe_checks_of(p, name in site.broken_profiles)
+            whole = name in site.broken_profiles
         else:
             continue
-        for c in checks:
-            out.setdefault(c, []).append(p)
+        for c in recipe_checks_of(p, whole):
+            out.setdefault(c, []).append((p, whole))
     return out
 
 
@@ -139,9 +140,10 @@ def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[C
     for c in checks:
         if c.check in blocking:
             res = CheckResult(c.check, duration_s=c.duration_s)
-            for p in blocking[c.check]:
-                res.add("unknown", c.check, f"not judged: its settings (recipe.gate) come from a file with a "
-                        f"configuration error: {p}", threshold=FIX, source=p.file)  # fmt: skip
+            for p, whole in blocking[c.check]:
+                what = ("its settings (recipe.gate) come from a file with a configuration error" if whole
+                        else "a setting it reads (recipe.gate) has a configuration error")  # fmt: skip
+                res.add("unknown", c.check, f"not judged: {what}: {p}", threshold=FIX, source=p.file)
             out.append(res)
         else:
             out.append(c)
