@@ -55,8 +55,7 @@ def check(
         err_console.print(f"nvtest: error: {p}{near}", markup=False, highlight=False)
     what = f"{len(site.catalog.profiles)} SKU profiles" + (f", overlay {overlay}" if overlay else "")
     if problems:
-        err_console.print(f"nvtest config check: {len(problems)} file(s) or option(s) in error ({what}); a file's "
-                          "first error is shown, with how many more follow it", markup=False, highlight=False)  # fmt: skip
+        err_console.print(f"nvtest config check: {len(problems)} error(s) ({what})", markup=False, highlight=False)
         raise typer.Exit(EXIT_CONFIG)
     suites = f"{len(suite)} suite(s)" if suite else "every suite"
     console.print(f"nvtest config check: OK ({what}, {suites}"

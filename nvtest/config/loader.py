@@ -43,7 +43,9 @@ __all__ = [
     "load_model",
     "load_yaml_with_lines",
     "read_bounded",
+    "salvage_model",
     "validate_model",
+    "validation_problems",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -226,10 +228,27 @@ def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | Non
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors()
-        # an unknown key explains a "field required" beside it (a typo'd key): report it first
-        errors = sorted(errors, key=lambda e: e.get("type") != "extra_forbidden")
-        err = errors[0]
+        [(_, first), *more] = validation_problems(model, exc, path=path, lines=lines)
+        raise _and_more(first, len(more)) from exc
+
+
+def _and_more(err: ConfigError, more: int) -> ConfigError:
+    """``err`` with `` (and 2 more errors)`` where there are more."""
+    if not more:
+        return err
+    return ConfigError(f"{err.reason} (and {more} more error{'s' if more > 1 else ''})", path=err.path,
+                       line=err.line, field=err.field)  # fmt: skip
+
+
+def validation_problems(
+    model: type[BaseModel], exc: ValidationError, *, path: str, lines: LineMap | None = None
+) -> list[tuple[tuple[Any, ...], ConfigError]]:
+    """Every error of ``exc`` (raised validating ``model``) as (its location, a ConfigError
+    naming file, line, dotted key and the nearest name of a misspelt key); unknown keys first
+    (an unknown key explains a "field required" beside it: a typo'd key)."""
+    errors = sorted(exc.errors(), key=lambda e: e.get("type") != "extra_forbidden")
+    out: list[tuple[tuple[Any, ...], ConfigError]] = []
+    for err in errors:
         loc = tuple(err.get("loc", ()))
         line = None
         if lines:
@@ -246,10 +265,62 @@ def validate_model(model: type[M], data: Any, *, path: str, lines: LineMap | Non
             loc, near = loc[:-1], difflib.get_close_matches(str(loc[-2]), known, n=1, cutoff=0.6)
             field = ".".join(str(p) for p in loc)
             msg = "unknown key" + (f" (did you mean {near[0]!r}?)" if near else f"; known: {', '.join(known)}")
-        more = len(errors) - 1
-        if more:
-            msg += f" (and {more} more error{'s' if more > 1 else ''})"
-        raise ConfigError(msg, path=path, line=line, field=field) from exc
+        out.append((loc, ConfigError(msg, path=path, line=line, field=field)))
+    return out
+
+
+#: The most rounds of :func:`salvage_model` (each cuts at least one part out).
+MAX_SALVAGE_ROUNDS = 64
+
+
+def salvage_model(
+    model: type[M],
+    data: Any,
+    *,
+    path: str,
+    lines: LineMap | None,
+    part: abc.Callable[[tuple[Any, ...]], tuple[Any, ...] | None],
+    cut: list[ConfigError],
+) -> M:
+    """Validate ``data`` as ``model``, leaving out each part that fails and may be left out.
+
+    ``part(loc)`` is the location of the part an error at ``loc`` breaks that the file means
+    the same without (a key of a section: ``("recipe", "gate", "disk_fre_gib")``), or None
+    where the file's meaning itself is broken. Each error of a part left out is appended to
+    ``cut`` (file, line, dotted key, nearest name); the model of the rest is returned.
+    ``data`` is not changed.
+
+    Raises:
+        ConfigError: an error that no part explains (as :func:`validate_model` says it).
+    """
+    import copy
+
+    rest = copy.deepcopy(data)
+    for _ in range(MAX_SALVAGE_ROUNDS):
+        try:
+            return model.model_validate(rest)
+        except ValidationError as exc:
+            found = validation_problems(model, exc, path=path, lines=lines)
+            error = exc
+        parts = [part(loc) for loc, _ in found]
+        whole = [e for p, (_, e) in zip(parts, found, strict=True) if p is None]
+        if whole:  # the error that no part explains is the one to name
+            raise _and_more(whole[0], len(found) - 1) from error
+        if not all(_drop(rest, p) for p in sorted({p for p in parts if p}, key=len, reverse=True)):
+            break
+        seen = {(e.field, e.reason) for e in cut}
+        cut.extend(e for _, e in found if (e.field, e.reason) not in seen)
+    return validate_model(model, data, path=path, lines=lines)
+
+
+def _drop(data: Any, loc: tuple[Any, ...]) -> bool:
+    """Remove the key at ``loc`` of nested mappings; False where there is none."""
+    for step in loc[:-1]:
+        data = data.get(step) if isinstance(data, dict) else None
+    if isinstance(data, dict) and loc and loc[-1] in data:
+        del data[loc[-1]]
+        return True
+    return False
 
 
 @dataclasses.dataclass(frozen=True)

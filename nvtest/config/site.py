@@ -7,6 +7,14 @@ in a site file must neither switch its judging off nor drain a healthy fleet. So
 left out and becomes a :class:`ConfigProblem` (file, line, key, message, nearest name),
 and the rest is loaded as usual: the shipped profiles, the valid ``--sku-dir`` profiles,
 and the overlay where it is valid.
+
+The unit left out is the key, not the file, where the file still says what it means: an
+overlay that reads as a mapping with a valid ``name`` and ``applies_to`` is applied without
+its invalid recipe keys and thresholds (:func:`nvtest.config.skus.overlay_part`), a profile
+without its invalid ``recipe.gate`` keys (:func:`nvtest.config.skus.profile_part`); each
+key left out is a problem of its own. A file that cannot be read (missing, not YAML, not a
+mapping, a broken ``name`` or ``applies_to``) is left out whole (``overlay_broken``,
+``broken_profiles``).
 """
 
 from __future__ import annotations
@@ -80,9 +88,10 @@ class SiteConfig:
     Attributes:
         catalog: the shipped profiles, the valid ``--sku-dir`` profiles, the overlay if valid.
         problems: every mistake found, in the order found.
-        broken_profiles: names (file stems) of profiles that did not load; a node matching
+        broken_profiles: names (file stems) of profiles that did not load at all; a node matching
             one of these names is judged with the shipped profile of that name, if any.
-        overlay_broken: an overlay was given and is not applied.
+        overlay_broken: an overlay was given and is not applied at all (unreadable); an
+            overlay applied without some of its keys is not broken (its problems name the keys).
         overlay: the overlay file given (valid or not).
     """
 
@@ -112,15 +121,21 @@ def load_site(sku_dirs: Sequence[Path] = (), overlay: Path | None = None) -> Sit
                 site.problems.append(ConfigProblem.from_error(kind, exc))
                 continue
             for path in files:
+                cut: list[ConfigError] = []
                 try:
-                    add_profile(site.catalog, path)
+                    add_profile(site.catalog, path, cut)
                 except ConfigError as exc:
                     site.problems.append(ConfigProblem.from_error(kind, exc))
                     site.broken_profiles.add(path.stem)
+                else:
+                    site.problems += [ConfigProblem.from_error(kind, e) for e in cut]
     if overlay is not None:
+        cut = []
         try:
-            apply_overlay(site.catalog, load_overlay(overlay, site.catalog), str(overlay))
+            apply_overlay(site.catalog, load_overlay(overlay, site.catalog, cut), str(overlay))
         except ConfigError as exc:
             site.problems.append(ConfigProblem.from_error("overlay", exc))
             site.overlay_broken = True
+        else:
+            site.problems += [ConfigProblem.from_error("overlay", e) for e in cut]
     return site

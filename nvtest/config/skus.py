@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from nvtest.config.inventory import Inventory
-from nvtest.config.loader import load_model, load_yaml_with_lines, validate_model
+from nvtest.config.loader import load_model, load_yaml_with_lines, salvage_model, validate_model
 from nvtest.config.resources import configs_dir
 from nvtest.config.thresholds import Overlay, SkuProfile
 from nvtest.errors import ConfigError
@@ -211,13 +211,40 @@ def load_catalog(extra_dirs: Sequence[Path] = (), overlay: Path | None = None) -
     return cat
 
 
-def add_profile(cat: Catalog, path: Path) -> SkuProfile:
+def overlay_part(loc: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """The part of an overlay an error at ``loc`` breaks that can be left out (see
+    :func:`nvtest.config.loader.salvage_model`): a key of a recipe section, a whole recipe
+    section, a metric's threshold or a check's thresholds; the profile's own value of a part
+    left out stays. None for the rest (``name``, ``applies_to``, the file's shape): without
+    them the overlay's intent is unknown."""
+    return tuple(loc[:3]) if len(loc) >= 2 and loc[0] in ("recipe", "thresholds") else None
+
+
+def profile_part(loc: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """As :func:`overlay_part`, for a profile: a key of its ``recipe.gate`` only (the gate
+    judges without it: the checks that read it are ``unknown``). A profile's other parts
+    (``expect``, thresholds) are what its checks judge against: a profile missing one would
+    judge less than it says, so an error there leaves the whole profile out."""
+    return tuple(loc[:3]) if len(loc) >= 3 and tuple(loc[:2]) == ("recipe", "gate") else None
+
+
+def add_profile(cat: Catalog, path: Path, cut: list[ConfigError] | None = None) -> SkuProfile:
     """Load the profile file ``path`` into ``cat`` (replacing one of the same name).
 
+    With ``cut`` (a list), an invalid key of its ``recipe.gate`` is left out
+    (:func:`profile_part`) and its error appended to ``cut``; the rest loads.
+
     Raises:
-        ConfigError: the file is invalid, or its ``name`` is not its file name.
+        ConfigError: the file is invalid (beyond what ``cut`` takes), or its ``name`` is not
+            its file name.
     """
-    prof = load_model(SkuProfile, path)
+    if cut is None:
+        prof = load_model(SkuProfile, path)
+    else:
+        data, lines = load_yaml_with_lines(path)
+        if data is None:
+            raise ConfigError("file is empty", path=str(path))
+        prof = salvage_model(SkuProfile, data, path=str(path), lines=lines, part=profile_part, cut=cut)
     if prof.name != path.stem:
         raise ConfigError(f"name {prof.name!r} differs from the file name {path.stem!r}", path=str(path), field="name")
     cat.profiles[prof.name] = prof
@@ -225,16 +252,23 @@ def add_profile(cat: Catalog, path: Path) -> SkuProfile:
     return prof
 
 
-def load_overlay(path: Path, cat: Catalog) -> Overlay:
+def load_overlay(path: Path, cat: Catalog, cut: list[ConfigError] | None = None) -> Overlay:
     """Read and validate the overlay at ``path``; every SKU its ``applies_to`` names is in ``cat``.
 
+    With ``cut`` (a list), each invalid part :func:`overlay_part` names is left out and its
+    error appended to ``cut``; the rest of the overlay is returned.
+
     Raises:
-        ConfigError: unreadable, empty, invalid, or an unknown SKU in ``applies_to`` (file, line, field).
+        ConfigError: unreadable, empty, invalid (beyond what ``cut`` takes), or an unknown
+            SKU in ``applies_to`` (file, line, field).
     """
     data, lines = load_yaml_with_lines(path)
     if data is None:
         raise ConfigError("file is empty", path=str(path))
-    ov = validate_model(Overlay, data, path=str(path), lines=lines)
+    if cut is None:
+        ov = validate_model(Overlay, data, path=str(path), lines=lines)
+    else:
+        ov = salvage_model(Overlay, data, path=str(path), lines=lines, part=overlay_part, cut=cut)
     for i, name in enumerate(ov.applies_to or []):
         if name not in cat.profiles:
             try:

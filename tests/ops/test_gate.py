@@ -213,12 +213,22 @@ def test_the_cli_prints_json_a_summary_and_the_hook_exit_code(tmp_path: Path) ->
     bad = tmp_path / "bad.yaml"
     bad.write_text("schema_version: 1\nname: bad\nrecipe:\n  gate:\n    mounts: 7\n")
     hook = run_nvtest(*args, "--overlay", str(bad), env=env, timeout=120)
-    # ib_ports reads recipe.gate (which HCAs), so it is not judged; a config error never drains
+    # a broken key leaves unknown only the check that reads it: the down ports still fail
+    hook_doc = json.loads(hook.stdout)
+    assert hook.returncode == 1 and hook_doc["verdict"] == "fail", hook.stderr
+    assert by_check(hook_doc)["ib_ports"]["verdict"] == "fail"
+    assert f"{bad}:5: recipe.gate.mounts" in by_check(hook_doc)["mounts"]["reason"]
+    assert "configuration error" in hook.stderr and "recipe.gate.mounts" in hook.stderr
+    # a file that does not read says nothing of the site's intent: ib_ports reads recipe.gate
+    # (which HCAs), so it is not judged; a config error never drains
+    unread = tmp_path / "unread.yaml"
+    unread.write_text("schema_version: 1\nname: bad\nrecipe:\n  gate: {hcas: [mlx5_0\n")
+    hook = run_nvtest(*args, "--overlay", str(unread), env=env, timeout=120)
     hook_doc = json.loads(hook.stdout)
     assert hook.returncode == 0 and hook_doc["verdict"] == "unknown", hook.stderr
-    assert f"{bad}:5: recipe.gate.mounts" in by_check(hook_doc)["ib_ports"]["reason"]
-    assert "configuration error" in hook.stderr and "recipe.gate.mounts" in hook.stderr
-    manual = run_nvtest("gate", "--node", "n1", "--history", "off", "--state-dir", str(tmp_path / "s"), "--overlay", str(bad), env=env, timeout=120)
+    assert f"{unread}:5: invalid YAML" in by_check(hook_doc)["ib_ports"]["reason"]
+    healthy = {"PATH": node_bin(tmp_path / "h", "n1").path_prefix()}
+    manual = run_nvtest("gate", "--node", "n1", "--history", "off", "--state-dir", str(tmp_path / "s"), "--overlay", str(bad), env=healthy, timeout=120)
     assert manual.returncode == 2 and "recipe.gate.mounts" in manual.stderr
 
 

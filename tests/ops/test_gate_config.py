@@ -18,10 +18,12 @@ import jsonschema
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nvtest.config.site import ConfigProblem
+from nvtest.config.recipes import GateRecipe
+from nvtest.config.site import ConfigProblem, load_site
 from nvtest.history import HistoryStore
 from nvtest.history.queries import latest_per_node
 from nvtest.ops.export import prometheus_text
+from nvtest.ops.gate.config import RECIPE_CHECKS, RECIPE_FIELDS, recipe_checks_of
 from nvtest.ops.gate.engine import GateOptions, run_gate
 from tests.conftest import REPO, run_nvtest
 from tests.standin_nodes import FAULTS, node_bin
@@ -70,12 +72,22 @@ CASES: dict[str, tuple[Callable[[Path], dict[str, Any]], str | None, int | None,
     "hook_option_typo": (lambda tmp: {"config_problems": [ConfigProblem("option", "unknown check 'gpuz'", key="--check",
                                                                         nearest="gpus")]}, None, None, "--check", "gpus"),
 }  # fmt: skip
+RECIPE = frozenset(RECIPE_CHECKS)
+#: kind -> the checks reading recipe.gate left unknown: those reading the broken key where the
+#: file reads (a misspelt section nearest to "gate" is all of it), all where it does not.
+UNJUDGED: dict[str, frozenset[str]] = {
+    "misspelt_key": frozenset({"disk"}), "misspelt_section": RECIPE, "misspelt_counter": frozenset({"ib_ports"}),
+    "yaml_syntax": RECIPE, "string_for_number": frozenset({"memory"}), "unknown_applies_to": RECIPE,
+    "missing_overlay": RECIPE,
+}  # fmt: skip
 
 
-def _gate(tmp: Path, monkeypatch: pytest.MonkeyPatch, fault: bool, kind: str, **kw: Any) -> dict[str, Any]:
+def _gate(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch, fault: bool | str, kind: str, **kw: Any
+) -> dict[str, Any]:
     tools = node_bin(tmp, "n1")
     if fault:
-        tools = FAULTS["lost_gpu"][0](tools)
+        tools = FAULTS[fault if isinstance(fault, str) else "lost_gpu"][0](tools)
     monkeypatch.setenv("PATH", tools.path_prefix())
     opts = GateOptions(node="n1", mode="prolog", state_dir=tmp / "state", history=str(tmp / "h.sqlite"),
                        **CASES[kind][0](tmp), **kw)  # fmt: skip
@@ -120,11 +132,12 @@ def test_a_lost_gpu_fails_whatever_is_wrong_with_the_configuration(
         assert key in conf["reason"]
     if line:
         assert f"{file}:{line}" in conf["reason"]
-    recipe_checks_unknown = problem["kind"] == "overlay"
-    for name in ("disk", "memory", "mounts", "services", "ib_ports"):
-        assert (checks[name]["verdict"] == "unknown") is recipe_checks_unknown, (name, checks[name]["reason"])
-        if recipe_checks_unknown:
+    unjudged = UNJUDGED.get(kind, frozenset())
+    for name in RECIPE_CHECKS:
+        assert (checks[name]["verdict"] == "unknown") is (name in unjudged), (name, checks[name]["reason"])
+        if name in unjudged:
             assert "configuration error" in checks[name]["reason"] and file in checks[name]["reason"]
+            assert not key or key in checks[name]["reason"]
     with HistoryStore(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
         [nl] = latest_per_node(store)
     assert nl.checks["configuration"][0] == "unknown" and nl.checks["gpus"][0] == "fail"
@@ -205,3 +218,80 @@ def test_option_values_that_do_not_parse_are_recorded_in_a_hook_and_refused_by_h
     doc = json.loads(hook.stdout)
     assert hook.returncode == 1 and doc["mode"] == "prolog" and doc["strict"] is False, hook.stderr
     assert {p["key"] for p in doc["configuration"]["problems"]} == {"--strict", "--mode"}, hook.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "unjudged", "failed"),
+    [
+        ("recipe:\n  gate:\n    disk_fre_gib: {'/': 5}\n", {"disk"}, {"ib_ports"}),
+        ("recipe:\n  gate:\n    hca: [mlx5_0, mlx5_1]\n    memory_available_gib: 0.5\n", {"ib_ports"}, set()),
+    ],
+    ids=["typo_beside_a_down_port", "typo_in_hcas"],
+)
+def test_only_the_checks_reading_a_broken_key_are_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, unjudged: set[str], failed: set[str]
+) -> None:
+    """A misspelt key of a site overlay that still reads leaves unknown only the checks that read
+    that key: a typo in disk_free_gib never hides two IB ports Down (exit 1, ib_ports fail); a
+    typo in hcas leaves ib_ports unknown and the other checks judged with the overlay's valid keys."""
+    ov = tmp_path / "typo.yaml"
+    ov.write_text(HEAD + text)
+    monkeypatch.setenv("PATH", FAULTS["ib_port_down"][0](node_bin(tmp_path, "n1")).path_prefix())
+    doc = run_gate(GateOptions(node="n1", mode="prolog", state_dir=tmp_path / "state", history="off", overlay=ov))
+    jsonschema.validate(doc, SCHEMA)
+    checks = {c["check"]: c for c in doc["checks"]}
+    assert doc["exit_code"] == (1 if failed else 0), doc["checks"]
+    for name in RECIPE_CHECKS:
+        verdict = checks[name]["verdict"]
+        want = {"unknown"} if name in unjudged else {"fail"} if name in failed else {"pass", "skip"}
+        assert verdict in want, (name, checks[name]["reason"])
+    [problem] = doc["configuration"]["problems"]
+    for name in unjudged:
+        assert f"a setting it reads (recipe.gate) has a configuration error: {ov}:5: {problem['key']}: unknown key" in checks[name]["reason"]
+    if failed:
+        assert "6 of 8 ports Active" in checks["ib_ports"]["reason"]
+    else:
+        [mem] = checks["memory"]["decisions"]  # the overlay's valid key is used
+        assert mem["threshold"] == ">= 0.5 GiB available" and mem["source"] == f"overlay:{ov} recipe.gate memory_available_gib"
+
+
+def _site_problems(tmp: Path, text: str, sku_dir: bool = False) -> list[tuple[str | None, frozenset[str]]]:
+    """(key, checks it leaves unknown) per problem of an overlay (or of the profile h100-sxm-80gb
+    in --sku-dir) with ``text`` added to it (for the profile: ``recipe:`` and keys of its own)."""
+    tmp.mkdir()
+    if sku_dir:
+        d = tmp / "skus"
+        d.mkdir()
+        shipped = (REPO / "configs/skus/h100-sxm-80gb.yaml").read_text()
+        assert text.startswith("recipe:\n") and "\nrecipe:\n" in shipped
+        (d / "h100-sxm-80gb.yaml").write_text(shipped.replace("\nrecipe:\n", f"\n{text}", 1))
+        site = load_site([d])
+        broken = "h100-sxm-80gb" in site.broken_profiles
+    else:
+        (tmp / "site.yaml").write_text(HEAD + text)
+        site = load_site(overlay=tmp / "site.yaml")
+        broken = site.overlay_broken
+    return [(p.key, frozenset(recipe_checks_of(p, broken))) for p in site.problems]
+
+
+def test_every_gate_recipe_key_broken_leaves_unknown_only_the_checks_that_read_it(tmp_path: Path) -> None:
+    """Walks every field of GateRecipe, misspelt and with a wrong value, in an overlay and in a
+    --sku-dir profile; an unknown key with no near name, a misspelt section near "gate", another
+    section's key and a metric's threshold; a file that does not read is all of recipe.gate."""
+    assert set(RECIPE_FIELDS) == set(GateRecipe.model_fields)
+    assert {c for cs in RECIPE_FIELDS.values() for c in cs} == RECIPE
+    for field, checks in RECIPE_FIELDS.items():
+        for sku_dir in (False, True):
+            gate = "recipe:\n  gate:\n"
+            typo = _site_problems(tmp_path / f"{field}{sku_dir}t", f"{gate}    {field}x: 1\n", sku_dir)
+            assert typo == [(f"recipe.gate.{field}x", frozenset(checks))], (field, sku_dir)
+            bad = _site_problems(tmp_path / f"{field}{sku_dir}v", f"{gate}    {field}: {{'a': -1}}\n", sku_dir)
+            assert bad and {k for k, _ in bad} <= {f"recipe.gate.{field}", f"recipe.gate.{field}.a"}, bad
+            assert all(cs == frozenset(checks) for _, cs in bad), (field, bad)
+    assert _site_problems(tmp_path / "far", "recipe:\n  gate:\n    zzz: 1\n") == [("recipe.gate.zzz", RECIPE)]
+    assert _site_problems(tmp_path / "sec", "recipe:\n  gaet: {}\n") == [("recipe.gaet", RECIPE)]
+    assert _site_problems(tmp_path / "gemm", "recipe:\n  gemm: {dtyeps: [bf16]}\n") == [("recipe.gemm.dtyeps", frozenset())]
+    thr = _site_problems(tmp_path / "thr", "thresholds:\n  gemm:\n    tflopz: {min: 1, unit: TFLOP/s, source: x}\n")
+    assert thr == [("thresholds.gemm.tflopz", frozenset())]
+    for text in ("recipe: 3\n", "applies_to: 3\nrecipe:\n  gate: {hcas: 1}\n", "recipe:\n  gate: [1\n"):
+        assert [cs for _, cs in _site_problems(tmp_path / str(len(text)), text)] == [RECIPE], text

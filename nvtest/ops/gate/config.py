@@ -6,9 +6,12 @@ The gate loads the site's files with :func:`nvtest.config.site.load_site`: a bro
 
 - everything the shipped profile can judge on its own (GPUs against the bus, driver, ECC,
   Xid, NVLink, fabric manager, PCIe) is judged as without the site's files;
-- the checks whose settings come from the broken part (:data:`RECIPE_CHECKS`, which read
-  ``recipe.gate``: a broken overlay, or the broken ``--sku-dir`` profile of the node's SKU)
-  are ``unknown``, naming file, line and key;
+- the checks whose settings come from the broken part are ``unknown``, naming file, line
+  and key. The broken part is the key where the file still reads (:func:`recipe_checks_of`):
+  a misspelt ``recipe.gate.disk_free_gib`` leaves ``disk`` unknown and ``ib_ports`` judged
+  (with the overlay's valid keys); a file that cannot be read at all (missing, not YAML, not
+  a mapping, a broken ``name`` or ``applies_to``) leaves every check that reads
+  ``recipe.gate`` (:data:`RECIPE_CHECKS`) unknown: the site's intent is unknown;
 - a ``configuration`` check is ``unknown`` naming every problem (``pass`` when there is
   none), with the metric ``config_error`` per file (1; 0 when clean) that the history keeps
   and ``nvtest export`` exports as ``nvtest_gate_config_error{node,file}``;
@@ -31,16 +34,28 @@ __all__ = [
     "CONFIG_CHECK",
     "NO_FILE",
     "RECIPE_CHECKS",
+    "RECIPE_FIELDS",
     "config_verdicts",
     "configuration_json",
     "forced_sku",
     "gate_exit_code",
+    "recipe_checks_of",
 ]
 
 #: The name of the check that carries the configuration's verdict.
 CONFIG_CHECK = "configuration"
 #: The gate checks that read ``recipe.gate`` (nvtest/ops/gate/checks_node.py: ``ctx.recipe``).
 RECIPE_CHECKS = ("ib_ports", "disk", "memory", "mounts", "services")
+#: The ``recipe.gate`` fields (nvtest.config.recipes.GateRecipe) -> the gate checks that read
+#: them (checks_node.py: ``ctx.recipe.<field>``; context.py: the commands they run).
+RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
+    "disk_free_gib": ("disk",),
+    "memory_available_gib": ("memory",),
+    "mounts": ("mounts",),
+    "services": ("services",),
+    "hcas": ("ib_ports",),
+    "ib_counter_max_per_h": ("ib_ports",),
+}
 #: What a configuration error asks of the site (the decisions' threshold).
 FIX = "a valid site file and options: fix it and prove it with `nvtest config check` (docs/operations.md)"
 #: The ``file`` label of a problem that is in no file (a command-line option).
@@ -62,13 +77,53 @@ def forced_sku(sku: str | None, site: SiteConfig) -> str | None:
     return None
 
 
-def _blocking(site: SiteConfig, sku: SkuProfile | None) -> list[ConfigProblem]:
-    """The problems the node's ``recipe.gate`` depends on: the overlay's, the node's profile's."""
+def recipe_checks_of(p: ConfigProblem, whole_file: bool) -> tuple[str, ...]:
+    """The gate checks a problem of the overlay or of the node's profile leaves unjudged.
+
+    ``whole_file``: the file was left out whole (its intent is unknown): every check of
+    :data:`RECIPE_CHECKS`. Else the key left out decides: a ``recipe.gate`` field, the checks
+    :data:`RECIPE_FIELDS` says read it; an unknown key, the checks of its nearest field (of
+    every recipe check where there is none: fail closed); ``recipe.gate`` itself or a
+    misspelt section whose nearest name is ``gate`` (or none), every recipe check; another
+    section's key or a threshold, none (the gate reads neither).
+    """
+    if whole_file:
+        return RECIPE_CHECKS
+    parts = (p.key or "").split(".")
+    if parts[0] == "thresholds":
+        return ()
+    if parts[0] != "recipe" or len(parts) < 2:
+        return RECIPE_CHECKS
+    from nvtest.config.site import nearest_name
+    from nvtest.config.thresholds import RecipeSections
+
+    section = parts[1]
+    if section not in RecipeSections.model_fields:
+        return RECIPE_CHECKS if nearest_name(section, list(RecipeSections.model_fields)) in ("gate", None) else ()
+    if section != "gate":
+        return ()
+    if len(parts) < 3:
+        return RECIPE_CHECKS
+    name = parts[2] if parts[2] in RECIPE_FIELDS else nearest_name(parts[2], list(RECIPE_FIELDS))
+    return RECIPE_FIELDS[name] if name else RECIPE_CHECKS
+
+
+def _blocking(site: SiteConfig, sku: SkuProfile | None) -> dict[str, list[tuple[ConfigProblem, bool]]]:
+    """Check -> the problems of the parts of ``recipe.gate`` it depends on: the overlay's,
+    the node's profile's (see :func:`recipe_checks_of`), each with whether its file was
+    left out whole."""
     name = sku.name if sku else None
-    return [
-        p for p in site.problems
-        if p.kind == "overlay" or (p.kind == "sku_dir" and p.file and name is not None and _stem(p.file) == name)
-    ]  # fmt: skip
+    out: dict[str, list[tuple[ConfigProblem, bool]]] = {}
+    for p in site.problems:
+        if p.kind == "overlay":
+            whole = site.overlay_broken
+        elif p.kind == "sku_dir" and p.file and name is not None and _stem(p.file) == name:
+            whole = name in site.broken_profiles
+        else:
+            continue
+        for c in recipe_checks_of(p, whole):
+            out.setdefault(c, []).append((p, whole))
+    return out
 
 
 def _stem(path: str) -> str:
@@ -83,11 +138,12 @@ def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[C
     blocking = _blocking(site, sku)
     out: list[CheckResult] = []
     for c in checks:
-        if blocking and c.check in RECIPE_CHECKS:
+        if c.check in blocking:
             res = CheckResult(c.check, duration_s=c.duration_s)
-            for p in blocking:
-                res.add("unknown", c.check, f"not judged: its settings (recipe.gate) come from a file with a "
-                        f"configuration error: {p}", threshold=FIX, source=p.file)  # fmt: skip
+            for p, whole in blocking[c.check]:
+                what = ("its settings (recipe.gate) come from a file with a configuration error" if whole
+                        else "a setting it reads (recipe.gate) has a configuration error")  # fmt: skip
+                res.add("unknown", c.check, f"not judged: {what}: {p}", threshold=FIX, source=p.file)
             out.append(res)
         else:
             out.append(c)
@@ -110,7 +166,7 @@ def gate_exit_code(
     """1 on a proven failure (whatever the configuration); 1 with ``strict`` on an ``unknown``
     of a measurement (not one caused by the configuration); 2 for a configuration problem in
     ``--mode manual`` only; else 0."""
-    blocked = {*(RECIPE_CHECKS if _blocking(site, sku) else ()), CONFIG_CHECK}
+    blocked = {*_blocking(site, sku), CONFIG_CHECK}
     judged = [c.verdict for c in checks if c.check not in blocked or c.verdict == "fail"]
     code = exit_code(worst(judged), strict=strict)
     if code == 0 and site.problems and mode == "manual":
