@@ -116,7 +116,8 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "retry_exceeded",
-        r"transport retry counter exceeded|retry count exceeded|Failed status 12\b",
+        r"transport retry counter exceeded|retry count exceeded|Failed status 12\b"
+        r"|Got completion from peer \S+ with (error |status=)12\b",
         "RDMA packets were lost on the path until the retry counter ran out (link, cable, "
         "switch or a peer that stopped answering)",
         "check the port counters (symbol errors, link downed) on both ends and the switch; "
@@ -134,12 +135,37 @@ SIGNATURES: tuple[Signature, ...] = (
     ),
     Signature(
         "nccl_connect_refused",
-        r"Call to connect returned Connection refused|socketStartConnect: Connect to .* failed",
+        r"Call to connect (returned|failed ?:) ?Connection refused|socketStartConnect: Connect to .* failed",
         "NCCL's bootstrap could not connect to a peer (a peer process gone, a firewall, or "
         "the wrong interface: NCCL_SOCKET_IFNAME)",
         "check NCCL_SOCKET_IFNAME names an interface every node can reach, and firewalls; "
         "read the peer's log for a crash; rerun",
         "CONFIG",
+    ),
+    Signature(
+        "nccl_cuda_oom",
+        r"Cuda failure 'out of memory'|Failed to CUDA calloc",
+        "NCCL could not allocate its GPU buffers: another process holds GPU memory, or the "
+        "sweep's largest size leaves too little",
+        "`nvidia-smi` for processes on the node's GPUs (stop them: acceptance needs idle "
+        "GPUs); lower the recipe's max_bytes if none; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "shm_too_small",
+        r"Error while creating shared memory segment|failed to extend /dev/shm",
+        "NCCL could not create its shared-memory segments: /dev/shm is too small (a "
+        "container's default 64 MiB) or full",
+        "give the job a larger /dev/shm (`--shm-size`, or `--ipc=host`), or clean it; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "nccl_remote_error",
+        r"remote process exited or there was a network error",
+        "a peer rank died or the network between the ranks failed (ncclRemoteError); the "
+        "'Last error' line and the peer node's log say which",
+        "read the peer node's log for a crash, and the port counters of both ends; rerun",
+        "RETEST",
     ),
     Signature(
         "dcgm_thermal",

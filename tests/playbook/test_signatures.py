@@ -101,6 +101,37 @@ REAL_LINES = [
         "dcgm_thermal",
     ),
     (
+        "NET/IB : Got completion from peer 11.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129",
+        "https://github.com/tatsu-lab/stanford_alpaca/issues/207",
+        "retry_exceeded",
+    ),
+    (
+        "*server name* [0] include/socket.h:185 WARN Call to connect failed : Connection refused\n"
+        "NCCL failure *MyProgram*.cu:110 'unhandled system error'",
+        "https://github.com/NVIDIA/nccl/issues/111",
+        "nccl_connect_refused",
+    ),
+    (
+        "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+        "https://github.com/NVIDIA/nccl/issues/1235",
+        "nccl_cuda_oom",
+    ),
+    (
+        "ubuntu:9621:9688 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment "
+        "/dev/shm/nccl-KWfVyt (size 5967872)",
+        "https://github.com/NVIDIA/nccl-tests/issues/166",
+        "shm_too_small",
+    ),
+    (
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "NCCLUtils.hpp:268, remote process exited or there was a network error, NCCL version 2.21.5\n"
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+        "prematurely.\nLast error:\nsocketProgressOpt: Call to recv from 172....<33759> failed : "
+        "Connection reset by peer",
+        "https://github.com/NVIDIA/nccl/issues/2076",
+        "nccl_remote_error",
+    ),
+    (
         "Failed to initialize NVML: Unknown Error",
         "https://github.com/NVIDIA/nvidia-docker/issues/1671",
         "nvml_init_failed",
