@@ -86,17 +86,17 @@ EVIDENCE_TAIL_BYTES = 256 * 1024
 
 
 def evidence_tail(run_dir: Path | None, log: object) -> str:
-    """The last :data:`EVIDENCE_TAIL_BYTES` of a result's log under ``run_dir`` ('' if none).
+    """The last :data:`EVIDENCE_TAIL_BYTES` of a result's log, relative to ``run_dir`` ('' if none).
 
-    Only a regular file inside ``run_dir`` is read; any trouble reading it gives ''
-    (the diagnosis then has the reason alone).
+    ``log`` is relative to ``run_dir`` (a re-judged copy's logs are ``../logs/...`` of the
+    run it came from). Only a regular file is read (never a FIFO or device, which could
+    block); any trouble reading it gives '' (the diagnosis then has the reason alone).
     """
     if run_dir is None or not isinstance(log, str) or not log:
         return ""
     try:
-        root = run_dir.resolve()
-        path = (root / log).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
+        path = run_dir / log
+        if not path.is_file():
             return ""
         with path.open("rb") as f:
             size = f.seek(0, 2)
