@@ -242,7 +242,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     ),
     _r(
         "node_unreachable",
-        r"node unreachable|unreachable|connection refused|no route to host|connect timed out"
+        r"node unreachable|unreachable|(?<!returned )(?<!failed : )connection refused|no route to host|connect timed out"
         r"|exit(ed)? 255|rc 255",
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",

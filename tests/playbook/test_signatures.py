@@ -304,3 +304,14 @@ def test_ranking_signature_then_node_then_fleet():
     # a compute figure is not explained by the PCIe path
     gemm = _node("gemm", "bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s")
     assert diagnose(gemm, node_results=[ACS]).rule == "below_floor"
+
+
+def test_nccls_connection_refused_in_a_reason_is_not_the_transport():
+    # NCCL's bootstrap words quoted in a reason: the node answered, NCCL's peer did not
+    reason = "nccl-tests exited 1: NCCL INFO Call to connect returned Connection refused, retrying"
+    assert (
+        diagnose({"check": "nccl", "verdict": "error", "reason": reason}).rule
+        == "nccl_connect_refused"
+    )
+    ssh = "node unreachable: ssh: connect to host node03 port 22: Connection refused"
+    assert diagnose({"check": "nccl", "verdict": "error", "reason": ssh}).rule == "node_unreachable"
