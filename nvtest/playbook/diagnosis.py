@@ -674,9 +674,10 @@ def diagnose(
     audit = CONFIG_CHECKS.get(check) if verdict == "fail" else None
     if audit is not None:
         return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
-    sig = find_signature(f"{evidence}\n{reason}")
+    words = f"{evidence}\n{reason}"
+    sig = find_signature(words)
     if sig is not None:
-        return Diagnosis(sig.cause, sig.action, sig.cls, sig.name)
+        return Diagnosis(sig.cause_in(words), sig.action, sig.cls, sig.name)
     if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:
         x = _xid(reason)
         if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):

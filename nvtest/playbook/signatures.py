@@ -3,8 +3,8 @@
 A signature is tried on what the tool printed (the result's raw evidence, and the tool's
 words its reason quotes) before any rule on nvtest's own prose, so a diagnosis names the
 cause the tool named. Each entry: a regex on the tool's words (``also``: a second regex that
-must be found too, for words that say something only beside another line), the cause, the
-next step and the action class of :mod:`nvtest.playbook.diagnosis`. tests/playbook walks
+must be found too, for words that say something only beside another line), the cause (``quote``: a line of
+the tool's to name in it, its context), the next step and the action class of :mod:`nvtest.playbook.diagnosis`. tests/playbook walks
 every signature over the real lines it is for (with the public source of each line) and
 over the healthy outputs of the corpus, where none may fire.
 
@@ -31,12 +31,20 @@ class Signature:
     action: str
     cls: str
     also: str | None = None
+    quote: str | None = None
 
     def matches(self, text: str) -> bool:
         """True when the tool's words in ``text`` carry this signature (case-insensitive)."""
         if re.search(self.pattern, text, re.IGNORECASE) is None:
             return False
         return self.also is None or re.search(self.also, text, re.IGNORECASE) is not None
+
+    def cause_in(self, text: str) -> str:
+        """The cause, with the tool's own last line ``quote`` finds in ``text`` (its context)."""
+        if self.quote is None:
+            return self.cause
+        found = re.findall(self.quote, text)
+        return f"{self.cause} (last: '{found[-1].strip()}')" if found else self.cause
 
 
 SIGNATURES: tuple[Signature, ...] = (
@@ -166,6 +174,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "'Last error' line and the peer node's log say which",
         "read the peer node's log for a crash, and the port counters of both ends; rerun",
         "RETEST",
+    ),
+    Signature(
+        "nccl_system_error",
+        r"unhandled system error|ncclSystemError",
+        "a system call or library NCCL needs failed (socket, shared memory, memory "
+        "registration, device): the NCCL WARN line before it names which",
+        "read the last `NCCL WARN` lines of the log (rerun with NCCL_DEBUG=INFO if there are "
+        "none): /dev/shm, ulimits, interfaces, NCCL_* settings in /etc/nccl.conf; rerun",
+        "CONFIG",
+        quote=r"NCCL WARN [^\n]{1,240}",
     ),
     Signature(
         "dcgm_thermal",

@@ -132,6 +132,14 @@ REAL_LINES = [
         "nccl_remote_error",
     ),
     (
+        "Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1000000) raised the "
+        "following async exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.25.1\nncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error. \nLast error:\n",
+        "https://github.com/pytorch/pytorch/issues/149984",
+        "nccl_system_error",
+    ),
+    (
         "Failed to initialize NVML: Unknown Error",
         "https://github.com/NVIDIA/nvidia-docker/issues/1671",
         "nvml_init_failed",
@@ -315,3 +323,13 @@ def test_nccls_connection_refused_in_a_reason_is_not_the_transport():
     )
     ssh = "node unreachable: ssh: connect to host node03 port 22: Connection refused"
     assert diagnose({"check": "nccl", "verdict": "error", "reason": ssh}).rule == "node_unreachable"
+
+
+def test_an_unhandled_system_error_names_nccls_last_warning():
+    # the WARN line is nccl-tests#166's; a more specific WARN (shm, memlock) would win outright
+    warn = "ubuntu:39964:40044 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x7f6f18cb7f40"
+    log = f"{warn}\nTest NCCL failure common.cu:958 'unhandled system error (run with NCCL_DEBUG=INFO for details)'\n"
+    d = diagnose(
+        {"check": "nccl", "verdict": "error", "reason": "nccl-tests exited 3"}, evidence=log
+    )
+    assert d.rule == "nccl_system_error" and "Socket recv failed while polling" in d.cause, d
