@@ -67,7 +67,7 @@ def finish_run(
     """
     if doc is None:
         doc = assemble(run_dir / "results.jsonl", extra)
-    post_process(doc, catalog=catalog)
+    post_process(doc, catalog=catalog, run_dir=run_dir)
     if history is not False and not (doc.get("run") or {}).get("evaluated_from"):
         _record_history(doc, None if history is True else history)
     written = write_results(run_dir, doc)

@@ -203,10 +203,16 @@ def apply_fleet(
     return found
 
 
+#: The fewest nodes of a SKU that can show a systemic failure (all of them failing alike).
+SYSTEMIC_MIN_NODES = 3
+
+
 def systemic_failures(
     results: Iterable[Mapping[str, Any]], sku_of: Mapping[str, str | None]
 ) -> list[dict[str, Any]]:
-    """(SKU, check) pairs where every node of the SKU (two or more) failed.
+    """(SKU, check) pairs where every node of the SKU (three or more) failed.
+
+    Two nodes failing alike are no fleet pattern: each keeps its own diagnosis.
 
     Returns ``{"sku", "check", "nodes", "metrics", "message"}`` per pair; ``metrics``
     are the metric names that failed on every node (the "same way").
@@ -221,7 +227,7 @@ def systemic_failures(
     for (sku, check), rs in sorted(by_pair.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
         members = nodes_of.get(sku, set())
         failed = {r["node"] for r in rs if r.get("verdict") == Verdict.FAIL.value}
-        if len(members) < 2 or failed != members:
+        if len(members) < SYSTEMIC_MIN_NODES or failed != members:
             continue
         per_node = [
             {m["name"] for m in r.get("metrics") or [] if m.get("verdict") == "fail"} for r in rs

@@ -13,13 +13,16 @@ Adds to the document:
 - ``"fleet": {"policy": {...}, "outliers": [...], "systemic": [...]}`` at the top,
   a run warning per systemic failure, and one per configuration difference the ``sdc``
   check found between groups of GPUs (:func:`nvtest.analysis.sdc.run_warnings`);
-- per failing or erroring result ``"diagnosis": {cause, action, class, rule}``.
+- per failing or erroring result ``"diagnosis": {cause, action, class, rule}``, from the
+  tool's own words (the tail of the result's log, when ``run_dir`` is given), the same
+  node's other results in the run (its failing configuration findings) and the fleet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from nvtest.analysis.outliers import FleetPolicy, apply_fleet, systemic_failures
@@ -27,7 +30,7 @@ from nvtest.analysis.sdc import run_warnings as sdc_run_warnings
 from nvtest.playbook.diagnosis import diagnose
 from nvtest.results import summarize
 
-__all__ = ["fleet_policies", "post_process", "recompute_summary"]
+__all__ = ["EVIDENCE_TAIL_BYTES", "evidence_tail", "fleet_policies", "post_process", "recompute_summary"]
 
 
 def fleet_policies(
@@ -78,13 +81,43 @@ def _restore(r: dict[str, Any]) -> None:
     r["diagnosis"] = None
 
 
+#: How much of the end of a result's log the diagnosis reads (bytes): the tool's last words.
+EVIDENCE_TAIL_BYTES = 256 * 1024
+
+
+def evidence_tail(run_dir: Path | None, log: object) -> str:
+    """The last :data:`EVIDENCE_TAIL_BYTES` of a result's log, relative to ``run_dir`` ('' if none).
+
+    ``log`` is relative to ``run_dir`` (a re-judged copy's logs are ``../logs/...`` of the
+    run it came from). Only a regular file is read (never a FIFO or device, which could
+    block); any trouble reading it gives '' (the diagnosis then has the reason alone).
+    """
+    if run_dir is None or not isinstance(log, str) or not log:
+        return ""
+    try:
+        path = run_dir / log
+        if not path.is_file():
+            return ""
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - EVIDENCE_TAIL_BYTES))
+            return f.read(EVIDENCE_TAIL_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def post_process(
     doc: dict[str, Any],
     *,
     catalog: Any | None = None,
     policies: Mapping[str | None, FleetPolicy] | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Fleet outliers, systemic failures and diagnoses on ``doc`` (changed in place and returned)."""
+    """Fleet outliers, systemic failures and diagnoses on ``doc`` (changed in place and returned).
+
+    ``run_dir``: where the results' logs are (their tails are the tools' own words for the
+    diagnosis); None diagnoses from the document alone.
+    """
     results: list[dict[str, Any]] = doc.get("results") or []
     for r in results:
         _restore(r)
@@ -100,8 +133,17 @@ def post_process(
     warnings.extend(sdc_run_warnings(results))
     run["warnings"] = warnings
     pairs = {(s["sku"], s["check"]) for s in systemic}
+    by_node: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        d = diagnose(r, systemic=(sku_of.get(r["node"]), r["check"]) in pairs)
+        by_node.setdefault(r["node"], []).append(r)
+    for r in results:
+        evidence = evidence_tail(run_dir, r.get("log")) if r.get("verdict") in ("fail", "error") else ""
+        d = diagnose(
+            r,
+            systemic=(sku_of.get(r["node"]), r["check"]) in pairs,
+            evidence=evidence,
+            node_results=[o for o in by_node[r["node"]] if o is not r],
+        )
         r["diagnosis"] = d.to_json() if d else None
     default = FleetPolicy()
     doc["fleet"] = {

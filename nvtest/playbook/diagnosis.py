@@ -26,22 +26,38 @@ comes before the rules that match only a symptom (fewer GPUs than the bus shows,
 lost, a value below its floor), so the diagnosis names the most specific cause the
 evidence names, with the Playbook's next step for it. Every rule carries a real
 ``example`` of the evidence it is for; tests/playbook walks every rule and checks that
-its example, with any later rule's example beside it, is diagnosed as that rule. A
-systemic failure (every node of the SKU) is diagnosed as such only when no cause is
-named (a threshold failure): the tools' own words win over the fleet pattern.
+its example, with any later rule's example beside it, is diagnosed as that rule.
+
+Before these rules come the tools' own failure signatures
+(:mod:`nvtest.playbook.signatures`, on the result's raw log tail and reason), and after
+the rules naming a cause come the same node's failing configuration findings of the run
+(:data:`NODE_CAUSES`, for a data-path check). A systemic failure (every node of the SKU,
+three or more) is diagnosed as such only when nothing else named a cause (a threshold
+failure): the tools' and the node's own evidence win over the fleet pattern. No pattern
+matches what a tool prints on a healthy run (tests/playbook walks the healthy corpus).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from nvtest.playbook.config_audit import CONFIG_CHECKS
+from nvtest.playbook.signatures import find_signature
 from nvtest.playbook.xid import describe_xid, recovery_step
 
-__all__ = ["CLASSES", "RULES", "TRANSPORT_RULES", "Diagnosis", "Rule", "diagnose"]
+__all__ = [
+    "CLASSES",
+    "DATA_PATH_CHECKS",
+    "NODE_CAUSES",
+    "RULES",
+    "TRANSPORT_RULES",
+    "Diagnosis",
+    "Rule",
+    "diagnose",
+]
 
 CLASSES = ("RMA", "RESET", "REBOOT", "RETEST", "CONFIG", "CABLING", "FIRMWARE", "MONITOR")
 
@@ -226,7 +242,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     ),
     _r(
         "node_unreachable",
-        r"node unreachable|unreachable|connection refused|no route to host|connect timed out"
+        r"node unreachable|unreachable|(?<!returned )(?<!failed : )connection refused|no route to host|connect timed out"
         r"|exit(ed)? 255|rc 255",
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
@@ -235,7 +251,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     ),
     _r(
         "probe_timeout",
-        r"timed? ?out|timeout|deadline",
+        r"\btimed? ?out\b|\btimeout\b|\bdeadline\b",
         "the probe exceeded its time limit: a hung tool "
         "(dcgmi, nccl-tests) or a wedged driver (nvidia-smi in D state)",
         "read the log; if nvidia-smi itself hangs, reboot the node; else rerun with --timeout-scale 2",
@@ -280,7 +296,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "fabric_manager",
-        r"\b802\b|system not yet initiali[sz]ed|SYSTEM_NOT_READY|SystemNotReady|fabric ?manager"
+        r"\berror:? 802\b|\b802: |system not yet initiali[sz]ed|SYSTEM_NOT_READY|SystemNotReady|fabric ?manager"
         r"|fabric state|fabricmanager",
         "nvidia-fabricmanager not running or not matching the driver: CUDA init fails with error 802 on NVSwitch systems",
         "install the fabric manager package of exactly the driver's version, `systemctl enable --now "
@@ -289,14 +305,6 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         example="CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
         "functions before calling NumCudaDevices() that might have already set an error? Error 802: "
         "system not yet initialized",
-    ),
-    _r(
-        "driver_library_mismatch",
-        r"driver/library version mismatch|NVML library version mismatch|NVRM: API mismatch",
-        "user-space NVIDIA libraries differ from the loaded kernel module (driver upgraded without a reboot)",
-        "reboot the node so the new kernel module loads; rerun",
-        "REBOOT",
-        example="Failed to initialize NVML: Driver/library version mismatch NVML library version: 550.144",
     ),
     _r(
         "cuda_driver_insufficient",
@@ -325,7 +333,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "sweep_shortened",
-        r"Reducing maxBytes|reduced maxBytes",
+        r"'Reducing maxBytes|reduced maxBytes",
         "the tool lowered its own sweep maximum (GPU memory) below the size the threshold is defined at",
         "lower the recipe's max_bytes/plateau_bytes to what the GPUs hold, or free GPU memory; rerun",
         "CONFIG",
@@ -373,7 +381,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "remap_failure",
-        r"row remapping failure|remapping failure",
+        r"remapping failure(?!\s*occurred\s*:\s*no\b)",
         "GPU memory ran out of spare rows (row remapping failure)",
         "drain the node and RMA the GPU/board",
         "RMA",
@@ -414,7 +422,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "nccl_wrong",
-        r"wrong results|#wrong|out of bounds|data corruption",
+        r"wrong results|#wrong\s*[=:]?\s*[1-9]|out of bounds values\s*:\s*[1-9]|data corruption",
         "collective or GEMM results were wrong: silent data corruption on a GPU, NVLink or NIC path",
         "isolate the node; rerun with `-c N` per GPU pair to find the part; RMA it (never retried into a pass)",
         "RMA",
@@ -460,7 +468,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "ib_not_active",
-        r"LinkUp|not activated|no LID|subnet manager",
+        r"\w[,/] ?LinkUp|not activated|no LID|no subnet manager",
         "an IB port trained but was not activated (subnet manager, pkey, VF GUID)",
         "check the subnet manager sees the port and its partition configuration",
         "CONFIG",
@@ -477,7 +485,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "throttling",
-        r"throttl|hw_slowdown|slowdown under load",
+        r"throttl|hw_slowdown \d|slowdown under load",
         "clocks were throttled under load (cooling, inlet temperature or power delivery)",
         "check fans, airflow, inlet temperature and PSUs; rerun; RMA a GPU that throttles alone",
         "MONITOR",
@@ -605,11 +613,54 @@ GENERIC: dict[str, Diagnosis] = {
 }
 
 
-def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | None:
+#: Checks that move data between GPUs, NICs and hosts (by check-name prefix): a failure of
+#: theirs is explained first by a failing configuration finding on the same node.
+DATA_PATH_CHECKS = ("nccl", "collectives", "ib_write_bw", "h2d", "nvbandwidth", "p2p", "mpi", "tcp_bw")
+
+#: Configuration audit checks whose failure on a node explains a slow or wrong data path
+#: there (ACS redirecting peer traffic, CPUs on the wrong NUMA node, an IOMMU translating
+#: DMA, GPUDirect RDMA missing, persistence off), in the order they are preferred.
+NODE_CAUSES = ("pcie_acs", "iommu", "numa_affinity", "gpudirect_rdma", "persistence_mode")
+
+
+def _node_cause(check: str, node_results: Iterable[Mapping[str, Any]]) -> Diagnosis | None:
+    """The same node's failing configuration finding that explains ``check``'s failure."""
+    if not check.startswith(DATA_PATH_CHECKS):
+        return None
+    failing = {
+        str(r.get("check")): r for r in node_results if r.get("verdict") == "fail" and r.get("check") in NODE_CAUSES
+    }
+    for name in NODE_CAUSES:
+        r = failing.get(name)
+        if r is None:
+            continue
+        audit = CONFIG_CHECKS[name]
+        why = str(r.get("reason") or "").strip()
+        return Diagnosis(
+            f"this node's {name} check failed in the same run ({why or audit.cause}): {audit.cause}",
+            f"{audit.action}; then rerun {check}",
+            audit.cls,
+            f"node_{name}",
+        )
+    return None
+
+
+def diagnose(
+    result: Mapping[str, Any],
+    systemic: bool = False,
+    *,
+    evidence: str = "",
+    node_results: Iterable[Mapping[str, Any]] = (),
+) -> Diagnosis | None:
     """The diagnosis of one results.json result (None unless it failed or errored).
 
-    ``systemic``: every node of the SKU fails this check (thresholds or
-    environment suspect, before the hardware).
+    Candidate causes, in rank order: the transport's words (the node was not reached);
+    a failing audit check's own cause; (1) the tool's own failure signatures
+    (:mod:`nvtest.playbook.signatures`) in ``evidence`` (its raw output) and in the tool's
+    words the reason quotes; an Xid; (2) the same node's failing configuration findings of
+    the same run (``node_results``) for a data-path check; the rules naming a cause;
+    (3) ``systemic`` (every node of the SKU, three or more, fails this check: thresholds
+    or environment suspect), only over a symptom; then the symptom rules and generic.
     """
     verdict = str(result.get("verdict"))
     if verdict not in ("fail", "error"):
@@ -623,11 +674,19 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
     audit = CONFIG_CHECKS.get(check) if verdict == "fail" else None
     if audit is not None:
         return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
+    words = f"{evidence}\n{reason}"
+    sig = find_signature(words)
+    if sig is not None:
+        return Diagnosis(sig.cause_in(words), sig.action, sig.cls, sig.name)
     if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:
         x = _xid(reason)
         if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
             return x
     found = next((r for r in RULES if r.matches(check, verdict, reason)), None)
+    if found is None or found.name in NODE_SYMPTOMS:
+        node = _node_cause(check, node_results)
+        if node is not None:
+            return node
     if systemic and verdict == "fail" and (found is None or found.name in SYSTEMIC_SYMPTOMS):
         return Diagnosis(
             "every node of this SKU fails this check: the thresholds, the recipe or the environment are suspect",
@@ -644,3 +703,6 @@ def diagnose(result: Mapping[str, Any], systemic: bool = False) -> Diagnosis | N
 #: every node failing that way points at the thresholds or the environment first.
 SYMPTOMS = frozenset({"below_floor"})
 SYSTEMIC_SYMPTOMS = SYMPTOMS
+#: Rules a configuration finding on the same node explains better (a slow figure, wrong
+#: results on a path ACS or the IOMMU redirects).
+NODE_SYMPTOMS = frozenset({"below_floor", "nccl_wrong"})

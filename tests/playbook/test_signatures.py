@@ -1,0 +1,335 @@
+"""The tools' own failure words name the cause, before nvtest's prose, the node and the fleet.
+
+Each signature of :mod:`nvtest.playbook.signatures` is tried on real lines the tools printed
+(copied from the public issue or pull request given beside each); every rule and signature
+is walked over the healthy outputs of the corpus (INDEX kind "normal"), where none may fire;
+and the ranking of :func:`nvtest.playbook.diagnosis.diagnose` is checked: signature, then the
+same node's failing configuration findings, then the fleet.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nvtest.playbook.diagnosis import CLASSES, RULES, diagnose
+from nvtest.playbook.signatures import SIGNATURES, find_signature
+from tests.conftest import DATA
+
+#: (real line(s) the tool printed, its public source, the signature it carries)
+REAL_LINES = [
+    (
+        "ubuntu20-server-2:94639:94647 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : "
+        "local access violation work queue error",
+        "https://github.com/NVIDIA/nccl/issues/1524",
+        "ib_mtu_mismatch",
+    ),
+    (
+        "h100-28:238:1219 [0] transport/net_ib.cc:180 NCCL WARN NET/IB : mlx5_ib0:1 async fatal event on QP "
+        "(0x7f69f01519a8): local access violation work queue error",
+        "https://github.com/NVIDIA/nccl/issues/1905",
+        "ib_mtu_mismatch",
+    ),
+    (
+        "misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+        "https://github.com/NVIDIA/nccl-tests/issues/206",
+        "memlock_limit",
+    ),
+    (
+        "ip-10-0-87-143:149:298 [5] register_mr_buffers:465 NCCL WARN NET/OFI Unable to register memory (type = 1) "
+        "for device 0. RC: 12, Error: Cannot allocate memory",
+        "https://github.com/NVIDIA/nccl/issues/563",
+        "memlock_limit",
+    ),
+    (
+        "...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+        "https://github.com/Lightning-AI/lit-llama/issues/380",
+        "ib_port_error",
+    ),
+    (
+        "gpu-stress-dgc86-xfpt6:420:437 [5] transport/nvls.cc:379 (nvlsAllocateMem) NCCL WARN Failed to bind "
+        "NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation cannot be "
+        "performed in the present state'.",
+        "https://github.com/NVIDIA/DCGM/issues/304",
+        "nvls_multicast",
+    ),
+    (
+        "Fabric\n    State                             : Completed\n"
+        "    Status                            : Insufficient Resources\n    CliqueId                          : 0",
+        "https://github.com/Azure/azhpc-images/pull/506",
+        "fabric_insufficient_resources",
+    ),
+    (
+        "ip-172-31-12-21:45361:45361 [0] NCCL INFO NET/IB : No device found.\n"
+        "ip-172-31-12-210:45305:45305 [0] NCCL INFO NET/Socket : Using [0]ens3:172.31.12.210<0>",
+        "https://github.com/NVIDIA/nccl/issues/226",
+        "ib_fell_back_to_socket",
+    ),
+    (
+        "Couldn't connect to 192.168.125.211:18515\n"
+        "Unable to open file descriptor for socket connection Unable to init the socket connection",
+        "https://github.com/linux-rdma/perftest/pull/228",
+        "perftest_no_connect",
+    ),
+    (
+        "ib_write_bw Failed status 12",
+        "https://github.com/linux-rdma/perftest/issues/295",
+        "retry_exceeded",
+    ),
+    (
+        "NCCL INFO Call to connect returned Connection refused, retrying",
+        "https://github.com/wenet-e2e/wenet/issues/959",
+        "nccl_connect_refused",
+    ),
+    (
+        "ubuntu:39964:40075 [0] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to 10.0.0.2<45763> "
+        "failed : Software caused connection abort",
+        "https://github.com/NVIDIA/nccl-tests/issues/166",
+        "nccl_connect_refused",
+    ),
+    (
+        "ERROR [1514002:1514004] [[Health]] Detected a WARNING in health system Thermal: 'Detected clocks event "
+        "due to thermal violation in GPU 2. Verify that the cooling on this machine is functional, including "
+        "external, thermal material interface, fans, and any other components.",
+        "https://github.com/NVIDIA/DCGM/issues/270",
+        "dcgm_thermal",
+    ),
+    (
+        "GPU X Thermal violations totaling 0.0 seconds started at 30.0 seconds into the test",
+        "https://github.com/NVIDIA/DCGM/issues/242",
+        "dcgm_thermal",
+    ),
+    (
+        "NET/IB : Got completion from peer 11.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129",
+        "https://github.com/tatsu-lab/stanford_alpaca/issues/207",
+        "retry_exceeded",
+    ),
+    (
+        "*server name* [0] include/socket.h:185 WARN Call to connect failed : Connection refused\n"
+        "NCCL failure *MyProgram*.cu:110 'unhandled system error'",
+        "https://github.com/NVIDIA/nccl/issues/111",
+        "nccl_connect_refused",
+    ),
+    (
+        "ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+        "https://github.com/NVIDIA/nccl/issues/1235",
+        "nccl_cuda_oom",
+    ),
+    (
+        "ubuntu:9621:9688 [3] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment "
+        "/dev/shm/nccl-KWfVyt (size 5967872)",
+        "https://github.com/NVIDIA/nccl-tests/issues/166",
+        "shm_too_small",
+    ),
+    (
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "NCCLUtils.hpp:268, remote process exited or there was a network error, NCCL version 2.21.5\n"
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+        "prematurely.\nLast error:\nsocketProgressOpt: Call to recv from 172....<33759> failed : "
+        "Connection reset by peer",
+        "https://github.com/NVIDIA/nccl/issues/2076",
+        "nccl_remote_error",
+    ),
+    (
+        "Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1000000) raised the "
+        "following async exception: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.25.1\nncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error. \nLast error:\n",
+        "https://github.com/pytorch/pytorch/issues/149984",
+        "nccl_system_error",
+    ),
+    (
+        "Failed to initialize NVML: Unknown Error",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1671",
+        "nvml_init_failed",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "source", "name"),
+    REAL_LINES,
+    ids=[f"{n}-{i}" for i, (_, _, n) in enumerate(REAL_LINES)],
+)
+def test_each_signature_names_its_cause_on_real_tool_lines(line, source, name):
+    assert source.startswith("https://github.com/")
+    sig = find_signature(line)
+    assert sig is not None and sig.name == name, (name, sig)
+    d = diagnose(
+        {"check": "nccl", "verdict": "fail", "reason": "busbw 12.0 GB/s < min 300 GB/s"},
+        evidence=line,
+    )
+    assert d is not None and d.rule == name, d
+
+
+def test_every_signature_has_a_real_line_a_class_and_a_unique_name():
+    tested = {n for _, _, n in REAL_LINES} | {
+        "driver_library_mismatch"
+    }  # its real line: test_diagnosis FIELD
+    names = [s.name for s in SIGNATURES]
+    assert set(names) <= tested, set(names) - tested
+    assert len(set(names)) == len(names) and not set(names) & {r.name for r in RULES}
+    assert all(s.cls in CLASSES and s.cause and s.action for s in SIGNATURES)
+
+
+def _healthy_corpus() -> list[str]:
+    root = DATA / "corpus"
+    rows = re.findall(
+        r"^\| *\d+ *\| *`([^`]+)` *\| *[^|]+\| *([^|]+)\|", (root / "INDEX.md").read_text(), re.M
+    )
+    return [f for f, kind in rows if kind.strip().startswith("normal")]
+
+
+HEALTHY = _healthy_corpus()
+
+
+@pytest.mark.parametrize("rel", HEALTHY)
+def test_no_rule_or_signature_fires_on_healthy_tool_output(rel):
+    text = (DATA / "corpus" / rel).read_text(errors="replace")
+    fired = [r.name for r in RULES if re.search(r.pattern, text, re.IGNORECASE)]
+    fired += [s.name for s in SIGNATURES if s.matches(text)]
+    assert not fired, (rel, fired)
+
+
+def test_the_healthy_corpus_is_there():
+    assert len(HEALTHY) >= 20 and any(f.startswith("nccl-tests/") for f in HEALTHY)
+
+
+def test_healthy_out_of_bounds_line_is_not_corruption():
+    # nccl-tests prints this on every healthy run; nvtest quoting it is no #wrong failure
+    r = {
+        "check": "nccl",
+        "verdict": "fail",
+        "reason": "busbw 120 GB/s < min 300 GB/s; # Out of bounds values : 0 OK",
+    }
+    d = diagnose(r)
+    assert d is not None and d.rule == "below_floor" and d.cls != "RMA", d
+    assert diagnose({**r, "reason": "# Out of bounds values : 3 FAILED"}).rule == "nccl_wrong"
+
+
+def test_dcgm_thermal_failure_is_cooling_not_reset():
+    # the corpus' dcgmi diag -r 2 excerpt, its warning text unwrapped (INDEX.md, stas00/ml-engineering)
+    warning = (
+        "GPU 0 Thermal violations totaling 13.3 seconds started at 9.7 seconds into the test for GPU 0 Verify "
+        "that the cooling on this machine is functional, including external, thermal material interface, fans, "
+        "and any other components."
+    )
+    d = diagnose(
+        {
+            "check": "dcgm_diag",
+            "verdict": "fail",
+            "reason": f"dcgmi targeted_stress failed on GPU 0: {warning}",
+        }
+    )
+    assert (
+        d is not None
+        and d.rule == "dcgm_thermal"
+        and d.cls not in ("RESET", "RMA")
+        and "cooling" in d.cause
+    ), d
+    active = "Clocks Event Reasons\n    SW Thermal Slowdown : Active\n"
+    d = diagnose(
+        {
+            "check": "dcgm_diag",
+            "verdict": "fail",
+            "reason": "dcgmi diagnostic failed on GPU 1, GPU 4",
+        },
+        evidence=active,
+    )
+    assert d.rule == "dcgm_thermal", d
+    assert find_signature("SW Thermal Slowdown : Not Active\nHW Slowdown : Not Active") is None
+
+
+def test_fabric_manager_active_with_insufficient_resources_is_the_partition():
+    reason = "nvidia-fabricmanager active (570.124.06, matches the driver); GPU 3 fabric State Completed, Status Insufficient Resources"
+    d = diagnose({"check": "fabric_manager", "verdict": "fail", "reason": reason})
+    assert (
+        d is not None and d.rule == "fabric_insufficient_resources" and "install" not in d.action
+    ), d
+
+
+def test_fabric_manager_with_nvml_down_is_the_driver_first():
+    words = " ".join(
+        (DATA / "standin/nvidia-smi-nvml-driver-library-mismatch.txt").read_text().split()
+    )
+    reason = f"fabric manager state unknown: nvidia-smi failed: {words}"
+    d = diagnose({"check": "fabric_manager", "verdict": "error", "reason": reason})
+    assert d is not None and d.rule == "driver_library_mismatch", d
+    d = diagnose(
+        {
+            "check": "fabric_manager",
+            "verdict": "error",
+            "reason": "fabric manager unknown: Failed to initialize NVML: Unknown Error",
+        }
+    )
+    assert d.rule == "nvml_init_failed", d
+
+
+def _node(check: str, reason: str, verdict: str = "fail") -> dict:
+    return {"check": check, "node": "gpu017", "verdict": verdict, "reason": reason}
+
+
+ACS = _node("pcie_acs", "ACS redirect enabled on 0000:15:00.0 (ReqRedir+ CmpltRedir+)")
+
+
+@pytest.mark.parametrize(
+    ("failure", "audit", "rule"),
+    [
+        (_node("nccl", "all_reduce busbw 95.1 GB/s < min 360 GB/s"), ACS, "node_pcie_acs"),
+        (
+            _node("nccl", "all_reduce: #wrong = 12 (sizes 1048576): wrong results"),
+            ACS,
+            "node_pcie_acs",
+        ),
+        (
+            _node("h2d", "h2d 20.1 GB/s < min 50 GB/s"),
+            _node("numa_affinity", "CPUs 0-31 far from GPU 4 (node 1)"),
+            "node_numa_affinity",
+        ),
+        (
+            _node("ib_write_bw", "mlx5_0 310 Gb/s < min 380 Gb/s"),
+            _node("iommu", "IOMMU translating DMA (DMA-FQ)"),
+            "node_iommu",
+        ),
+    ],
+)
+def test_the_same_nodes_failing_config_explains_a_data_path_failure(failure, audit, rule):
+    d = diagnose(failure, systemic=True, node_results=[audit])
+    assert d is not None and d.rule == rule and d.cls == "CONFIG", d
+    assert audit["reason"] in d.cause
+
+
+def test_ranking_signature_then_node_then_fleet():
+    slow = _node("nccl", "all_reduce busbw 95.1 GB/s < min 360 GB/s")
+    mtu = "NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation work queue error"
+    assert diagnose(slow, systemic=True, evidence=mtu, node_results=[ACS]).rule == "ib_mtu_mismatch"
+    assert diagnose(slow, systemic=True, node_results=[ACS]).rule == "node_pcie_acs"
+    assert (
+        diagnose(slow, systemic=True, node_results=[{**ACS, "verdict": "pass"}]).rule == "systemic"
+    )
+    assert diagnose(slow, node_results=[ACS, _node("gemm", "ok", "pass")]).rule == "node_pcie_acs"
+    # a compute figure is not explained by the PCIe path
+    gemm = _node("gemm", "bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s")
+    assert diagnose(gemm, node_results=[ACS]).rule == "below_floor"
+
+
+def test_nccls_connection_refused_in_a_reason_is_not_the_transport():
+    # NCCL's bootstrap words quoted in a reason: the node answered, NCCL's peer did not
+    reason = "nccl-tests exited 1: NCCL INFO Call to connect returned Connection refused, retrying"
+    assert (
+        diagnose({"check": "nccl", "verdict": "error", "reason": reason}).rule
+        == "nccl_connect_refused"
+    )
+    ssh = "node unreachable: ssh: connect to host node03 port 22: Connection refused"
+    assert diagnose({"check": "nccl", "verdict": "error", "reason": ssh}).rule == "node_unreachable"
+
+
+def test_an_unhandled_system_error_names_nccls_last_warning():
+    # the WARN line is nccl-tests#166's; a more specific WARN (shm, memlock) would win outright
+    warn = "ubuntu:39964:40044 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x7f6f18cb7f40"
+    log = f"{warn}\nTest NCCL failure common.cu:958 'unhandled system error (run with NCCL_DEBUG=INFO for details)'\n"
+    d = diagnose(
+        {"check": "nccl", "verdict": "error", "reason": "nccl-tests exited 3"}, evidence=log
+    )
+    assert d.rule == "nccl_system_error" and "Socket recv failed while polling" in d.cause, d
