@@ -8,6 +8,7 @@ by a stand-in ``all_reduce_perf`` on PATH."""
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,26 @@ def test_no_line_naming_the_network_is_an_error_not_a_pass(h100_rdma_nics):
 def test_without_rdma_nics_the_path_is_not_judged():
     assert _judge(_with_info(SOCKET), None).status == "pass"
     assert _judge(_with_info(SOCKET), 0).status == "pass"
+
+
+def test_the_pair_retest_judges_the_path_too(tmp_path, h100_rdma_nics):
+    """A fleet run that failed on its path is re-run in pairs: the pair over sockets fails
+    with NCCL's line too (else the pairs would pass on busbw and clear the fleet's failure)."""
+    from types import SimpleNamespace
+
+    from nvtest.config.inventory import Node
+    from nvtest.jobs.launch import MpiOptions
+    from nvtest.jobs.nccl import NcclRecipe
+    from nvtest.jobs.pair_jobs import NcclPairJob
+    from nvtest.transports.base import CommandResult
+
+    nodes = {n: Node(name=n, address="127.0.0.1") for n in ("gpu-node-0001", "gpu-node-0002")}
+    ctx: Any = SimpleNamespace(states={n: SimpleNamespace(node=node) for n, node in nodes.items()})
+    job = NcclPairJob(
+        ctx, check="nccl_multinode", op="all_reduce", recipe=NcclRecipe(max_bytes=8 * GIB),
+        gpus=lambda n: 8, env={}, mpi=MpiOptions(), rdma_nics=lambda n: h100_rdma_nics,
+    )  # fmt: skip
+    out = _run_standin(tmp_path, _with_info(SOCKET))
+    res = CommandResult(node="gpu-node-0001", command="mpirun ...", stdout=out, stderr="", exit_code=0)
+    outcome = job.judge_complete(("gpu-node-0001", "gpu-node-0002"), "p", {"gpu-node-0001": res}, "mpirun ...")
+    assert outcome.status == "fail" and "Using network Socket" in outcome.reason, outcome
