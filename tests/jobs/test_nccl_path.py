@@ -145,3 +145,20 @@ def test_the_pair_retest_judges_the_path_too(tmp_path, h100_rdma_nics):
     res = CommandResult(node="gpu-node-0001", command="mpirun ...", stdout=out, stderr="", exit_code=0)
     outcome = job.judge_complete(("gpu-node-0001", "gpu-node-0002"), "p", {"gpu-node-0001": res}, "mpirun ...")
     assert outcome.status == "fail" and "Using network Socket" in outcome.reason, outcome
+
+
+@pytest.mark.parametrize(
+    ("name", "transport", "line", "status"),
+    [
+        ("all_reduce_perf-2node-eks-efa-disabled-using-network-socket-excerpt.txt", "Socket", 2, "fail"),
+        ("all_reduce_perf-2node-eks-efa-using-network-aws-libfabric-excerpt.txt", "AWS Libfabric", 3, "pass"),
+    ],
+)
+def test_corpus_runs_name_the_network_they_used(name, transport, line, status, h100_rdma_nics):
+    text = (CORPUS / "nccl-tests" / name).read_text()
+    t = nccl_tests.parse(text).tests[0]
+    assert t.path.net_transport == transport and t.path.networks[0].line == line
+    v = judge_output(text, op="all_reduce", max_bytes=GIB, rdma_nics=h100_rdma_nics)
+    assert v.status == status, v.reasons
+    if status == "fail":
+        assert "'test-nccl-worker-0:22:22 [0] NCCL INFO Using network Socket' (line 2)" in v.reason
