@@ -398,3 +398,22 @@ def test_mig_as_the_profile_says(catalog):
     assert "SKU h100-sxm-80gb expects MIG (expect.mig: true)" in gpu_inventory(off, mig_sku, catalog).text()
     bare = gpu_inventory(mig, None, None)
     assert not [f for f in bare.failures if "MIG" in f] and "no profile says whether MIG is expected" in bare.text()
+
+
+def test_a_node_of_another_cpu_vendor_fails_uniformity():
+    """Issue 24: the CPU's vendor and family are read on every node (the sw-versions probe's
+    /proc/cpuinfo lines) and judged like the versions: the odd node is named."""
+    import subprocess
+
+    from nvtest.checks.health.uniformity import VERSIONS_SCRIPT
+
+    here = versions_from_probe(subprocess.run(["sh", "-c", VERSIONS_SCRIPT], capture_output=True, text=True, timeout=60).stdout)
+    assert here["cpu_vendor"] and here["cpu_family"], here  # this machine's /proc/cpuinfo
+    intel = {"cpu_vendor": "GenuineIntel", "cpu_family": "6", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+"}
+    fleet = {f"node{i:02d}": dict(intel) for i in range(1, 4)}
+    fleet["node04"] = {"cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model": "AMD EPYC 9654 96-Core Processor"}
+    odd = uniformity("node04", fleet)
+    assert odd.verdict == Verdict.FAIL
+    assert "cpu_vendor: node04 has AuthenticAMD, 3 of 4 nodes have GenuineIntel" in odd.text()
+    assert "cpu_family: node04 has 25, 3 of 4 nodes have 6" in odd.text()
+    assert uniformity("node01", fleet).verdict == Verdict.PASS
