@@ -1,8 +1,8 @@
 """Software and firmware uniformity across the fleet: the odd node out is named.
 
 Per node, a flat ``{key: version}`` (driver, CUDA, VBIOS, kernel, OFED, HCA
-firmware, NCCL, NCCL net plugin, fabric manager, torch; the CPU's model, vendor and family
-from ``/proc/cpuinfo``: ``vendor_id``/``cpu family`` on x86, ``CPU implementer``/``CPU
+firmware, NCCL, NCCL net plugin, fabric manager, torch; the CPU's vendor and family (not
+its model: one SKU may ship with several) from ``/proc/cpuinfo``: ``vendor_id``/``cpu family`` on x86, ``CPU implementer``/``CPU
 architecture`` on Arm), from the node's facts
 (:func:`versions_from_facts`) and the ``sw-versions`` probe
 (:data:`VERSIONS_SCRIPT`, :func:`versions_from_probe`). Each node's item compares
@@ -53,8 +53,7 @@ def versions_from_probe(text: str) -> dict[str, str | None]:
 
 
 def versions_from_facts(facts: NodeFacts) -> dict[str, str | None]:
-    """Driver, CUDA, VBIOS (distinct values), kernel, torch and the CPU model from the
-    inventory facts."""
+    """Driver, CUDA, VBIOS (distinct values), kernel and torch from the inventory facts."""
     vbios = sorted({g.vbios for g in facts.gpus if g.vbios})
     return {
         "driver": facts.driver_version,
@@ -62,7 +61,6 @@ def versions_from_facts(facts: NodeFacts) -> dict[str, str | None]:
         "vbios": " ".join(vbios) or None,
         "kernel": facts.kernel,
         "torch": facts.libraries.get("torch"),
-        "cpu_model": facts.cpu_model,
     }
 
 
