@@ -181,6 +181,16 @@ class SkuExpect(BaseModel):
     nvswitches: int | None = None
     ib_hcas: int | None = None
     ib_rate_gbps: float | None = Field(default=None, description="per HCA port, Gb/s")
+    mig: bool | None = Field(
+        default=None,
+        description="True: the GPUs run in MIG mode; unset or False: whole GPUs (a GPU with MIG "
+        "enabled fails, a leftover configuration)",
+    )
+    ib_mtu: int | None = Field(
+        default=None,
+        description="active_mtu of every active InfiniBand port, bytes (ibv_devinfo); RoCE ports "
+        "and a profile without it: uniform across the node's HCAs and the fleet's majority",
+    )
     nvlinks_per_gpu: int | None = None
     nvlink_gbps_per_link: float | None = Field(default=None, description="GB/s per link, as nvidia-smi nvlink -s reports")
     pcie_gen: int | None = None

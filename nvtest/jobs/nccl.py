@@ -17,7 +17,14 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
    point (``# Reducing maxBytes to N due to memory limitation``, nccl-tests 2.x) or the sweep
    stopped before the requested maximum size: **error** naming the gap and its cause (the
    plateau was never measured).
-4. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
+4. The path NCCL says it took (its ``NCCL_DEBUG=INFO`` lines, :class:`~nvtest.parsers.nccl_tests.NcclPath`),
+   when the traffic must cross the network (across nodes, or NICs only) and the SKU has RDMA
+   NICs (``expect.ib_hcas``), whatever the bandwidth: ``Using network Socket`` (TCP sockets,
+   IB verbs saw no HCA) is **fail** naming NCCL's line; ``GPU Direct RDMA Disabled for HCA``
+   on any HCA is **fail** naming the line (the SKU's NICs are GPUDirect NICs); no line saying
+   which network NCCL used is **error** (nothing proves the path). ``effective.nccl_path``
+   records the transport, HCAs, GDR per HCA and channel transports.
+5. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
 
 What ran is recorded beside what was asked (:attr:`NcclVerdict.effective`,
 :attr:`NcclVerdict.requested`): the sizes swept, validation, iterations, ranks and hosts, the
@@ -285,7 +292,31 @@ def _effective(run: NcclTestRun, reduced_to: int | None) -> dict[str, Any]:
         "hosts": list(run.hostnames),
         "gpus": list(run.gpu_names),
         "dtypes": sorted({r.dtype for r in run.rows}),
+        "nccl_path": run.path.record(),
     }
+
+
+def _path_fails(run: NcclTestRun, rdma_nics: int) -> tuple[list[str], list[str]]:
+    """(fails, errors) of the path NCCL took where the SKU has ``rdma_nics`` RDMA NICs and the
+    traffic must cross them (rule 4 of the module docstring)."""
+    path, fails, errors = run.path, [], []
+    where = f"the SKU has {rdma_nics} RDMA NICs (expect.ib_hcas)"
+    if path.net_transport is None:
+        errors.append(
+            f"NCCL did not say which network it used (no 'Using network' or 'via NET/' line "
+            f"with NCCL_DEBUG=INFO); {where}: the path is unproven"
+        )
+    elif path.net_transport == "Socket":
+        line = path.socket_line or path.no_ib_device
+        said = f"'{line.text}' (line {line.line})" if line else "channels via NET/Socket"
+        why = f"; '{path.no_ib_device.text}'" if path.no_ib_device and line is not path.no_ib_device else ""
+        fails.append(f"NCCL used TCP sockets, not RDMA: {said}{why}; {where}")
+    for hca, line in path.gdr_disabled:
+        fails.append(
+            f"GPUDirect RDMA disabled on {hca}: '{line.text}' (line {line.line}); {where}, "
+            "GPUDirect expected"
+        )
+    return fails, errors
 
 
 def _gaps(
@@ -320,10 +351,13 @@ def judge_run(
     plateau_bytes: int | None = None,
     expected_ranks: int | None = None,
     reduced: tuple[int, str] | None = None,
+    rdma_nics: int | None = None,
 ) -> NcclVerdict:
     """Judge one parsed run (see the module docstring for the order of the rules).
 
     ``reduced``: (bytes, cause) of the tool's own ``Reducing maxBytes to N due to <cause>``.
+    ``rdma_nics``: the SKU's RDMA NIC count when this run's traffic must cross the network
+    (across nodes, NICs only); None or 0 leaves the path unjudged (rule 4).
     """
     requested = max_bytes if max_bytes is not None else run.max_bytes
     plateau_from = plateau_bytes if plateau_bytes is not None else requested
@@ -356,6 +390,10 @@ def judge_run(
         site = f.site
         where = f" on {f.host}" if f.host else ""
         fails.append(f"{f.kind} failure at {f.site}{where}: {f.message or 'no message'}")
+    path_errors: list[str] = []
+    if rdma_nics and run.rows:
+        path_fails, path_errors = _path_fails(run, rdma_nics)
+        fails += path_fails
     if fails:
         if warns:
             fails.append(f"NCCL WARN: {warns[0]}")
@@ -368,6 +406,7 @@ def judge_run(
     if expected_ranks is not None and run.ranks and len(run.ranks) < expected_ranks:
         errors.append(f"{len(run.ranks)} ranks listed, {expected_ranks} expected")
     errors += _gaps(run, requested, plateau_from, reduced)
+    errors += path_errors
     if errors:
         if warns:
             errors.append(f"NCCL WARN: {warns[0]}")
@@ -382,10 +421,12 @@ def judge_output(
     max_bytes: int | None = None,
     plateau_bytes: int | None = None,
     expected_ranks: int | None = None,
+    rdma_nics: int | None = None,
 ) -> NcclVerdict:
     """Parse nccl-tests output and judge its first test (the one this command ran).
 
     Output that is not nccl-tests at all gives an ``error`` verdict naming the parse problem.
+    ``rdma_nics``: see :func:`judge_run`.
     """
     try:
         log = nccl_tests.parse(text)
@@ -399,6 +440,7 @@ def judge_output(
         plateau_bytes=plateau_bytes,
         expected_ranks=expected_ranks,
         reduced=(int(m.group(1)), m.group(2)) if m else None,
+        rdma_nics=rdma_nics,
     )
 
 

@@ -186,7 +186,12 @@ class PerftestPairJob(PairJob):
 
 
 class NcclPairJob(PairJob):
-    """nccl-tests on two nodes over mpirun, to localize the node behind a failing multi-node run."""
+    """nccl-tests on two nodes over mpirun, to localize the node behind a failing multi-node run.
+
+    ``rdma_nics(node)``: the RDMA NICs the node's SKU expects (None: none, or no profile); where
+    both nodes of a pair have them, the path NCCL took is judged as across the whole fleet
+    (:func:`nvtest.jobs.nccl.judge_run`, rule 4: TCP sockets or GDR disabled fail the pair).
+    """
 
     server_client = False
 
@@ -201,8 +206,10 @@ class NcclPairJob(PairJob):
         env: dict[str, str],
         mpi: MpiOptions,
         timeout_s: float = 1200.0,
+        rdma_nics: Callable[[Node], int | None] | None = None,
     ) -> None:
         self.ctx = ctx
+        self.rdma_nics = rdma_nics
         self.name = f"{check}.pairs.{op}"
         self.check = check
         self.op = op
@@ -228,12 +235,15 @@ class NcclPairJob(PairJob):
         ranks = max(1, self._gpus(self.ctx.states[a].node)) + max(
             1, self._gpus(self.ctx.states[b].node)
         )
+        nics = [self.rdma_nics(self.ctx.states[n].node) if self.rdma_nics else None for n in pair]
+        both = [n for n in nics if n]
         v = judge_output(
             r.stdout + "\n" + r.stderr,
             op=self.op,
             max_bytes=self.recipe.max_bytes,
             plateau_bytes=self.recipe.plateau_bytes,
             expected_ranks=ranks,
+            rdma_nics=min(both) if len(both) == len(nics) else None,
         )
         if v.status != "pass":
             return PairOutcome(pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=command)

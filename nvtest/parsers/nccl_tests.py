@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import re
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -62,7 +63,9 @@ DESCRIPTION = "nccl-tests *_perf output: per-size algbw/busbw, #wrong, avg busbw
 __all__ = [
     "FAILURES",
     "NcclBlock",
+    "NcclLine",
     "NcclLog",
+    "NcclPath",
     "NcclRank",
     "NcclResult",
     "NcclRow",
@@ -169,6 +172,77 @@ class NcclFailure:
 
 
 @dataclass(frozen=True)
+class NcclLine:
+    """One NCCL INFO line as printed (launcher tags removed) and its 1-based line number."""
+
+    line: int
+    text: str
+
+
+@dataclass(frozen=True)
+class NcclPath:
+    """The path NCCL says it took (its ``NCCL_DEBUG=INFO`` lines, NCCL 2.4 to 2.2x).
+
+    Attributes:
+        networks: ``Using network <name>`` lines (``IB``, ``Socket``, a plugin's name), one per
+            rank that printed it, in order.
+        no_ib_device: the ``NET/IB : No device found.`` line, when printed (IB verbs saw no HCA).
+        hcas: the HCAs of ``NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ...`` as
+            ``(device:port, link)``, link ``IB`` or ``RoCE``, first-seen order.
+        hca_lines: the ``NET/IB : Using [...]`` lines.
+        gdr: per HCA name (``mlx5_0``), the first ``GPU Direct RDMA Enabled|Disabled for HCA N
+            'mlx5_0'`` line and whether it said Enabled; a ``Disabled`` line for an HCA wins
+            over an ``Enabled`` one (one rank without GDR is a path without GDR).
+        channels: the transport of each ``Channel NN ... via <transport>`` line, counted
+            (``NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``SHM``...).
+    """
+
+    networks: tuple[NcclLine, ...] = ()
+    no_ib_device: NcclLine | None = None
+    hcas: tuple[tuple[str, str], ...] = ()
+    hca_lines: tuple[NcclLine, ...] = ()
+    gdr: Mapping[str, tuple[bool, NcclLine]] = effective_field()
+    channels: Mapping[str, int] = effective_field()
+
+    @property
+    def net_transport(self) -> str | None:
+        """``IB``, ``RoCE`` or ``Socket`` (or a plugin's network name): what NCCL used between
+        nodes. From ``Using network X`` (``IB`` becomes ``RoCE`` when every HCA it listed is
+        RoCE; ``Socket`` when any rank said Socket), else (NCCL < 2.12 prints no such line)
+        from the channel lines ``via NET/<name>``; None when NCCL said neither."""
+        names = [n.text.rsplit("Using network", 1)[1].strip() for n in self.networks]
+        if not names:
+            names = [k.split("/")[1] for k in self.channels if k.startswith("NET/")]
+        if not names:
+            return None
+        if "Socket" in names:
+            return "Socket"
+        name = names[0]
+        if name == "IB" and self.hcas and all(link == "RoCE" for _, link in self.hcas):
+            return "RoCE"
+        return name
+
+    @property
+    def socket_line(self) -> NcclLine | None:
+        """The first ``Using network Socket`` line, or None."""
+        return next((n for n in self.networks if n.text.rstrip().endswith("Socket")), None)
+
+    @property
+    def gdr_disabled(self) -> tuple[tuple[str, NcclLine], ...]:
+        """HCAs NCCL said GPU Direct RDMA is disabled for, with its line."""
+        return tuple((h, ln) for h, (on, ln) in self.gdr.items() if not on)
+
+    def record(self) -> dict[str, object]:
+        """JSON-able form: transport, HCAs, GDR per HCA, channel transports (for ``effective``)."""
+        return {
+            "net_transport": self.net_transport,
+            "hcas": [f"{h}/{link}" for h, link in self.hcas],
+            "gdr": {h: on for h, (on, _) in self.gdr.items()},
+            "channels": dict(self.channels),
+        }
+
+
+@dataclass(frozen=True)
 class NcclTestRun:
     """One nccl-tests invocation (one parameter line / one results table).
 
@@ -198,6 +272,7 @@ class NcclTestRun:
     nccl_warnings: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     failure: ToolFailure | None = None
+    path: NcclPath = NcclPath()
     effective: Mapping[str, object] = effective_field()
 
     @property
@@ -435,6 +510,23 @@ class _Builder:
         self.launcher: list[tuple[int, str]] = []
         self.plugin: tuple[int, str] | None = None
         self.last: tuple[int, str] | None = None
+        self.networks: list[NcclLine] = []
+        self.no_ib: NcclLine | None = None
+        self.hcas: dict[str, str] = {}
+        self.hca_lines: list[NcclLine] = []
+        self.gdr: dict[str, tuple[bool, NcclLine]] = {}
+        self.channels: dict[str, int] = {}
+
+    def path(self) -> NcclPath:
+        """The NCCL path lines read so far, frozen."""
+        return NcclPath(
+            networks=tuple(self.networks),
+            no_ib_device=self.no_ib,
+            hcas=tuple(self.hcas.items()),
+            hca_lines=tuple(self.hca_lines),
+            gdr=types.MappingProxyType(dict(self.gdr)),
+            channels=types.MappingProxyType(dict(self.channels)),
+        )
 
     @property
     def empty(self) -> bool:
@@ -474,6 +566,7 @@ class _Builder:
             warnings=tuple(self.warnings),
             columns=self.columns,
             failure=self.tool_failure(),
+            path=self.path(),
             effective=self.effective(),
             **self.f,  # type: ignore[arg-type]
         )
@@ -553,6 +646,7 @@ class _Builder:
             graph=self.params.get("graph"),
             ranks=len(self.ranks) or None,
             hosts=tuple(dict.fromkeys(r.host for r in self.ranks)) or None,
+            net_transport=self.path().net_transport,
             sizes_bytes=tuple(dict.fromkeys(r.size_bytes for r in rows)),
             datatypes=tuple(dict.fromkeys(r.dtype for r in rows if r.dtype)) or None,
             redops=tuple(dict.fromkeys(r.redop for r in rows if r.redop)) or None,
@@ -711,6 +805,34 @@ def _read_oob(b: _Builder, m: re.Match[str]) -> None:
     b.f["oob_ok"] = (m.group(2) or "").upper() != "FAILED" and int(m.group(1)) == 0
 
 
+_NETWORK_RE = re.compile(r"NCCL INFO Using network (\S.*?)\s*$")
+_NO_IB_RE = re.compile(r"NCCL INFO NET/IB : No device found")
+_HCAS_RE = re.compile(r"NCCL INFO NET/IB : Using ((?:\[\d+\]\S+\s*)+)")
+_HCA_RE = re.compile(r"\[\d+\]([\w.-]+:\d+)/(\w+)")
+_GDR_RE = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for (?:GPU \S+ / )?HCA (\d+)(?: '([\w.-]+)')?")
+_CHANNEL_RE = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : .* via (\S+)")
+
+
+def _read_path(b: _Builder, no: int, line: str) -> None:
+    """The path lines of an NCCL INFO line (:class:`NcclPath`), into ``b``."""
+    here = NcclLine(no, line.strip())
+    if m := _NETWORK_RE.search(line):
+        b.networks.append(here)
+    elif _NO_IB_RE.search(line):
+        b.no_ib = b.no_ib or here
+    elif m := _HCAS_RE.search(line):
+        b.hca_lines.append(here)
+        for dev, link in _HCA_RE.findall(m.group(1)):
+            b.hcas.setdefault(dev, link)
+    elif m := _GDR_RE.search(line):
+        name = m.group(3) or f"HCA {m.group(2)}"
+        on = m.group(1) == "Enabled"
+        if name not in b.gdr or (b.gdr[name][0] and not on):
+            b.gdr[name] = (on, here)
+    elif m := _CHANNEL_RE.search(line):
+        b.channels[m.group(1)] = b.channels.get(m.group(1), 0) + 1
+
+
 class _Reader:
     """State across the tests of one log; its methods are the handlers of :data:`_LINES`
     (every line) and :data:`_COMMENT` (``#`` lines, which see the line without its ``#``).
@@ -813,6 +935,7 @@ class _Reader:
         vm = _INFO_VERSION_RE.search(line)
         if vm and "nccl_version" not in self.b.f:
             self.b.f["nccl_version"] = vm.group(1)
+        _read_path(self.b, no, line)
 
     def failure(self, no: int, line: str, m: re.Match[str]) -> None:
         hm = _FAIL_HOST_RE.match(line) or _FAIL_AT_HOST_RE.search(line)

@@ -2,7 +2,10 @@
 
 - ``ib_ports``: ``ibstat`` and ``ibv_devinfo -v`` (nvtest's parsers): the SKU's HCAs present
   (count, and names when the recipe lists them), every port Active and LinkUp, at the SKU's
-  rate, with the link layer the recipe names (InfiniBand or Ethernet for RoCE).
+  rate, with the link layer the recipe names (InfiniBand or Ethernet for RoCE); the
+  ``active_mtu`` of every active port (``ibv_devinfo``; ibstat prints none) at the SKU's
+  ``expect.ib_mtu`` on InfiniBand ports, else the same as the node's other HCAs and the
+  fleet's majority for the SKU: a port that differs fails naming the HCA and the tool's line.
 - ``ib_write_bw``: perftest between node pairs per HCA, scheduled in rounds (ring by default;
   all-pairs or random matchings by recipe), servers first, clients once the servers listen; a
   failing pair is blamed on the node common to the failures and confirmed by re-pairing it
@@ -22,12 +25,14 @@ names every HCA it had to leave out because a peer lacked it (an HCA never measu
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from nvtest.checks.api import Judge, Probe, ProbeError, ProbeSkip, raw_output
 from nvtest.checks.hardware import expected_hcas, require_tool
 from nvtest.checks.interconnect.pair_check import label_coverage, pair_report, report_node
-from nvtest.checks.interconnect.rdma import port_problems, rdma_report
+from nvtest.checks.interconnect.rdma import mtu_problems, port_problems, rdma_report
 from nvtest.checks.shape import golden_for, hca_shape, judge_shape
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import NvtestError, ParseError, UnreportedHardware
@@ -93,6 +98,32 @@ def _golden_hcas(ctx, sku: SkuProfile | None):
     return golden_for("hcas", fleet, sku)
 
 
+def _fleet_mtu(ctx, sku: SkuProfile | None) -> int | None:
+    """The active_mtu most active ports of ``sku``'s nodes run (ibv_devinfo), when two or more
+    nodes report; None otherwise (the node is then judged against itself)."""
+
+    def fleet() -> dict[str | None, Counter]:
+        out: dict[str | None, Counter] = {}
+        for n in ctx.nodes:
+            st = ctx.states[n.name]
+            if st.facts is None or st.down_reason or not st.facts.tools.get("ibv_devinfo"):
+                continue
+            try:
+                rep = ibv_devinfo.parse(raw_output(ctx, IBV_DEVINFO, n, ctx.nodes).stdout)
+            except NvtestError:
+                continue
+            mtus = [p.active_mtu for ca in rep.cas for p in ca.ports if p.active and p.active_mtu]
+            if mtus:
+                node_mtu = Counter(mtus).most_common(1)[0][0]
+                out.setdefault(st.match.name if st.match else None, Counter())[node_mtu] += 1
+        return out
+
+    counts = fleet_cache(ctx).get("ib_ports:fleet-mtu", fleet).get(sku.name if sku else None)
+    if not counts or sum(counts.values()) < 2:
+        return None
+    return counts.most_common(1)[0][0]
+
+
 @pytest.mark.check(
     "ib_ports", area="interconnect", title="IB/RoCE ports: HCAs, state, rate, link layer"
 )
@@ -102,23 +133,29 @@ def test_ib_ports(
     _, report = _rdma(nvtest_context, node, node_facts)
     hcas = fleet_cache(nvtest_context).get("ib_ports:fleet-hcas", lambda: _fleet_hcas(nvtest_context))
     judge_shape(judge, nvtest_context, node, ("hcas", "hca_pci"), hcas, extra_key="ibstat")
-    if node_facts.tools.get("ibv_devinfo") and node_facts.tools.get("ibstat"):
-        devinfo = ibv_devinfo.parse(
-            raw_output(nvtest_context, IBV_DEVINFO, node, nvtest_context.nodes).stdout
-        )
-        judge.detail(
-            "ibv_devinfo", {ca.name: [p.link_layer for p in ca.ports] for ca in devinfo.cas}
-        )
-        only = sorted({c.name for c in report.cas} ^ {c.name for c in devinfo.cas})
-        if only:
-            judge.fail(f"ibstat and ibv_devinfo disagree on the HCAs: {', '.join(only)}")
+    expect = sku.expect if sku else None
+    if node_facts.tools.get("ibv_devinfo"):
+        text = raw_output(nvtest_context, IBV_DEVINFO, node, nvtest_context.nodes).stdout
+        devinfo = ibv_devinfo.parse(text)
+        if node_facts.tools.get("ibstat"):
+            judge.detail(
+                "ibv_devinfo", {ca.name: [p.link_layer for p in ca.ports] for ca in devinfo.cas}
+            )
+            only = sorted({c.name for c in report.cas} ^ {c.name for c in devinfo.cas})
+            if only:
+                judge.fail(f"ibstat and ibv_devinfo disagree on the HCAs: {', '.join(only)}")
+        judge.detail("active_mtu", {f"{ca.name}/{p.port}": p.active_mtu for ca in devinfo.cas for p in ca.ports})
+        fleet = None if expect and expect.ib_mtu else _fleet_mtu(nvtest_context, sku)
+        for problem in mtu_problems(devinfo, text, expect.ib_mtu if expect else None, fleet):
+            judge.fail(problem)
+    else:
+        judge.detail("active_mtu", "not measured: ibv_devinfo is not on the node (ibstat prints no MTU)")
     if report.failure is not None:  # e.g. ibstat's ibpanic after part of its report
         judge.fail(f"the RDMA tool failed: {report.failure.reason}")
     judge("hca_count", len(report.cas), "count")
     for ca in report.cas:
         for port in ca.ports:
             judge("rate_gbps", port.rate_gbps, "Gb/s", hca=ca.name, port=port.port)
-    expect = sku.expect if sku else None
     for problem in port_problems(
         report,
         node_recipe(nvtest_context, node, "ib_ports"),

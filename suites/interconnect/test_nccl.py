@@ -12,7 +12,10 @@ Verdicts (:mod:`nvtest.jobs.nccl`): busbw at the plateau, wrong results fail wha
 the bandwidth; a sweep the tool shortened below the threshold's point (its own "Reducing
 maxBytes" line), validation switched off, or missing ranks is an error; NCCL WARN lines and
 the error site are in the reason; what ran (sizes, validation, ranks, GPUs, dtype) is in the
-details beside what was asked. The GPUs a node must have come from its PCI bus and SKU:
+details beside what was asked. Across nodes and through the NICs only, on a SKU with RDMA NICs
+(``expect.ib_hcas``), the path NCCL says it took decides whatever the bandwidth: TCP sockets
+(``Using network Socket``) or GPUDirect RDMA disabled on an HCA fails naming NCCL's line; no
+line saying which network it used is an error. The GPUs a node must have come from its PCI bus and SKU:
 nccl-tests missing there is an ``error``, never a skip. ``NCCL_DEBUG=INFO`` output goes to the evidence log. Binaries: the
 recipe's ``tests_dir``, ``$NVTEST_NCCL_TESTS_DIR``, or the node's PATH.
 """
@@ -53,6 +56,15 @@ def _gpus(ctx, node) -> int:
     if st.facts is None:
         return 0
     return expected_gpus(st.facts, st.match.profile if st.match else None).count
+
+
+def _rdma_nics(ctx, node) -> int | None:
+    """The RDMA NICs the node's SKU profile expects (``expect.ib_hcas``); None without a
+    profile or without RDMA NICs. Where set, traffic that must cross the network is judged on
+    the path NCCL took (:func:`nvtest.jobs.nccl.judge_run`, rule 4)."""
+    st = ctx.states[node.name]
+    profile = st.match.profile if st.match else None
+    return profile.expect.ib_hcas if profile is not None and profile.expect else None
 
 
 def _require_tool(node_facts: NodeFacts, recipe: NcclRecipe, op: str, ctx, node) -> None:
@@ -108,6 +120,7 @@ def _intra(node, node_facts, ctx, judge: Judge, *, nics_only: bool, check: str) 
             max_bytes=recipe.max_bytes,
             plateau_bytes=recipe.plateau_bytes,
             expected_ranks=_gpus(ctx, node),
+            rdma_nics=_rdma_nics(ctx, node) if nics_only else None,
         )
         _judge(judge, v, ctx.phases.log_path(key, node.name))
 
@@ -176,6 +189,7 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, st
         max_bytes=recipe.max_bytes,
         plateau_bytes=recipe.plateau_bytes,
         expected_ranks=expected,
+        rdma_nics=_rdma_nics(ctx, first),
     )
     return v, res.command, key, env, res.stdout + "\n" + res.stderr
 
@@ -203,6 +217,7 @@ def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     job = NcclPairJob(
         ctx, check="nccl_multinode", op=op, recipe=recipe, gpus=lambda n: _gpus(ctx, n),
         env=nccl_env(recipe, os.environ, nodes=gpu_nodes), mpi=mpi_options(ctx, node),
+        rdma_nics=lambda n: _rdma_nics(ctx, n),
     )  # fmt: skip
     judge.metrics.clear()
     judge.failures.clear()

@@ -641,6 +641,12 @@ POSTERS_OWN = {
     "nvidia-smi/nvlink-s-v100-inactive-links-truncated.txt": [
         "line 2 not read (the poster's mark of lines left out): '....'"
     ],
+    **{
+        f"nccl-tests/all_reduce_perf-2node-eks-efa-{name}-excerpt.txt": [
+            f"line {n} not read (the poster's mark of lines left out): '...'" for n in (1, 3 + shift)
+        ]
+        for name, shift in (("disabled-using-network-socket", 0), ("using-network-aws-libfabric", 1))
+    },
 }
 
 

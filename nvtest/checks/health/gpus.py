@@ -124,14 +124,30 @@ def _model_and_modes(facts: NodeFacts, sku: SkuProfile | None, out: Outcome) -> 
             and (sku is None or sku.expect.ecc is not False)
         ):
             out.fail(f"GPU {g.index} ECC mode {g.ecc_mode}")
-        if g.mig_mode is not None and g.mig_mode.lower() == "enabled":
-            out.warn(f"GPU {g.index} MIG enabled")
+        _mig(g.index, g.mig_mode, sku, out)
         if g.pcie_width_current is not None and g.pcie_width_max is not None:
             out.measure("pcie_width", g.pcie_width_current, "lanes", gpu=g.index)
             if g.pcie_width_current < g.pcie_width_max:
                 out.fail(
                     f"GPU {g.index} PCIe x{g.pcie_width_current} of x{g.pcie_width_max} (link width downgraded)"
                 )
+
+
+def _mig(index: int, mode: str | None, sku: SkuProfile | None, out: Outcome) -> None:
+    """MIG as the profile says: ``expect.mig`` true wants every GPU in MIG mode; unset or false
+    is a profile of whole GPUs, where nvidia-smi's ``MIG mode: Enabled`` fails (a leftover MIG
+    configuration). Without a profile it warns."""
+    if mode is None:
+        return
+    enabled = mode.lower() == "enabled"
+    said = f"GPU {index}: nvidia-smi reports MIG mode {mode}"
+    if sku is None:
+        if enabled:
+            out.warn(f"{said} (no profile says whether MIG is expected)")
+    elif enabled and not sku.expect.mig:
+        out.fail(f"{said}; SKU {sku.name} is a profile of whole GPUs (expect.mig unset): a leftover MIG configuration")
+    elif not enabled and sku.expect.mig:
+        out.fail(f"{said}; SKU {sku.name} expects MIG (expect.mig: true)")
 
 
 def lost_gpus(query: SmiQuery) -> list[str]:

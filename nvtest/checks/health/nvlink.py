@@ -9,9 +9,11 @@ nvidia-smi prints it: a link up at a lower speed fails.
 
 Fabric manager input: the ``fabric-manager`` probe's sections (:data:`FM_SCRIPT`):
 service state, ``nv-fabricmanager --version``, ``nvidia-smi --query-gpu=
-index,fabric.state,fabric.status --format=csv`` and the service's journal. On a
-system with NVSwitches (field case D1) it must be active, its version must equal
-the driver's, and every GPU's fabric state must be Completed/Success.
+index,fabric.state,fabric.status --format=csv``, the service's journal and
+``/proc/uptime``. On a system with NVSwitches (field case D1) it must be active, its
+version must equal the driver's, and every GPU's fabric state must be Completed/Success;
+``In Progress`` warns within :data:`FABRIC_GRACE_S` seconds of boot and fails after it (or
+when the uptime is unknown).
 
 Metrics: ``nvlinks_active`` per GPU (count).
 """
@@ -26,15 +28,21 @@ from nvtest.errors import ParseError
 from nvtest.parsers import nvidia_smi_csv
 from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
 
-__all__ = ["FM_SCRIPT", "fabric_manager", "nvlink_status", "split_sections"]
+__all__ = ["FABRIC_GRACE_S", "FM_SCRIPT", "fabric_manager", "nvlink_status", "split_sections"]
 
 FM_SCRIPT = r"""
 echo '### service'; systemctl is-active nvidia-fabricmanager 2>&1
 echo '### version'; nv-fabricmanager --version 2>&1
 echo '### fabric'; nvidia-smi --query-gpu=index,fabric.state,fabric.status --format=csv 2>&1
 echo '### journal'; journalctl -u nvidia-fabricmanager -n 40 --no-pager -q 2>&1
+echo '### uptime'; cat /proc/uptime 2>&1
 true
 """
+
+#: Seconds after boot during which a GPU's fabric state ``In Progress`` (the fabric manager
+#: still registering the GPUs with the NVSwitch fabric) warns instead of failing: the fabric
+#: manager starts with the node and registers an HGX board within a few minutes.
+FABRIC_GRACE_S = 600.0
 
 
 def nvlink_status(status: NvLinkStatus | None, sku: SkuProfile | None) -> Outcome:
@@ -144,7 +152,7 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
         out.fail(
             f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}"
         )
-    registered = _fabric_states(out, sections.get("fabric", ""))
+    registered = _fabric_states(out, sections.get("fabric", ""), _uptime_s(sections.get("uptime", "")))
     if svc is None:
         if registered:
             out.note(
@@ -164,10 +172,17 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
 _TOOL_MISSING = re.compile(r": not found|command not found|No such file or directory")
 
 
-def _fabric_states(out: Outcome, fabric: str) -> bool:
+def _uptime_s(text: str) -> float | None:
+    """Seconds since boot from ``/proc/uptime`` (``12345.67 54321.00``), None if unreadable."""
+    m = re.match(r"\s*(\d+(?:\.\d+)?)\s", text + " ")
+    return float(m.group(1)) if m else None
+
+
+def _fabric_states(out: Outcome, fabric: str, uptime_s: float | None = None) -> bool:
     """Judge each GPU's fabric state (``nvidia-smi --query-gpu=index,fabric.state,
     fabric.status``); True when at least one GPU is listed and every one is
-    Completed/Success."""
+    Completed/Success. ``In Progress`` within :data:`FABRIC_GRACE_S` of boot (``uptime_s``)
+    warns; past it, or with the uptime unknown, it fails."""
     if "not a valid field" in fabric or not fabric.strip():
         out.note(
             "GPU fabric state not available from nvidia-smi (driver older than the fabric.* fields)"
@@ -192,10 +207,20 @@ def _fabric_states(out: Outcome, fabric: str) -> bool:
     good = 0
     for row in table.rows:
         vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
-        if len(vals) >= 3 and (vals[1] != "Completed" or vals[2] != "Success"):
+        if len(vals) >= 3 and vals[1] == "In Progress" and uptime_s is not None and uptime_s < FABRIC_GRACE_S:
+            out.warn(
+                f"GPU {vals[0]}: fabric state In Progress, status {vals[2]}, {uptime_s:.0f} s after "
+                f"boot: within the {FABRIC_GRACE_S:.0f} s grace window for the fabric manager to "
+                "register the GPU (fails after it)"
+            )
+        elif len(vals) >= 3 and (vals[1] != "Completed" or vals[2] != "Success"):
+            late = ""
+            if vals[1] == "In Progress":
+                when = f"{uptime_s:.0f} s after boot" if uptime_s is not None else "uptime unknown"
+                late = f"; {when}, past the {FABRIC_GRACE_S:.0f} s grace window"
             out.fail(
                 f"GPU {vals[0]}: fabric state {vals[1]}, status {vals[2]} "
-                "(GPU not registered with the NVLink fabric)"
+                f"(GPU not registered with the NVLink fabric){late}"
             )
         elif len(vals) >= 3:
             good += 1

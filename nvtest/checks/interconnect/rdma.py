@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +14,7 @@ from nvtest.errors import ProbeError
 from nvtest.parsers.ibstat import IbReport
 from nvtest.session.facts import NodeFacts
 
-__all__ = ["port_problems", "rdma_report"]
+__all__ = ["MTU_LINE_RE", "mtu_lines", "mtu_problems", "port_problems", "rdma_report"]
 
 
 def rdma_report(
@@ -61,4 +63,60 @@ def port_problems(
                 out.append(f"{where}: rate {port.rate_gbps} Gb/s < {expect_rate:g} Gb/s")
             if layer and port.link_layer and port.link_layer != layer:
                 out.append(f"{where}: link layer {port.link_layer}, SKU expects {layer}")
+    return out
+
+
+#: ``ibv_devinfo`` (libibverbs-utils): ``hca_id: mlx5_0``, ``port:   1`` and
+#: ``active_mtu:             4096 (5)`` lines, the ones an MTU verdict quotes.
+MTU_LINE_RE = re.compile(r"^\s*(hca_id|port|active_mtu):\s*(.*?)\s*$")
+
+
+def mtu_lines(text: str) -> dict[tuple[str, int], tuple[int, str]]:
+    """(HCA, port) -> (1-based line number, the ``active_mtu`` line as printed) of an
+    ``ibv_devinfo`` output, so that a verdict names the tool's own line."""
+    out: dict[tuple[str, int], tuple[int, str]] = {}
+    hca, port = "", 0
+    for no, line in enumerate(text.splitlines(), 1):
+        m = MTU_LINE_RE.match(line)
+        if m is None:
+            continue
+        key, value = m.groups()
+        if key == "hca_id":
+            hca, port = value, 0
+        elif key == "port":
+            port = int(value) if value.isdigit() else 0
+        else:
+            out[(hca, port)] = (no, line.strip())
+    return out
+
+
+def mtu_problems(
+    report: IbReport, text: str, expected: int | None, fleet_mtu: int | None = None
+) -> list[str]:
+    """Why the active ports' ``active_mtu`` (``ibv_devinfo``; ``report`` parsed from ``text``)
+    is not what it must be: ``expected`` (the SKU's ``expect.ib_mtu``, bytes) on InfiniBand
+    ports where set; otherwise (RoCE ports: it follows the netdev MTU) equal to ``fleet_mtu``
+    (the fleet's majority for the SKU) where given, else the same on every active port of the
+    node with the same link layer. Each problem names the HCA, the port and the tool's line."""
+    lines = mtu_lines(text)
+    ports = [(ca.name, p) for ca in report.cas for p in ca.ports if p.active and p.active_mtu]
+    if not ports:
+        return []
+    by_layer: dict[str | None, Counter[int]] = {}
+    for _, p in ports:
+        by_layer.setdefault(p.link_layer, Counter())[p.active_mtu or 0] += 1
+    out = []
+    for hca, p in ports:
+        if expected is not None and p.link_layer in (None, "InfiniBand"):
+            want, why = expected, "the SKU expects {want} (expect.ib_mtu)"
+        elif fleet_mtu is not None:
+            want, why = fleet_mtu, "the fleet's majority is {want}"
+        else:
+            want = by_layer[p.link_layer].most_common(1)[0][0]
+            why = f"the node's other {p.link_layer or ''} HCAs run {{want}}".replace("  ", " ")
+        if p.active_mtu == want:
+            continue
+        no, line = lines.get((hca, p.port), (0, f"active_mtu: {p.active_mtu}"))
+        said = f"'{line}' (ibv_devinfo line {no})" if no else f"'{line}'"
+        out.append(f"{hca} port {p.port}: active_mtu {p.active_mtu}, {why.format(want=want)}: {said}")
     return out

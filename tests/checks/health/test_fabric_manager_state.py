@@ -55,3 +55,32 @@ def test_the_probe_on_this_machine() -> None:
     out = fabric_manager(sections, "535.161.08", nvswitches=4)
     assert out.verdict is Verdict.ERROR, out.text()
     assert said.splitlines()[-1] in (out.error or "")
+
+
+#: nvidia-smi --query-gpu=index,fabric.state,fabric.status right after boot (r550+ prints
+#: "In Progress" and "N/A" until the fabric manager registers the GPU)
+IN_PROGRESS = "index, fabric.state, fabric.status\n0, Completed, Success\n1, In Progress, N/A\n"
+
+
+@pytest.mark.parametrize(
+    ("uptime", "verdict", "said"),
+    [
+        ("120.45 900.10\n", Verdict.WARN, "GPU 1: fabric state In Progress, status N/A, 120 s after boot: within the 600 s grace window"),
+        ("3600.00 9000.00\n", Verdict.FAIL, "GPU 1: fabric state In Progress, status N/A (GPU not registered with the NVLink fabric); 3600 s after boot, past the 600 s grace window"),
+        ("", Verdict.FAIL, "uptime unknown, past the 600 s grace window"),
+    ],
+)
+def test_fabric_in_progress_warns_within_the_grace_window_after_boot(uptime, verdict, said) -> None:
+    sections = {**_sections("active\n", IN_PROGRESS), "uptime": uptime}
+    out = fabric_manager(sections, None, nvswitches=4)
+    assert out.verdict is verdict, out.text()
+    assert said in out.text()
+
+
+def test_the_probe_reads_the_uptime() -> None:
+    """FM_SCRIPT's ``### uptime`` section is /proc/uptime, which the judge reads."""
+    import subprocess
+
+    text = subprocess.run(["sh", "-c", FM_SCRIPT], capture_output=True, text=True, timeout=60).stdout
+    uptime = split_sections(text).get("uptime", "")
+    assert float(uptime.split()[0]) > 0, text

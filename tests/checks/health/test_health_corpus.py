@@ -379,3 +379,41 @@ def test_dcgm4_pcie_plugin_failure_fails_the_check():
     )
     out = dcgm_diag(d, None)
     assert out.verdict == Verdict.FAIL and any("pcie failed" in f for f in out.failures)
+
+
+def test_mig_as_the_profile_says(catalog):
+    """Issue 24: a leftover MIG configuration on a profile of whole GPUs fails (it warned);
+    a MIG profile wants MIG; without a profile it warns."""
+    import dataclasses
+
+    facts = _facts(8)
+    mig = dataclasses.replace(facts, gpus=(dataclasses.replace(facts.gpus[0], mig_mode="Enabled"), *facts.gpus[1:]))
+    h100 = catalog.get("h100-sxm-80gb")
+    out = gpu_inventory(mig, h100, catalog)
+    assert judged(out, None) == Verdict.FAIL
+    assert "GPU 0: nvidia-smi reports MIG mode Enabled; SKU h100-sxm-80gb is a profile of whole GPUs" in out.text()
+    assert "MIG" not in gpu_inventory(facts, h100, catalog).text()
+    mig_sku = h100.model_copy(update={"expect": h100.expect.model_copy(update={"mig": True})})
+    off = dataclasses.replace(facts, gpus=tuple(dataclasses.replace(g, mig_mode="Disabled") for g in facts.gpus))
+    assert "SKU h100-sxm-80gb expects MIG (expect.mig: true)" in gpu_inventory(off, mig_sku, catalog).text()
+    bare = gpu_inventory(mig, None, None)
+    assert not [f for f in bare.failures if "MIG" in f] and "no profile says whether MIG is expected" in bare.text()
+
+
+def test_a_node_of_another_cpu_vendor_fails_uniformity():
+    """Issue 24: the CPU's vendor and family are read on every node (the sw-versions probe's
+    /proc/cpuinfo lines) and judged like the versions: the odd node is named."""
+    import subprocess
+
+    from nvtest.checks.health.uniformity import VERSIONS_SCRIPT
+
+    here = versions_from_probe(subprocess.run(["sh", "-c", VERSIONS_SCRIPT], capture_output=True, text=True, timeout=60).stdout)
+    assert here["cpu_vendor"] and here["cpu_family"], here  # this machine's /proc/cpuinfo
+    intel = {"cpu_vendor": "GenuineIntel", "cpu_family": "6", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+"}
+    fleet = {f"node{i:02d}": dict(intel) for i in range(1, 4)}
+    fleet["node04"] = {"cpu_vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model": "AMD EPYC 9654 96-Core Processor"}
+    odd = uniformity("node04", fleet)
+    assert odd.verdict == Verdict.FAIL
+    assert "cpu_vendor: node04 has AuthenticAMD, 3 of 4 nodes have GenuineIntel" in odd.text()
+    assert "cpu_family: node04 has 25, 3 of 4 nodes have 6" in odd.text()
+    assert uniformity("node01", fleet).verdict == Verdict.PASS

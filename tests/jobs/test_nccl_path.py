@@ -1,0 +1,164 @@
+"""The path NCCL took is part of the result (issue 24): a multi-node nccl-tests run on an H100
+fleet (8 RDMA NICs per node) over TCP sockets, or with GPUDirect RDMA disabled on an HCA, fails
+naming NCCL's own line whatever its busbw; IB with GDR passes; no line naming the network is an
+error. The runs are the recorded a3mega 2-node output with NCCL's INFO lines of real reports
+(NVIDIA/nccl-tests#131, NVIDIA/nccl#1537, NVIDIA/nccl#899) put where NCCL prints them, replayed
+by a stand-in ``all_reduce_perf`` on PATH."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from nvtest.config.skus import load_catalog
+from nvtest.jobs.nccl import judge_output
+from nvtest.parsers import nccl_tests
+from nvtest.testing.standin import Recording, StandInTools
+from tests.conftest import CORPUS
+
+NORMAL = (CORPUS / "nccl-tests/all_reduce_perf-2node-16xh100-a3mega-normal-8B-8G.txt").read_text()
+GIB = 1024**3
+HOST = "gpu-node-0001:6899:6899 [0] NCCL INFO "
+
+#: NCCL 2.16+ with no usable HCA (nccl-tests#131): IB verbs found nothing, sockets carry the data
+SOCKET = [
+    "NET/IB : No device found.",
+    "NET/Socket : Using [0]eth0:10.0.0.1<0>",
+    "Using network Socket",
+    "Channel 00/0 : 7[7] -> 8[0] [send] via NET/Socket/0",
+]
+#: NCCL 2.2x on RoCE without nvidia-peermem taking effect (nccl#1537)
+GDR_OFF = [
+    "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.1<0>",
+    "Using network IB",
+    "NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+    "NET/IB : GPU Direct RDMA Enabled for HCA 1 'mlx5_1'",
+    "Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0",
+]
+GDR_ON = [
+    "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [RO]; OOB eth0:10.0.0.1<0>",
+    "Using network IB",
+    "NET/IB : GPU Direct RDMA Enabled for HCA 0 'mlx5_0'",
+    "NET/IB : GPU Direct RDMA Enabled for HCA 1 'mlx5_1'",
+    "Channel 00/0 : 7[7] -> 8[0] [send] via NET/IB/0/GDRDMA",
+]
+
+
+def _with_info(lines: list[str]) -> str:
+    """The recorded run with NCCL's INFO lines after the rank list, as NCCL prints them."""
+    head, sep, rest = NORMAL.partition("#\n#  ")  # the blank '#' line before the table header
+    return head + "".join(HOST + ln + "\n" for ln in lines) + sep + rest
+
+
+@pytest.fixture(scope="module")
+def h100_rdma_nics() -> int:
+    profile = load_catalog().get("h100-sxm-80gb")
+    assert profile.expect.ib_hcas == 8
+    return profile.expect.ib_hcas
+
+
+def _run_standin(tmp_path, text: str) -> str:
+    """Replay ``text`` through a stand-in all_reduce_perf on PATH, as a node would run it."""
+    tools = StandInTools(tmp_path / "bin")
+    tools.add("all_reduce_perf", Recording(stdout=text))
+    out = subprocess.run(
+        ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1"],
+        env={"PATH": tools.path_prefix()}, capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    return out.stdout
+
+
+def _judge(text: str, rdma: int | None):
+    return judge_output(text, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16, rdma_nics=rdma)
+
+
+def test_parser_reads_the_path_into_typed_fields():
+    t = nccl_tests.parse(_with_info(GDR_OFF)).tests[0]
+    assert t.path.net_transport == "IB" and t.effective["net_transport"] == "IB"
+    assert t.path.hcas == (("mlx5_0:1", "IB"), ("mlx5_1:1", "IB"))
+    assert [h for h, _ in t.path.gdr_disabled] == ["mlx5_0"] and t.path.gdr["mlx5_1"][0] is True
+    assert dict(t.path.channels) == {"NET/IB/0": 1}
+    s = nccl_tests.parse(_with_info(SOCKET)).tests[0]
+    assert s.path.net_transport == "Socket" and s.path.no_ib_device is not None
+    roce = nccl_tests.parse(_with_info([GDR_ON[0].replace(":1/IB", ":1/RoCE"), GDR_ON[1]])).tests[0]
+    assert roce.path.net_transport == "RoCE"
+    # NCCL < 2.12 prints no 'Using network' line: the channel lines say it
+    old = nccl_tests.parse(_with_info([SOCKET[3]])).tests[0]
+    assert old.path.net_transport == "Socket"
+
+
+def test_socket_across_nodes_fails_naming_nccls_line_whatever_the_busbw(tmp_path, h100_rdma_nics):
+    v = _judge(_run_standin(tmp_path, _with_info(SOCKET)), h100_rdma_nics)
+    assert v.busbw_gbps == pytest.approx(338.82)  # a good number, obtained the wrong way
+    assert v.status == "fail", v.reasons
+    assert "Using network Socket" in v.reason and "NET/IB : No device found." in v.reason
+    assert "8 RDMA NICs" in v.reason
+    assert v.effective["nccl_path"]["net_transport"] == "Socket"
+
+
+def test_gdr_disabled_on_an_hca_fails_naming_it(tmp_path, h100_rdma_nics):
+    v = _judge(_run_standin(tmp_path, _with_info(GDR_OFF)), h100_rdma_nics)
+    assert v.status == "fail", v.reasons
+    assert "GPUDirect RDMA disabled on mlx5_0" in v.reason
+    assert "GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" in v.reason and "mlx5_1" not in v.reason
+
+
+def test_ib_with_gdr_passes(tmp_path, h100_rdma_nics):
+    v = _judge(_run_standin(tmp_path, _with_info(GDR_ON)), h100_rdma_nics)
+    assert v.status == "pass", v.reasons
+    assert v.effective["nccl_path"] == {
+        "net_transport": "IB", "hcas": ["mlx5_0:1/IB", "mlx5_1:1/IB"],
+        "gdr": {"mlx5_0": True, "mlx5_1": True}, "channels": {"NET/IB/0/GDRDMA": 1},
+    }  # fmt: skip
+
+
+def test_no_line_naming_the_network_is_an_error_not_a_pass(h100_rdma_nics):
+    v = _judge(NORMAL, h100_rdma_nics)
+    assert v.status == "error" and "NCCL did not say which network it used" in v.reason
+
+
+def test_without_rdma_nics_the_path_is_not_judged():
+    assert _judge(_with_info(SOCKET), None).status == "pass"
+    assert _judge(_with_info(SOCKET), 0).status == "pass"
+
+
+def test_the_pair_retest_judges_the_path_too(tmp_path, h100_rdma_nics):
+    """A fleet run that failed on its path is re-run in pairs: the pair over sockets fails
+    with NCCL's line too (else the pairs would pass on busbw and clear the fleet's failure)."""
+    from types import SimpleNamespace
+
+    from nvtest.config.inventory import Node
+    from nvtest.jobs.launch import MpiOptions
+    from nvtest.jobs.nccl import NcclRecipe
+    from nvtest.jobs.pair_jobs import NcclPairJob
+    from nvtest.transports.base import CommandResult
+
+    nodes = {n: Node(name=n, address="127.0.0.1") for n in ("gpu-node-0001", "gpu-node-0002")}
+    ctx: Any = SimpleNamespace(states={n: SimpleNamespace(node=node) for n, node in nodes.items()})
+    job = NcclPairJob(
+        ctx, check="nccl_multinode", op="all_reduce", recipe=NcclRecipe(max_bytes=8 * GIB),
+        gpus=lambda n: 8, env={}, mpi=MpiOptions(), rdma_nics=lambda n: h100_rdma_nics,
+    )  # fmt: skip
+    out = _run_standin(tmp_path, _with_info(SOCKET))
+    res = CommandResult(node="gpu-node-0001", command="mpirun ...", stdout=out, stderr="", exit_code=0)
+    outcome = job.judge_complete(("gpu-node-0001", "gpu-node-0002"), "p", {"gpu-node-0001": res}, "mpirun ...")
+    assert outcome.status == "fail" and "Using network Socket" in outcome.reason, outcome
+
+
+@pytest.mark.parametrize(
+    ("name", "transport", "line", "status"),
+    [
+        ("all_reduce_perf-2node-eks-efa-disabled-using-network-socket-excerpt.txt", "Socket", 2, "fail"),
+        ("all_reduce_perf-2node-eks-efa-using-network-aws-libfabric-excerpt.txt", "AWS Libfabric", 3, "pass"),
+    ],
+)
+def test_corpus_runs_name_the_network_they_used(name, transport, line, status, h100_rdma_nics):
+    text = (CORPUS / "nccl-tests" / name).read_text()
+    t = nccl_tests.parse(text).tests[0]
+    assert t.path.net_transport == transport and t.path.networks[0].line == line
+    v = judge_output(text, op="all_reduce", max_bytes=GIB, rdma_nics=h100_rdma_nics)
+    assert v.status == status, v.reasons
+    if status == "fail":
+        assert "'test-nccl-worker-0:22:22 [0] NCCL INFO Using network Socket' (line 2)" in v.reason
