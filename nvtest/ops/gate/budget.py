@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 __all__ = [
-    "CHECKS_SHARE", "FLOOR_S", "GRACE_S", "SIGNAL_GRACE_S", "TOOLS_SHARE", "Budget", "bounded",
+    "CHECKS_SHARE", "FLOOR_S", "GRACE_S", "SIGNAL_GRACE_S", "TOOLS_SHARE", "Budget", "attempt", "bounded",
     "on_signals", "process_age",
 ]  # fmt: skip
 
@@ -124,15 +124,13 @@ class Budget:
         return done()
 
 
-def bounded(fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | None = None) -> T:
+def attempt(fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | None = None) -> tuple[bool, T | BaseException | None]:
     """Run ``fn`` in a daemon thread and wait for it at most ``timeout_s`` seconds (and at
-    most :data:`SIGNAL_GRACE_S` after a signal stops ``budget``); its result.
+    most :data:`SIGNAL_GRACE_S` after a signal stops ``budget``): (True, its value or what it
+    raised), or (False, None) when it did not finish in time.
 
     A driver that ignores its own timeout (a libpq connect that waits for a server that
     accepted the connection and never answers) is abandoned, never waited for.
-
-    Raises:
-        TimeoutError: ``fn`` did not return in time (``what`` named). Whatever ``fn`` raised.
     """
     box: dict[str, object] = {}
 
@@ -150,10 +148,22 @@ def bounded(fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | N
         if budget is not None and budget.stopped_at is not None:
             until = min(until, budget.stopped_at + SIGNAL_GRACE_S)
     if th.is_alive():
+        return False, None
+    return True, box["error"] if "error" in box else box["value"]  # type: ignore[return-value]
+
+
+def bounded(fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | None = None) -> T:
+    """``fn()`` within ``timeout_s`` seconds, as :func:`attempt` runs it; its result.
+
+    Raises:
+        TimeoutError: ``fn`` did not return in time (``what`` named). Whatever ``fn`` raised.
+    """
+    done, got = attempt(fn, timeout_s, what, budget)
+    if not done:
         raise TimeoutError(f"{what} did not finish within {timeout_s:.1f} s (the gate's budget)")
-    if "error" in box:
-        raise box["error"]  # type: ignore[misc]
-    return box["value"]  # type: ignore[return-value]
+    if isinstance(got, BaseException):
+        raise got
+    return got  # type: ignore[return-value]
 
 
 @contextmanager

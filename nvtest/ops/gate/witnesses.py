@@ -11,7 +11,6 @@ not a verdict.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import TypeVar
 from nvtest.config.skus import Catalog, GpuSummary
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError, HistoryError, TransportError
+from nvtest.ops.gate.budget import attempt
 from nvtest.ops.gate.slurm import node_gres
 from nvtest.ops.gate.state import GateState
 
@@ -50,25 +50,18 @@ def gres_gpus(gres: str) -> int | None:
 
 
 def _bounded(fn: Callable[[], T], timeout_s: float) -> tuple[T | None, str | None]:
-    """``fn()`` within ``timeout_s`` seconds: (its value, None) or (None, why not)."""
-    box: dict[str, object] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except (TransportError, HistoryError, ConfigError, OSError) as exc:
-            box["error"] = str(exc)
-        except Exception as exc:  # a witness's own failure is a note, never a crash of the gate
-            box["error"] = f"{type(exc).__name__}: {exc}"
-
-    t = threading.Thread(target=run, daemon=True, name="gate-witness")
-    t.start()
-    t.join(max(0.0, timeout_s))
-    if t.is_alive():
+    """``fn()`` within ``timeout_s`` seconds (:func:`~nvtest.ops.gate.budget.attempt`): (its
+    value, None) or (None, why not)."""
+    done, got = attempt(fn, timeout_s, "gate-witness")
+    if not done:
         return None, f"no answer within {timeout_s:.1f} s"
-    if "error" in box:
-        return None, str(box["error"])
-    return box.get("value"), None  # type: ignore[return-value]
+    if isinstance(got, (TransportError, HistoryError, ConfigError, OSError)):
+        return None, str(got)
+    if isinstance(got, Exception):  # a witness's own failure is a note, never a crash of the gate
+        return None, f"{type(got).__name__}: {got}"
+    if isinstance(got, BaseException):  # SystemExit and the like in the thread: no answer, no word
+        return None, None
+    return got, None
 
 
 def _profile_gpus(catalog: Catalog, sku: str) -> int | None:
