@@ -44,8 +44,6 @@ __all__ = [
 
 #: The name of the check that carries the configuration's verdict.
 CONFIG_CHECK = "configuration"
-#: The gate checks that read ``recipe.gate`` (nvtest/ops/gate/checks_node.py: ``ctx.recipe``).
-RECIPE_CHECKS = ("ib_ports", "disk", "memory", "mounts", "services")
 #: The ``recipe.gate`` fields (nvtest.config.recipes.GateRecipe) -> the gate checks that read
 #: them (checks_node.py: ``ctx.recipe.<field>``; context.py: the commands they run).
 RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -56,6 +54,8 @@ RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
     "hcas": ("ib_ports",),
     "ib_counter_max_per_h": ("ib_ports",),
 }
+#: The gate checks that read ``recipe.gate`` (nvtest/ops/gate/checks_node.py: ``ctx.recipe``).
+RECIPE_CHECKS: tuple[str, ...] = tuple(sorted({c for checks in RECIPE_FIELDS.values() for c in checks}))
 #: What a configuration error asks of the site (the decisions' threshold).
 FIX = "a valid site file and options: fix it and prove it with `nvtest config check` (docs/operations.md)"
 #: The ``file`` label of a problem that is in no file (a command-line option).

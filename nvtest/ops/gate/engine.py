@@ -34,7 +34,13 @@ from nvtest.errors import ConfigError, HistoryError
 from nvtest.ops.gate.budget import CHECKS_SHARE, TOOLS_SHARE, Budget, bounded, on_signals
 from nvtest.ops.gate.checks_gpu import GPU_CHECKS
 from nvtest.ops.gate.checks_node import NODE_CHECKS
-from nvtest.ops.gate.config import config_verdicts, configuration_json, forced_sku, gate_exit_code
+from nvtest.ops.gate.config import (
+    RECIPE_CHECKS,
+    config_verdicts,
+    configuration_json,
+    forced_sku,
+    gate_exit_code,
+)
 from nvtest.ops.gate.context import GateContext, base_commands, recipe_commands
 from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, exit_code, worst
 from nvtest.ops.gate.recipe import gate_recipe, provisional_recipe
@@ -170,7 +176,7 @@ def match_sku(
 #: recipe, never waiting on the SKU match (which waits on nvidia-smi).
 SKU_FREE = ("xid_scan", "disk", "memory", "mounts", "services")
 #: Of those, the ones judged by the recipe: judged again when the match changes the recipe.
-RECIPE_CHECKS = ("disk", "memory", "mounts", "services")
+REJUDGED = tuple(c for c in SKU_FREE if c in RECIPE_CHECKS)
 
 
 class _Checks:
@@ -333,7 +339,7 @@ def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]
                       state, start, opts.budget_s)  # fmt: skip
     checks.start(ctx, [n for n in wanted if n not in SKU_FREE])
     if recipe != first and not budget.stopped:  # the match changed the recipe: judge by the right one
-        checks.start(ctx, [n for n in wanted if n in RECIPE_CHECKS])
+        checks.start(ctx, [n for n in wanted if n in REJUDGED])
     budget.wait(checks.done, budget.at(CHECKS_SHARE))
     results = config_verdicts(site, sku, checks.collect(budget))
     duration = time.monotonic() - budget.t0
