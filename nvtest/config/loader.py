@@ -26,6 +26,7 @@ import re
 import types
 import typing
 from collections import abc
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,11 +43,19 @@ __all__ = [
     "limit_from_env",
     "load_model",
     "load_yaml_with_lines",
+    "nearest_name",
     "read_bounded",
     "salvage_model",
     "validate_model",
     "validation_problems",
 ]
+
+
+def nearest_name(word: str, known: Sequence[str]) -> str | None:
+    """The name of ``known`` nearest to ``word`` (difflib, cutoff 0.6), or None: the one
+    "did you mean" of every configuration error."""
+    near = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return near[0] if near else None
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -262,9 +271,9 @@ def validation_problems(
             msg = "unknown key" + _nearest_key(model, loc)
         elif err.get("type") == "literal_error" and loc and loc[-1] == "[key]":  # a mapping of fixed keys
             known = re.findall(r"'([^']*)'", str((err.get("ctx") or {}).get("expected", "")))
-            loc, near = loc[:-1], difflib.get_close_matches(str(loc[-2]), known, n=1, cutoff=0.6)
+            loc, near = loc[:-1], nearest_name(str(loc[-2]), known)
             field = ".".join(str(p) for p in loc)
-            msg = "unknown key" + (f" (did you mean {near[0]!r}?)" if near else f"; known: {', '.join(known)}")
+            msg = "unknown key" + (f" (did you mean {near!r}?)" if near else f"; known: {', '.join(known)}")
         out.append((loc, ConfigError(msg, path=path, line=line, field=field)))
     return out
 
@@ -367,8 +376,8 @@ def _nearest_key(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     """`` (did you mean 'min'?)`` for an unknown key at ``loc``, else ``""``."""
     if not loc:
         return ""
-    near = difflib.get_close_matches(str(loc[-1]), _keys_at(model, loc[:-1]), n=1, cutoff=0.6)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+    near = nearest_name(str(loc[-1]), _keys_at(model, loc[:-1]))
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def load_model(model: type[M], path: Path) -> M:

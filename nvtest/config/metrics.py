@@ -64,12 +64,13 @@ rule               bound
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from nvtest.config.loader import nearest_name
 
 if TYPE_CHECKING:
     from nvtest.config.thresholds import SkuProfile
@@ -412,8 +413,8 @@ def metric_names(check: str) -> list[str]:
 
 def suggest(word: str, choices: list[str]) -> str:
     """`` (did you mean 'x'?)`` for the nearest of ``choices`` (difflib), else ``""``."""
-    near = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+    near = nearest_name(word, choices)
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ mapping, a broken ``name`` or ``applies_to``) is left out whole (``overlay_broke
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nvtest.config.loader import nearest_name
 from nvtest.config.resources import configs_dir
 from nvtest.config.skus import Catalog, add_profile, apply_overlay, load_overlay, profile_files
 from nvtest.errors import ConfigError
@@ -33,12 +33,6 @@ from nvtest.errors import ConfigError
 __all__ = ["ConfigProblem", "SiteConfig", "load_site", "nearest_name"]
 
 _NEAREST = re.compile(r"did you mean '([^']+)'\?")
-
-
-def nearest_name(word: str, known: Sequence[str]) -> str | None:
-    """The name of ``known`` nearest to ``word`` (difflib, cutoff 0.6), or None."""
-    near = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return near[0] if near else None
 
 
 @dataclass(frozen=True)
