@@ -15,6 +15,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from nvtest.testing.postgres import PostgresServer
 from tests.conftest import run_nvtest
 from tests.history.conftest import fresh_pg_database
@@ -100,3 +102,14 @@ def test_a_history_on_postgresql_never_stores_or_shows_its_password(tmp_path: Pa
         rows = {t: conn.execute(text(f'SELECT * FROM "{t}"')).all() for t in tables}
     engine.dispose()
     assert len(rows["runs"]) == 3 and PLANTED not in repr(rows)  # the run and two gates
+
+
+def test_a_target_whose_driver_is_missing_is_refused_without_its_password() -> None:
+    """The gate's check of its target before it runs (no connection): a driver that is not
+    installed is named with the URL's every password hidden, the query's too."""
+    from nvtest.errors import ConfigError
+    from nvtest.ops.gate.history import check_target
+
+    with pytest.raises(ConfigError) as err:
+        check_target(f"mysql://op:{PLANTED}@127.0.0.1/fleet?password={PLANTED}")
+    assert "driver is not installed" in str(err.value) and PLANTED not in str(err.value), str(err.value)

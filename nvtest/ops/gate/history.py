@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nvtest.history.target import resolve_target
+from nvtest.history.target import redact, resolve_target
+from nvtest.ops.gate.state import write_atomic
 
 if TYPE_CHECKING:
     from nvtest.history.store import HistoryStore
@@ -110,7 +110,7 @@ def check_target(target: str | None) -> str | None:
     try:
         make_url(url).get_dialect().import_dbapi()
     except ImportError as exc:
-        raise ConfigError(f"history database {make_url(url).render_as_string(hide_password=True)}: "
+        raise ConfigError(f"history database {redact(url)}: "
                           f"its driver is not installed ({exc})", field="--history") from exc  # fmt: skip
     return url
 
@@ -131,9 +131,8 @@ def spool_gate(spool_dir: Path, doc: Mapping[str, Any], *, cleared: bool = False
     """
     spool_dir.mkdir(parents=True, exist_ok=True)
     path = spool_path(spool_dir, doc)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"kind": SPOOL_KIND, "version": 1, "cleared": cleared, "gate": doc}, default=str), encoding="utf-8")
-    tmp.replace(path)
+    record = {"kind": SPOOL_KIND, "version": 1, "cleared": cleared, "gate": doc}
+    write_atomic(path, json.dumps(record, default=str).encode("utf-8"))
     return path
 
 

@@ -42,7 +42,7 @@ from pydantic import TypeAdapter, ValidationError
 
 __all__ = [
     "GateState", "Loaded", "boot_id", "boot_started_at", "default_state_dir", "load_state",
-    "read_state", "save_state", "state_path",
+    "read_state", "save_state", "state_path", "write_atomic",
 ]  # fmt: skip
 
 STATE_VERSION = 1
@@ -305,7 +305,7 @@ def _locked(path: Path, timeout_s: float | None = None) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` whole: a flushed temporary file renamed over it; the
     temporary file is removed when anything fails.
 
@@ -362,7 +362,7 @@ def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = Fal
             if (other.ib_counters_at or 0) > (st.ib_counters_at or 0):
                 st.ib_counters, st.ib_counters_at = other.ib_counters, other.ib_counters_at
         if current.state is not None:
-            _write_atomic(path.with_name(path.name + PREV_SUFFIX), path.read_bytes())
-        _write_atomic(path, json.dumps(st.to_json(), indent=1).encode("utf-8"))
+            write_atomic(path.with_name(path.name + PREV_SUFFIX), path.read_bytes())
+        write_atomic(path, json.dumps(st.to_json(), indent=1).encode("utf-8"))
         _fsync_dir(path.parent)
     return path
