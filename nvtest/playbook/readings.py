@@ -26,7 +26,7 @@ from nvtest.parsers.nvidia_smi import SmiPlain
 from nvtest.parsers.nvidia_smi_csv import SmiCsv
 from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
 from nvtest.parsers.nvidia_smi_q import SmiQuery
-from nvtest.playbook.xid import RECOVERY_ACTION_XID, describe_xid, recovery_step
+from nvtest.playbook.xid import describe_xid, recovery_request
 
 __all__ = ["Assessment", "assess"]
 
@@ -78,15 +78,12 @@ def _kernel_log(log: KernelLog) -> Assessment:
         info = describe_xid(code)
         via = f" (Xid {e.code} caused by Xid {code})" if code != e.code else ""
         line = f"Xid {code} ({info.name}, {info.severity}){via}{where}"
-        if e.code == RECOVERY_ACTION_XID or e.recovery_action is not None:
-            # the driver's request is judged by its action (playbook.xid.recovery_step)
-            action = e.recovery_action
-            if action is None:
-                failures.append(f"{line}: the recovery action could not be read")
-            elif recovery_step(action) is not None:
-                failures.append(f"{line}: recovery action {action}")
-            else:
-                warnings.append(f"{line}: recovery action {action}")
+        request = recovery_request(e.code, e.recovery_action)  # the driver's request, judged by its action
+        if request == "unreadable":
+            failures.append(f"{line}: the recovery action could not be read")
+            continue
+        if request is not None:
+            (failures if request == "asks" else warnings).append(f"{line}: recovery action {e.recovery_action}")
             continue
         if not info.known:  # as the gate (unknown) and a run (error): not judged, so not a pass
             failures.append(f"Xid {code}{via}{where}: not in nvtest's Xid catalog, not judged (not a pass)")

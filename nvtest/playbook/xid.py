@@ -30,6 +30,7 @@ __all__ = [
     "describe_xid",
     "is_hardware_fault",
     "lookup_xid",
+    "recovery_request",
     "recovery_step",
 ]
 
@@ -526,6 +527,19 @@ def recovery_step(action: str) -> tuple[str, str] | None:
         if key in words:
             return step, cls
     return f"Drain the node; the driver asks for '{action}': follow NVIDIA's recovery-action guidance, reboot if unsure", "REBOOT"
+
+
+def recovery_request(code: int, action: str | None) -> str | None:
+    """How one kernel-log event stands on the GPU's recovery, for every reader of it (the
+    run's xid check, the gate, ``nvtest parse``): None when it names none (not Xid 154, no
+    action read); ``"unreadable"`` (an Xid 154 whose action was not read: not judged);
+    ``"none"`` (back to None: nothing to do); ``"asks"`` (the driver asks for ``action``:
+    :func:`recovery_step` gives its next step)."""
+    if code != RECOVERY_ACTION_XID and action is None:
+        return None
+    if action is None:
+        return "unreadable"
+    return "none" if recovery_step(action) is None else "asks"
 
 
 def lookup_xid(code: int) -> XidInfo | None:

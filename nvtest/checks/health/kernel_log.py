@@ -31,7 +31,7 @@ from __future__ import annotations
 from nvtest.checks.health import Outcome
 from nvtest.errors import ParseError
 from nvtest.parsers import dmesg
-from nvtest.playbook.xid import RECOVERY_ACTION_XID, describe_xid, recovery_step
+from nvtest.playbook.xid import describe_xid, recovery_request, recovery_step
 
 __all__ = ["DRIVER_BINDING", "KERNEL_LOG_SCRIPT", "UNREADABLE", "driver_binding", "judge_xid", "split_probe", "xid_scan"]
 
@@ -97,12 +97,12 @@ def judge_xid(e: dmesg.KernelEvent, times: int = 1) -> tuple[str, str]:
     info = describe_xid(e.code)
     where = f"GPU {e.pci_address or '?'}"
     mult = f" x{times}" if times > 1 else ""
-    if e.code == RECOVERY_ACTION_XID or e.recovery_action is not None:
-        if e.recovery_action is None:
-            return "unknown", f"{where}: Xid {e.code}{mult} {info.name}, action not readable: {e.message[:120]}"
-        step = recovery_step(e.recovery_action)
-        if step is None:
-            return "note", f"{where}: Xid {e.code}{mult}: recovery action back to None"
+    request = recovery_request(e.code, e.recovery_action)
+    if request == "unreadable":
+        return "unknown", f"{where}: Xid {e.code}{mult} {info.name}, action not readable: {e.message[:120]}"
+    if request == "none":
+        return "note", f"{where}: Xid {e.code}{mult}: recovery action back to None"
+    if request == "asks" and (step := recovery_step(e.recovery_action or "")) is not None:
         return "fail", f"{where}: Xid {e.code}{mult}: the driver asks for recovery action '{e.recovery_action}': {step[0]}"
     if not info.known:
         return "unknown", (
