@@ -134,12 +134,13 @@ def resume_node(node: str, *, timeout_s: Timeout = CALL_TIMEOUT_S) -> SlurmActio
 def node_gres(node: str, timeout_s: float) -> dict[str, str]:
     """``node``'s ``Gres``, ``AvailableFeatures`` and ``ActiveFeatures`` as ``scontrol show
     node -o`` prints them (``gpu:h100:8(S:0-1)``, ``h100,ib``; ``(null)`` kept as printed);
-    {} when scontrol does not list the node. Waits at most ``timeout_s`` seconds.
+    {} when scontrol does not list the node. Waits at most ``timeout_s`` seconds (as every
+    scontrol call of the gate, :func:`_call`).
 
     Raises:
-        TransportError: scontrol is missing, failed or ran past ``timeout_s``.
+        TransportError: scontrol is missing, failed, ran past ``timeout_s`` or had no time.
     """
-    recs = parse_node_records(call_client(show_node_argv(node), timeout_s=max(0.1, timeout_s)))
+    recs = parse_node_records(_call(show_node_argv(node), timeout_s))
     rec = next((r for r in recs if r.get("NodeName") == node), None)
     if rec is None:
         return {}
