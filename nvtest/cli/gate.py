@@ -267,17 +267,20 @@ def _refuse_or_record(mode: str, found: list[tuple[str, str, str | None]]) -> li
 
 
 def _config_error_doc(opts, exc: ConfigError) -> dict:  # type: ignore[no-untyped-def]
-    """The document of a gate that could not start for a configuration error (a hook mode)."""
+    """The document of a gate that could not start for a configuration error (a hook mode; a
+    last resort: the site's files and options are judged inside the gate, so only a library
+    caller's mistake reaches this). Exit 0, also with ``--strict``: a configuration error is
+    not the node's fault (docs/operations.md)."""
     import time
 
-    from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, exit_code
+    from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION
     from nvtest.ops.gate.engine import node_name
 
     reason = f"configuration error, nothing judged: {exc}"
     return {
         "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "node": node_name(opts.node), "mode": opts.mode,
         "started_at": time.time(), "duration_s": 0.0, "budget_s": opts.budget_s, "verdict": "unknown",
-        "exit_code": exit_code("unknown", strict=opts.strict), "strict": opts.strict,
+        "exit_code": 0, "strict": opts.strict,
         "sku": {"name": None, "how": reason, "overlay": None},
         "checks": [{"check": "configuration", "verdict": "unknown", "reason": reason, "duration_s": 0.0,
                     "decisions": [{"verdict": "unknown", "what": "configuration", "reason": reason}],
