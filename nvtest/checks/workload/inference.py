@@ -24,7 +24,7 @@ from typing import Any
 
 from nvtest.checks.api import Judge, ProbeError
 from nvtest.errors import ParseError
-from nvtest.parsers import parse
+from nvtest.parsers import vllm_bench
 
 __all__ = ["judge_inference", "judge_vllm", "metric_name"]
 
@@ -123,7 +123,7 @@ def judge_vllm(judge: Judge, entry: Mapping[str, Any] | None) -> bool:
         return True
     text = f"{entry.get('raw') or ''}\n{entry.get('stderr_tail') or ''}"
     try:
-        rec = parse("vllm-bench", text)
+        rec = vllm_bench.parse(text)  # the tool's own output: not a paste (nvtest parse reads those)
     except ParseError as exc:
         judge.fail(f"vLLM (exit {entry.get('exit_code')}): output not understood: {exc}")
         return True
