@@ -11,7 +11,7 @@ index. The shape (read by ``templates/report.js``; every key is always present):
   fleet median or null]``; a metric of an item names its key.
 - ``nodes``: ``[{n, v, r, s, t, c, d, dr, ld}]``: name, verdict, rack, SKU, tags, one
   verdict letter per check (``p w f e s``, ``-`` none), unreachable and drained reasons,
-  the node's log directory.
+  the node's log directory as a link (and ``dir``, its name as written, where that differs).
 - ``items``: per node (in ``nodes`` order), per check: 0 (no item) or
   ``{t, m, r?, l?, d?}``: duration s, metrics, reason (not for a pass), log link (absent:
   ``<ld>/<check>.log``; ``""``: none), diagnosis (index into ``T``: [cause, action, class]).
@@ -225,6 +225,9 @@ def data_blob(view: ReportView) -> dict[str, Any]:
             "c": "".join(_CODE.get(row[c]["verdict"], "s") if c in row else "-" for c in checks),
             "d": nd.get("down_reason") or "", "dr": view.drained.get(n, ""), "ld": ld,
         })  # fmt: skip
+        shown = str(nd.get("log_dir") or "").rstrip("/")
+        if shown and shown != ld:  # the directory's own name where its link is quoted
+            nodes[-1]["dir"] = shown
         inventory.append(_inventory(nd, T))
         items.append([_item(row[c], ci, c, ld, M, T) if c in row else 0 for ci, c in enumerate(checks)])
     return {

@@ -318,7 +318,7 @@
       logs.appendChild(a);
     });
     if (!logs.firstChild) logs.appendChild(el('span', 'muted', 'none'));
-    var dir = el('td'); if (n.ld) dir.appendChild(el('code', null, n.ld + '/')); else dir.textContent = '-';
+    var dir = el('td'); if (n.dir || n.ld) dir.appendChild(el('code', null, (n.dir || n.ld) + '/')); else dir.textContent = '-';
     add(tr, el('td', null, name), dir, logs);
     return tr;
   });
