@@ -282,6 +282,9 @@ def run(
     progress: Annotated[str, typer.Option(help="auto, live, plain or none.")] = "auto",
     drain_failed: Annotated[bool, typer.Option(help="slurm: drain nodes that failed, with the reason (opt-in).")] = False,
     pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf (needs WeasyPrint or Chromium).")] = False,
+    sign_key: Annotated[
+        Path | None, typer.Option(help="Ed25519 private key (PEM) that signs the run's manifest.sha256.")
+    ] = None,
     *,
     ssh: SshOptions,
     slurm: SlurmOptions,
@@ -297,6 +300,13 @@ def run(
         return source is None or source.name == "DEFAULT"
 
     check_numbers("run", timeout_scale=timeout_scale, duration=duration)
+    if sign_key is not None:  # a key that cannot sign is a usage error before anything runs
+        from nvtest.report.manifest import sign_manifest
+
+        try:
+            sign_manifest(b"", sign_key)
+        except NvtestError as exc:
+            raise fail(exc) from exc
     req = RunRequest(suite, inventory, nodes, backend, sku, sku_dir, overlay, timeout_scale, duration, ssh, slurm)
     try:
         if rerun_failed is not None:
@@ -358,7 +368,7 @@ def run(
     except OutputWriteError as exc:
         err_console.print(f"nvtest: error: {exc}; {out / 'latest'} removed (it pointed at an earlier run)")
         code = EXIT_HARNESS
-    _after_run(run_dir, cfg, code, drain=drain_failed, pdf=pdf)
+    _after_run(run_dir, cfg, code, drain=drain_failed, pdf=pdf, sign_key=sign_key)
     raise typer.Exit(code)
 
 
@@ -371,8 +381,9 @@ def _measured(run_dir: Path) -> bool:
         return False
 
 
-def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool) -> None:
-    """Drain (opt-in), the PDF (opt-in), then the summary on the console."""
+def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool, sign_key: Path | None = None) -> None:
+    """Drain (opt-in), the PDF (opt-in), the manifest again for it (signed with ``sign_key``),
+    then the summary on the console."""
     if drain and cfg.backend == "slurm" and code in (EXIT_OK, EXIT_CHECK_FAILED):
         from nvtest.run.drain import drain_failed_nodes
 
@@ -384,6 +395,13 @@ def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool) ->
             render_pdf(run_dir)
         except NvtestError as exc:
             err_console.print(f"nvtest: error: report.pdf not written: {exc}")
+    if (pdf or sign_key is not None) and (run_dir / "results.json").is_file():
+        from nvtest.report.manifest import write_manifest
+
+        try:
+            write_manifest(run_dir, sign_key)
+        except NvtestError as exc:
+            err_console.print(f"nvtest: error: manifest.sha256 not signed: {exc}")
     print_summary(run_dir)
 
 
