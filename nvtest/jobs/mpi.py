@@ -50,8 +50,8 @@ from typing import TYPE_CHECKING, Any
 from nvtest.config.inventory import Node, fold_hostlist
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.jobs.base import (
-    check_nodes,
     fleet_cache,
+    launch_nodes,
     node_recipe,
     probe_argv,
     run_commands,
@@ -307,7 +307,8 @@ class MpiJob:
 def run_mpi(
     ctx: RunContext, check: str, args: Sequence[str], *, ranks_per_node: int, timeout_s: float
 ) -> MpiJob:
-    """Launch ``mpi_probe.py args`` over the check's nodes, once per run (cached).
+    """Launch ``mpi_probe.py args`` over the check's nodes (less those an earlier check failed
+    or hung on: :func:`~nvtest.jobs.base.launch_nodes`), once per run (cached).
 
     When the launcher names nodes whose ranks could not start and at least two nodes are
     left, the job is launched again without them (phase key ``<check>.rerun``); the
@@ -319,7 +320,7 @@ def run_mpi(
     """
 
     def compute() -> MpiJob:
-        nodes = check_nodes(ctx, check)
+        nodes = launch_nodes(ctx, check)
         if not nodes:
             raise NodeError("no reachable node for this check")
         unreachable = mpirun_preflight(ctx, check, nodes)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from nvtest.config.inventory import Node
 from nvtest.errors import NodeError, NodeWedged, ProbeError
-from nvtest.jobs.base import address, check_nodes, fleet_cache, probe_argv, run_commands
+from nvtest.jobs.base import address, fleet_cache, launch_nodes, probe_argv, run_commands
 from nvtest.jobs.launch import torchrun_commands, torchrun_rank_map
 from nvtest.jobs.preflight import rendezvous_preflight
 from nvtest.session.probe import parse_probe_json
@@ -104,7 +104,8 @@ def run_torchrun(
     wrap: Callable[[Node], Sequence[str]] | None = None,
     env: dict[str, str] | None = None,
 ) -> TorchrunJob:
-    """Launch ``script args`` on the check's nodes, once per run and ``key`` (cached).
+    """Launch ``script args`` on the check's nodes (less those an earlier check failed or hung
+    on: :func:`~nvtest.jobs.base.launch_nodes`), once per run and ``key`` (cached).
 
     ``args``: the script's argv, or node -> argv (per-node paths). ``key``: phase and cache
     key (default ``check``; two launches of one check need two keys). ``launcher``,
@@ -120,7 +121,7 @@ def run_torchrun(
     key = key or check
 
     def compute() -> TorchrunJob:
-        nodes = check_nodes(ctx, check)
+        nodes = launch_nodes(ctx, check)
         if not nodes:
             raise NodeError("no reachable node for this check")
         first = nodes[0]

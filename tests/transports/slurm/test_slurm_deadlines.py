@@ -72,7 +72,7 @@ def test_a_process_that_survives_sigkill_is_unkillable_on_its_node(cluster: Slur
             timeout + OVER_DEADLINE_S, lambda: t.run(NODES, commands, timeout_s=timeout)
         )
         assert results["node1"].failure == "unkillable", results["node1"]
-        assert "unkillable: the GPU or driver is likely wedged; reboot" in (results["node1"].error or "")
+        assert "unkillable (still alive after SIGKILL: sleep" in (results["node1"].error or "")
         assert "state D" in (results["node1"].error or "")
         assert results["node2"].failure == "timeout", results["node2"]  # killable: a timeout
         again = t.run(NODES, "echo next", timeout_s=30)  # the run moves on
