@@ -122,11 +122,13 @@ def known_bad(ctx: RunContext, check: str) -> dict[str, str]:
     would otherwise hang the launch or be copied onto every other node of it. A check that
     failed on every node of the launch, :data:`~nvtest.analysis.outliers.SYSTEMIC_MIN_NODES`
     or more, says nothing of one node against another (a systemic finding) and leaves no node
-    out.
+    out; a check with one node (mpi's ranks on one machine) leaves nothing out.
     """
 
     def compute() -> dict[str, str]:
         nodes = check_nodes(ctx, check)
+        if len(nodes) < 2:  # a launch on one node (mpi's ranks there): nothing to copy onto
+            return {}
         names = {n.name for n in nodes}
         failed_on: dict[str, set[str]] = {}
         for name in names:
