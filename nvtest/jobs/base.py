@@ -246,12 +246,14 @@ def run_commands(
     env: Mapping[str, str] | None = None,
     needs: Sequence[str] = (),
     touches: Sequence[str] | None = None,
+    mark: bool = True,
 ) -> dict[str, CommandResult]:
     """Run ``commands[node]`` on every node at once through the phase runner (cached by
     ``key``, evidence written); ``timeout_s`` is scaled by ``--timeout-scale``; ``needs``:
     the tools and devices the commands need (a hang blocks, see
     :class:`~nvtest.session.phase.PhaseRunner`); ``touches`` (default ``needs``): what they
-    touch, which words an unkillable result."""
+    touch, which words an unkillable result; ``mark`` False: a hang blocks nothing later
+    (the caller pins it: a pair test)."""
     return ctx.phases.run(
         key,
         list(nodes),
@@ -260,6 +262,7 @@ def run_commands(
         env=dict(env) if env else None,
         needs=needs,
         touches=touches,
+        mark=mark,
     )
 
 

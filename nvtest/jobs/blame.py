@@ -135,7 +135,9 @@ def pinned_hangs(outcomes: Iterable[PairOutcome]) -> dict[str, str]:
     out: dict[str, str] = {}
     hung_with: dict[str, set[str]] = {}
     for o in outcomes:
-        if o.pinned and o.pinned not in out and o.pinned in o.hung:
+        # pinned by its own evidence: a process there survived SIGKILL or it was blocked (a
+        # hung pair), or a pair not run because a hang was already pinned on it
+        if o.pinned and o.pinned not in out and (o.pinned in o.hung or not o.hung):
             out[o.pinned] = o.reason or "hung"
         for n in o.hung:
             hung_with.setdefault(n, set()).add(o.peer(n))
@@ -242,7 +244,7 @@ def _finding(
     again = [o for o in outs if o.second_pass and n == o.pair[1]]
     errors = [o for o in outs if o.status == "error" and _culprit(o, sus.pinned) in ("", n)]
     if n in sus.pinned:
-        mine = [o for o in outs if o.status == "error" and n in o.hung]
+        mine = [o for o in outs if o.status == "error" and (n in o.hung or o.pinned == n)]
         # a process of its own that survived SIGKILL proves the node bad (a fail, as anywhere)
         wedged = any(o.pinned == n and "unkillable" in o.reason for o in mine)
         return NodeFinding(

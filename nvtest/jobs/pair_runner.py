@@ -66,7 +66,8 @@ class PairJob(ABC):
     timeout_s: float = 120.0
     server_client: bool = True
     #: the devices and tools the pair's commands touch (:data:`nvtest.session.probe.DEVICES`):
-    #: they word an unkillable process, and a hang pinned on a node marks them hung there
+    #: they word an unkillable process; a node where one hung earlier is blocked (and the
+    #: hang pinned on it) at once; a hang pinned on a node marks them hung there
     needs: tuple[str, ...] = ()
 
     def labels(self, a: Node, b: Node) -> Sequence[str]:
@@ -174,7 +175,7 @@ def _run_wave(
         cmds = {a: job.launcher(by_name[a], by_name[b], label) for a, b in wave}
         res = run_commands(
             ctx, _key(job, round_no, label, "launch"), launchers, cmds, timeout_s=job.timeout_s,
-            touches=job.needs,
+            needs=job.needs, mark=False,
         )  # fmt: skip
         return [
             _tag(job.judge((a, b), label, {a: res[a]}), round_no, label, second) for a, b in wave
@@ -201,7 +202,7 @@ def _run_wave(
                 srv_nodes,
                 srv_cmds,
                 timeout_s=job.timeout_s,
-                touches=job.needs,
+                needs=job.needs, mark=False,
             )
         )
 
@@ -246,7 +247,7 @@ def _run_wave(
             [by_name[b] for _, b in go],
             cli_cmds,
             timeout_s=job.timeout_s,
-            touches=job.needs,
+            needs=job.needs, mark=False,
         )
     thread.join()
     for a, b in go:
@@ -266,6 +267,20 @@ def _tag(
     from dataclasses import replace
 
     return replace(o, round=round_no, label=label, second_pass=second, logs=logs or o.logs)
+
+
+def _pinned(
+    ctx: RunContext, job: PairJob, outcomes: Sequence[PairOutcome], by_name: dict[str, Node]
+) -> dict[str, str]:
+    """node -> why no pair is run with it: a hang the pairs so far pin on it
+    (:func:`~nvtest.jobs.blame.pinned_hangs`), or one of the job's needs hung on it earlier in
+    the run (a launch of the same check that hung there, an earlier check)."""
+    out = pinned_hangs(outcomes)
+    for name in by_name:
+        hang = ctx.phases.blocking(name, job.needs) if job.needs else None
+        if hang is not None and name not in out:
+            out[name] = hang.blocked_message()
+    return out
 
 
 def _norm(pair: Pair) -> Pair:
@@ -297,7 +312,7 @@ def _run_rounds(
     out: list[PairOutcome] = []
     for i, rnd in enumerate(rounds):
         round_no = first_round_no + i
-        pinned = pinned_hangs([*before, *out])
+        pinned = _pinned(ctx, job, [*before, *out], by_name)
         skipped = [p for p in rnd if any(n in pinned for n in p)]
         out.extend(_not_run(p, pinned, round_no, second) for p in skipped)
         rnd = tuple(p for p in rnd if p not in skipped)
@@ -313,7 +328,7 @@ def _run_rounds(
                 no = round_no if len(waves) == 1 else round_no * 1000 + w
                 # a pair that hung on one label (HCA), or a node a hang is now pinned on, is
                 # not run again on the next label: each would wait out the same deadline
-                pinned = pinned_hangs([*before, *out])
+                pinned = _pinned(ctx, job, [*before, *out], by_name)
                 hung = {_norm(o.pair): o for o in out if o.hung}
                 for p in [p for p in todo if any(n in pinned for n in p) or _norm(p) in hung]:
                     todo.remove(p)

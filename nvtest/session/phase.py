@@ -167,16 +167,18 @@ class PhaseRunner:
         env: Mapping[str, str] | None = None,
         needs: Sequence[str] = (),
         touches: Sequence[str] | None = None,
+        mark: bool = True,
     ) -> dict[str, CommandResult]:
         """Run ``command(node)`` on every node of ``nodes`` at once (first call),
         or return the cached results of ``key``.
 
         ``needs``: the tools and devices the command needs (see the class text): a node
         where one of them hung gets a ``blocked`` result without running anything, and a
-        node where this command runs past its deadline marks them all hung. ``touches``
-        (default ``needs``): what the command touches, which words an unkillable result
-        (:func:`attribute_unkillable`), for a command that blocks nothing (a pair test,
-        whose two ends time out together, must not mark both).
+        node where this command runs past its deadline marks them all hung (``mark``
+        False: it is blocked, but marks nothing: a pair test, whose two ends time out
+        together, leaves marking to the pair's blame). ``touches`` (default ``needs``):
+        what the command touches, which words an unkillable result
+        (:func:`attribute_unkillable`).
 
         Returns node name -> CommandResult. Evidence is written as it arrives; a log
         file that cannot be written leaves the result as it is (no log path) and is
@@ -204,7 +206,7 @@ class PhaseRunner:
                 )
             for name, res in list(results.items()):
                 res = results[name] = attribute_unkillable(res, needs if touches is None else touches)
-                if res.failure in ("timeout", "unkillable"):
+                if mark and res.failure in ("timeout", "unkillable"):
                     self.mark_hung(name, key, needs, res.error or "timed out")
                 try:
                     self._logs[(key, name)] = write_evidence(self.run_dir, key, res)

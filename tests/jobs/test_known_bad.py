@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,8 @@ from nvtest.jobs.blame import PairOutcome, attribute, find_suspects, repair_roun
 from nvtest.jobs.mpi import node_share as mpi_share
 from nvtest.jobs.mpi import run_mpi
 from nvtest.jobs.pair_jobs import TcpPairJob
+from nvtest.jobs.pair_runner import run_pair_schedule
+from nvtest.jobs.pairs import build_schedule
 from nvtest.jobs.torchrun import node_share, run_torchrun
 from nvtest.playbook.diagnosis import diagnose
 from nvtest.session.context import RunConfig, RunContext
@@ -231,6 +234,21 @@ def test_one_wedged_node_fails_alone_and_is_left_out_of_the_next_launches(wedge_
     )  # fmt: skip
     assert coll.nodes == ("sim01", "sim03"), coll
     assert node_share(coll, by["sim03"])["status"] == "ok"
+
+    # the pair runner itself spends no deadline on a node whose network hung earlier: its
+    # pairs are not run, its peers pass on their own pair and are not errors for it
+    ctx.phases.mark_hung("sim02", "ib_write_bw", ("network",), "timed out after 120 s")
+    job = TcpPairJob(ctx, seconds=0.5)
+    t0 = time.monotonic()
+    report = run_pair_schedule(ctx, job, ctx.nodes, build_schedule("ring", list(by)))
+    assert time.monotonic() - t0 < job.timeout_s
+    for o in [*report.first, *report.second]:
+        if "sim02" in o.pair:
+            assert o.status == "error" and o.reason.startswith("not run: the hang is pinned on sim02"), o
+    assert report.findings["sim02"].verdict == "error", report.findings["sim02"]
+    for name in ("sim01", "sim03"):
+        assert report.findings[name].verdict == "pass", report.findings[name]
+        assert "pinned on sim02" in report.findings[name].reason
 
     # a node failing an earlier check is left out too; a check failing on every node (three
     # or more: systemic) leaves no one out; too few nodes left is an error naming why
