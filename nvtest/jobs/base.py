@@ -21,6 +21,7 @@ from nvtest.config.resources import probes_dir
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError
 from nvtest.session.facts import hardware_of
+from nvtest.session.phase import unkillable_owners
 from nvtest.transports.base import Command, CommandResult
 from nvtest.verdict import Verdict
 
@@ -36,6 +37,7 @@ __all__ = [
     "launch_nodes",
     "fleet_cache",
     "judge_value",
+    "pin_unkillable",
     "node_recipe",
     "probe_argv",
     "profile_of",
@@ -264,6 +266,16 @@ def run_commands(
         touches=touches,
         mark=mark,
     )
+
+
+def pin_unkillable(ctx: RunContext, key: str, res: CommandResult, needs: Sequence[str]) -> None:
+    """Mark ``needs`` hung on each node that owns a process of a multi-node launch's result
+    ``res`` that survived SIGKILL (:func:`~nvtest.session.phase.unkillable_owners`): later
+    checks needing them are blocked there, later launches leave it out. A launch that only
+    timed out marks no node: every node of a job waits for the slowest, and which one hung
+    is for the pair re-run or the tool's words to say, not copied onto all of them."""
+    for owner in unkillable_owners(res):
+        ctx.phases.mark_hung(owner, key, needs, res.error or "unkillable")
 
 
 def judge_value(

@@ -53,12 +53,14 @@ from nvtest.jobs.base import (
     fleet_cache,
     launch_nodes,
     node_recipe,
+    pin_unkillable,
     probe_argv,
     run_commands,
     up_nodes,
 )
 from nvtest.jobs.launch import MpiOptions, mpirun_argv
 from nvtest.jobs.preflight import ssh_preflight
+from nvtest.session.phase import attribute_unkillable
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import CommandResult, render_command
 
@@ -77,6 +79,9 @@ __all__ = [
     "run_mpi",
     "slurm_mpirun_env",
 ]
+
+#: What an MPI job's processes touch (the words of one that survives SIGKILL): the network.
+MPI_TOUCHES = ("network",)
 
 #: Slurm variables of the step a task runs in; unset before mpirun starts its own steps.
 STEP_VARS = (
@@ -380,6 +385,7 @@ def _launch(
             env,
             timeout_s=timeout_s * ctx.config.timeout_scale,
         )
+        res = attribute_unkillable(res, MPI_TOUCHES)
         log_node = None
     else:
         apps = [
@@ -400,7 +406,8 @@ def _launch(
             launcher = "mpirun"
             argv = mpmd_argv(apps, export=sorted(env), opts=opts)
             cmd = render_command(argv, env)
-        res = run_commands(ctx, key, [first], {first.name: cmd}, timeout_s=timeout_s)[first.name]
+        res = run_commands(ctx, key, [first], {first.name: cmd}, timeout_s=timeout_s, touches=MPI_TOUCHES)[first.name]
+    pin_unkillable(ctx, key, res, MPI_TOUCHES)
     doc, err = None, None
     try:
         doc = parse_probe_json(res)

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from nvtest.config.inventory import Node
 from nvtest.errors import NodeError, NodeWedged, ProbeError
-from nvtest.jobs.base import address, fleet_cache, launch_nodes, probe_argv, run_commands
+from nvtest.jobs.base import (
+    address,
+    fleet_cache,
+    launch_nodes,
+    pin_unkillable,
+    probe_argv,
+    run_commands,
+)
 from nvtest.jobs.launch import torchrun_commands, torchrun_rank_map
 from nvtest.jobs.preflight import rendezvous_preflight
 from nvtest.session.probe import parse_probe_json
@@ -161,7 +168,10 @@ def run_torchrun(
             timeout_s=timeout_s,
             env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})},
             needs=("gpu",),  # the ranks run on the GPUs where there are any
+            mark=False,  # every node waits for the slowest: a deadline is the job's ...
         )
+        for res in results.values():  # ... a process that survived SIGKILL is its node's
+            pin_unkillable(ctx, key, res, ("gpu",))
         docs: dict[str, dict[str, Any] | None] = {}
         errors: dict[str, str] = {}
         for n in nodes:

@@ -22,7 +22,10 @@ from nvtest.playbook.stuck import stuck_on, stuck_words
 from nvtest.transports._deadline import UNKILLABLE
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
-__all__ = ["Hang", "PhaseRunner", "attribute_unkillable", "node_log_dir", "path_part", "write_evidence"]
+__all__ = [
+    "Hang", "PhaseRunner", "attribute_unkillable", "node_log_dir", "path_part", "unkillable_owners",
+    "write_evidence",
+]  # fmt: skip
 
 #: A survivor's wait channel in a transport's error (``sleep (pid 7, state D, wchan nfs_wait)``).
 _WCHAN = re.compile(r"wchan ([A-Za-z0-9_.]+)")
@@ -33,12 +36,33 @@ def attribute_unkillable(res: CommandResult, touches: Sequence[str]) -> CommandR
     (``unkillable: stuck on storage (/mnt/ckpt) on node2 (still alive after SIGKILL: ...)``):
     from the survivors' wait channels, else from ``touches``, what the command declared it
     touches (:func:`nvtest.playbook.stuck.stuck_on`). Other results are returned as they are."""
-    anchor = f"{UNKILLABLE} ("
-    if res.failure != "unkillable" or not res.error or anchor not in res.error:
+    if res.failure != "unkillable" or not res.error or f"{UNKILLABLE} (" not in res.error:
         return res
     stuck = stuck_on(touches, _WCHAN.findall(res.error))
-    words = stuck_words(stuck, res.node, res.command)
-    return dataclasses.replace(res, error=res.error.replace(anchor, f"{UNKILLABLE}: {words} (", 1))
+
+    def word(m: re.Match[str]) -> str:
+        owner = m.group(1) or res.node  # a multi-node launch names each node's survivors
+        return f"{m.group(0)[: -len(UNKILLABLE) - 2]}{UNKILLABLE}: {stuck_words(stuck, owner, res.command)} ("
+
+    return dataclasses.replace(res, error=_ANCHOR.sub(word, res.error))
+
+
+def unkillable_owners(res: CommandResult) -> list[str]:
+    """The nodes that own the processes of ``res`` that survived SIGKILL: those its error
+    names before their ``unkillable`` (a multi-node launch's), else its own node; [] when
+    nothing survived."""
+    if res.failure != "unkillable" or not res.error:
+        return []
+    named = [m.group(1) for m in _OWNER.finditer(res.error)]
+    return list(dict.fromkeys(named)) or [res.node]
+
+
+#: A node's name before its survivors in a multi-node launch's error.
+_OWNER = re.compile(rf"(?<![^ ;])([A-Za-z0-9_.\[\]-]+): {UNKILLABLE}\b")
+
+#: Where a transport wrote ``unkillable (``, after the owning node's name in a multi-node
+#: launch's error (``node2: unkillable (still alive after SIGKILL: ...)``).
+_ANCHOR = re.compile(rf"(?:([A-Za-z0-9_.\[\]-]+): )?{UNKILLABLE} \(")
 
 
 @dataclass(frozen=True)

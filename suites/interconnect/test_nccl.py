@@ -36,6 +36,7 @@ from nvtest.jobs.base import (
     fleet_cache,
     launch_nodes,
     node_recipe,
+    pin_unkillable,
     require_launched,
     run_commands,
 )
@@ -44,6 +45,7 @@ from nvtest.jobs.mpi import mpi_options, mpirun_preflight
 from nvtest.jobs.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
 from nvtest.jobs.pair_jobs import NcclPairJob
 from nvtest.session.facts import NodeFacts
+from nvtest.session.phase import attribute_unkillable
 from nvtest.session.probe import require_completed
 from nvtest.transports.base import render_command
 
@@ -168,6 +170,8 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, st
         res = launch(
             nodes, prog, _gpus(ctx, first), 1, env, timeout_s=1800 * ctx.config.timeout_scale
         )
+        res = attribute_unkillable(res, NCCL_NEEDS)  # each survivor worded on its own node
+        pin_unkillable(ctx, "nccl_multinode", res, NCCL_NEEDS)
         key = None
     else:
         key = f"nccl_multinode_{op}"
@@ -181,10 +185,13 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, st
             export=list(env),
             opts=mpi_options(ctx, first),
         )
+        # the launch's deadline is the job's: only a process that survived SIGKILL on the
+        # first node is that node's own (the pair re-run pins the rest, not the launcher)
         res = run_commands(
             ctx, key, [first], {first.name: render_command(argv, env)}, timeout_s=1800,
-            needs=NCCL_NEEDS,
+            needs=NCCL_NEEDS, mark=False,
         )[first.name]  # fmt: skip
+        pin_unkillable(ctx, key, res, NCCL_NEEDS)
     if not res.completed:
         return (
             NcclVerdict(op=op, status="error", reasons=(res.error or "did not complete",)),

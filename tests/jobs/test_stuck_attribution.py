@@ -87,3 +87,23 @@ def test_nothing_known_is_not_blamed_on_the_gpu():
 def test_a_probe_without_storage_is_not_storage():
     assert stuck_on(Probe("x", command=("nvidia-smi",)).all_needs()).domain == "gpu"
     assert stuck_on(("ibstat", "hca")).domain == "network"
+
+
+def test_a_multi_node_launch_attributes_each_survivor_to_the_node_that_owns_it():
+    """srun's step over node[1-3] timed out; the kill step found a survivor on node2 only
+    (``slurm._with_node_reports`` words each node after its name)."""
+    from nvtest.session.phase import unkillable_owners
+
+    res = CommandResult(
+        node="node[1-3]", command="srun -N3 all_reduce_perf", failure="unkillable", timed_out=True,
+        error="timed out after 1800 s; step cancelled (scancel 7.0); node1: the tasks killed (running at "
+        "the deadline: all_reduce_perf); node2: unkillable (still alive after SIGKILL: all_reduce_perf "
+        "(pid 77, state D))",
+    )  # fmt: skip
+    done = attribute_unkillable(res, ("gpu",))
+    assert "node2: unkillable: GPU or driver wedged on node2 (still alive" in (done.error or ""), done.error
+    assert "node1: unkillable" not in (done.error or "") and "node[1-3]" not in (done.error or "")
+    assert unkillable_owners(done) == ["node2"] and unkillable_owners(res) == ["node2"]
+    single = attribute_unkillable(_wedged("gpu017", "nvidia-smi -q"), ("gpu",))
+    assert unkillable_owners(single) == ["gpu017"]
+    assert unkillable_owners(CommandResult(node="n", command="x", failure="timeout", error="timed out")) == []
