@@ -209,6 +209,13 @@ def _finished(job: TorchrunJob, node: Node) -> CommandResult:
         raise NodeError(f"{node.name} was not part of the {job.launcher} job (down at the start?)")
     if res.failure == "unkillable":
         raise NodeWedged(f"ranks on {node.name}: {res.error}")
+    wedged = sorted(n for n, r in job.results.items() if r.failure == "unkillable" and n != node.name)
+    if not res.completed and res.failure == "timeout" and wedged:
+        # its ranks waited for a node whose process survived SIGKILL: that node's fault, named
+        raise NodeError(
+            f"not judged: the job hung on {', '.join(wedged)} (a process there survived SIGKILL); "
+            f"the ranks on {node.name} waited for it until the deadline"
+        )
     if not res.completed:
         raise NodeError(f"ranks on {node.name} did not finish: {res.error}")
     if res.exit_code != 0:

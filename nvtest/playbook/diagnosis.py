@@ -172,6 +172,16 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         example="NodeError: left out of the multi-node launch: ib_ports failed on this node "
         "(HCA mlx5_1 missing: 7 of 8)",
     ),
+    _r(
+        "waited_for_wedged_peer",
+        r"the job hung on \S+ \(a process there survived SIGKILL\)",
+        "this node's part of the multi-node job waited for another node (named in the reason) "
+        "whose process survived SIGKILL: the fault is that node's, not this one's",
+        "see the named node's item (its cause and next step); rerun this check without it",
+        "RETEST",
+        example="NodeError: not judged: the job hung on gpu017 (a process there survived SIGKILL); "
+        "the ranks on gpu018 waited for it until the deadline",
+    ),
     *_stuck_rules(),
     _r(
         "blocked_by_hang",

@@ -262,3 +262,31 @@ def test_one_wedged_node_fails_alone_and_is_left_out_of_the_next_launches(wedge_
         require_launched(ctx, "tcp_bw", by["sim01"])
     with pytest.raises(NodeError, match="a pair test needs two nodes"):
         pair_report(ctx, "tcp_bw", TcpPairJob(ctx, seconds=0.5))
+
+
+def test_ranks_that_waited_for_a_wedged_node_name_it_not_a_hung_tool():
+    """torchrun over three nodes: sim02's ranks left a process SIGKILL cannot end; the others'
+    ranks waited for them until the deadline. Each item says whose fault it is."""
+    from nvtest.jobs.torchrun import TorchrunJob
+    from nvtest.transports.base import CommandResult
+
+    wedged = CommandResult(
+        node="sim02", command="torchrun", failure="unkillable", timed_out=True,
+        error="timed out after 660 s; unkillable: GPU or driver wedged on sim02 (still alive after SIGKILL: "
+        "python3 (pid 9, state D))",
+    )  # fmt: skip
+    waited = {n: CommandResult(node=n, command="torchrun", failure="timeout", timed_out=True,
+                               error="timed out after 660 s; process group and session killed")
+              for n in ("sim01", "sim03")}  # fmt: skip
+    job = TorchrunJob("train_multinode", ("sim01", "sim02", "sim03"), {"sim02": wedged, **waited}, None,
+                      "no output", {}, "sim01")  # fmt: skip
+    from nvtest.config.inventory import Node
+
+    with pytest.raises(NodeWedged, match="GPU or driver wedged on sim02"):
+        node_share(job, Node(name="sim02"))
+    for name in ("sim01", "sim03"):
+        with pytest.raises(NodeError) as err:
+            node_share(job, Node(name=name))
+        assert "the job hung on sim02" in str(err.value), err.value
+        d = diagnose({"check": "train_multinode", "verdict": "error", "reason": f"NodeError: {err.value}"})
+        assert d is not None and d.rule == "waited_for_wedged_peer" and "hung tool" not in d.cause, d
