@@ -62,6 +62,7 @@ class TcpPairJob(PairJob):
 
     name = "tcp_bw"
     metric = "tcp_gbit_s"
+    needs = ("network",)
 
     def __init__(
         self, ctx: RunContext, *, seconds: float = 2.0, streams: int = 1, timeout_s: float = 90.0
@@ -113,6 +114,7 @@ class PerftestPairJob(PairJob):
     name = "ib_write_bw"
     metric = "bw_avg_gbit_s"
     tool = "ib_write_bw"
+    needs = ("hca", "ib_write_bw")
 
     def __init__(
         self,
@@ -194,6 +196,7 @@ class NcclPairJob(PairJob):
     """
 
     server_client = False
+    needs = ("gpu", "network")
 
     def __init__(
         self,

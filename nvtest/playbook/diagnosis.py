@@ -46,6 +46,7 @@ from typing import Any
 
 from nvtest.playbook.config_audit import CONFIG_CHECKS
 from nvtest.playbook.signatures import find_signature
+from nvtest.playbook.stuck import DOMAINS, UNKNOWN
 from nvtest.playbook.xid import describe_xid, recovery_step
 
 __all__ = [
@@ -123,17 +124,65 @@ def _r(
 #: rule (a check's reason quotes the transport's words, which say nothing of the hardware).
 #: One cause, one rule: the words each transport and the run use for it (see
 #: ``nvtest.transports.base.FAILURES``) and the next step for that cause alone.
+def _stuck_rules() -> tuple[Rule, ...]:
+    """One rule per thing an unkillable process can be stuck on (:mod:`nvtest.playbook.stuck`),
+    from the words the phase runner writes (``unkillable: stuck on storage (/mnt/ckpt) on
+    node2``); then the GPU's (also an inventory probe's ``node wedged``), then the unknown."""
+    rules = []
+    for s in (*DOMAINS, UNKNOWN):
+        pattern = rf"unkillable: {re.escape(s.words)}"
+        if s.domain == "gpu":
+            pattern += r"|node wedged|likely wedged"
+        rules.append(
+            _r(
+                "unkillable" if s.domain == "gpu" else f"unkillable_{s.domain}",
+                pattern if s is not UNKNOWN else r"unkillable",
+                s.cause,
+                s.action,
+                s.cls,
+                example=f"NodeWedged: timed out after 1800 s; unkillable: {s.words}"
+                f"{' (/mnt/lustre/ckpt)' if s.domain == 'storage' else ''} on gpu017 (still alive "
+                "after SIGKILL: python3 (pid 4242, state D))",
+            )
+        )
+    return tuple(rules)
+
+
 TRANSPORT_RULES: tuple[Rule, ...] = (
     _r(
-        "unkillable",
-        r"unkillable|node wedged",
-        "a process of the check survived SIGKILL (uninterruptible sleep, state D): "
-        "the GPU or its driver is wedged",
-        "drain the node and reboot it (a GPU reset cannot reach a wedged driver); "
-        "look for Xid errors in the kernel log; rerun acceptance",
-        "REBOOT",
-        example='NodeWedged: unkillable: the GPU or driver is likely wedged; reboot (pid 4242 still alive 3 s after SIGKILL)',
+        "too_few_nodes_left",
+        r"too few nodes left for the multi-node launch",
+        "nodes were left out of the multi-node launch (an earlier check failed or hung on each, "
+        "named in the reason) and fewer than it needs remained: nothing was measured across nodes",
+        "fix what the left-out nodes' own items found, or run with more nodes; then rerun the "
+        "multi-node checks",
+        "RETEST",
+        example="NodeError: too few nodes left for the multi-node launch: 1 of 2 (gpu001); left out: "
+        "gpu002: ib_ports failed on this node (HCA mlx5_1 missing)",
     ),
+    _r(
+        "left_out_known_bad",
+        r"left out of the multi-node launch",
+        "an earlier check of this run failed or hung on this node (named in the reason): it was "
+        "left out of the multi-node launch so that its fault neither hangs the job nor is "
+        "copied onto the other nodes",
+        "fix what that check found (its own item gives the cause and next step), then rerun "
+        "the multi-node checks on this node",
+        "RETEST",
+        example="NodeError: left out of the multi-node launch: ib_ports failed on this node "
+        "(HCA mlx5_1 missing: 7 of 8)",
+    ),
+    _r(
+        "waited_for_wedged_peer",
+        r"the job hung on \S+ \(a process there survived SIGKILL\)",
+        "this node's part of the multi-node job waited for another node (named in the reason) "
+        "whose process survived SIGKILL: the fault is that node's, not this one's",
+        "see the named node's item (its cause and next step); rerun this check without it",
+        "RETEST",
+        example="NodeError: not judged: the job hung on gpu017 (a process there survived SIGKILL); "
+        "the ranks on gpu018 waited for it until the deadline",
+    ),
+    *_stuck_rules(),
     _r(
         "blocked_by_hang",
         r"blocked: .* hung on this node",

@@ -127,6 +127,9 @@ class RunContext:
     _facts_done: bool = False
     _targets: dict[str, tuple[Node, ...]] = field(default_factory=dict)
     _reachable: dict[str, tuple[Node, ...]] = field(default_factory=dict)
+    #: node -> (check, verdict, reason) of each item judged so far, in order (see :meth:`note_result`)
+    verdicts: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    _verdicts_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> RunContext:
@@ -257,6 +260,13 @@ class RunContext:
                 self._reachable[check] = got
         return list(got)
 
+    def note_result(self, check: str, node: str, verdict: str, reason: str) -> None:
+        """Remember an item's verdict (``pass``, ``fail``...) for the checks that run after it:
+        a multi-node launch leaves out the nodes an earlier check failed
+        (:func:`nvtest.jobs.base.known_bad`)."""
+        with self._verdicts_lock:
+            self.verdicts.setdefault(node, []).append((check, verdict, reason))
+
     def gather_facts(self) -> None:
         """Stage the probes and run the inventory probe on every node, once.
 
@@ -278,6 +288,7 @@ class RunContext:
                 self.nodes,
                 lambda n: [n.python, f"{self.probe_dirs.get(n.name, str(probes_dir()))}/inventory_probe.py"],
                 timeout_s=120 * self.config.timeout_scale,
+                touches=("gpu", "pci"),  # NVML and the PCI bus: what a wedged inventory waits on
             )
             for name, state in self.states.items():
                 state.facts_log = self.phases.log_path("inventory", name)
