@@ -66,6 +66,87 @@ SIGNATURES: tuple[Signature, ...] = (
         "libraries' version (reboot after an upgrade); rerun",
         "CONFIG",
     ),
+    # CUDA's own error strings (cudaGetErrorString) a tool quotes: each names a cause in the
+    # software or platform around the GPUs, none a fault of the GPUs themselves
+    Signature(
+        "nvml_library_missing",
+        r"couldn't find libnvidia-ml\.so|libnvidia-ml\.so(\.1)?: cannot open shared object file",
+        "the NVIDIA driver's user-space libraries (libnvidia-ml, libcuda) are not visible where "
+        "the tool runs: a container started without the NVIDIA runtime hooks, or a stale "
+        "linker cache after a driver install",
+        "on the node, `ldconfig -p | grep libnvidia-ml`; run containers with the NVIDIA "
+        "container runtime (docker --gpus / --runtime=nvidia, enroot/pyxis hooks) or run "
+        "`ldconfig` in the image; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_stub_library",
+        r"CUDA driver is a stub library",
+        "the tool loaded the CUDA toolkit's stub libcuda.so (a link-time placeholder) instead of "
+        "the driver's libcuda.so.1: the library path puts .../stubs first",
+        "remove the CUDA stubs directory from LD_LIBRARY_PATH (and the image's ld.so.conf); "
+        "check `ldd` of the tool resolves libcuda.so.1 to the driver's; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_forward_compat",
+        r"forward compatibility was attempted on non supported HW"
+        r"|unsupported display driver / cuda driver combination",
+        "the CUDA forward-compatibility libraries (cuda-compat) the tool or its image uses do "
+        "not fit this GPU and driver (they need a datacenter GPU and a matching driver branch): "
+        "the test image, not the GPUs",
+        "use a test build or image made for the node's driver (its CUDA version in "
+        "`nvidia-smi`), or update the host driver; align the image's cuda-compat package with the "
+        "driver; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_no_kernel_image",
+        r"no kernel image is available for execution on the device",
+        "the test binary carries no code for this GPU's architecture: it was built with an "
+        "NVCC_GENCODE list or a CUDA toolkit that lacks it",
+        "rebuild the tool with NVCC_GENCODE naming the GPU's compute capability (sm_90 for "
+        "H100, sm_100 for B200) with a CUDA toolkit that knows it; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_invalid_device_ordinal",
+        r"invalid device ordinal",
+        "the process sees fewer GPUs than the test asked for: CUDA_VISIBLE_DEVICES, the "
+        "scheduler's GPU allocation (Slurm --gpus / GRES, cgroups) or the container's device "
+        "list hides some",
+        "run `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` through the same launcher as the "
+        "test; unset CUDA_VISIBLE_DEVICES or allocate all the node's GPUs; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_devices_busy",
+        r"CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy",
+        "CUDA could not create a context on a GPU: its compute mode (Exclusive_Process, "
+        "Prohibited) or another process holding it, not its hardware",
+        "`nvidia-smi --query-gpu=index,compute_mode --format=csv` and `nvidia-smi` for "
+        "processes; set the compute mode to Default (`nvidia-smi -c 0`) for acceptance, stop "
+        "other users; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_peer_access_unsupported",
+        r"peer access is not supported between these two devices",
+        "the GPUs cannot reach each other directly over PCIe (peer access): the IOMMU translating "
+        "peer traffic, ACS on the PCIe switches or root ports, or a VM without peer-to-peer",
+        "check ACS (`lspci -vvv | grep ACSCtl`: SrcValid- ReqRedir- CmpltRedir-) and the IOMMU "
+        "mode (iommu=pt, or off); `nvidia-smi topo -p2p r`; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "nccl_socket_ifname_unmatched",
+        r"no socket interface found|no NCCL_SOCKET_IFNAME interface found",
+        "NCCL_SOCKET_IFNAME names no interface of this node (a typo, another node's name, or a "
+        "form this NCCL does not read): NCCL has no address to bootstrap from",
+        "compare NCCL_SOCKET_IFNAME (environment, /etc/nccl.conf, the inventory's socket_ifname) "
+        "with `ip -br addr` on the node; name an interface it has; rerun",
+        "CONFIG",
+    ),
     Signature(
         "ib_mtu_mismatch",
         r"local access violation work queue error",

@@ -144,6 +144,58 @@ REAL_LINES = [
         "https://github.com/NVIDIA/nvidia-docker/issues/1671",
         "nvml_init_failed",
     ),
+    # CUDA's own error strings, quoted by nccl-tests, NCCL and nvidia-smi (issue 24 class 8)
+    (
+        "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the "
+        "NVIDIA Display Driver is properly installed and present in your system.",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1163",
+        "nvml_library_missing",
+    ),
+    (
+        "c940b4ae7a81:36:37 [1] init.cc:255 NCCL WARN Cuda failure 'CUDA driver is a stub library'",
+        "https://github.com/horovod/horovod/issues/3625",
+        "cuda_stub_library",
+    ),
+    (
+        " 7: ip-10-1-113-84: Test CUDA failure common.cu:894 'system has unsupported display driver / "
+        "cuda driver combination'",
+        "https://github.com/awslabs/awsome-distributed-ai/pull/314",
+        "cuda_forward_compat",
+    ),
+    (
+        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+        "calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility "
+        "was attempted on non supported HW",
+        "https://github.com/gpustack/gpustack/issues/1254",
+        "cuda_forward_compat",
+    ),
+    (
+        "           8             2   float     sumzlabs-trainer: Test CUDA failure common.cu:253 'no kernel "
+        "image is available for execution on the device'",
+        "https://github.com/NVIDIA/nccl-tests/issues/79",
+        "cuda_no_kernel_image",
+    ),
+    (
+        "g0010: Test CUDA failure common.cu:941 'invalid device ordinal'",
+        "https://github.com/NVIDIA/nccl-tests/issues/263",
+        "cuda_invalid_device_ordinal",
+    ),
+    (
+        "gpu-1-1: Test CUDA failure common.cu:1304 'CUDA-capable device(s) is/are busy or unavailable'",
+        "https://github.com/NVIDIA/nccl-tests/issues/369",
+        "cuda_devices_busy",
+    ),
+    (
+        "z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer "
+        "access is not supported between these two devices",
+        "https://github.com/ray-project/ray_lightning/issues/24",
+        "cuda_peer_access_unsupported",
+    ),
+    (
+        "ncclInternalError: Internal check failed.\nLast error:\nBootstrap : no socket interface found",
+        "https://github.com/EasonXiao-888/MambaTree/issues/14",
+        "nccl_socket_ifname_unmatched",
+    ),
 ]
 
 
