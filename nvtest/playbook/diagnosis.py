@@ -675,7 +675,7 @@ def diagnose(
     if audit is not None:
         return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
     words = f"{evidence}\n{reason}"
-    sig = find_signature(words)
+    sig = find_signature(words, check)
     if sig is not None:
         return Diagnosis(sig.cause_in(words), sig.action, sig.cls, sig.name)
     if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:

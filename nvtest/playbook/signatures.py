@@ -18,12 +18,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["SIGNATURES", "Signature", "find_signature"]
+__all__ = ["ACROSS_NICS", "SIGNATURES", "Signature", "find_signature"]
 
 
 @dataclass(frozen=True)
 class Signature:
-    """One cause the tool's words name: ``pattern`` (and ``also``, when given) found in its output."""
+    """One cause the tool's words name: ``pattern`` (and ``also``, when given) found in its output.
+
+    ``checks``: check-name prefixes the words are a cause for (None: any check). A path NCCL
+    took across the network (sockets, GPUDirect RDMA off) explains a failure of a check whose
+    traffic must cross a NIC, not one inside the node, where NCCL prints the same lines.
+    """
 
     name: str
     pattern: str
@@ -32,9 +37,13 @@ class Signature:
     cls: str
     also: str | None = None
     quote: str | None = None
+    checks: tuple[str, ...] | None = None
 
-    def matches(self, text: str) -> bool:
-        """True when the tool's words in ``text`` carry this signature (case-insensitive)."""
+    def matches(self, text: str, check: str | None = None) -> bool:
+        """True when the tool's words in ``text`` carry this signature (case-insensitive) and,
+        with ``check`` given, the signature is a cause for that check."""
+        if check is not None and self.checks is not None and not check.startswith(self.checks):
+            return False
         if re.search(self.pattern, text, re.IGNORECASE) is None:
             return False
         return self.also is None or re.search(self.also, text, re.IGNORECASE) is not None
@@ -46,6 +55,10 @@ class Signature:
         found = re.findall(self.quote, text)
         return f"{self.cause} (last: '{found[-1].strip()}')" if found else self.cause
 
+
+#: Checks whose traffic must cross a NIC (check-name prefixes): the network path NCCL took is a
+#: cause for them only.
+ACROSS_NICS = ("nccl_multinode", "nccl_nics_only", "collectives_multinode", "train_multinode")
 
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
@@ -194,6 +207,28 @@ SIGNATURES: tuple[Signature, ...] = (
         "REBOOT",
     ),
     Signature(
+        "rdma_userspace_missing",
+        r"Failed to open libibverbs",
+        "NCCL could not load the RDMA user-space library (libibverbs, rdma-core) on the node or "
+        "in its container, and fell back to TCP sockets: the HCAs were never tried",
+        "install rdma-core (libibverbs1, the HCA's provider such as libmlx5) in the node image or "
+        "container and mount /dev/infiniband into it; `ibv_devinfo` where NCCL runs; rerun",
+        "CONFIG",
+        also=r"Using network Socket|NET/Socket : Using",
+        checks=ACROSS_NICS,
+    ),
+    Signature(
+        "gdr_disabled",
+        r"GPU Direct RDMA Disabled for HCA",
+        "GPUDirect RDMA is off for the HCAs NCCL names: nvidia-peermem (nv_peer_mem) not loaded, "
+        "or an NCCL older than 2.23 that looks only for nv_peer_mem beside a driver that ships "
+        "nvidia-peermem (nccl#1676): data crosses host memory",
+        "`lsmod | grep -e nvidia_peermem -e nv_peer_mem`; `modprobe nvidia-peermem` (persist it); "
+        "with NCCL <= 2.22 and nvidia-peermem, upgrade NCCL; rerun",
+        "CONFIG",
+        checks=ACROSS_NICS,
+    ),
+    Signature(
         "ib_fell_back_to_socket",
         r"NET/IB : No device found",
         "NCCL found no usable IB/RoCE device and fell back to TCP sockets (verbs stack, "
@@ -202,6 +237,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL_IB_HCA and the container's /dev/infiniband; rerun",
         "CONFIG",
         also=r"Using network Socket|NET/Socket : Using",
+        checks=ACROSS_NICS,
     ),
     Signature(
         "retry_exceeded",
@@ -281,6 +317,7 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 
 
-def find_signature(text: str) -> Signature | None:
-    """The first signature ``text`` (a tool's output or words it printed) carries, or None."""
-    return next((s for s in SIGNATURES if s.matches(text)), None)
+def find_signature(text: str, check: str | None = None) -> Signature | None:
+    """The first signature ``text`` (a tool's output or words it printed) carries, or None;
+    with ``check``, only signatures that are a cause for that check (``Signature.checks``)."""
+    return next((s for s in SIGNATURES if s.matches(text, check)), None)

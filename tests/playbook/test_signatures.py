@@ -144,6 +144,19 @@ REAL_LINES = [
         "https://github.com/NVIDIA/nvidia-docker/issues/1671",
         "nvml_init_failed",
     ),
+    (
+        "ai-vtraining-prd-10-193-84-3:96540:96540 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
+        "libibverbs.so[.1]\nai-vtraining-prd-10-193-84-3:96540:96540 [0] NCCL INFO NET/Socket : Using "
+        "[0]em1:10.193.84.3<0> [1]tunl0:10.227.47.12<0>\nai-vtraining-prd-10-193-84-3:96540:96540 [0] NCCL "
+        "INFO Using network Socket",
+        "https://github.com/NVIDIA/nccl/issues/428",
+        "rdma_userspace_missing",
+    ),
+    (
+        "learn01:2228637:2230195 [3] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+        "https://github.com/NVIDIA/nccl/issues/1676",
+        "gdr_disabled",
+    ),
     # CUDA's own error strings, quoted by nccl-tests, NCCL and nvidia-smi (issue 24 class 8)
     (
         "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the "
@@ -208,11 +221,22 @@ def test_each_signature_names_its_cause_on_real_tool_lines(line, source, name):
     assert source.startswith("https://github.com/")
     sig = find_signature(line)
     assert sig is not None and sig.name == name, (name, sig)
+    check = sig.checks[0] if sig.checks else "nccl"
     d = diagnose(
-        {"check": "nccl", "verdict": "fail", "reason": "busbw 12.0 GB/s < min 300 GB/s"},
+        {"check": check, "verdict": "fail", "reason": "busbw 12.0 GB/s < min 300 GB/s"},
         evidence=line,
     )
     assert d is not None and d.rule == name, d
+
+
+@pytest.mark.parametrize("sig", [s for s in SIGNATURES if s.checks], ids=lambda s: s.name)
+def test_a_network_path_signature_is_no_cause_inside_the_node(sig):
+    # NCCL prints the same path lines in a one-node run, where no traffic crosses a NIC
+    line = next(text for text, _, n in REAL_LINES if n == sig.name)
+    assert find_signature(line, sig.checks[0]) is sig
+    assert find_signature(line, "nccl") is not sig
+    d = diagnose({"check": "nccl", "verdict": "fail", "reason": "busbw 12.0 GB/s < min 300 GB/s"}, evidence=line)
+    assert d is not None and d.rule != sig.name, d
 
 
 def test_every_signature_has_a_real_line_a_class_and_a_unique_name():
