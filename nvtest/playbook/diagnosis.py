@@ -404,6 +404,27 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
     ),
     _r(
+        "ecc_disable_pending",
+        r"ECC disable pending",
+        "ECC is on now, but switching it off is pending (`nvidia-smi -e 0` was run, e.g. by a "
+        "provisioning script): the next reboot turns ECC off",
+        "set it back (`nvidia-smi -e 1`, no reboot needed to keep it on); find what ran -e 0 in "
+        "the node's provisioning; rerun",
+        "CONFIG",
+        example="GPU 0 (00000000:18:00.0): ECC mode Enabled, pending Disabled: ECC disable pending, the next "
+        "reboot turns ECC off",
+    ),
+    _r(
+        "ecc_enable_pending",
+        r"ECC enable pending",
+        "ECC was switched on (`nvidia-smi -e 1`) but the GPU has not been reset since: it still runs "
+        "without ECC",
+        "reboot the node (or reset the GPUs) so the pending ECC mode applies; rerun",
+        "REBOOT",
+        example="GPU 0 (00000000:18:00.0): ECC mode Disabled (pending: Enabled): ECC enable pending, applies at "
+        "the next reboot",
+    ),
+    _r(
         "ecc_disabled",
         r"ECC mode (disabled|off)",
         "ECC is disabled on the GPU",
