@@ -161,6 +161,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "CONFIG",
     ),
     Signature(
+        "persistence_mode_off",
+        r"Persistence mode for GPU \d+ is disabled",
+        "persistence mode is off on the GPU (DCGM's software precondition): the driver tears "
+        "the GPU state down between jobs, a setting, not a GPU fault",
+        "enable persistence (`systemctl enable --now nvidia-persistenced`, or `nvidia-smi -pm 1` "
+        "as root); rerun",
+        "CONFIG",
+    ),
+    Signature(
         "ib_mtu_mismatch",
         r"local access violation work queue error",
         "the RDMA path rejected the work request (local access violation): an MTU mismatch "

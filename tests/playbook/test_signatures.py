@@ -157,6 +157,12 @@ REAL_LINES = [
         "https://github.com/NVIDIA/nccl/issues/1676",
         "gdr_disabled",
     ),
+    (
+        "\"detail\": \"Persistence Mode: Persistence mode for GPU 0 is disabled. Enable persistence mode by "
+        "running \\\"nvidia-smi -i <gpuId> -pm 1 \\\" as root.\",",
+        "https://github.com/NVIDIA/NVSentinel/pull/772",
+        "persistence_mode_off",
+    ),
     # CUDA's own error strings, quoted by nccl-tests, NCCL and nvidia-smi (issue 24 class 8)
     (
         "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the "
