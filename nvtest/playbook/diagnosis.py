@@ -242,8 +242,10 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     ),
     _r(
         "node_unreachable",
-        r"node unreachable|unreachable|(?<!returned )(?<!failed : )connection refused|no route to host|connect timed out"
-        r"|exit(ed)? 255|rc 255",
+        # ssh's words only: a tool's own exit status 255 ("dcgmi diag ...: exit 255") or NCCL's
+        # "Network is unreachable" are the tool speaking from a node that answered
+        r"node unreachable|(?<!Network is )unreachable|(?<!returned )(?<!failed : )connection refused|no route to host"
+        r"|connect timed out|ssh[^\n]{0,40}\b(exit(ed)?|exit code) 255",
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
         "RETEST",

@@ -161,6 +161,15 @@ SIGNATURES: tuple[Signature, ...] = (
         "CONFIG",
     ),
     Signature(
+        "dcgm_hostengine_down",
+        r"Unable to connect to host engine|unable to establish a connection to the specified host",
+        "dcgmi could not reach DCGM's host engine (nv-hostengine, the nvidia-dcgm service) on the "
+        "node: nothing was diagnosed",
+        "`systemctl enable --now nvidia-dcgm` (or start nv-hostengine) on the node; check "
+        "`dcgmi discovery -l` lists the GPUs; rerun",
+        "CONFIG",
+    ),
+    Signature(
         "persistence_mode_off",
         r"Persistence mode for GPU \d+ is disabled",
         "persistence mode is off on the GPU (DCGM's software precondition): the driver tears "

@@ -163,6 +163,12 @@ REAL_LINES = [
         "https://github.com/NVIDIA/NVSentinel/pull/772",
         "persistence_mode_off",
     ),
+    (
+        "Error: unable to establish a connection to the specified host: localhost\n"
+        "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.",
+        "https://github.com/NVIDIA/DCGM/issues/57",
+        "dcgm_hostengine_down",
+    ),
     # CUDA's own error strings, quoted by nccl-tests, NCCL and nvidia-smi (issue 24 class 8)
     (
         "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the "
@@ -405,6 +411,25 @@ def test_nccls_connection_refused_in_a_reason_is_not_the_transport():
     )
     ssh = "node unreachable: ssh: connect to host node03 port 22: Connection refused"
     assert diagnose({"check": "nccl", "verdict": "error", "reason": ssh}).rule == "node_unreachable"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        # field case dcgm-hostengine-not-running: the tool's own exit status, quoted
+        "8 NVIDIA GPU(s) expected; dcgmi diag cannot report on them: exit 255: could_not_start: Error: "
+        "unable to establish a connection to the specified host: localhost",
+        # NCCL's errno text from a node that answered (nccl-tests#185)
+        "all_reduce: NCCL failure at common.cu:1005: unhandled system error; NCCL WARN: "
+        "misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43423> failed : Network is unreachable",
+    ],
+)
+def test_a_tools_own_words_are_not_the_transports(reason):
+    d = diagnose({"check": "nccl", "verdict": "fail", "reason": reason})
+    assert d is not None and d.rule != "node_unreachable", d
+    assert diagnose({"check": "nccl", "verdict": "error", "reason": "NodeError: node unreachable: ssh exited 255"}).rule == (
+        "node_unreachable"
+    )
 
 
 def test_an_unhandled_system_error_names_nccls_last_warning():
