@@ -71,6 +71,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "REBOOT",
     ),
     Signature(
+        "nvml_unknown_error",
+        r"Failed to initiali[sz]e NVML: Unknown Error",
+        "NVML loaded but could not open the GPUs: in a container, its access to the GPU device "
+        "nodes was dropped (a systemd daemon-reload with the systemd cgroup driver, "
+        "nvidia-container-toolkit#48); on the host itself, a driver fault",
+        "run `nvidia-smi` on the host: if it works there, recreate the container and create the "
+        "/dev/char links (`nvidia-ctk system create-dev-char-symlinks --create-all`); if the host "
+        "fails too, read `dmesg | grep -e NVRM -e Xid` and reboot; rerun",
+        "CONFIG",
+    ),
+    Signature(
         "nvml_init_failed",
         r"Failed to initiali[sz]e NVML|NVML[^\n]{0,80}Failed to initiali[sz]e",
         "NVML (the driver's management library) could not start: the driver is not loaded "
