@@ -247,17 +247,6 @@ SIGNATURES: tuple[Signature, ...] = (
         checks=ACROSS_NICS,
     ),
     Signature(
-        "gdr_disabled",
-        r"GPU Direct RDMA Disabled for HCA",
-        "GPUDirect RDMA is off for the HCAs NCCL names: nvidia-peermem (nv_peer_mem) not loaded, "
-        "or an NCCL older than 2.23 that looks only for nv_peer_mem beside a driver that ships "
-        "nvidia-peermem (nccl#1676): data crosses host memory",
-        "`lsmod | grep -e nvidia_peermem -e nv_peer_mem`; `modprobe nvidia-peermem` (persist it); "
-        "with NCCL <= 2.22 and nvidia-peermem, upgrade NCCL; rerun",
-        "CONFIG",
-        checks=ACROSS_NICS,
-    ),
-    Signature(
         "ib_fell_back_to_socket",
         r"NET/IB : No device found",
         "NCCL found no usable IB/RoCE device and fell back to TCP sockets (verbs stack, "
@@ -266,6 +255,21 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL_IB_HCA and the container's /dev/infiniband; rerun",
         "CONFIG",
         also=r"Using network Socket|NET/Socket : Using",
+        checks=ACROSS_NICS,
+    ),
+    Signature(
+        "gdr_disabled",
+        r"GPU Direct RDMA Disabled for HCA",
+        "GPUDirect RDMA is off on an HCA: NCCL stages that HCA's traffic through host memory "
+        "(the GPU peer-memory path, nvidia-peermem or dma-buf, is not in effect for it; an NCCL "
+        "older than 2.23 looks only for nv_peer_mem beside a driver that ships nvidia-peermem, "
+        "nccl#1676)",
+        "`lsmod | grep -e nvidia_peermem -e nv_peer_mem` on the node (`modprobe nvidia-peermem`), "
+        "or dma-buf support (open kernel module, kernel >= 5.12); with NCCL <= 2.22 and "
+        "nvidia-peermem, upgrade NCCL; check NCCL_NET_GDR_LEVEL and the GPU-HCA PCIe distance; "
+        "rerun",
+        "CONFIG",
+        quote=r"GPU Direct RDMA Disabled for HCA \d+ '[^'\n]{1,40}'",
         checks=ACROSS_NICS,
     ),
     Signature(

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,10 @@ class Arrangement(_Strict):
     """How the case is run: backend, nodes, SKU, suite, the checks (``-k``), more options."""
 
     backend: Literal["local", "ssh", "slurm"] = "local"
-    nodes: list[str] = Field(min_length=1)
+    nodes: list[str] = Field(default_factory=list)
+    #: instead of ``nvtest run``: ``nvtest parse <these> --json`` in the case folder (a log
+    #: collected elsewhere, read standalone); no nodes then
+    parse: list[str] = Field(default_factory=list)
     sku: str | None = None
     suite: str = "delivery"
     checks: list[str] = Field(default_factory=list)
@@ -99,9 +103,17 @@ class Arrangement(_Strict):
     timeout_s: float = Field(default=120.0, gt=0, le=600)
     #: slurm: node -> reason; the node is drained before the run (and resumed after)
     drained: dict[str, str] = Field(default_factory=dict)
+    #: slurm: name the nodes (``--nodes``) or give the partition alone (``--partition``)
+    select: Literal["nodes", "partition"] = "nodes"
 
     @model_validator(mode="after")
     def _fits_backend(self) -> Arrangement:
+        if self.parse:
+            if self.nodes or self.backend != "local":
+                raise ValueError("parse: reads a file; give no nodes and no backend")
+            return self
+        if not self.nodes:
+            raise ValueError("nodes: name at least one node (or give parse)")
         if len(set(self.nodes)) != len(self.nodes):
             raise ValueError("nodes: a name appears twice")
         if self.backend == "local" and len(self.nodes) != 1:
@@ -112,6 +124,8 @@ class Arrangement(_Strict):
             raise ValueError(f"nodes: the shared Slurm cluster's nodes are {', '.join(SLURM_NODES)}")
         if self.drained and self.backend != "slurm":
             raise ValueError("drained: only the slurm backend drains nodes")
+        if self.select != "nodes" and self.backend != "slurm":
+            raise ValueError("select: only the slurm backend selects by partition")
         if not set(self.drained) <= set(self.nodes):
             raise ValueError("drained: names a node not in nodes")
         return self
@@ -159,6 +173,8 @@ class NodeExpect(_Strict):
     next_step: Pattern | None = None
     reason: Pattern | None = None
     absent: list[str] = Field(default_factory=list)
+    #: no reason of the node's items is longer than this (a reason is one readable sentence)
+    reason_max_chars: int | None = Field(default=None, gt=0)
 
 
 class Expect(_Strict):
@@ -166,6 +182,10 @@ class Expect(_Strict):
 
     exit: int | None = None
     output: list[Pattern] = Field(default_factory=list)
+    #: patterns the console output must not hold
+    output_absent: list[Pattern] = Field(default_factory=list)
+    #: the run ends within this many seconds (a deadline, a check blocked before its timeout)
+    within_s: float | None = Field(default=None, gt=0)
     nodes: dict[str, NodeExpect] = Field(default_factory=dict)
 
 
@@ -246,8 +266,9 @@ def all_case_dirs() -> list[Path]:
 
 def node_tools(nc: NodeCase, folder: Path, bin_dir: Path) -> StandInTools:
     """Write the node's stand-ins into ``bin_dir`` (emptied first): its profile's tools with
-    the case's overrides on top (an override's argument globs are tried before the
-    profile's; its ``default`` replaces the profile's)."""
+    the case's overrides: an override with a ``default`` replaces the profile's tool (its
+    argument globs, then the default); one without is layered on the profile's (its globs
+    tried first, then the profile's globs and default)."""
     if bin_dir.exists():
         shutil.rmtree(bin_dir)
     tools = StandInTools(bin_dir)
@@ -257,10 +278,12 @@ def node_tools(nc: NodeCase, folder: Path, bin_dir: Path) -> StandInTools:
         if spec == "missing":
             merged[name] = None
             continue
-        base = merged.get(name) or Tool()
         by_args = {k: o.recording(folder) for k, o in spec.items() if k != "default"}
-        default = spec["default"].recording(folder) if "default" in spec else base.default
-        merged[name] = Tool(default, {**by_args, **{k: v for k, v in base.by_args.items() if k not in by_args}})
+        if "default" in spec:  # the whole tool, as the case gives it
+            merged[name] = Tool(spec["default"].recording(folder), by_args)
+            continue
+        base = merged.get(name) or Tool()
+        merged[name] = Tool(base.default, {**by_args, **{k: v for k, v in base.by_args.items() if k not in by_args}})
     for name, tool in merged.items():
         if tool is None:
             tools.add_missing(name)
@@ -340,6 +363,7 @@ class CaseRun:
     output: str
     doc: dict[str, Any] | None
     names: dict[str, str]
+    wall_s: float = 0.0
 
 
 def _args(case: Case, out: Path) -> list[str]:
@@ -399,7 +423,9 @@ def _run_slurm(case: Case, folder: Path, work: Path, clusters: Clusters) -> Case
         cluster.client("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
     try:
         args = _args(case, work / "r")
-        args[1:1] = ["--backend", "slurm", "--partition", "nvt", "--time", "15", "--nodes", ",".join(case.arrangement.nodes)]
+        args[1:1] = ["--backend", "slurm", "--partition", "nvt", "--time", "15"]
+        if case.arrangement.select == "nodes":
+            args[1:1] = ["--nodes", ",".join(case.arrangement.nodes)]
         env = {**cluster.env, "OMP_NUM_THREADS": "1"}
         proc = run_nvtest(*args, env=env, timeout=case.arrangement.timeout_s + 60)
     finally:
@@ -420,11 +446,19 @@ def _finish(proc: subprocess.CompletedProcess[str], out: Path, names: dict[str, 
 def run_case(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRun:
     """Run ``case`` (from ``folder``) with its stand-in nodes; ``work``: a fresh directory."""
     backend = case.arrangement.backend
-    if backend == "local":
-        return _run_local(case, folder, work)
-    if backend == "ssh":
-        return _run_ssh(case, folder, work, clusters)
-    return _run_slurm(case, folder, work, clusters)
+    start = time.monotonic()
+    if case.arrangement.parse:
+        args = [str(folder / a) if (folder / a).is_file() else a for a in case.arrangement.parse]
+        proc = run_nvtest("parse", *args, "--json", timeout=case.arrangement.timeout_s)
+        run = CaseRun(proc.returncode, proc.stdout[-20000:] + proc.stderr[-4000:], None, {})
+    elif backend == "local":
+        run = _run_local(case, folder, work)
+    elif backend == "ssh":
+        run = _run_ssh(case, folder, work, clusters)
+    else:
+        run = _run_slurm(case, folder, work, clusters)
+    run.wall_s = time.monotonic() - start
+    return run
 
 
 # -- judging -----------------------------------------------------------------------------------
@@ -478,6 +512,11 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
     for pattern in exp.output:
         if not matches(pattern, run.output):
             problems.append(f"console output lacks {pattern!r}")
+    for pattern in exp.output_absent:
+        if matches(pattern, run.output):
+            problems.append(f"console output holds {pattern!r}")
+    if exp.within_s is not None and run.wall_s > exp.within_s:
+        problems.append(f"the run took {run.wall_s:.1f} s, expected within {exp.within_s:g} s")
     if run.doc is None:
         return [*problems, "nvtest wrote no results.json"] if exp.nodes else problems
     view = build_view(run.doc)
@@ -498,6 +537,10 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
                 continue
             problems += _expect_items(f"{name} {check}", mine, ce, _worst(mine))
         texts = [str(r.get("reason") or "") for r in items] + _diag(items, "cause")
+        if ne.reason_max_chars is not None:
+            long = [f"{r['check']}: {len(str(r.get('reason') or ''))} chars" for r in items if len(str(r.get("reason") or "")) > ne.reason_max_chars]
+            if long:
+                problems.append(f"{name}: reasons longer than {ne.reason_max_chars} chars: {long}")
         for word in ne.absent:
             hits = [t[:200] for t in texts if matches(word, t)]
             if hits:
