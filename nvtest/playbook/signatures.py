@@ -154,6 +154,16 @@ SIGNATURES: tuple[Signature, ...] = (
         "CONFIG",
     ),
     Signature(
+        "nccl_cumem_host_no_p2p",
+        r"shm\.cc:\d+ NCCL WARN Cuda failure 217",
+        "NCCL's shared-memory transport shares host memory through cuMem, which fails where "
+        "the GPUs have no peer access (NCCL 2.27, nccl#1838): NCCL's path on this platform, "
+        "not the GPUs",
+        "rerun with NCCL_CUMEM_HOST_ENABLE=0 (the recipe's env) or an NCCL with the fix; check "
+        "whether the GPUs should have peer access (`nvidia-smi topo -p2p r`, ACS, IOMMU)",
+        "CONFIG",
+    ),
+    Signature(
         "cuda_peer_access_unsupported",
         r"peer access is not supported between these two devices",
         "the GPUs cannot reach each other directly over PCIe (peer access): the IOMMU translating "

@@ -228,6 +228,12 @@ REAL_LINES = [
         "cuda_peer_access_unsupported",
     ),
     (
+        "[2025-09-09 23:51:24] 9b405963aa12:774:854 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer "
+        "access is not supported between these two devices'",
+        "https://github.com/NVIDIA/nccl/issues/1838",
+        "nccl_cumem_host_no_p2p",
+    ),
+    (
         "ncclInternalError: Internal check failed.\nLast error:\nBootstrap : no socket interface found",
         "https://github.com/EasonXiao-888/MambaTree/issues/14",
         "nccl_socket_ifname_unmatched",
