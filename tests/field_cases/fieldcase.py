@@ -42,8 +42,9 @@ Verdict = Literal["pass", "warn", "fail", "error", "skip"]
 RANK = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
 #: Nodes of the shared sshd cluster (the most a multi-node case may name).
 SSH_NODES = 4
-#: The shared Slurm cluster's node names (a slurm case names these).
-SLURM_NODES = ("node1", "node2")
+#: The shared Slurm cluster's node names (a slurm case names these; three, the fewest that
+#: can show a systemic failure).
+SLURM_NODES = ("node1", "node2", "node3")
 
 
 class CaseError(Exception):
@@ -186,6 +187,8 @@ class Expect(_Strict):
     output_absent: list[Pattern] = Field(default_factory=list)
     #: the run ends within this many seconds (a deadline, a check blocked before its timeout)
     within_s: float | None = Field(default=None, gt=0)
+    #: the nodes the run drained (results.json ``run.drained``; slurm ``--drain-failed``)
+    drained: list[str] | None = None
     nodes: dict[str, NodeExpect] = Field(default_factory=dict)
 
 
@@ -338,7 +341,9 @@ class Clusters:
         if self._slurm is None:
             from tests.conftest import started_slurm_cluster
 
-            cm = started_slurm_cluster(task_env={n: {"PATH": os.environ.get("PATH", "")} for n in SLURM_NODES})
+            cm = started_slurm_cluster(
+                nodes=SLURM_NODES, task_env={n: {"PATH": os.environ.get("PATH", "")} for n in SLURM_NODES}
+            )
             self._slurm = cm.__enter__()
             self._stack.append(cm)
         return self._slurm
@@ -428,8 +433,8 @@ def _run_slurm(case: Case, folder: Path, work: Path, clusters: Clusters) -> Case
             args[1:1] = ["--nodes", ",".join(case.arrangement.nodes)]
         env = {**cluster.env, "OMP_NUM_THREADS": "1"}
         proc = run_nvtest(*args, env=env, timeout=case.arrangement.timeout_s + 60)
-    finally:
-        for node in case.arrangement.drained:
+    finally:  # every node back in service for the next case (drained here or by the run)
+        for node in SLURM_NODES:
             cluster.client("scontrol", "update", f"nodename={node}", "state=resume")
     return _finish(proc, work / "r", {n: n for n in case.arrangement.nodes})
 
@@ -518,7 +523,11 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
     if exp.within_s is not None and run.wall_s > exp.within_s:
         problems.append(f"the run took {run.wall_s:.1f} s, expected within {exp.within_s:g} s")
     if run.doc is None:
-        return [*problems, "nvtest wrote no results.json"] if exp.nodes else problems
+        return [*problems, "nvtest wrote no results.json"] if exp.nodes or exp.drained is not None else problems
+    if exp.drained is not None:
+        drained = sorted((run.doc.get("run") or {}).get("drained") or {})
+        if drained != sorted(exp.drained):
+            problems.append(f"drained {drained}, expected {sorted(exp.drained)}")
     view = build_view(run.doc)
     results = list(run.doc.get("results") or [])
     for name, ne in exp.nodes.items():
