@@ -104,6 +104,9 @@ class Arrangement(_Strict):
     timeout_s: float = Field(default=120.0, gt=0, le=600)
     #: slurm: node -> reason; the node is drained before the run (and resumed after)
     drained: dict[str, str] = Field(default_factory=dict)
+    #: ssh: every node behind one address, each at its own port (NAT, port forwarding), as
+    #: the nodes of a second shared sshd cluster on 127.0.0.1
+    one_address: bool = False
     #: slurm: name the nodes (``--nodes``) or give the partition alone (``--partition``)
     select: Literal["nodes", "partition"] = "nodes"
 
@@ -125,6 +128,8 @@ class Arrangement(_Strict):
             raise ValueError(f"nodes: the shared Slurm cluster's nodes are {', '.join(SLURM_NODES)}")
         if self.drained and self.backend != "slurm":
             raise ValueError("drained: only the slurm backend drains nodes")
+        if self.one_address and self.backend != "ssh":
+            raise ValueError("one_address: only the ssh backend puts nodes behind one address")
         if self.select != "nodes" and self.backend != "slurm":
             raise ValueError("select: only the slurm backend selects by partition")
         if not set(self.drained) <= set(self.nodes):
@@ -308,16 +313,18 @@ class Clusters:
     use; each node's ``PATH`` starts with a fixed stand-in directory that a case refills."""
 
     base: Path
-    _ssh: Any = None
+    _ssh: dict[bool, Any] = field(default_factory=dict)
     _slurm: Any = None
     _stack: list[Any] = field(default_factory=list)
 
-    def ssh_bin(self, i: int) -> Path:
-        return self.base / "ssh-bins" / f"n{i}"
+    def ssh_bin(self, i: int, one_address: bool = False) -> Path:
+        """Node ``i``'s stand-in directory (first on its ``PATH``) in the sshd cluster."""
+        return self.base / ("nat-bins" if one_address else "ssh-bins") / f"n{i}"
 
-    def ssh(self) -> Any:
-        """The shared :class:`~nvtest.testing.sshd_cluster.SSHDCluster` (``fc01``...)."""
-        if self._ssh is None:
+    def ssh(self, one_address: bool = False) -> Any:
+        """The shared :class:`~nvtest.testing.sshd_cluster.SSHDCluster` (``fc01``...; with
+        ``one_address``, ``nat01``... all on 127.0.0.1), started on first use."""
+        if one_address not in self._ssh:
             import pytest
 
             from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
@@ -326,11 +333,15 @@ class Clusters:
             if reason:
                 print(f"skipping: {reason}")
                 pytest.skip(reason)
-            env = {f"fc{i + 1:02d}": {"PATH": f"{self.ssh_bin(i)}:{os.environ.get('PATH', '')}"} for i in range(SSH_NODES)}
+            prefix = "nat" if one_address else "fc"
+            path = os.environ.get("PATH", "")
+            env = {f"{prefix}{i + 1:02d}": {"PATH": f"{self.ssh_bin(i, one_address)}:{path}"} for i in range(SSH_NODES)}
             for i in range(SSH_NODES):
-                self.ssh_bin(i).mkdir(parents=True, exist_ok=True)
-            self._ssh = SSHDCluster(SSH_NODES, prefix="fc", python=sys.executable, node_env=env).start()
-        return self._ssh
+                self.ssh_bin(i, one_address).mkdir(parents=True, exist_ok=True)
+            self._ssh[one_address] = SSHDCluster(
+                SSH_NODES, prefix=prefix, python=sys.executable, node_env=env, distinct_addresses=not one_address
+            ).start()
+        return self._ssh[one_address]
 
     def slurm_env_dir(self) -> Path:
         return Path(self.slurm().dir) / "task-env"
@@ -350,8 +361,8 @@ class Clusters:
 
     def close(self) -> None:
         """Stop whatever was started."""
-        if self._ssh is not None:
-            self._ssh.stop()
+        for cluster in self._ssh.values():
+            cluster.stop()
         while self._stack:
             self._stack.pop().__exit__(None, None, None)
 
@@ -391,11 +402,12 @@ def _run_local(case: Case, folder: Path, work: Path) -> CaseRun:
 
 
 def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRun:
-    cluster = clusters.ssh()
+    nat = case.arrangement.one_address
+    cluster = clusters.ssh(nat)
     entries = []
     for i, name in enumerate(case.arrangement.nodes):
         nc = case.nodes.get(name, NodeCase())
-        node_tools(nc, folder, clusters.ssh_bin(i))
+        node_tools(nc, folder, clusters.ssh_bin(i, nat))
         sim = cluster.nodes[i]
         entries.append({"names": name, "address": sim.address, "port": sim.port, **nc.inventory})
         if nc.env:
