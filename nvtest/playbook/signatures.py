@@ -212,9 +212,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "memlock_limit",
         r"ibv_reg_mr\w*[^\n]{0,60}Cannot allocate memory|Call to ibv_reg_mr\w* failed"
-        r"|Unable to register memory[^\n]*Cannot allocate memory",
+        r"|Unable to register memory[^\n]*Cannot allocate memory"
+        # the queues are pinned memory too: NCCL's "Call to ibv_create_cq failed with error
+        # Cannot allocate memory" (misc/ibvwrap.cc), UCX's "ibv_create_cq(cqe=4096) failed"
+        r"|ibv_create_(cq|qp|srq)\w*(\(\S*\))?( failed with error|: failed:| failed:)[^\n]{0,20}Cannot allocate memory",
         "RDMA memory registration failed: the locked-memory limit (ulimit -l) of the job is "
-        "too small",
+        "too small (memory regions and completion queues are pinned memory)",
         "set memlock unlimited for the job (/etc/security/limits.conf, and the launcher: "
         "slurmd's LimitMEMLOCK, mpirun); check `ulimit -l` inside the job; rerun",
         "CONFIG",

@@ -43,6 +43,11 @@ REAL_LINES = [
         "memlock_limit",
     ),
     (
+        "ibv_create_cq(cqe=4096) failed: Cannot allocate memory",  # the issue's title, UCX's words
+        "https://github.com/openucx/ucx/issues/8229",
+        "memlock_limit",
+    ),
+    (
         "...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
         "https://github.com/Lightning-AI/lit-llama/issues/380",
         "ib_port_error",
