@@ -291,8 +291,10 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     ),
     _r(
         "node_unreachable",
-        r"node unreachable|unreachable|(?<!returned )(?<!failed : )connection refused|no route to host|connect timed out"
-        r"|exit(ed)? 255|rc 255",
+        # ssh's words only: a tool's own exit status 255 ("dcgmi diag ...: exit 255") or NCCL's
+        # "Network is unreachable" are the tool speaking from a node that answered
+        r"node unreachable|(?<!Network is )unreachable|(?<!returned )(?<!failed : )connection refused|no route to host"
+        r"|connect timed out|ssh[^\n]{0,40}\b(exit(ed)?|exit code) 255",
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
         "RETEST",
@@ -342,6 +344,23 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CONFIG",
         example="configuration error (overlay): /etc/nvtest/site-gate.yaml:5: recipe.gate.disk_fre_gib: "
         "unknown key (did you mean 'disk_free_gib'?)",
+    ),
+    _r(
+        "gpu_fabric_unregistered",
+        # the service runs (else "nvidia-fabricmanager is ..." is in the reason and the
+        # fabric_manager rule below names it): a GPU never finished registering
+        r"^(?![\s\S]*nvidia-fabricmanager is )[\s\S]*fabric state In Progress[^;]*"
+        r"\(GPU not registered with the NVLink fabric\); [^;]*past the \d+ s grace window",
+        "a GPU never finished registering with the NVLink fabric although the fabric manager "
+        "runs: the fabric manager could not train or route its NVLinks (NVSwitch, NVLink or "
+        "partition trouble for that GPU)",
+        "read the fabric manager log (/var/log/fabricmanager.log) for the GPU and its NVSwitch "
+        "ports; restart nvidia-fabricmanager; if the GPU stays In Progress, power-cycle the node "
+        "and check its NVLinks (`nvidia-smi nvlink -s`); rerun",
+        "REBOOT",
+        checks=("fabric_manager",),
+        example="GPU 1: fabric state In Progress, status N/A (GPU not registered with the NVLink fabric); "
+        "3600 s after boot, past the 600 s grace window",
     ),
     _r(
         "fabric_manager",
@@ -411,6 +430,43 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "SKU h100-sxm-80gb)",
     ),
     _r(
+        "idle_hw_slowdown",
+        r"hw_(power_brake_|thermal_)?slowdown active at idle",
+        "the board or the chassis holds an idle GPU's clocks down: power delivery (a power "
+        "supply, a power cable, the BMC's power brake) or cooling, not the GPU's own load",
+        "read the BMC's event log (`ipmitool sel list`) for power-supply and power-brake events; "
+        "check the node's PSUs, the GPU's power cables, inlet temperature and fans; rerun; a GPU "
+        "slowed alone beside healthy neighbours with power and cooling fine needs service",
+        "CABLING",
+        checks=("clocks",),
+        example="GPU 2 (00000000:2A:00.0): hw_power_brake_slowdown active at idle: hardware throttling "
+        "(cooling or power delivery)",
+    ),
+    _r(
+        "mig_mode",
+        r"nvidia-smi reports MIG mode \w+; SKU \S+ (is a profile of whole GPUs|expects MIG)",
+        "a GPU's MIG mode is not what the SKU's profile says (a leftover MIG partitioning, or "
+        "one that was never applied): the scheduler and jobs see other devices than expected",
+        "`nvidia-smi -i <gpu> -mig 0` (or 1 where the profile wants MIG) with the GPU idle, then "
+        "a GPU reset or reboot; check what applies MIG at boot (mig-parted, the GPU operator); rerun",
+        "CONFIG",
+        checks=("gpus",),
+        example="GPU 3: nvidia-smi reports MIG mode Enabled; SKU h100-sxm-80gb is a profile of whole GPUs "
+        "(expect.mig unset): a leftover MIG configuration",
+    ),
+    _r(
+        "ib_mtu",
+        r"active_mtu \d+, the (SKU expects|fleet's majority is|node's other)",
+        "an IB/RoCE port runs another MTU than the SKU or the fabric (RDMA between such "
+        "ports fails with local access violations or runs slow)",
+        "`ibv_devinfo` active_mtu against a good node; on IB the subnet manager's partition MTU "
+        "and the switch port's, on RoCE the netdev MTU (`ip link`); align them; rerun",
+        "CONFIG",
+        checks=("ib_ports",),
+        example="mlx5_3 port 1: active_mtu 1024, the SKU expects 4096 (expect.ib_mtu): "
+        "'active_mtu:             1024 (3)' (ibv_devinfo line 69)",
+    ),
+    _r(
         "cuda_cannot_start",
         r"CUDA cannot start|cudaErrorNoDevice|CUDA_ERROR_|cudaGetDeviceCount",
         "CUDA could not start on the GPUs the node must have (the probe's CUDA error says why)",
@@ -451,6 +507,27 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "reset the GPU and rerun; RMA if errors recur",
         "RESET",
         example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
+    ),
+    _r(
+        "ecc_disable_pending",
+        r"ECC disable pending",
+        "ECC is on now, but switching it off is pending (`nvidia-smi -e 0` was run, e.g. by a "
+        "provisioning script): the next reboot turns ECC off",
+        "set it back (`nvidia-smi -e 1`, no reboot needed to keep it on); find what ran -e 0 in "
+        "the node's provisioning; rerun",
+        "CONFIG",
+        example="GPU 0 (00000000:18:00.0): ECC mode Enabled, pending Disabled: ECC disable pending, the next "
+        "reboot turns ECC off",
+    ),
+    _r(
+        "ecc_enable_pending",
+        r"ECC enable pending",
+        "ECC was switched on (`nvidia-smi -e 1`) but the GPU has not been reset since: it still runs "
+        "without ECC",
+        "reboot the node (or reset the GPUs) so the pending ECC mode applies; rerun",
+        "REBOOT",
+        example="GPU 0 (00000000:18:00.0): ECC mode Disabled (pending: Enabled): ECC enable pending, applies at "
+        "the next reboot",
     ),
     _r(
         "ecc_disabled",
@@ -724,7 +801,7 @@ def diagnose(
     if audit is not None:
         return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
     words = f"{evidence}\n{reason}"
-    sig = find_signature(words)
+    sig = find_signature(words, check)
     if sig is not None:
         return Diagnosis(sig.cause_in(words), sig.action, sig.cls, sig.name)
     if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:
