@@ -125,6 +125,17 @@ def _r(
 #: ``nvtest.transports.base.FAILURES``) and the next step for that cause alone.
 TRANSPORT_RULES: tuple[Rule, ...] = (
     _r(
+        "excluded_by_scheduler",
+        r"excluded by Slurm",
+        "the scheduler had taken the node out of service before the run (drained, down, not "
+        "responding...): nvtest never ran on it; Slurm's reason says why",
+        "read Slurm's reason (`scontrol show node`); fix what it names (a GPU count lower than "
+        "configured: the GPUs, driver or gres.conf), resume the node "
+        "(`scontrol update nodename=NODE state=resume`) and rerun acceptance on it",
+        "CONFIG",
+        example="NodeError: excluded by Slurm: Slurm state IDLE+DRAIN, reason: gres/gpu count reported lower than configured (0 < 8)",
+    ),
+    _r(
         "unkillable",
         r"unkillable|node wedged",
         "a process of the check survived SIGKILL (uninterruptible sleep, state D): "
