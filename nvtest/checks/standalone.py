@@ -16,6 +16,9 @@ functions (:data:`RUN_JUDGES`), so a reading never says ``passed`` where the run
 - ``dmesg``: :func:`nvtest.checks.health.kernel_log.xid_scan`, the ``xid_scan`` check itself
   (an Xid of catalog severity ``error`` warns, as in a run; a code nvtest does not know is
   ``error``, not judged);
+- ``vllm-bench``: the inference check's :func:`~nvtest.checks.workload.inference.judge_vllm`
+  with a :class:`~nvtest.checks.api.Judge` of no SKU (the tool's failure fails; a token
+  rate outside its physical bound is ``error``);
 - every other tool: the tool's own verdict (``passed``/``completed``) and the states its
   reading shows (:func:`nvtest.playbook.readings.assess`), which is what the run's checks
   judge of those outputs before any threshold.
@@ -29,7 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from nvtest.checks.api import Judge
 from nvtest.checks.health.kernel_log import xid_scan
+from nvtest.checks.workload.inference import judge_vllm
 from nvtest.config.metrics import Hardware
 from nvtest.config.thresholds import assess as assess_value
 from nvtest.jobs.nccl import REDUCED_RE, judge_run
@@ -37,6 +42,7 @@ from nvtest.jobs.pair_jobs import implausible_rows
 from nvtest.parsers.dmesg import KernelLog
 from nvtest.parsers.nccl_tests import NcclLog
 from nvtest.parsers.perftest import PerftestLog
+from nvtest.parsers.vllm_bench import VllmThroughput
 from nvtest.playbook.readings import assess as assess_states
 from nvtest.verdict import Verdict
 
@@ -95,6 +101,15 @@ def _perftest(log: PerftestLog, _text: str) -> Reading:
     return _of(failures, [], errors)
 
 
+def _vllm(_record: VllmThroughput, text: str) -> Reading:
+    """The inference check's own judgement of vLLM's output (:func:`judge_vllm`), with a Judge
+    of no SKU: the tool's failure fails, a rate outside its physical bound is ``error``."""
+    judge = Judge(None, "inference", "nvtest parse", None, Hardware())
+    judge_vllm(judge, {"status": "ok", "raw": text})
+    bad = {v: [f"{m.name}: {m.reason}" for m in judge.metrics if m.verdict is v] for v in (Verdict.FAIL, Verdict.ERROR)}
+    return _of([*judge.failures, *bad[Verdict.FAIL]], list(judge.warnings), bad[Verdict.ERROR])
+
+
 def _dmesg(_log: KernelLog, text: str) -> Reading:
     out = xid_scan(text)
     return _of(list(out.failures), list(out.warnings), [out.error] if out.error else [])
@@ -116,6 +131,7 @@ RUN_JUDGES: dict[type, Callable[[Any, str], Reading]] = {
     NcclLog: _nccl,
     PerftestLog: _perftest,
     KernelLog: _dmesg,
+    VllmThroughput: _vllm,
 }
 
 

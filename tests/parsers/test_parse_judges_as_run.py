@@ -3,7 +3,8 @@
 Every tool ``nvtest parse`` accepts is walked: each corpus output of the tool is read by
 ``nvtest parse``'s reading (:func:`nvtest.checks.standalone.judge_reading`) and judged by
 the run's own function for that output (:data:`RUN`: the nccl checks' ``judge_run``, the
-pair check's perftest rules, the ``xid_scan`` check; for the other tools the tool's own
+pair check's perftest rules, the ``xid_scan`` check, the inference check's ``judge_vllm``;
+for the other tools the tool's own
 verdict and its reading's failed states, which is all the run judges before a threshold
 it needs a SKU for), and the two must agree. Then the three outputs of the issue through
 the CLI itself: a capped nccl-tests sweep, a perftest row at -27 Gb/s, an Xid of catalog
@@ -19,8 +20,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nvtest.checks.api import Judge
 from nvtest.checks.health.kernel_log import xid_scan
 from nvtest.checks.standalone import judge_reading
+from nvtest.checks.workload.inference import judge_vllm
+from nvtest.config.metrics import Hardware
 from nvtest.config.thresholds import assess
 from nvtest.jobs.nccl import REDUCED_RE, judge_run
 from nvtest.jobs.pair_jobs import implausible_rows
@@ -63,6 +67,13 @@ def _run_dmesg(text: str) -> str:
     return xid_scan(text).verdict.value
 
 
+def _run_vllm(text: str) -> str:
+    """The inference check's judge_vllm on the same output (a Judge of no SKU)."""
+    judge = Judge(None, "inference", "n", None, Hardware())
+    judge_vllm(judge, {"status": "ok", "raw": text})
+    return judge.verdict.value
+
+
 def _run_tool_states(tool: str) -> Callable[[str], str]:
     """The tool's own failure and its reading's failed states: what the run's checks judge of
     these outputs before a threshold (which needs a SKU ``nvtest parse`` has not)."""
@@ -82,7 +93,8 @@ RUN: dict[str, Callable[[str], str]] = {
     "nccl-tests": _run_nccl,
     "perftest": _run_perftest,
     "dmesg": _run_dmesg,
-    **{t: _run_tool_states(t) for t in PARSERS if t not in ("nccl-tests", "perftest", "dmesg")},
+    "vllm-bench": _run_vllm,
+    **{t: _run_tool_states(t) for t in PARSERS if t not in ("nccl-tests", "perftest", "dmesg", "vllm-bench")},
 }
 
 OWN = [(p, detect(p.read_text(encoding="utf-8"))) for p in corpus_files()]
@@ -90,7 +102,7 @@ OWN = [(p, detect(p.read_text(encoding="utf-8"))) for p in corpus_files()]
 
 def test_every_tool_nvtest_parse_accepts_is_walked() -> None:
     assert set(RUN) == set(PARSERS)
-    assert {t for _, t in OWN} >= {"nccl-tests", "perftest", "dmesg"}
+    assert {t for _, t in OWN} >= {"nccl-tests", "perftest", "dmesg", "vllm-bench"}
 
 
 @pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
