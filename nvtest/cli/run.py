@@ -213,9 +213,27 @@ def _backend_options(req: RunRequest) -> dict[str, Any]:
             names = discover_nodes(
                 partition=opts.get("partition"), nodelist=os.environ.get("SLURM_JOB_NODELIST"), include_unavailable=True
             )
-            req.excluded = excluded_nodes(names)
-            req.nodes = fold_hostlist(names)
+            req.excluded = {**submitted_excluded(), **excluded_nodes(names)}
+            req.nodes = fold_hostlist([*names, *(n for n in req.excluded if n not in names)])
     return opts
+
+
+#: In a run directory ``nvtest submit --partition`` made: the partition's nodes Slurm had taken
+#: out of service at submission -> its state and reason (the batch job's run lists them).
+EXCLUDED_FILE = "slurm-excluded.json"
+
+
+def submitted_excluded() -> dict[str, str]:
+    """Inside ``nvtest submit``'s batch job (``NVTEST_RUN_DIR`` set): the nodes it found out of
+    service (:data:`EXCLUDED_FILE`); else, or unreadable, {}."""
+    preset = os.environ.get("NVTEST_RUN_DIR")
+    if not preset:
+        return {}
+    try:
+        data = json.loads((Path(preset) / EXCLUDED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def excluded_nodes(names: list[str]) -> dict[str, str]:
