@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvtest.analysis.outliers import SYSTEMIC_MIN_NODES
+from nvtest.text import one_line
 
 __all__ = [
     "DRAIN_MAX_FRACTION",
@@ -88,14 +89,8 @@ def why_not_act(result: Mapping[str, Any], systemic: Iterable[tuple[str, str]] =
     diag = result.get("diagnosis") or {}
     words = f"{diag.get('rule') or ''} {diag.get('cause') or ''}"
     if diag and NOT_THE_NODE.search(words):
-        return f"{check}: the diagnosis puts the cause outside the node ({one_sentence(str(diag.get('cause') or diag.get('rule')))})"
+        return f"{check}: the diagnosis puts the cause outside the node ({one_line(str(diag.get('cause') or diag.get('rule')), 160)})"
     return None
-
-
-def one_sentence(text: str, limit: int = 160) -> str:
-    """``text`` on one line, cut at ``limit`` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 def first_actionable(
