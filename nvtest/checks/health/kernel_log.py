@@ -144,9 +144,6 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
         return out
     for said in driver_binding(lines):
         out.fail(f"the NVIDIA driver did not take the devices: {said}")
-    # a GPU the driver could not bring up or that stopped answering, with no Xid for it
-    for kind, pci in dict.fromkeys((d.kind, d.pci_address) for d in log.driver_messages if d.kind in FAILED_DRIVER):
-        out.fail(f"the NVIDIA driver: {kind.replace('_', ' ')}{' on ' + pci if pci else ''}")
     xids = [e for e in log.events if e.kind != "sxid"]
     sxids = [e for e in log.events if e.kind == "sxid"]
     fatal = 0
@@ -171,6 +168,11 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
             out.note(line)
         elif verdict == "warn":
             out.warn(line)
+    # a GPU the driver could not bring up or that stopped answering (GSP heartbeat, reset
+    # required): a failure where no Xid failed the log; beside a failing Xid (whose catalog
+    # action comes first) a note
+    for kind, gpu in dict.fromkeys((d.kind, d.pci_address) for d in log.driver_messages if d.kind in FAILED_DRIVER):
+        (out.note if fatal else out.fail)(f"the NVIDIA driver: {kind.replace('_', ' ')}{' on ' + gpu if gpu else ''}")
     if unknown:
         out.error = "; ".join(unknown)
     for e in sxids:
