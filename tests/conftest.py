@@ -98,8 +98,7 @@ def _history_in_session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def started_slurm_cluster(
     *, activate: bool = False, nodes: tuple[str, ...] = ("node1", "node2"), **options: Any
 ) -> Iterator[SlurmCluster]:
-    """A real Slurm of ``nodes`` (2 by default: ``node1``, ``node2``; partition ``nvt``) for a
-    test module.
+    """A real Slurm of ``nodes`` (default 2: ``node1``, ``node2``; partition ``nvt``) for a test module.
 
     Skips, printing the reason, where the Debian packages are missing or not root.
     ``activate``: also point this process's Slurm clients (SLURM_CONF, munge socket) at it.

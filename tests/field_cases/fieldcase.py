@@ -42,8 +42,9 @@ Verdict = Literal["pass", "warn", "fail", "error", "skip"]
 RANK = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
 #: Nodes of the shared sshd cluster (the most a multi-node case may name).
 SSH_NODES = 4
-#: The shared Slurm cluster's node names (a slurm case names these).
-SLURM_NODES = ("node1", "node2")
+#: The shared Slurm cluster's node names (a slurm case names these; three, the fewest that
+#: can show a systemic failure).
+SLURM_NODES = ("node1", "node2", "node3")
 
 
 class CaseError(Exception):
@@ -103,6 +104,9 @@ class Arrangement(_Strict):
     timeout_s: float = Field(default=120.0, gt=0, le=600)
     #: slurm: node -> reason; the node is drained before the run (and resumed after)
     drained: dict[str, str] = Field(default_factory=dict)
+    #: ssh: every node behind one address, each at its own port (NAT, port forwarding), as
+    #: the nodes of a second shared sshd cluster on 127.0.0.1
+    one_address: bool = False
     #: slurm: name the nodes (``--nodes``) or give the partition alone (``--partition``)
     select: Literal["nodes", "partition"] = "nodes"
 
@@ -124,6 +128,8 @@ class Arrangement(_Strict):
             raise ValueError(f"nodes: the shared Slurm cluster's nodes are {', '.join(SLURM_NODES)}")
         if self.drained and self.backend != "slurm":
             raise ValueError("drained: only the slurm backend drains nodes")
+        if self.one_address and self.backend != "ssh":
+            raise ValueError("one_address: only the ssh backend puts nodes behind one address")
         if self.select != "nodes" and self.backend != "slurm":
             raise ValueError("select: only the slurm backend selects by partition")
         if not set(self.drained) <= set(self.nodes):
@@ -186,6 +192,8 @@ class Expect(_Strict):
     output_absent: list[Pattern] = Field(default_factory=list)
     #: the run ends within this many seconds (a deadline, a check blocked before its timeout)
     within_s: float | None = Field(default=None, gt=0)
+    #: the nodes the run drained (results.json ``run.drained``; slurm ``--drain-failed``)
+    drained: list[str] | None = None
     nodes: dict[str, NodeExpect] = Field(default_factory=dict)
 
 
@@ -305,16 +313,18 @@ class Clusters:
     use; each node's ``PATH`` starts with a fixed stand-in directory that a case refills."""
 
     base: Path
-    _ssh: Any = None
+    _ssh: dict[bool, Any] = field(default_factory=dict)
     _slurm: Any = None
     _stack: list[Any] = field(default_factory=list)
 
-    def ssh_bin(self, i: int) -> Path:
-        return self.base / "ssh-bins" / f"n{i}"
+    def ssh_bin(self, i: int, one_address: bool = False) -> Path:
+        """Node ``i``'s stand-in directory (first on its ``PATH``) in the sshd cluster."""
+        return self.base / ("nat-bins" if one_address else "ssh-bins") / f"n{i}"
 
-    def ssh(self) -> Any:
-        """The shared :class:`~nvtest.testing.sshd_cluster.SSHDCluster` (``fc01``...)."""
-        if self._ssh is None:
+    def ssh(self, one_address: bool = False) -> Any:
+        """The shared :class:`~nvtest.testing.sshd_cluster.SSHDCluster` (``fc01``...; with
+        ``one_address``, ``nat01``... all on 127.0.0.1), started on first use."""
+        if one_address not in self._ssh:
             import pytest
 
             from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
@@ -323,11 +333,15 @@ class Clusters:
             if reason:
                 print(f"skipping: {reason}")
                 pytest.skip(reason)
-            env = {f"fc{i + 1:02d}": {"PATH": f"{self.ssh_bin(i)}:{os.environ.get('PATH', '')}"} for i in range(SSH_NODES)}
+            prefix = "nat" if one_address else "fc"
+            path = os.environ.get("PATH", "")
+            env = {f"{prefix}{i + 1:02d}": {"PATH": f"{self.ssh_bin(i, one_address)}:{path}"} for i in range(SSH_NODES)}
             for i in range(SSH_NODES):
-                self.ssh_bin(i).mkdir(parents=True, exist_ok=True)
-            self._ssh = SSHDCluster(SSH_NODES, prefix="fc", python=sys.executable, node_env=env).start()
-        return self._ssh
+                self.ssh_bin(i, one_address).mkdir(parents=True, exist_ok=True)
+            self._ssh[one_address] = SSHDCluster(
+                SSH_NODES, prefix=prefix, python=sys.executable, node_env=env, distinct_addresses=not one_address
+            ).start()
+        return self._ssh[one_address]
 
     def slurm_env_dir(self) -> Path:
         return Path(self.slurm().dir) / "task-env"
@@ -338,15 +352,17 @@ class Clusters:
         if self._slurm is None:
             from tests.conftest import started_slurm_cluster
 
-            cm = started_slurm_cluster(task_env={n: {"PATH": os.environ.get("PATH", "")} for n in SLURM_NODES})
+            cm = started_slurm_cluster(
+                nodes=SLURM_NODES, task_env={n: {"PATH": os.environ.get("PATH", "")} for n in SLURM_NODES}
+            )
             self._slurm = cm.__enter__()
             self._stack.append(cm)
         return self._slurm
 
     def close(self) -> None:
         """Stop whatever was started."""
-        if self._ssh is not None:
-            self._ssh.stop()
+        for cluster in self._ssh.values():
+            cluster.stop()
         while self._stack:
             self._stack.pop().__exit__(None, None, None)
 
@@ -386,11 +402,12 @@ def _run_local(case: Case, folder: Path, work: Path) -> CaseRun:
 
 
 def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRun:
-    cluster = clusters.ssh()
+    nat = case.arrangement.one_address
+    cluster = clusters.ssh(nat)
     entries = []
     for i, name in enumerate(case.arrangement.nodes):
         nc = case.nodes.get(name, NodeCase())
-        node_tools(nc, folder, clusters.ssh_bin(i))
+        node_tools(nc, folder, clusters.ssh_bin(i, nat))
         sim = cluster.nodes[i]
         entries.append({"names": name, "address": sim.address, "port": sim.port, **nc.inventory})
         if nc.env:
@@ -428,8 +445,8 @@ def _run_slurm(case: Case, folder: Path, work: Path, clusters: Clusters) -> Case
             args[1:1] = ["--nodes", ",".join(case.arrangement.nodes)]
         env = {**cluster.env, "OMP_NUM_THREADS": "1"}
         proc = run_nvtest(*args, env=env, timeout=case.arrangement.timeout_s + 60)
-    finally:
-        for node in case.arrangement.drained:
+    finally:  # every node back in service for the next case (drained here or by the run)
+        for node in SLURM_NODES:
             cluster.client("scontrol", "update", f"nodename={node}", "state=resume")
     return _finish(proc, work / "r", {n: n for n in case.arrangement.nodes})
 
@@ -518,7 +535,11 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
     if exp.within_s is not None and run.wall_s > exp.within_s:
         problems.append(f"the run took {run.wall_s:.1f} s, expected within {exp.within_s:g} s")
     if run.doc is None:
-        return [*problems, "nvtest wrote no results.json"] if exp.nodes else problems
+        return [*problems, "nvtest wrote no results.json"] if exp.nodes or exp.drained is not None else problems
+    if exp.drained is not None:
+        drained = sorted((run.doc.get("run") or {}).get("drained") or {})
+        if drained != sorted(exp.drained):
+            problems.append(f"drained {drained}, expected {sorted(exp.drained)}")
     view = build_view(run.doc)
     results = list(run.doc.get("results") or [])
     for name, ne in exp.nodes.items():
