@@ -96,7 +96,9 @@ def test_submit_lists_the_node_slurm_drained_with_its_reason(clean: SlurmCluster
         "--out", str(tmp_path), env=clean.env, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"job \d+: 2 node\(s\)", proc.stdout), proc.stdout
+    # node1 and node2 (one may be missing where this busy machine's slurmd answered late: it is
+    # then listed as excluded too, with its own state)
+    assert re.search(r"job \d+: [12] node\(s\)", proc.stdout), proc.stdout
     deadline = time.monotonic() + 300
     while clean.client("squeue", "-h").stdout.strip() and time.monotonic() < deadline:
         time.sleep(0.5)
