@@ -161,6 +161,17 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "gpu002: ib_ports failed on this node (HCA mlx5_1 missing)",
     ),
     _r(
+        "excluded_by_scheduler",
+        r"excluded by Slurm",
+        "the scheduler had taken the node out of service before the run (drained, down, not "
+        "responding...): nvtest never ran on it; Slurm's reason says why",
+        "read Slurm's reason (`scontrol show node`); fix what it names (a GPU count lower than "
+        "configured: the GPUs, driver or gres.conf), resume the node "
+        "(`scontrol update nodename=NODE state=resume`) and rerun acceptance on it",
+        "CONFIG",
+        example="NodeError: excluded by Slurm: Slurm state IDLE+DRAIN, reason: gres/gpu count reported lower than configured (0 < 8)",
+    ),
+    _r(
         "left_out_known_bad",
         r"left out of the multi-node launch",
         "an earlier check of this run failed or hung on this node (named in the reason): it was "

@@ -202,6 +202,8 @@ class ReportView:
     warnings: list[str]
     drained: dict[str, str]
     down: dict[str, str]
+    #: node -> why ``--drain-failed`` did not drain it (``run.not_drained``)
+    not_drained: dict[str, str] = field(default_factory=dict)
 
     @property
     def node_counts(self) -> dict[str, int]:
@@ -425,6 +427,7 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
         warnings=[str(w) for w in run.get("warnings") or []],
         drained={str(k): str(v) for k, v in (run.get("drained") or {}).items()},
         down=down,
+        not_drained={str(k): str(v) for k, v in (run.get("not_drained") or {}).items()},
     )
 
 

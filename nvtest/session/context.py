@@ -62,6 +62,10 @@ class RunConfig(BaseModel):
     duration_s: float | None = None
     rerun_of: str | None = None
     rerun_items: list[tuple[str, str]] | None = None
+    #: nodes the scheduler had taken out of service when the run began (``--partition``
+    #: under Slurm: drained, down, not responding...) -> Slurm's state and reason: each is
+    #: a node of the run that is never started on, its items ``error`` with those words
+    excluded: dict[str, str] = Field(default_factory=dict)
 
 
 #: Words before a down node's reason, by cause (the transport's :data:`FAILURES`, and
@@ -71,6 +75,7 @@ DOWN_WORDS = {
     "timeout": "inventory probe hung",
     "unkillable": "node wedged",
     "probe": "",  # the reason says it: "inventory probe exited 1: ..."
+    "excluded": "excluded by Slurm",  # RunConfig.excluded: the scheduler's state and reason
 }
 
 
@@ -277,22 +282,27 @@ class RunContext:
             if self._facts_done:
                 return
             self._facts_done = True
-            self.emit("phase", {"check": "inventory", "nodes": len(self.nodes)})
+            excluded = self.config.excluded
+            nodes = [n for n in self.nodes if n.name not in excluded]
+            self.emit("phase", {"check": "inventory", "nodes": len(nodes)})
             try:
-                self.probe_dirs = self.transport.stage(self.nodes, probes_dir())
+                self.probe_dirs = self.transport.stage(nodes, probes_dir()) if nodes else {}
             except Exception as exc:  # a staging failure on one node must not stop the run
                 self.store.append("warning", {"message": f"staging probes failed: {exc}"})
                 self.probe_dirs = {}
             results = self.phases.run(
                 "inventory",
-                self.nodes,
+                nodes,
                 lambda n: [n.python, f"{self.probe_dirs.get(n.name, str(probes_dir()))}/inventory_probe.py"],
                 timeout_s=120 * self.config.timeout_scale,
                 touches=("gpu", "pci"),  # NVML and the PCI bus: what a wedged inventory waits on
-            )
+            ) if nodes else {}  # fmt: skip
             for name, state in self.states.items():
-                state.facts_log = self.phases.log_path("inventory", name)
-                self._read_inventory(state, results.get(name))
+                if name in excluded:  # never started on: the scheduler's words say why
+                    state.down_reason, state.down_kind = excluded[name], "excluded"
+                else:
+                    state.facts_log = self.phases.log_path("inventory", name)
+                    self._read_inventory(state, results.get(name))
                 self._match_sku(state)
                 self.emit(
                     "node",
