@@ -99,15 +99,18 @@ def _parts(line: str) -> list[str]:
 def one_line_reason(reason: str, limit: int = REASON_MAX_CHARS) -> tuple[str, bool]:
     """``reason`` as one line of at most ``limit`` characters, and whether anything was left out.
 
-    Whitespace runs (newlines included) become one space. When the line is longer than
+    A reason of one line within ``limit`` is kept as it is; otherwise whitespace runs
+    (newlines included) become one space. When the line is longer than
     ``limit``: its ``"; "``-separated parts lose their parenthesized tails (sources, next
     steps: the evidence holds them), as many whole parts as fit are kept, then
     ``(+N more; whole reason in details.reason_full)``; a first part that alone is too long
     is cut at a word with ``...``.
     """
+    if len(reason) <= limit and "\n" not in reason and "\r" not in reason:
+        return reason, False  # a tool's words as they were (aligned columns in a quote)
     line = " ".join(reason.split())
     if len(line) <= limit:
-        return line, line != reason.strip()
+        return line, True
     parts = [_bare(p) for p in _parts(line)]
     kept: list[str] = []
     for part in parts:

@@ -13,6 +13,7 @@ from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ParseError
 from nvtest.parsers import nvbandwidth
 from nvtest.session.facts import NodeFacts
+from nvtest.text import last_words
 
 H2D = Probe("h2d", script="h2d_probe.py", timeout_s=900, needs=("gpu",), device="gpu")
 
@@ -23,13 +24,6 @@ NVB_HOST_CASES = {
     "host_to_device_bidirectional_memcpy_ce": "bidir_gbps",
 }
 NVB_PEER_CASE = "device_to_device_memcpy_read_ce"
-
-
-def last_words(stdout: str, stderr: str, lines: int = 3, limit: int = 300) -> str:
-    """A tool's last ``lines`` non-blank lines of stdout then stderr, joined (where a tool that
-    stops says why), at most ``limit`` characters; ``no output`` when it printed nothing."""
-    said = [ln.strip() for ln in (stdout + "\n" + stderr).splitlines() if ln.strip()]
-    return " / ".join(said[-lines:])[-limit:] or "no output"
 
 
 def judge_nvbandwidth(judge: Judge, text: str, exit_code: int = 0, stderr: str = "") -> None:

@@ -14,6 +14,8 @@ metric names the check judges on that profile's node when its tools are there:
   the probe's defaults where the recipe names none);
 - ``stream``, ``devmem``: the kernels the probes run; ``nccl*``: the recipe's operations;
   ``ib_write_bw``: the recorded real perftest output through the check's parser;
+  ``nvlink_multinode``: a recorded real multi-node nvbandwidth run (2 x 4 GB200) through the
+  check's reader, on a profile whose GPUs share memory across nodes (``expect.imex``);
 - metrics without a point (temperatures, a training's loss ratio) are named by the catalog.
 
 A check with a threshold and no witness fails the walker, so a new check must say how.
@@ -165,6 +167,15 @@ def _ib_write_bw(profile: SkuProfile, tmp: Path) -> set[str]:
     return {"bw_avg_gbit_s"} if healthy else set()
 
 
+def _nvlink_multinode(profile: SkuProfile, tmp: Path) -> set[str]:
+    from nvtest.checks.interconnect.imex import multinode_bandwidth
+
+    text = (CORPUS / "nvbandwidth/v0.7-multinode-2x4-gb200-read-ce-dra-example.txt").read_text(encoding="utf-8")
+    gpus = profile.expect.gpus or 1
+    shares = multinode_bandwidth(text, [("node001", gpus), ("node002", 8 // gpus)], {})
+    return {"mn_read_ce_gbps"} if profile.expect.imex and any(s.values for s in shares.values()) else set()
+
+
 def _named(*names: str) -> Callable[[SkuProfile, Path], set[str]]:
     return lambda profile, tmp: set(names)
 
@@ -181,6 +192,7 @@ WITNESSES: dict[str, Callable[[SkuProfile, Path], set[str]]] = {
     "nccl_nics_only": _nccl("nccl_nics_only"),
     "nccl_multinode": _nccl("nccl_multinode"),
     "ib_write_bw": _ib_write_bw,
+    "nvlink_multinode": _nvlink_multinode,
     "train_smoke": _named("final_loss_ratio", "step_time_s", "tokens_per_s"),
     "train_multinode": _named("final_loss_ratio", "step_time_s", "tokens_per_s"),
 }

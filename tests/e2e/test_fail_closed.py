@@ -56,6 +56,8 @@ TOPOLOGY_SKIPS = {
     "requeue": "needs the slurm backend",
     "ckpt_shared": "no shared filesystem path configured",
     "container_identity": "container identity is checked under Slurm with a container plugin",
+    "imex": "does not share GPU memory across nodes",
+    "nvlink_multinode": "does not share GPU memory across nodes",
 }
 
 #: The resilience suite's drills take minutes on this machine's 2 cores; they are CPU drills
