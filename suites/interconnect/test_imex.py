@@ -5,7 +5,7 @@
   the domain ``READY``, every connection ``C``, ``Domain State: UP``
   (:func:`nvtest.checks.interconnect.imex.imex_health`).
 - ``nvlink_multinode``: nvbandwidth's ``multinode_device_to_device_memcpy_read_ce`` in one
-  mpirun over the run's nodes of such a SKU, one rank per GPU; per GPU the slowest read from
+  mpirun (one srun step under Slurm) over the run's nodes of such a SKU, one rank per GPU; per GPU the slowest read from
   any other GPU (``mn_read_ce_gbps``, GB/s) against the SKU's threshold. The tool's own
   failure (``CUDA_ERROR_NOT_PERMITTED``: no IMEX channel) fails the node it names, in its words.
 """
@@ -66,9 +66,15 @@ def _mn_run(ctx, nodes) -> dict:
     first = nodes[0]
     layout = [(n.name, _gpus(ctx, n)) for n in nodes]
     prog = [os.environ.get("NVTEST_NVBANDWIDTH", "nvbandwidth"), "-t", MN_READ_CASE]
-    argv = mpirun_argv(layout, prog, opts=mpi_options(ctx, first))
-    key = "nvlink_multinode"
-    res = run_commands(ctx, key, [first], {first.name: render_command(argv, {})}, timeout_s=900)[first.name]
+    launch = getattr(ctx.transport, "launch_multi", None)
+    key: str | None = "nvlink_multinode"
+    if launch is not None:  # Slurm: one srun step, one task per GPU
+        res = launch(nodes, prog, _gpus(ctx, first), 1, {}, timeout_s=900 * ctx.config.timeout_scale)
+        key = None
+    else:
+        argv = mpirun_argv(layout, prog, opts=mpi_options(ctx, first))
+        res = run_commands(ctx, "nvlink_multinode", [first], {first.name: render_command(argv, {})},
+                           timeout_s=900, needs=("gpu",))[first.name]  # fmt: skip
     text = res.stdout + "\n" + res.stderr
     hosts = {}
     for n in nodes:
@@ -94,7 +100,7 @@ def test_nvlink_multinode(node, judge: Judge, node_facts: NodeFacts, nvtest_cont
         raise ProbeSkip("multi-node NVLink needs two nodes of the NVLink domain in the run")
     run = fleet_cache(ctx).get("nvlink_multinode:run", lambda: _mn_run(ctx, nodes))
     judge.detail("command", run["command"])
-    judge.log = ctx.phases.log_path(run["key"], nodes[0].name)
+    judge.log = ctx.phases.log_path(run["key"], nodes[0].name) if run["key"] else judge.log
     if run["shares"] is None:
         raise ProbeError(f"nvbandwidth multinode over {len(nodes)} nodes: {run['why']}")
     share = run["shares"].get(node.name)
