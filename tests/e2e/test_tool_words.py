@@ -62,3 +62,23 @@ def test_a_failing_tools_words_reach_the_reason(results, check):
     assert r["verdict"] in ("fail", "error"), r
     full = (r.get("details") or {}).get("reason_full") or r["reason"]
     assert words(TOOL_CHECKS[check]) in full, full
+
+
+def test_the_walk_covers_every_tool_a_check_runs():
+    """Every tool a suite's Probe runs by name (``command=("<tool>", ...)``, not a shell) and
+    every tool a probe script or job starts for a check is among the failing stand-ins above."""
+    import ast
+
+    from nvtest.config.resources import suites_dir
+
+    named = set()
+    for path in suites_dir().rglob("test_*.py"):
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Probe":
+                cmd = next((k.value for k in n.keywords if k.arg == "command"), None)
+                if isinstance(cmd, ast.Tuple) and cmd.elts and isinstance(cmd.elts[0], ast.Constant):
+                    named.add(str(cmd.elts[0].value))
+    assert named - {"sh", "bash"} <= set(TOOLS), sorted(named - {"sh", "bash"} - set(TOOLS))
+    # started from scripts and jobs: nvbandwidth (h2d probe), nccl-tests, systemctl and
+    # nvidia-imex-ctl (fabric manager and IMEX scripts)
+    assert {"nvbandwidth", "all_reduce_perf", "systemctl", "nvidia-imex-ctl"} <= set(TOOLS)
