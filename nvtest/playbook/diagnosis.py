@@ -379,6 +379,19 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "SKU h100-sxm-80gb)",
     ),
     _r(
+        "idle_hw_slowdown",
+        r"hw_(power_brake_|thermal_)?slowdown active at idle",
+        "the board or the chassis holds an idle GPU's clocks down: power delivery (a power "
+        "supply, a power cable, the BMC's power brake) or cooling, not the GPU's own load",
+        "read the BMC's event log (`ipmitool sel list`) for power-supply and power-brake events; "
+        "check the node's PSUs, the GPU's power cables, inlet temperature and fans; rerun; a GPU "
+        "slowed alone beside healthy neighbours with power and cooling fine needs service",
+        "CABLING",
+        checks=("clocks",),
+        example="GPU 2 (00000000:2A:00.0): hw_power_brake_slowdown active at idle: hardware throttling "
+        "(cooling or power delivery)",
+    ),
+    _r(
         "mig_mode",
         r"nvidia-smi reports MIG mode \w+; SKU \S+ (is a profile of whole GPUs|expects MIG)",
         "a GPU's MIG mode is not what the SKU's profile says (a leftover MIG partitioning, or "
