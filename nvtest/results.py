@@ -40,7 +40,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "CheckResult",
     "MetricResult",
+    "REASON_MAX_CHARS",
     "ResultStore",
+    "bound_reason",
+    "one_line_reason",
     "share_details",
     "assemble",
     "load_results",
@@ -61,6 +64,83 @@ RESERVE_BYTES = 4 << 20
 RESERVE_STEP = 256 << 10
 #: A detail value with more JSON than this, the same in a check's items, is stored once.
 SHARED_DETAIL_BYTES = 8192
+#: A result's reason is one line of at most this many characters: one readable sentence.
+#: What does not fit (every finding, a tool's whole command line) is evidence, kept whole
+#: in the result's ``details.reason_full`` (:func:`bound_reason`).
+REASON_MAX_CHARS = 300
+_MORE = " (+{n} more; whole reason in details.reason_full)"
+
+
+def _bare(part: str) -> str:
+    """``part`` without a parenthesized tail (``msg (source: ...; next: ...)`` -> ``msg``)."""
+    if not part.endswith(")"):
+        return part
+    depth = 0
+    for i in range(len(part) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(part[i], 0)
+        if depth == 0:
+            return part[:i].rstrip() or part
+    return part
+
+
+def _parts(line: str) -> list[str]:
+    """``line`` split at its ``"; "`` outside parentheses (a finding's ``(source: a; next: b)``
+    stays whole)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(line):
+        depth = max(0, depth + {"(": 1, ")": -1}.get(ch, 0))
+        if depth == 0 and line.startswith("; ", i):
+            parts.append(line[start:i])
+            start = i + 2
+    parts.append(line[start:])
+    return [p for p in parts if p.strip()]
+
+
+def one_line_reason(reason: str, limit: int = REASON_MAX_CHARS) -> tuple[str, bool]:
+    """``reason`` as one line of at most ``limit`` characters, and whether anything was left out.
+
+    A reason of one line within ``limit`` is kept as it is; otherwise whitespace runs
+    (newlines included) become one space. When the line is longer than
+    ``limit``: its ``"; "``-separated parts lose their parenthesized tails (sources, next
+    steps: the evidence holds them), as many whole parts as fit are kept, then
+    ``(+N more; whole reason in details.reason_full)``; a first part that alone is too long
+    is cut at a word with ``...``.
+    """
+    if len(reason) <= limit and "\n" not in reason and "\r" not in reason:
+        return reason, False  # a tool's words as they were (aligned columns in a quote)
+    line = " ".join(reason.split())
+    if len(line) <= limit:
+        return line, True
+    parts = [_bare(p) for p in _parts(line)]
+    kept: list[str] = []
+    for part in parts:
+        if len("; ".join([*kept, part]) + _MORE.format(n=len(parts))) > limit:
+            break
+        kept.append(part)
+    cut = not kept
+    if cut:  # the first part alone does not fit: cut it at a word
+        room = limit - len(_MORE.format(n=len(parts))) - 3
+        kept.append(parts[0][:room].rsplit(" ", 1)[0] + "...")
+    left = len(parts) - len(kept)
+    if left == 0 and not cut:
+        return "; ".join(kept), True
+    tail = _MORE.format(n=left) if left else " (cut; whole reason in details.reason_full)"
+    return "; ".join(kept) + tail, True
+
+
+def bound_reason(reason: str, details: Mapping[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
+    """(the one-line reason, the details with ``reason_full`` where words were left out).
+
+    The one place every result's reason is bounded (:class:`CheckResult` on construction,
+    the run's analysis after it adds to reasons). ``reason_full`` keeps the first whole
+    reason recorded (a check's own words outrank a later note on them).
+    """
+    short, cut = one_line_reason(reason)
+    out = dict(details) if details is not None else None
+    if cut:
+        out = {**(out or {})}
+        out.setdefault("reason_full", reason)
+    return short, out
 
 
 @dataclass(frozen=True)
@@ -127,6 +207,13 @@ class CheckResult:
     details: Mapping[str, Any] | None = None
     diagnosis: Mapping[str, str] | None = None
     nodeid: str | None = None
+
+    def __post_init__(self) -> None:
+        # a reason is one readable line (REASON_MAX_CHARS); the evidence keeps the rest
+        if len(self.reason) > REASON_MAX_CHARS or "\n" in self.reason:
+            short, details = bound_reason(self.reason, self.details)
+            object.__setattr__(self, "reason", short)
+            object.__setattr__(self, "details", details)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

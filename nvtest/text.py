@@ -17,7 +17,7 @@ noncharacters U+FFFE and U+FFFF and lone surrogates (neither may appear in XML).
 
 from __future__ import annotations
 
-__all__ = ["has_controls", "one_line", "visible", "visible_value"]
+__all__ = ["has_controls", "last_words", "one_line", "visible", "visible_value"]
 
 _NAMED = {0x0D: "\\r", 0x0B: "\\x0b", 0x0C: "\\x0c"}
 
@@ -61,3 +61,11 @@ def one_line(text: str, limit: int | None = None) -> str:
     characters (None: all of it)."""
     line = text.translate(_LINE_TABLE)
     return line if limit is None else line[:limit]
+
+
+def last_words(stdout: str, stderr: str = "", lines: int = 3, limit: int = 300) -> str:
+    """A tool's last ``lines`` non-blank lines of stdout then stderr, stripped and joined with
+    `` / `` (where a tool that stops says why: nvbandwidth's ``[CUDA_ERROR_...]``, a launcher's
+    abort), the last ``limit`` characters of them; ``no output`` when it printed nothing."""
+    said = [ln.strip() for ln in (stdout + "\n" + stderr).splitlines() if ln.strip()]
+    return " / ".join(said[-lines:])[-limit:] or "no output"

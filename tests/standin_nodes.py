@@ -46,7 +46,7 @@ from tests.conftest import CORPUS, DATA
 
 __all__ = [
     "FAULTS", "PROFILES", "NodeProfile", "Tool", "fatal_xid", "healthy_h100", "hung", "ib_port_down",
-    "install", "lost_gpu", "node_bin", "recovery_action",
+    "install", "lost_gpu", "node_bin", "pcie_sysfs", "recovery_action",
 ]  # fmt: skip
 
 STANDIN = DATA / "standin"
@@ -268,3 +268,37 @@ FAULTS = {
 def node_bin(base: Path, name: str) -> StandInTools:
     """A fresh stand-in directory ``base/<name>/bin`` holding a healthy H100."""
     return healthy_h100(StandInTools(base / name / "bin"))
+
+
+#: The GPUs of the ``h100_healthy`` profile's lspci recording (PCI slots).
+H100_GPU_SLOTS = ("0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
+                  "0000:9d:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0")  # fmt: skip
+#: An H100 SXM5's PCIe link as sysfs shows it (Gen5 x16: ``LnkCap``/``LnkSta`` ``Speed 32GT/s,
+#: Width x16``; the kernel's ``current_link_speed`` reads ``32.0 GT/s PCIe``).
+GEN5 = "32.0 GT/s PCIe"
+
+
+def pcie_sysfs(root: Path, slots: tuple[str, ...] = H100_GPU_SLOTS, widths: Mapping[str, int] | None = None) -> Path:
+    """A sysfs tree under ``root`` for the ``pcie_link`` check's ``$NVTEST_SYSFS_ROOT`` seam:
+    each GPU slot (vendor 0x10de, class 0x030200) behind its own Gen5 x16 root port, its link
+    trained at Gen5 and ``widths[slot]`` lanes (default 16: healthy; 8: the degraded link
+    ``LnkSta x8`` under ``LnkCap x16``); ``sys/bus/pci/devices/<slot>`` links to it. Returns ``root``."""
+    widths = widths or {}
+    bus = root / "sys/bus/pci/devices"
+    bus.mkdir(parents=True, exist_ok=True)
+    for slot in slots:
+        domain, b = slot[:4], slot[5:7]
+        port = root / "sys/devices" / f"pci{domain}:{b}" / f"{domain}:{b}:01.0"  # the root port above it
+        gpu = port / slot
+        gpu.mkdir(parents=True)
+        values = {
+            port: {"vendor": "0x8086", "class": "0x060400", "current_link_speed": GEN5,
+                   "current_link_width": "16", "max_link_speed": GEN5, "max_link_width": "16"},
+            gpu: {"vendor": "0x10de", "device": "0x2330", "class": "0x030200", "current_link_speed": GEN5,
+                  "current_link_width": str(widths.get(slot, 16)), "max_link_speed": GEN5, "max_link_width": "16"},
+        }  # fmt: skip
+        for where, files in values.items():
+            for name, text in files.items():
+                (where / name).write_text(text + "\n")
+        (bus / slot).symlink_to(gpu)
+    return root

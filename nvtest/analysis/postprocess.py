@@ -13,8 +13,10 @@ Adds to the document:
 - ``"fleet": {"policy": {...}, "outliers": [...], "systemic": [...]}`` at the top,
   a run warning per systemic failure, and one per configuration difference the ``sdc``
   check found between groups of GPUs (:func:`nvtest.analysis.sdc.run_warnings`);
+- every reason bounded to one line (:func:`nvtest.results.bound_reason`: what the analysis
+  added to it too; the whole text in ``details.reason_full``);
 - per failing or erroring result ``"diagnosis": {cause, action, class, rule}``, from the
-  tool's own words (the tail of the result's log, when ``run_dir`` is given), the same
+  tool's own words (the whole reason) (the tail of the result's log, when ``run_dir`` is given), the same
   node's other results in the run (its failing configuration findings) and the fleet.
 """
 
@@ -28,7 +30,7 @@ from typing import Any
 from nvtest.analysis.outliers import FleetPolicy, apply_fleet, systemic_failures
 from nvtest.analysis.sdc import run_warnings as sdc_run_warnings
 from nvtest.playbook.diagnosis import diagnose
-from nvtest.results import summarize
+from nvtest.results import bound_reason, summarize
 
 __all__ = ["EVIDENCE_TAIL_BYTES", "evidence_tail", "fleet_policies", "post_process", "recompute_summary"]
 
@@ -137,9 +139,11 @@ def post_process(
     for r in results:
         by_node.setdefault(r["node"], []).append(r)
     for r in results:
+        r["reason"], r["details"] = bound_reason(str(r.get("reason") or ""), r.get("details"))
         evidence = evidence_tail(run_dir, r.get("log")) if r.get("verdict") in ("fail", "error") else ""
+        full = (r.get("details") or {}).get("reason_full")
         d = diagnose(
-            r,
+            {**r, "reason": full} if full else r,  # the tool's words the one-line reason left out
             systemic=(sku_of.get(r["node"]), r["check"]) in pairs,
             evidence=evidence,
             node_results=[o for o in by_node[r["node"]] if o is not r],

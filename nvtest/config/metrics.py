@@ -285,6 +285,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     _s("collectives collectives_multinode", "{op}_busbw_gbps", "GB/s", "bandwidth", "collective", "torch.distributed busbw at the largest size (collective probe)"),
     _s("mpi", "allreduce_busbw_gbps", "GB/s", "bandwidth", "collective", "MPI_Allreduce busbw at the largest size (mpi probe)"),
     _s("mpi", "barrier_latency_us", "us", "latency", "positive", "MPI_Barrier median (mpi probe)"),
+    _s("nvlink_multinode", "mn_read_ce_gbps", "GB/s", "bandwidth", "gpu_peer", "slowest multi-node NVLink read per GPU (nvbandwidth multinode_device_to_device_memcpy_read_ce)"),
     _s("ib_ports", "hca_count", "count", "count", "hca_count", "HCAs ibstat lists"),
     _s("ib_ports", "rate_gbps", "Gb/s", "bandwidth", "ib_rate", "port rate (ibstat Rate)"),
     _s("ib_write_bw", "bw_avg_gbit_s", "Gb/s", "bandwidth", "ib_port", "perftest ib_write_bw BW average per HCA (--report_gbits)"),

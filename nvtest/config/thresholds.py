@@ -193,6 +193,12 @@ class SkuExpect(BaseModel):
     )
     nvlinks_per_gpu: int | None = None
     nvlink_gbps_per_link: float | None = Field(default=None, description="GB/s per link, as nvidia-smi nvlink -s reports")
+    imex: bool | None = Field(
+        default=None,
+        description="True: the GPUs share memory with other nodes over multi-node NVLink (GB200 "
+        "NVL72): an IMEX channel, the nvidia-imex service and its domain are checked, and the "
+        "multi-node NVLink bandwidth is measured",
+    )
     pcie_gen: int | None = None
     pcie_width: int | None = None
     min_driver: str | None = None

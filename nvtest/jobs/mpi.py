@@ -172,14 +172,21 @@ def _short(name: str) -> str:
 
 def node_for_token(token: str, nodes: Sequence[Node]) -> str | None:
     """The node that ``token`` (a name, a short or fully qualified host name, an address)
-    designates, or None."""
+    designates, or None: none does, or several do (nodes behind one address, NAT or port
+    forwarding, with the same host name). Ambiguous evidence names no node: it is "not
+    identifiable", never the first node that fits."""
     token = token.strip().strip("[]").rstrip(":,.")
-    for n in nodes:
-        if token == n.name or token == n.address:
-            return n.name
-    for n in nodes:
-        if _short(token) == _short(n.name) or (n.address and _short(token) == _short(n.address)):
-            return n.name
+    for exact in (True, False):
+        if exact:
+            fits = {n.name for n in nodes if token in (n.name, n.address)}
+        else:
+            fits = {n.name for n in nodes if _short(token) == _short(n.name) or (n.address and _short(token) == _short(n.address))}
+        if token in fits:  # a node's own name: names are unique in an inventory
+            return token
+        if len(fits) == 1:
+            return fits.pop()
+        if fits:
+            return None
     return None
 
 
@@ -190,7 +197,9 @@ def resolve_rank_nodes(
 
     Evidence, strongest first: ``slurm_node`` (``$SLURMD_NODENAME``), ``host``
     (``gethostname()``: name, short name or address of a node), ``ssh_server`` (the address
-    ssh reached the rank's node at); with a single node, every rank is that node's.
+    ssh reached the rank's node at); with a single node, every rank is that node's. Evidence
+    that fits several nodes (one address, one host name for all) identifies none
+    (:func:`node_for_token`).
     """
     out: dict[int, str | None] = {}
     for r in ranks:
@@ -455,11 +464,15 @@ def _preflight(ctx: RunContext, key: str, nodes: Sequence[Node]) -> dict[str, st
 
 @dataclass(frozen=True)
 class NodeShare:
-    """This node's part of an :class:`MpiJob`: rank 0's document and the node's ranks."""
+    """This node's part of an :class:`MpiJob`: rank 0's document and the node's ranks;
+    ``misplaced``: ranks the evidence puts on another node (a failure); ``unidentified``: ranks
+    whose node the evidence cannot tell (several nodes behind one address with one host name,
+    or a host name no node has): a note, never blame."""
 
     doc: dict[str, Any]
     ranks: list[int]
     misplaced: list[str]
+    unidentified: list[int] = field(default_factory=list)
 
 
 def node_share(job: MpiJob, node: Node) -> NodeShare:
@@ -506,11 +519,12 @@ def node_share(job: MpiJob, node: Node) -> NodeShare:
         raise ProbeError(f"rank 0: {job.doc.get('reason')}")
     mine = [r for r, n in sorted(job.expected.items()) if n == node.name]
     misplaced = [
-        f"rank {r} ran on {job.observed.get(r) or 'an unknown host'}, not {node.name}"
+        f"rank {r} ran on {job.observed[r]}, not {node.name}"
         for r in mine
-        if r in job.observed and job.observed[r] != node.name
+        if job.observed.get(r) is not None and job.observed[r] != node.name
     ]
+    unidentified = [r for r in mine if r in job.observed and job.observed[r] is None]
     missing = [r for r in mine if r not in job.observed]
     if missing:
         misplaced.append(f"ranks {missing} missing from the rank map")
-    return NodeShare(job.doc, mine, misplaced)
+    return NodeShare(job.doc, mine, misplaced, unidentified)

@@ -47,6 +47,7 @@ from nvtest.config.inventory import Node
 from nvtest.errors import ParseError
 from nvtest.parsers import nccl_tests
 from nvtest.parsers.nccl_tests import NcclTestRun
+from nvtest.text import last_words
 
 __all__ = [
     "NCCL_OPS",
@@ -430,8 +431,8 @@ def judge_output(
     """
     try:
         log = nccl_tests.parse(text)
-    except ParseError as exc:
-        return NcclVerdict(op=op, status="error", reasons=(f"unreadable nccl-tests output: {exc}",))
+    except ParseError as exc:  # the tool's own last words first: why it printed no table
+        return NcclVerdict(op=op, status="error", reasons=(f"nccl-tests printed no report: {last_words(text)} ({exc})",))
     m = REDUCED_RE.search(text)
     return judge_run(
         log.tests[0],

@@ -9,7 +9,7 @@ every signature over the real lines it is for (with the public source of each li
 over the healthy outputs of the corpus, where none may fire.
 
 Sources of the words: NCCL's transport/net_ib.cc, misc/ibvwrap.cc and transport/nvls.cc
-warnings; perftest's connection and completion errors; DCGM's diag messages; the NVIDIA
+warnings; nvbandwidth's multi-node CUDA errors (NVIDIA/nvbandwidth#39); perftest's connection and completion errors; DCGM's diag messages; the NVIDIA
 driver's NVML errors; nvidia-smi's Fabric section.
 """
 
@@ -197,6 +197,18 @@ SIGNATURES: tuple[Signature, ...] = (
         "the GPU state down between jobs, a setting, not a GPU fault",
         "enable persistence (`systemctl enable --now nvidia-persistenced`, or `nvidia-smi -pm 1` "
         "as root); rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "imex_not_permitted",
+        r"CUDA_ERROR_NOT_PERMITTED[^\n]{0,200}(?:cuMem(?:Create|Import|Export)|Multinode)"
+        r"|no IMEX channel|nvidia-caps-imex-channels",
+        "multi-node NVLink memory was refused (CUDA_ERROR_NOT_PERMITTED on fabric memory): the "
+        "process has no IMEX channel (/dev/nvidia-caps-imex-channels/channelN) or the nvidia-imex "
+        "domain is not up on this node",
+        "create the IMEX channel (driver option NVreg_CreateImexChannel0=1, or the job's prolog), "
+        "start nvidia-imex with every node of the NVLink domain in nodes_config.cfg and check "
+        "`nvidia-imex-ctl -N` shows them READY and the domain UP; rerun",
         "CONFIG",
     ),
     Signature(

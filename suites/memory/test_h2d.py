@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
+from nvtest.checks.api import Judge, Probe, ProbeError
 from nvtest.checks.hardware import expected_gpus, require
 from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import ParseError
 from nvtest.parsers import nvbandwidth
 from nvtest.session.facts import NodeFacts
+from nvtest.text import last_words
 
 H2D = Probe("h2d", script="h2d_probe.py", timeout_s=900, needs=("gpu",), device="gpu")
 
@@ -24,11 +26,24 @@ NVB_HOST_CASES = {
 NVB_PEER_CASE = "device_to_device_memcpy_read_ce"
 
 
-def judge_nvbandwidth(judge: Judge, text: str) -> None:
-    """Judge nvbandwidth's output: per-GPU host copies, and the slowest peer read per GPU."""
-    result = nvbandwidth.parse(text)
+def judge_nvbandwidth(judge: Judge, text: str, exit_code: int = 0, stderr: str = "") -> None:
+    """Judge nvbandwidth's output: per-GPU host copies, and the slowest peer read per GPU.
+
+    The tool's own failure (``[CUDA_ERROR_NOT_PERMITTED] ...``, an assertion) fails the item
+    in its words, and what it measured before is judged too; a non-zero exit without such a
+    line fails it with the tool's last words; output that is not nvbandwidth's is an error.
+
+    Raises:
+        ProbeError: the output is not nvbandwidth's (the message quotes the tool's words).
+    """
+    try:
+        result = nvbandwidth.parse(text)
+    except ParseError as exc:
+        raise ProbeError(f"nvbandwidth exit {exit_code}: {last_words(text, stderr)} ({exc})") from None
     if result.failure is not None:  # the tool's own failure: what it measured before is judged too
         judge.fail(f"nvbandwidth: {result.failure.reason}")
+    elif exit_code != 0:
+        judge.fail(f"nvbandwidth exit {exit_code}: {last_words(text, stderr)}")
     for case, metric in NVB_HOST_CASES.items():
         for gpu, value in result.per_gpu(case):
             judge(metric, value, "GB/s", device=f"cuda:{gpu}")
@@ -46,7 +61,8 @@ def test_h2d(node, measure, judge: Judge, node_facts: NodeFacts, sku: SkuProfile
     require(expected_gpus(node_facts, sku))
     doc = measure(H2D)
     if doc.get("raw_tool") == "nvbandwidth":
-        judge_nvbandwidth(judge, doc.get("raw") or "")
+        judge_nvbandwidth(judge, doc.get("raw") or "", int(doc.get("raw_exit_code") or 0), doc.get("raw_stderr") or "")
         return
+    judge.detail("d2d_read_ce", f"the peer read is nvbandwidth's {NVB_PEER_CASE}, and nvbandwidth did not run (not on the node's PATH, or disabled)")
     for r in doc["results"]:
         judge(f"{r['direction']}_gbps", r.get("best_gbps"), "GB/s", device=r.get("device", "?"))

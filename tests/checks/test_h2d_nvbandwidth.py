@@ -30,3 +30,14 @@ def test_v010_seven_gpus():
     peer = [m for m in j.metrics if m.name == "d2d_read_ce_gbps"]
     assert len(peer) == 7 and all(764.0 <= m.value <= 766.4 for m in peer)
     assert {m.labels["device"] for m in peer} == {f"cuda:{i}" for i in range(7)}
+
+
+def test_the_tools_own_failure_words_fail_the_item():
+    """nvbandwidth prints its CUDA errors on stdout and exits 1: its words are the reason."""
+    text = (CORPUS / "v0.8-multinode-4xh200-cuda-error-not-permitted-cumemcreate-imex-cut.txt").read_text()
+    j = Judge(None, "h2d", "node001", None)
+    _module().judge_nvbandwidth(j, text, 1, "")
+    assert j.failures and "CUDA_ERROR_NOT_PERMITTED" in j.failures[0], j.failures
+    j2 = Judge(None, "h2d", "node001", None)
+    _module().judge_nvbandwidth(j2, "nvbandwidth Version: v0.8\n", 2, "terminate called: bad_alloc\n")
+    assert j2.failures == ["nvbandwidth exit 2: nvbandwidth Version: v0.8 / terminate called: bad_alloc"]

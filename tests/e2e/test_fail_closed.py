@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from nvtest.config.suites import check_mark_name
+from nvtest.results import REASON_MAX_CHARS
 from tests.conftest import REPO, run_nvtest
 from tests.standin_nodes import install
 
@@ -55,6 +56,8 @@ TOPOLOGY_SKIPS = {
     "requeue": "needs the slurm backend",
     "ckpt_shared": "no shared filesystem path configured",
     "container_identity": "container identity is checked under Slurm with a container plugin",
+    "imex": "does not share GPU memory across nodes",
+    "nvlink_multinode": "does not share GPU memory across nodes",
 }
 
 #: The resilience suite's drills take minutes on this machine's 2 cores; they are CPU drills
@@ -122,6 +125,7 @@ def test_rule1_no_check_passes_or_skips_a_gpu_node_its_tools_cannot_see(driver_d
     r = by.get(check)
     assert r is not None, f"{check}: no result ({sorted(by)})"
     assert "not on this hardware" not in r["reason"], r
+    assert len(r["reason"]) <= REASON_MAX_CHARS and "\n" not in r["reason"], r  # one line; the rest is evidence
     if r["verdict"] == "skip":
         assert check in TOPOLOGY_SKIPS and TOPOLOGY_SKIPS[check] in r["reason"], r
     elif check not in NOT_GPU_SUBJECT:

@@ -526,9 +526,15 @@ def _expect_items(
                 yield f"{label}: {key} {pattern!r} not in the diagnosis of its {verdict} items: {got}"
     if exp.reason is not None:
         bad = [r for r in items if r["verdict"] != "pass"] or items
-        reasons = [str(r.get("reason") or "") for r in bad]
+        reasons = [_whole_reason(r) for r in bad]
         if not any(matches(exp.reason, t) for t in reasons):
             yield f"{label}: reason {exp.reason!r} in none of {[t[:300] for t in reasons]}"
+
+
+def _whole_reason(r: dict) -> str:
+    """A result's reason as a whole: its one bounded line, or where words were left out of
+    it (nvtest.results.REASON_MAX_CHARS) the whole text kept in ``details.reason_full``."""
+    return str((r.get("details") or {}).get("reason_full") or r.get("reason") or "")
 
 
 def check_expectations(case: Case, run: CaseRun) -> list[str]:
@@ -568,7 +574,7 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
                 problems.append(f"{name}: no result of check {check!r} (has {sorted({r['check'] for r in items})})")
                 continue
             problems += _expect_items(f"{name} {check}", mine, ce, _worst(mine))
-        texts = [str(r.get("reason") or "") for r in items] + _diag(items, "cause")
+        texts = [_whole_reason(r) for r in items] + _diag(items, "cause")
         if ne.reason_max_chars is not None:
             long = [f"{r['check']}: {len(str(r.get('reason') or ''))} chars" for r in items if len(str(r.get("reason") or "")) > ne.reason_max_chars]
             if long:

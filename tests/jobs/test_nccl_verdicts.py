@@ -104,7 +104,8 @@ def test_a_launch_failure_is_an_error_in_the_shells_words():
 
 def test_not_nccl_output_is_an_error():
     v = judge_output("The job finished.\nSee the attached log for details.\n", op="all_reduce")
-    assert v.status == "error" and "unreadable" in v.reason
+    assert v.status == "error" and "printed no report" in v.reason
+    assert "See the attached log for details." in v.reason  # the tool's own last words
 
 
 def test_recipe_command_line_and_environment():

@@ -20,6 +20,12 @@ from tests.conftest import DATA
 #: (real line(s) the tool printed, its public source, the signature it carries)
 REAL_LINES = [
     (
+        "[CUDA_ERROR_NOT_PERMITTED] operation not permitted in expression cuMemCreate(&handle, "
+        "roundedUpAllocationSize, &prop, 0 ) on node001, rank = 0 in MultinodeMemoryAllocationUn",
+        "https://github.com/NVIDIA/nvbandwidth/issues/39",
+        "imex_not_permitted",
+    ),
+    (
         "ubuntu20-server-2:94639:94647 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : "
         "local access violation work queue error",
         "https://github.com/NVIDIA/nccl/issues/1524",

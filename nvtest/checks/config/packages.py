@@ -150,12 +150,19 @@ def _against_time(out: Outcome, p: Platform, mine: Mapping[str, Package], source
 def _against_running(out: Outcome, p: Platform, mine: Mapping[str, Package], source: str, drifted: set[str]) -> None:
     module = (p.modules.get("nvidia") or {}).get("version")
     if module:
+        by_version: dict[str, list[Package]] = {}
         for pkg in sorted(mine.values(), key=lambda k: k.name):
             if pkg.name.startswith(DRIVER_PREFIXES) and pkg.upstream != module:
                 drifted.add(pkg.name)
-                record(out, Finding("fail", f"{pkg.name} {pkg.version} is installed, the loaded nvidia module is {module}",
-                                    f"{source}; {p.sysfs('sys/module/nvidia/version')}",
-                                    REMEDIATION["driver_module_mismatch"]))  # fmt: skip
+                by_version.setdefault(pkg.upstream, []).append(pkg)
+        for pkgs in by_version.values():  # one finding per version: one sentence, not one per package
+            if len(pkgs) == 1:
+                what = f"{pkgs[0].name} {pkgs[0].version} is installed"
+            else:
+                what = f"{len(pkgs)} driver packages ({', '.join(k.name for k in pkgs)}) are installed at {pkgs[0].upstream}"
+            record(out, Finding("fail", f"{what}, the loaded nvidia module is {module}",
+                                f"{source}; {p.sysfs('sys/module/nvidia/version')}",
+                                REMEDIATION["driver_module_mismatch"]))  # fmt: skip
     kernels = [k for k in mine if k.startswith(("linux-image-", "kernel"))]
     running = p.kernel or ""
     if kernels and running:
@@ -182,9 +189,11 @@ def package_drift(p: Platform, fleet: Mapping[str, Mapping[str, Package]]) -> Ou
         record(out, Finding("note", out.error, source))
         return out
     drifted: set[str] = set()
+    # the loaded module against the packages first: the one-line reason (results.REASON_MAX_CHARS)
+    # starts with the finding that names the cause (a driver changed under a running module)
+    _against_running(out, p, mine, source, drifted)
     _against_fleet(out, mine, fleet, source, drifted)
     _against_time(out, p, mine, source, drifted)
-    _against_running(out, p, mine, source, drifted)
     out.measure("drifted_packages", len(drifted), "count")
     out.details["packages"] = {k: {"version": v.version, "installed": _date(v.installed_at)} for k, v in sorted(mine.items())}
     return out

@@ -45,8 +45,11 @@ _GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 
 #: Shell run on the node: one line per hop of every NVIDIA/Mellanox GPU or NIC function,
 #: ``dev<TAB>hop<TAB>vendor<TAB>class<TAB>cur_speed<TAB>cur_width<TAB>max_speed<TAB>max_width<TAB>up_max_speed<TAB>up_max_width``.
+#: It reads ``sys/`` under ``$NVTEST_SYSFS_ROOT`` (default ``/``): the same test seam as the
+#: config probe's ``--sysfs-root``, so stand-in nodes give it a recorded tree.
 SYSFS_SCRIPT = r"""
-for d in /sys/bus/pci/devices/*; do
+root="${NVTEST_SYSFS_ROOT:-}"; root="${root%/}"
+for d in "$root"/sys/bus/pci/devices/*; do
   v=$(cat "$d/vendor" 2>/dev/null); c=$(cat "$d/class" 2>/dev/null)
   case "$v" in 0x10de|0x15b3) ;; *) continue ;; esac
   case "$c" in 0x03*|0x02*) ;; *) continue ;; esac

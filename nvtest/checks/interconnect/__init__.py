@@ -13,4 +13,6 @@ One job per module:
   clients once the servers listen), then the second pass.
 - :mod:`~nvtest.jobs.base`: the per-run cache of multi-node phases and the helpers that
   turn one launch into one share per node.
+- :mod:`~nvtest.checks.interconnect.imex`: multi-node NVLink (GB200 NVL72): the IMEX channel,
+  service and domain, and one multi-node nvbandwidth run read per node, pure.
 """
