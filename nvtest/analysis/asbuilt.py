@@ -24,7 +24,7 @@ from typing import Any
 
 from nvtest.results import read_events, write_atomic
 
-__all__ = ["DRIFT_FIELDS", "SCHEMA", "collect", "drift", "summary", "write_asbuilt_json"]
+__all__ = ["DRIFT_FIELDS", "SCHEMA", "collect", "compare_runs", "drift", "summary", "write_asbuilt_json"]
 
 SCHEMA = "nvtest-asbuilt/1"
 #: How many differing nodes a (rack, SKU) table lists in the report (all are in asbuilt.json).
@@ -104,7 +104,7 @@ def drift(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     for sku, nodes in by_sku.items():
         maj: dict[str, str] = {}
         for label in DRIFT_FIELDS:
-            counts = Counter(values[n][label] for n in nodes if values[n][label] is not None)
+            counts = Counter(str(v) for n in nodes if (v := values[n][label]) is not None)
             if counts:
                 maj[label] = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
         majority[sku] = maj
@@ -162,3 +162,17 @@ def write_asbuilt_json(run_dir: Path, doc: Mapping[str, Any], records: Mapping[s
         "since_last": section.get("since_last"),
     }
     return write_atomic(run_dir / "asbuilt.json", json.dumps(body, indent=1, sort_keys=False) + "\n")
+
+
+def compare_runs(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None:
+    """What changed in the as-built records from run A to run B (``nvtest compare``): parts
+    swapped, firmware moved, nodes that appeared or disappeared
+    (:func:`nvtest.history.asbuilt.diff_records`); None when either run has no record.
+    ``run_a``/``run_b``: run directories or their results.json."""
+    from nvtest.history.asbuilt import diff_records
+
+    a = collect(run_a.parent if run_a.suffix == ".json" else run_a)
+    b = collect(run_b.parent if run_b.suffix == ".json" else run_b)
+    if not a or not b:
+        return None
+    return diff_records(a, b)

@@ -24,6 +24,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from nvtest.report.asbuilt import asbuilt_view
 from nvtest.report.history import history_view
 from nvtest.report.model import (
     VERDICTS,
@@ -375,6 +376,7 @@ def template_context(view: ReportView, *, xmlns: bool = False) -> dict[str, Any]
         "groups": config_groups(view),
         "rs": resilience_view(view.doc.get("results") or []),
         "hv": history_view(view.doc),
+        "ab": asbuilt_view(view.doc),
     }
 
 
