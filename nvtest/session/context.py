@@ -376,6 +376,27 @@ class RunContext:
                 },
             )
 
+    def collect_bug_reports(self) -> None:
+        """``nvidia-bug-report.sh`` on each node that failed, where its SKU's recipe enables it
+        (:mod:`nvtest.session.bug_report`); a report not taken is a run warning."""
+        from nvtest.results import read_events
+        from nvtest.session.bug_report import bug_report_targets, collect_bug_reports
+
+        failed = {
+            str(ev.get("node")) for ev in read_events(self.run_dir / "results.jsonl")
+            if ev.get("kind") == "result" and ev.get("verdict") == "fail"
+        }  # fmt: skip
+        up = {n for n in failed if n in self.states and not self.states[n].down_reason}
+        recipes: dict[str, Any] = {}
+        for n in up:
+            match = self.states[n].match
+            recipes[n] = match.profile.recipe if match is not None and match.profile is not None else None
+        deadline, names = bug_report_targets(up, recipes)
+        collect_bug_reports(
+            [self.states[n].node for n in names], deadline * self.config.timeout_scale, self.phases.run,
+            lambda message: self.store.append("warning", {"message": message}),
+        )  # fmt: skip
+
     def write_errors(self) -> list[OutputWriteError]:
         """The run's files that could not be written so far: results.jsonl first, then
         the first evidence log files (see :class:`~nvtest.session.phase.PhaseRunner`)."""

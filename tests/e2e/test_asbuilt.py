@@ -122,6 +122,17 @@ def test_rma_refuses_a_node_that_passed(local):
 
 
 LAYOUT = {"gpu01": "h100_healthy", "gpu02": "h100_driver_down"}
+BUG_REPORT = DATA / "standin" / "nvidia-bug-report-log-header-assembled.txt"
+#: A stand-in nvidia-bug-report.sh: as the real one, it writes the log gzipped to the
+#: ``--output-file`` path plus ``.gz`` and prints where.
+BUG_REPORT_SH = """#!/bin/sh
+out=nvidia-bug-report.log
+while [ $# -gt 0 ]; do [ "$1" = --output-file ] && { out="$2"; shift; }; shift; done
+case "$out" in *.gz) ;; *) out="$out.gz" ;; esac
+gzip -c < '{log}' > "$out" && echo "complete: $out"
+"""
+#: The site overlay that turns the collection on (recipe bug_report, a 60 s deadline).
+OVERLAY = "schema_version: 1\nname: site\napplies_to: [h100-sxm-80gb]\nrecipe:\n  bug_report: {enabled: true, timeout_s: 60}\n"
 
 
 @pytest.fixture(scope="module")
@@ -134,12 +145,18 @@ def cluster_run(tmp_path_factory) -> Iterator[tuple[dict, Path, dict]]:
         n: {"PATH": install(p, tmp / f"bin-{n}").path_prefix(), "NVTEST_ASBUILT_ROOT": str(ASBUILT_ROOT)}
         for n, p in LAYOUT.items()
     }
+    for n in LAYOUT:  # every node has the tool; the run must take it on the failed node only
+        sh = tmp / f"bin-{n}" / "nvidia-bug-report.sh"
+        sh.write_text(BUG_REPORT_SH.replace("{log}", str(BUG_REPORT)))
+        sh.chmod(0o755)
+    overlay = tmp / "site.yaml"
+    overlay.write_text(OVERLAY)
     with SSHDCluster(len(LAYOUT), prefix="gpu", python=sys.executable, node_env=env) as cluster:
         assert cluster.names == sorted(LAYOUT)
         settings = {n.name: {"address": n.address, "port": n.port} for n in cluster.nodes}
         proc = run_nvtest(
             "run", "--backend", "ssh", "--inventory", str(cluster.inventory_path), "--suite", "delivery",
-            "-k", CHECKS, "--out", str(tmp / "r"), "--progress", "none",
+            "-k", CHECKS, "--out", str(tmp / "r"), "--progress", "none", "--overlay", str(overlay),
             env={"HOME": str(cluster.client_home()), "NVTEST_HISTORY": str(tmp / "h.sqlite")}, timeout=300,
         )  # fmt: skip
     run_dir = (tmp / "r" / "latest").resolve()
@@ -161,6 +178,9 @@ def test_asbuilt_over_ssh_names_each_nodes_parts_or_why_not(cluster_run):
     assert down["hcas"][0]["firmware"] == "28.43.2026"
     assert doc["nodes"]["gpu02"]["verdict"] == "fail"
     assert "nvtest rma" in (run_dir / "report.html").read_text()
+    # nvidia-bug-report.sh ran on the failed node only (the site enabled it), its log kept
+    assert "Start of NVIDIA bug report log file" in (run_dir / "logs" / "gpu02" / "nvidia-bug-report.log").read_text()
+    assert not (run_dir / "logs" / "gpu01" / "nvidia-bug-report.log").exists()
 
 
 @pytest.mark.sshd
@@ -178,6 +198,7 @@ def test_rma_bundle_holds_the_failed_nodes_evidence_and_nothing_of_the_others(cl
     assert gpus["diagnosis"]["action"] and gpus["log"] in members  # its raw tool output is in the archive
     assert "couldn't communicate with the NVIDIA driver" in members[gpus["log"]]
     assert "next step" in members["diagnosis.md"] and "verdicts.json" in members["README.txt"]
+    assert "NVRM version: NVIDIA UNIX x86_64 Kernel Module  565.57.01" in members["logs/nvidia-bug-report.log"]
     record = json.loads(members["asbuilt.json"])["record"]
     assert record["hcas"][0]["firmware"] == "28.43.2026" and record["hcas"][0]["node_guid"]  # GUIDs kept
     # nothing names a node of the run: not the other node, not this one (sanitised as nvtest evidence does)
