@@ -3,8 +3,7 @@ node's previous acceptance.
 
 Each node's record (:mod:`nvtest.session.asbuilt`) is an ``asbuilt`` line of results.jsonl,
 written when the inventory was read. :func:`collect` gathers them; :func:`write_asbuilt_json`
-writes ``asbuilt.json`` (docs/asbuilt.md; schema ``docs/asbuilt.schema.json``, shipped as
-``nvtest/analysis/asbuilt.schema.json``)::
+writes ``asbuilt.json`` (docs/asbuilt.md; schema ``docs/asbuilt.schema.json``)::
 
     {"schema": "nvtest-asbuilt/1", "run_id": ..., "cluster": ..., "nodes": {name: record},
      "drift": {...}, "since_last": {...}}

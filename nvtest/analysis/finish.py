@@ -67,25 +67,28 @@ def finish_run(
         The document as written and the paths of the files written.
 
     Raises:
-        OutputWriteError: results.json or a report could not be written (one line: the
-            path and the errno); each file is whole or absent, never cut.
+        OutputWriteError: results.json, asbuilt.json or a report could not be written (one
+            line: the path and the errno); each file is whole or absent, never cut.
         ConfigError: ``pdf`` was asked and no PDF engine is available.
     """
     if doc is None:
         doc = assemble(run_dir / "results.jsonl", extra)
     records = collect(run_dir)
+    source = (doc.get("run") or {}).get("evaluated_from") or {}
+    if not records and source.get("run_dir"):  # a re-judged copy: the run's own records
+        records = collect(Path(str(source["run_dir"])))
     post_process(doc, catalog=catalog, run_dir=run_dir)
     since_last: dict[str, Any] | None = None
     if history is not False and not (doc.get("run") or {}).get("evaluated_from"):
         since_last = _record_history(doc, None if history is True else history, records)
     elif isinstance(doc.get("asbuilt"), dict):
         since_last = doc["asbuilt"].get("since_last")  # a re-judged copy keeps what its run found
-    extra_paths: list[Path] = []
     if records:
         doc["asbuilt"] = asbuilt_summary(records, since_last)
-        extra_paths.append(write_asbuilt_json(run_dir, doc, records))
-    written = write_results(run_dir, doc)
-    return Finished(doc, [written, *extra_paths, *render_all(run_dir, doc, pdf=pdf)])
+    written = [write_results(run_dir, doc)]
+    if records:
+        written.append(write_asbuilt_json(run_dir, doc, records))
+    return Finished(doc, [*written, *render_all(run_dir, doc, pdf=pdf)])
 
 
 def _record_history(
