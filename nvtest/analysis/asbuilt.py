@@ -5,8 +5,8 @@ Each node's record (:mod:`nvtest.session.asbuilt`) is an ``asbuilt`` line of res
 written when the inventory was read. :func:`collect` gathers them; :func:`write_asbuilt_json`
 writes ``asbuilt.json`` (docs/asbuilt.md; schema ``docs/asbuilt.schema.json``)::
 
-    {"schema": "nvtest-asbuilt/1", "run_id": ..., "cluster": ..., "nodes": {name: record},
-     "drift": {...}, "since_last": {...}}
+    {"schema": "nvtest-asbuilt/1", "run_id": ..., "cluster": ..., "sources": SOURCES,
+     "nodes": {name: record}, "drift": {...}, "since_last": {...}}
 
 :func:`drift` is what the report shows (results.json's ``asbuilt`` section, compact for
 thousands of nodes): per SKU the majority value of each version field over the run's nodes of
@@ -23,9 +23,29 @@ from typing import Any
 
 from nvtest.results import read_events, write_atomic
 
-__all__ = ["DRIFT_FIELDS", "SCHEMA", "collect", "compare_runs", "drift", "summary", "write_asbuilt_json"]
+__all__ = ["DRIFT_FIELDS", "SCHEMA", "SOURCES", "collect", "compare_runs", "drift", "summary", "write_asbuilt_json"]
 
 SCHEMA = "nvtest-asbuilt/1"
+#: Where each field comes from (``hcas.psid``: the ``psid`` of every HCA).
+SOURCES = {
+    "system": "sysfs /sys/class/dmi/id (SMBIOS as the kernel exports it)",
+    "software.driver": "nvidia-smi -q -x <driver_version>",
+    "software.cuda": "nvidia-smi -q -x <cuda_version>",
+    "software.fabric_manager": "nv-fabricmanager --version",
+    "software.ofed": "ofed_info -s",
+    "software.kernel": "the inventory probe (uname -r)",
+    "software.os": "/etc/os-release PRETTY_NAME",
+    "gpus": "nvidia-smi -q -x (serial, uuid, vbios_version, inforom_version, board_part_number); slot from the PCI bus",
+    "nvswitches": "the PCI bus (sysfs /sys/bus/pci/devices, lspci -vmm -nn -D)",
+    "hcas.model": "ibstat CA type, else sysfs /sys/class/infiniband/<hca>/hca_type",
+    "hcas.firmware": "ibstat Firmware version, else sysfs /sys/class/infiniband/<hca>/fw_ver",
+    "hcas.psid": "sysfs /sys/class/infiniband/<hca>/board_id",
+    "hcas.node_guid": "ibstat Node GUID, else sysfs /sys/class/infiniband/<hca>/node_guid",
+    "hcas.sys_image_guid": "ibstat System image GUID, else sysfs /sys/class/infiniband/<hca>/sys_image_guid",
+    "hcas.port_guids": "ibstat Port GUID",
+    "hcas.slot": "sysfs /sys/class/infiniband/<hca>/device",
+}
+
 #: How many differing nodes a (rack, SKU) table lists in the report (all are in asbuilt.json).
 MAX_ROWS = 50
 
@@ -156,11 +176,12 @@ def write_asbuilt_json(run_dir: Path, doc: Mapping[str, Any], records: Mapping[s
         "schema": SCHEMA,
         "run_id": run.get("run_id"),
         "cluster": run.get("history_cluster") or run.get("cluster"),
+        "sources": SOURCES,
         "nodes": dict(records),
         "drift": section.get("drift"),
         "since_last": section.get("since_last"),
     }
-    return write_atomic(run_dir / "asbuilt.json", json.dumps(body, indent=1, sort_keys=False) + "\n")
+    return write_atomic(run_dir / "asbuilt.json", json.dumps(body) + "\n")
 
 
 def compare_runs(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None:

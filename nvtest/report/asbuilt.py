@@ -17,14 +17,18 @@ __all__ = ["asbuilt_view"]
 #: Rows of the changes table and of the RMA list shown (the rest: asbuilt.json, results.csv).
 MAX_CHANGES = 200
 MAX_RMA = 200
+#: Differing nodes listed per SKU (the rest: asbuilt.json's drift).
+MAX_DRIFT_ROWS = 300
 
 
 def asbuilt_view(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     """What the section shows, or None when the run has no as-built record.
 
-    ``{"nodes", "unreadable", "fields", "groups": [{"rack", "sku", "nodes", "differing",
-    "more", "majority": {label: value}, "rows": [{"node", "cells": [(value, differs)]}]}],
-    "changes": [...], "changes_more", "compared", "rma": [(node, verdict, command)], "rma_more"}``
+    ``{"nodes", "unreadable", "skus": [{"sku", "fields", "majority": [values], "cols" (the
+    fields some node differs in), "col_majority", "rows": [{"rack", "node", "cells": [(value,
+    differs)]}] (only differing nodes, by rack), "nodes", "differing", "more", "racks":
+    [(rack, nodes, differing)]}], "changes": [...], "changes_more", "compared", "rma": [(node,
+    verdict, command)], "rma_more"}``
     """
     ab = doc.get("asbuilt")
     if not isinstance(ab, Mapping):
@@ -32,15 +36,29 @@ def asbuilt_view(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     drift = ab.get("drift") or {}
     fields = list(drift.get("fields") or [])
     majority = drift.get("majority") or {}
-    groups = []
-    for g in drift.get("groups") or []:
-        maj = majority.get(g.get("sku") or "") or {}
-        shown = [f for f in fields if f in maj]
+    skus = []
+    for sku in sorted(majority):
+        maj = majority[sku] or {}
+        mine = [g for g in drift.get("groups") or [] if (g.get("sku") or "") == sku]
+        differ = {f for g in mine for r in g.get("rows") or [] for f in r["values"]}
+        cols = [f for f in fields if f in differ]
         rows = [
-            {"node": r["node"], "cells": [(r["values"].get(f, maj.get(f)), f in r["values"]) for f in shown]}
-            for r in g.get("rows") or []
-        ]
-        groups.append({**g, "fields": shown, "majority": [maj[f] for f in shown], "rows": rows})
+            {"rack": g.get("rack") or "", "node": r["node"],
+             "cells": [(r["values"].get(f, maj.get(f)), f in r["values"]) for f in cols]}
+            for g in mine for r in g.get("rows") or []
+        ]  # fmt: skip
+        skus.append({
+            "sku": sku,
+            "fields": [f for f in fields if f in maj],
+            "majority": [maj[f] for f in fields if f in maj],
+            "cols": cols,
+            "col_majority": [maj[f] for f in cols],
+            "rows": rows[:MAX_DRIFT_ROWS],
+            "nodes": sum(int(g.get("nodes") or 0) for g in mine),
+            "differing": sum(int(g.get("differing") or 0) for g in mine),
+            "more": sum(int(g.get("more") or 0) for g in mine) + max(0, len(rows) - MAX_DRIFT_ROWS),
+            "racks": [(g.get("rack") or "", g.get("nodes") or 0, g.get("differing") or 0) for g in mine],
+        })
     since = ab.get("since_last")
     changes = list((since or {}).get("changes") or [])
     run_id = str((doc.get("run") or {}).get("run_id") or "RUN_DIR")
@@ -53,7 +71,7 @@ def asbuilt_view(doc: Mapping[str, Any]) -> dict[str, Any] | None:
         "file": ab.get("file") or "asbuilt.json",
         "nodes": ab.get("nodes") or 0,
         "unreadable": list(ab.get("unreadable") or []),
-        "groups": groups,
+        "skus": skus,
         "compared": since is not None,
         "previous_runs": list((since or {}).get("previous_runs") or []),
         "changes": changes[:MAX_CHANGES],

@@ -16,12 +16,12 @@ docs/asbuilt.schema.json)::
      "nvswitches": [{"slot": ..., "device": ...}],
      "hcas": [{"name": "mlx5_0", "slot": ..., "model": "MT4129", "firmware": "28.43.2026",
                "psid": "MT_0000000838", "node_guid": ..., "sys_image_guid": ..., "port_guids": [...]}],
-     "sources": {"system": "sysfs /sys/class/dmi/id", "gpus": "nvidia-smi -q -x", ...},
      "unread": {"system.serial": "/sys/class/dmi/id/product_serial: permission denied ...",
                 "hcas[mlx5_0].psid": "...", ...}}
 
 Every field is its value or None; every None is in ``unread`` with why (the tool's words, the
-file's error); ``sources`` names where each group or field came from. Building a record never
+file's error); where each field comes from is :data:`nvtest.analysis.asbuilt.SOURCES` (the
+same for every node: asbuilt.json states it once). Building a record never
 raises: what cannot be read is said, the rest is kept (a node that did not answer is
 ``read: false`` with the run's reason).
 """
@@ -32,27 +32,7 @@ from typing import Any
 
 from nvtest.session.facts import NodeFacts
 
-__all__ = ["SOURCES", "asbuilt_record", "down_record", "norm_slot"]
-
-#: Where each field comes from (``hcas.psid``: the ``psid`` of every HCA).
-SOURCES = {
-    "system": "sysfs /sys/class/dmi/id (SMBIOS as the kernel exports it)",
-    "software.driver": "nvidia-smi -q -x <driver_version>",
-    "software.cuda": "nvidia-smi -q -x <cuda_version>",
-    "software.fabric_manager": "nv-fabricmanager --version",
-    "software.ofed": "ofed_info -s",
-    "software.kernel": "the inventory probe (uname -r)",
-    "software.os": "/etc/os-release PRETTY_NAME",
-    "gpus": "nvidia-smi -q -x (serial, uuid, vbios_version, inforom_version, board_part_number); slot from the PCI bus",
-    "nvswitches": "the PCI bus (sysfs /sys/bus/pci/devices, lspci -vmm -nn -D)",
-    "hcas.model": "ibstat CA type, else sysfs /sys/class/infiniband/<hca>/hca_type",
-    "hcas.firmware": "ibstat Firmware version, else sysfs /sys/class/infiniband/<hca>/fw_ver",
-    "hcas.psid": "sysfs /sys/class/infiniband/<hca>/board_id",
-    "hcas.node_guid": "ibstat Node GUID, else sysfs /sys/class/infiniband/<hca>/node_guid",
-    "hcas.sys_image_guid": "ibstat System image GUID, else sysfs /sys/class/infiniband/<hca>/sys_image_guid",
-    "hcas.port_guids": "ibstat Port GUID",
-    "hcas.slot": "sysfs /sys/class/infiniband/<hca>/device",
-}
+__all__ = ["asbuilt_record", "down_record", "norm_slot"]
 
 #: record field -> /sys/class/dmi/id file.
 _DMI = {
@@ -105,7 +85,6 @@ def asbuilt_record(
         except Exception as exc:  # one unreadable part never loses the others
             record[part] = {} if part in ("system", "software") else []
             unread[part] = f"could not be read: {type(exc).__name__}: {exc}"
-    record["sources"] = dict(SOURCES)
     record["unread"] = unread
     return record
 

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from nvtest.analysis.asbuilt import drift
+from nvtest.analysis.asbuilt import SOURCES, drift
 from nvtest.history import HistoryStore
 from nvtest.history.asbuilt import diff_records, since_last_acceptance, write_asbuilt
 from nvtest.session.asbuilt import asbuilt_record
@@ -74,7 +74,7 @@ def _nulls(record: dict[str, Any]) -> set[str]:
 
 
 def _validate(records: dict[str, dict[str, Any]]) -> list[str]:
-    doc = {"schema": "nvtest-asbuilt/1", "run_id": "r", "cluster": "c", "nodes": records, "drift": drift(records), "since_last": None}
+    doc = {"schema": "nvtest-asbuilt/1", "run_id": "r", "cluster": "c", "sources": SOURCES, "nodes": records, "drift": drift(records), "since_last": None}
     return [e.message for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(doc)]
 
 

@@ -92,7 +92,7 @@ def test_asbuilt_json_validates_and_names_the_standins_parts(local):
     # what could not be read says why; every field says its source
     assert rec["software"]["ofed"] is None and "ofed_info not found on PATH" in rec["unread"]["software.ofed"]
     assert "product_serial" in rec["unread"]["system.serial"]
-    assert "nvidia-smi -q -x" in rec["sources"]["gpus"] and "ibstat" in rec["sources"]["hcas.firmware"]
+    assert "nvidia-smi -q -x" in asbuilt["sources"]["gpus"] and "ibstat" in asbuilt["sources"]["hcas.firmware"]
 
 
 def test_a_swapped_gpu_serial_is_reported(local):
