@@ -37,6 +37,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -243,16 +244,31 @@ def cpu_ranges(cpus: list) -> str:
 
 
 def run_raw(cmd: list, timeout_s: float = 60.0) -> dict:
+    """Run ``cmd`` in its own process group; past ``timeout_s`` the whole group is killed, so a
+    child that keeps the tool's output open cannot hold the probe past the deadline."""
     exe = shutil.which(cmd[0])
     if exe is None:
         return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"{cmd[0]} not found on PATH"}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, errors="replace")
-    except subprocess.TimeoutExpired:
-        return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"timed out after {timeout_s:g} s"}
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            errors="replace", start_new_session=True,
+        )
     except OSError as exc:
         return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"cannot run: {exc}"}
-    return {"cmd": cmd, "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "reason": None}
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        proc.wait()
+        return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"timed out after {timeout_s:g} s"}
+    return {"cmd": cmd, "rc": proc.returncode, "stdout": out, "stderr": err, "reason": None}
 
 
 def main() -> int:

@@ -193,3 +193,13 @@ def test_probe_reads_the_asbuilt_root_and_says_why_for_what_is_absent(tmp_path):
 def test_the_schema_is_valid():
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     assert Path(REPO / "docs" / "asbuilt.md").read_text().count("asbuilt.schema.json") >= 1
+
+
+def test_a_tool_past_its_deadline_is_killed_with_its_children():
+    import time
+
+    start = time.monotonic()
+    got = PROBE.run_raw(["sh", "-c", "sleep 30 & sleep 30"], timeout_s=1.0)
+    assert time.monotonic() - start < 10  # the child holding the pipe did not hold the probe
+    assert got["rc"] is None and got["reason"] == "timed out after 1 s"
+    assert PROBE.run_raw(["sh", "-c", "echo MLNX_OFED_LINUX-24.10-1.1.4.0:"])["stdout"] == "MLNX_OFED_LINUX-24.10-1.1.4.0:\n"
