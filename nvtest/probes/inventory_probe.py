@@ -20,7 +20,7 @@ tool or an unreadable sysfs is recorded with the reason, never an error. Read-on
 changes nothing on the node. ``$NVTEST_ASBUILT_ROOT`` (default ``/``) is the test seam of
 the as-built files: nvtest's tests point it at a tree of recorded values.
 
-Output: {"probe": "inventory", "probe_version": 2, "status": "ok", "host": ...,
+Output: {"probe": "inventory", "probe_version": 3, "status": "ok", "host": ...,
 "cpu": {..., "affinity": "0-63", "numa_nodes": "0-1"}, "memory": {...}, "os": {...},
 "tools": {name: path|null}, "python": {...},
 "pci_sysfs": {"path": str, "devices": [{"slot", "vendor", "device", "class", "numa_node", "driver"}],
@@ -42,7 +42,7 @@ import socket
 import subprocess
 import sys
 
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 PCI_SYSFS = "/sys/bus/pci/devices"
 #: Environment variables that change what a collective, MPI or torch.distributed run does.
 ENV_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "PMIX_MCA_", "NVSHMEM_")
