@@ -9,7 +9,7 @@ number >= 0).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -81,26 +81,27 @@ def compare(
         console.print("no change beyond the tolerance")
     counts = summarise(changes)
     console.print("  ".join(f"{n} {k}" for k, n in counts.items()))
-    _print_asbuilt(run_a, run_b)
+    parts = _print_asbuilt(run_a, run_b)
     if html is not None:
         html.write_text(
-            render_compare_html(changes, doc_a, doc_b, show_same=show_all), encoding="utf-8"
+            render_compare_html(changes, doc_a, doc_b, show_same=show_all, asbuilt=parts), encoding="utf-8"
         )
         console.print(f"html: {html}")
     raise typer.Exit(EXIT_OK)
 
 
-def _print_asbuilt(run_a: Path, run_b: Path) -> None:
-    """The as-built changes from A to B: parts swapped, firmware moved, nodes in one run only."""
+def _print_asbuilt(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None:
+    """Print the as-built changes from A to B (parts swapped, firmware moved, nodes in one run
+    only) and return them; None when either run has no asbuilt.json."""
     from nvtest.analysis.asbuilt import compare_runs
 
     parts = compare_runs(run_a, run_b)
     if parts is None:
         console.print("as built: not compared (a run without asbuilt.json)")
-        return
+        return None
     if not parts:
         console.print("as built: no part swapped, no firmware moved, the same nodes")
-        return
+        return parts
     rows = [
         (c["node"], Text(c["kind"], style=_AB_STYLE.get(c["kind"], "yellow")), c["part"], c["field"] or "",
          c["before"] if c["before"] is not None else "", c["now"] if c["now"] is not None else "")
@@ -108,3 +109,4 @@ def _print_asbuilt(run_a: Path, run_b: Path) -> None:
     ]  # fmt: skip
     console.print(f"as built: {len(parts)} change(s)")
     print_table(console, ("node", "change", "part", "field", "A", "B"), rows)
+    return parts

@@ -106,8 +106,10 @@ def test_a_swapped_gpu_serial_is_reported(local):
     assert _errors(json.loads((second / "asbuilt.json").read_text())) == []
     html = (second / "report.html").read_text()
     assert 'id="asbuilt"' in html and SERIAL_AFTER in html and "swapped" in html
-    proc = run_nvtest("compare", str(first), str(second))
+    page = first.parent.parent / "diff.html"
+    proc = run_nvtest("compare", str(first), str(second), "--html", str(page))
     assert proc.returncode == 0, proc.stderr
+    assert 'id="asbuilt-changes"' in page.read_text() and SERIAL_AFTER in page.read_text()
     out = re.sub(r"\s+", " ", proc.stdout)
     assert "as built: 1 change(s)" in out and "swapped" in out and SERIAL_AFTER in out, proc.stdout[-2000:]
 
