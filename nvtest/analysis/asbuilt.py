@@ -37,6 +37,7 @@ SOURCES = {
     "software.os": "/etc/os-release PRETTY_NAME",
     "gpus": "nvidia-smi -q -x (serial, uuid, vbios_version, inforom_version, board_part_number); slot from the PCI bus",
     "nvswitches": "the PCI bus (sysfs /sys/bus/pci/devices, lspci -vmm -nn -D)",
+    "nics": "the PCI bus (network class 02xx: sysfs ids, lspci names, the bound driver)",
     "hcas.model": "ibstat CA type, else sysfs /sys/class/infiniband/<hca>/hca_type",
     "hcas.firmware": "ibstat Firmware version, else sysfs /sys/class/infiniband/<hca>/fw_ver",
     "hcas.psid": "sysfs /sys/class/infiniband/<hca>/board_id",

@@ -12,7 +12,8 @@ asbuilt.json's ``nodes``; docs/asbuilt.md) and lists what a customer asks about 
 ``kind``: ``swapped`` (a GPU's serial or UUID at the same PCI slot, an HCA's node GUID or
 PSID under the same name, or the system's serial changed: the part is another one),
 ``firmware`` (a version moved: VBIOS, InfoROM, HCA firmware, BIOS, driver, CUDA, fabric
-manager, OFED, kernel, OS), ``added`` / ``removed`` (a GPU slot or HCA only on one side),
+manager, OFED, kernel, OS), ``added`` / ``removed`` (a GPU slot, HCA or NIC slot only on one side; a NIC's model changed at
+its slot is ``swapped``),
 ``appeared`` / ``disappeared`` (a node only on one side). A field that could not be read on
 either side is not a change (unknown is not different).
 
@@ -38,6 +39,7 @@ __all__ = ["diff_records", "previous_asbuilt", "since_last_acceptance", "write_a
 _GPU = (("serial", "swapped"), ("uuid", "swapped"), ("board_part_number", "swapped"), ("vbios", "firmware"),
         ("inforom_image", "firmware"), ("inforom_oem", "firmware"), ("inforom_ecc", "firmware"))  # fmt: skip
 _HCA = (("node_guid", "swapped"), ("psid", "firmware"), ("model", "swapped"), ("firmware", "firmware"))
+_NIC = (("device", "swapped"), ("vendor", "swapped"))
 _SYSTEM = (("serial", "swapped"), ("product", "swapped"), ("bios_version", "firmware"), ("bios_date", "firmware"))
 _SOFTWARE = (("driver", "firmware"), ("cuda", "firmware"), ("fabric_manager", "firmware"), ("ofed", "firmware"),
              ("kernel", "firmware"), ("os", "firmware"))  # fmt: skip
@@ -53,6 +55,8 @@ def _parts(record: Mapping[str, Any]) -> dict[str, tuple[Mapping[str, Any], tupl
         out[f"gpu {g.get('slot')}"] = (g, _GPU)
     for h in record.get("hcas") or []:
         out[f"hca {h.get('name')}"] = (h, _HCA)
+    for n in record.get("nics") or []:
+        out[f"nic {n.get('slot')}"] = (n, _NIC)
     return out
 
 

@@ -14,6 +14,7 @@ docs/asbuilt.schema.json)::
                "inforom_image": ..., "inforom_oem": ..., "inforom_ecc": ...,
                "board_part_number": ...}],
      "nvswitches": [{"slot": ..., "device": ...}],
+     "nics": [{"slot": ..., "vendor": ..., "device": "MT2910 Family [ConnectX-7]", "driver": "mlx5_core"}],
      "hcas": [{"name": "mlx5_0", "slot": ..., "model": "MT4129", "firmware": "28.43.2026",
                "psid": "MT_0000000838", "node_guid": ..., "sys_image_guid": ..., "port_guids": [...]}],
      "unread": {"system.serial": "/sys/class/dmi/id/product_serial: permission denied ...",
@@ -79,6 +80,7 @@ def asbuilt_record(
         ("gpus", lambda: _gpus(raw, facts, unread)),
         ("nvswitches", lambda: [{"slot": p.slot, "device": p.device or p.device_id} for p in facts.bus("nvswitch")]),
         ("hcas", lambda: _hcas(raw, doc, facts, unread)),
+        ("nics", lambda: _nics(facts, unread)),
     ):
         try:
             record[part] = build()
@@ -176,6 +178,19 @@ def _gpus(raw: dict[str, Any], facts: NodeFacts, unread: dict[str, str]) -> list
                 unread[f"gpus[{slot}].{k}"] = (
                     why if got is None else f"nvidia-smi -q -x reports no value (N/A or no element) for {k}"
                 )
+        out.append(entry)
+    return out
+
+
+def _nics(facts: NodeFacts, unread: dict[str, str]) -> list[dict[str, Any]]:
+    """Every network function on the PCI bus (Ethernet and InfiniBand, the HCAs' too): model
+    and driver; the firmware of an HCA is in ``hcas``, an Ethernet-only NIC's is not read."""
+    out = []
+    for p in facts.bus("nic"):
+        entry = {"slot": p.slot, "vendor": p.vendor or p.vendor_id, "device": p.device or p.device_id, "driver": p.driver}
+        for key, value in entry.items():
+            if value is None:
+                unread[f"nics[{p.slot}].{key}"] = f"not shown by the PCI bus readings ({facts.bus_text()})"
         out.append(entry)
     return out
 

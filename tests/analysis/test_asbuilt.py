@@ -39,6 +39,14 @@ def _probe_module() -> Any:
 PROBE = _probe_module()
 
 
+#: Two network functions as sysfs lists them (ConnectX-7, 15b3:1021, class 0207): one bound
+#: to mlx5_core, one with no driver bound.
+NICS = [
+    {"slot": "0000:18:00.0", "vendor": "15b3", "device": "1021", "class": "020700", "numa_node": 0, "driver": "mlx5_core"},
+    {"slot": "0000:2a:00.0", "vendor": "15b3", "device": "1021", "class": "020700", "numa_node": 0, "driver": None},
+]
+
+
 def _raw(stdout: str = "", rc: int | None = 0, reason: str | None = None, stderr: str = "") -> dict[str, Any]:
     return {"cmd": [], "rc": rc, "stdout": stdout, "stderr": stderr, "reason": reason}
 
@@ -55,7 +63,7 @@ def _doc(**raw: dict[str, Any]) -> dict[str, Any]:
     base.update({k.replace("_", "-") if k == "nvidia_smi_xml" else k: v for k, v in raw.items()})
     return {
         "probe": "inventory", "host": "gpu017", "cpu": {}, "memory": {}, "os": {"pretty_name": "Ubuntu 22.04.5 LTS", "kernel": "5.15.0-122-generic"},
-        "pci_sysfs": {"path": "/sys/bus/pci/devices", "devices": [], "reason": None},
+        "pci_sysfs": {"path": "/sys/bus/pci/devices", "devices": NICS, "reason": None},
         "asbuilt": PROBE.asbuilt_sysfs(str(ROOT)), "raw": base,
     }  # fmt: skip
 
@@ -70,6 +78,8 @@ def _nulls(record: dict[str, Any]) -> set[str]:
         out |= {f"gpus[{g['slot']}].{k}" for k, v in g.items() if v is None}
     for h in record["hcas"]:
         out |= {f"hcas[{h['name']}].{k}" for k, v in h.items() if v is None}
+    for n in record["nics"]:
+        out |= {f"nics[{n['slot']}].{k}" for k, v in n.items() if v is None}
     return out
 
 
@@ -100,6 +110,10 @@ def test_every_null_field_says_why(case):
     assert rec["system"]["bios_version"] == "2.5b" and "product_serial" in rec["unread"]["system.serial"]
 
 
+def healthy_nics(rec: dict[str, Any]) -> list[tuple[str, str | None, str | None]]:
+    return [(n["slot"], n["device"], n["driver"]) for n in rec["nics"]]
+
+
 def test_the_tools_words_are_the_reason():
     rec = _record(_doc(**CASES["driver_down"]))
     assert "couldn't communicate with the NVIDIA driver" in rec["unread"]["gpus[0000:1b:00.0].serial"]
@@ -108,6 +122,8 @@ def test_the_tools_words_are_the_reason():
     h = rec["hcas"][0]
     assert h["firmware"] == "28.43.2026" and h["psid"] == "MT_0000000838"  # sysfs stands in for ibstat
     assert "ibstat not found on PATH" in rec["unread"]["hcas[mlx5_0].node_guid"]
+    assert healthy_nics(rec) == [("0000:18:00.0", "1021", "mlx5_core"), ("0000:2a:00.0", "1021", None)]
+    assert "PCI bus" in rec["unread"]["nics[0000:2a:00.0].driver"]
     rec = _record(_doc(**CASES["ofed_fails"]))
     assert rec["unread"]["software.ofed"] == "ofed_info -s exited 1: ofed_info: command failed"
     healthy = _record(_doc())
@@ -137,6 +153,7 @@ def test_changes_are_named_by_kind_and_unknown_is_not_different():
     after["hcas"][0]["psid"] = None  # unread now: not a change
     after["software"]["driver"] = "570.86.15"
     after["hcas"].pop()
+    after["nics"][1]["device"] = "101d"  # another NIC model in the same slot
     changes = diff_records({"a": before, "b": before}, {"a": after, "c": before})
     kinds = {(c["node"], c["kind"], c["part"], c["field"]) for c in changes}
     assert kinds == {
@@ -144,6 +161,7 @@ def test_changes_are_named_by_kind_and_unknown_is_not_different():
         ("a", "firmware", "gpu 0000:c3:00.0", "vbios"),
         ("a", "firmware", "software", "driver"),
         ("a", "removed", "hca mlx5_7", None),
+        ("a", "swapped", "nic 0000:2a:00.0", "device"),
         ("b", "disappeared", "node", None),
         ("c", "appeared", "node", None),
     }
