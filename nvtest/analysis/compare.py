@@ -157,8 +157,10 @@ def render_compare_html(
     doc_a: Mapping[str, Any],
     doc_b: Mapping[str, Any],
     show_same: bool = False,
+    asbuilt: list[dict[str, Any]] | None = None,
 ) -> str:
-    """A self-contained HTML page of the comparison (every string escaped)."""
+    """A self-contained HTML page of the comparison (every string escaped); ``asbuilt``: the
+    as-built changes (:func:`nvtest.analysis.asbuilt.compare_runs`; None: not compared)."""
     ra, rb = doc_a.get("run") or {}, doc_b.get("run") or {}
     counts = summarise(changes)
     rows = []
@@ -173,6 +175,19 @@ def render_compare_html(
             + "</tr>"
         )
     summary = " · ".join(f"{n} {escape(k)}" for k, n in counts.items())
+    ab_rows = "".join(
+        f'<tr class="{escape(str(c["kind"]))}">'
+        + "".join(f"<td>{escape(str(c[k] if c[k] is not None else ''))}</td>" for k in ("node", "kind", "part", "field", "before", "now"))
+        + "</tr>"
+        for c in asbuilt or []
+    )
+    if asbuilt is None:
+        ab_html = '<p class="muted">As built: not compared (a run without asbuilt.json).</p>'
+    elif not asbuilt:
+        ab_html = "<p>As built: no part swapped, no firmware moved, the same nodes.</p>"
+    else:
+        ab_html = ('<h2>As built</h2><table id="asbuilt-changes"><thead><tr><th>node</th><th>change</th><th>part</th>'
+                   f"<th>field</th><th>A</th><th>B</th></tr></thead><tbody>{ab_rows}</tbody></table>")  # fmt: skip
     va = (doc_a.get("summary") or {}).get("verdict", "-")
     vb = (doc_b.get("summary") or {}).get("verdict", "-")
     return f"""<!DOCTYPE html>
@@ -183,7 +198,7 @@ def render_compare_html(
 body {{ font-family: system-ui, "DejaVu Sans", sans-serif; margin: 1.5rem 2rem; color: #1f2328; }}
 table {{ border-collapse: collapse; font-size: .88rem; }} th, td {{ border: 1px solid #d0d7de; padding: .25rem .5rem; text-align: left; }}
 th {{ background: #f6f8fa; }} tr.worse td {{ background: #ffebe9; }} tr.better td {{ background: #dafbe1; }}
-tr.gone td, tr.new td {{ background: #fff8c5; }} .muted {{ color: #57606a; }}
+tr.gone td, tr.new td, tr.firmware td {{ background: #fff8c5; }} tr.swapped td, tr.disappeared td, tr.removed td {{ background: #ffebe9; }} .muted {{ color: #57606a; }}
 </style></head><body>
 <h1>nvtest: what changed</h1>
 <p>A: run <b>{escape(str(ra.get("run_id")))}</b> ({escape(str(va))}) → B: run <b>{escape(str(rb.get("run_id")))}</b> ({escape(str(vb))})</p>
@@ -193,5 +208,6 @@ tr.gone td, tr.new td {{ background: #fff8c5; }} .muted {{ color: #57606a; }}
 {chr(10).join(rows)}
 </tbody></table>
 <p class="muted">Better or worse by verdict first, then by the threshold's direction (min: higher is better; max: lower is better); within the tolerance counts as same.</p>
+{ab_html}
 </body></html>
 """

@@ -7,6 +7,7 @@ run             :mod:`nvtest.cli.run`
 submit          :mod:`nvtest.cli.submit`
 report          :mod:`nvtest.cli.report`
 compare         :mod:`nvtest.cli.compare`
+rma             :mod:`nvtest.cli.rma`
 evaluate        :mod:`nvtest.cli.evaluate`
 verify          :mod:`nvtest.cli.verify`
 inventory       :mod:`nvtest.cli.inventory`
@@ -45,7 +46,7 @@ __all__ = ["VERBS", "app", "main"]
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
 VERBS = (
     "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "verify", "compare",
-    "evidence", "gate", "sweep", "history", "export", "config",
+    "rma", "evidence", "gate", "sweep", "history", "export", "config",
 )  # fmt: skip
 
 try:

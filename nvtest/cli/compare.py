@@ -1,6 +1,7 @@
 """The ``nvtest compare`` command: what got better or worse between two runs.
 
-Reads two run directories' results.json; exits 0 whatever
+Reads two run directories' results.json (and their asbuilt.json: parts swapped, firmware
+moved, nodes in one run only); exits 0 whatever
 changed (2 when a results.json cannot be read or ``--tolerance`` is not a finite
 number >= 0).
 """
@@ -8,7 +9,7 @@ number >= 0).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
@@ -27,6 +28,9 @@ _STYLE = {
     "changed": "cyan",
     "same": "dim",
 }
+
+
+_AB_STYLE = {"swapped": "red", "removed": "red", "disappeared": "red", "firmware": "cyan"}
 
 
 @app.command(
@@ -77,9 +81,32 @@ def compare(
         console.print("no change beyond the tolerance")
     counts = summarise(changes)
     console.print("  ".join(f"{n} {k}" for k, n in counts.items()))
+    parts = _print_asbuilt(run_a, run_b)
     if html is not None:
         html.write_text(
-            render_compare_html(changes, doc_a, doc_b, show_same=show_all), encoding="utf-8"
+            render_compare_html(changes, doc_a, doc_b, show_same=show_all, asbuilt=parts), encoding="utf-8"
         )
         console.print(f"html: {html}")
     raise typer.Exit(EXIT_OK)
+
+
+def _print_asbuilt(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None:
+    """Print the as-built changes from A to B (parts swapped, firmware moved, nodes in one run
+    only) and return them; None when either run has no asbuilt.json."""
+    from nvtest.analysis.asbuilt import compare_runs
+
+    parts = compare_runs(run_a, run_b)
+    if parts is None:
+        console.print("as built: not compared (a run without asbuilt.json)")
+        return None
+    if not parts:
+        console.print("as built: no part swapped, no firmware moved, the same nodes")
+        return parts
+    rows = [
+        (c["node"], Text(c["kind"], style=_AB_STYLE.get(c["kind"], "yellow")), c["part"], c["field"] or "",
+         c["before"] if c["before"] is not None else "", c["now"] if c["now"] is not None else "")
+        for c in parts
+    ]  # fmt: skip
+    console.print(f"as built: {len(parts)} change(s)")
+    print_table(console, ("node", "change", "part", "field", "A", "B"), rows)
+    return parts

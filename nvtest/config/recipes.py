@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 __all__ = [
+    "BugReportRecipe",
     "BurninRecipe",
     "CollectivesMultinodeRecipe",
     "CollectivesRecipe",
@@ -185,6 +186,15 @@ class NcclMultinodeRecipe(NcclSectionRecipe):
     """Recipe ``nccl_multinode``: as ``nccl``, and the pair schedule of its pair check."""
 
     pairs: PairsRecipe | None = None
+
+
+class BugReportRecipe(_Section):
+    """Recipe ``bug_report`` (nvtest/session/bug_report.py): at the end of a run, run
+    ``nvidia-bug-report.sh`` on each node that failed, for its RMA bundle (``nvtest rma``).
+    Off unless ``enabled``; ``timeout_s`` is its deadline on each node (seconds)."""
+
+    enabled: StrictBool = False
+    timeout_s: PositiveFloat = 300.0
 
 
 class FleetRecipe(_Section):

@@ -50,6 +50,7 @@ from nvtest.config.metrics import (
     suggest,
 )
 from nvtest.config.recipes import (
+    BugReportRecipe,
     BurninRecipe,
     CollectivesMultinodeRecipe,
     CollectivesRecipe,
@@ -296,6 +297,7 @@ class RecipeSections(BaseModel):
     nccl_multinode: NcclMultinodeRecipe | None = None
     fleet: FleetRecipe | None = None
     gate: GateRecipe | None = None
+    bug_report: BugReportRecipe | None = None
 
 
 def _recipe_error(loc: tuple[str, ...], message: str, value: Any) -> ValidationError:

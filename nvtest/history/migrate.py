@@ -21,6 +21,8 @@ Steps:
       (``nvtest history NODE --cluster ''``) and are never the "previous run" of a
       run whose cluster is named, so a node is never compared with another
       cluster's node of the same name.
+4     ``asbuilt``: each node's as-built record per run, so the next acceptance of
+      (cluster, node) reports swapped parts and moved firmware
 ====  ==========================================================================
 """
 
@@ -132,11 +134,29 @@ def _v3(conn: Connection) -> None:
     conn.execute(text("CREATE INDEX ix_runs_cluster ON runs (cluster)"))
 
 
+def _v4(conn: Connection) -> None:
+    md = MetaData()
+    ab = Table(
+        "asbuilt",
+        md,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("run_key", String(200), nullable=False),
+        Column("cluster", String(255), nullable=False, server_default=""),
+        Column("node", String(255), nullable=False),
+        Column("at", Float, nullable=False),
+        Column("record", Text, nullable=False),
+    )
+    Index("ix_asbuilt_node_time", ab.c.cluster, ab.c.node, ab.c.at)
+    Index("ix_asbuilt_run", ab.c.run_key)
+    ab.create(conn)
+
+
 #: (version, description, step) in order; the last version is ``schema.LATEST``.
 STEPS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "runs, results, metrics", _v1),
     (2, "events; results.action_class", _v2),
     (3, "runs.cluster, events.cluster (rows before: '')", _v3),
+    (4, "asbuilt: each node's as-built record per run", _v4),
 )
 assert STEPS[-1][0] == LATEST
 

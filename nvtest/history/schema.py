@@ -29,10 +29,10 @@ from sqlalchemy import (
     Text,
 )
 
-__all__ = ["LATEST", "events", "metadata", "metrics", "results", "runs", "schema_table"]
+__all__ = ["LATEST", "asbuilt", "events", "metadata", "metrics", "results", "runs", "schema_table"]
 
 #: The schema version this nvtest writes and reads.
-LATEST = 3
+LATEST = 4
 
 metadata = MetaData()
 
@@ -120,3 +120,19 @@ events = Table(
 )
 Index("ix_events_node_time", events.c.node, events.c.at)
 Index("ix_events_kind_day", events.c.kind, events.c.day)
+
+#: v4: each node's as-built record of each run (docs/asbuilt.md), the JSON as asbuilt.json
+#: holds it, so the next acceptance of (cluster, node) finds what was delivered before.
+#: ``run_key`` is the run's ``runs.key``; one row per (run_key, node): a rebuild replaces it.
+asbuilt = Table(
+    "asbuilt",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_key", String(200), nullable=False),
+    Column("cluster", String(255), nullable=False, server_default=""),
+    Column("node", String(255), nullable=False),
+    Column("at", Float, nullable=False),
+    Column("record", Text, nullable=False),
+)
+Index("ix_asbuilt_node_time", asbuilt.c.cluster, asbuilt.c.node, asbuilt.c.at)
+Index("ix_asbuilt_run", asbuilt.c.run_key)

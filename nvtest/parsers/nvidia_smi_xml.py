@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 
 from nvtest.parsers._common import (
     FailureKind,
@@ -39,7 +40,7 @@ from nvtest.parsers.nvidia_smi_q import SmiGpu, SmiQuery, gpu_from_tree, query_e
 TOOL = "nvidia-smi-xml"
 DESCRIPTION = "nvidia-smi -q -x XML: the -q record from any DTD version"
 
-__all__ = ["FAILURES", "XmlNode", "detect", "parse"]
+__all__ = ["FAILURES", "GpuIdentity", "XmlNode", "detect", "identities", "parse"]
 
 
 class XmlNode:
@@ -229,3 +230,62 @@ def parse(text: str) -> SmiQuery:
 def detect(text: str) -> bool:
     """True when ``text`` holds an ``nvidia_smi_log`` XML document."""
     return "<nvidia_smi_log" in text[:5000]
+
+
+@dataclass(frozen=True)
+class GpuIdentity:
+    """What a ``<gpu>`` element says the board *is* (the as-built record's fields, not its state).
+
+    Each value is the element's text as printed (``N/A`` kept: the tool's own word for "not
+    reported"), or None when the element is absent (older DTDs have no ``gpu_part_number``).
+    """
+
+    pci_bus_id: str
+    product_name: str | None = None
+    serial: str | None = None
+    uuid: str | None = None
+    vbios_version: str | None = None
+    board_part_number: str | None = None
+    gpu_part_number: str | None = None
+    inforom_image: str | None = None
+    inforom_oem: str | None = None
+    inforom_ecc: str | None = None
+    inforom_pwr: str | None = None
+
+
+_IDENTITY_PATHS = {
+    "product_name": "product_name",
+    "serial": "serial",
+    "uuid": "uuid",
+    "vbios_version": "vbios_version",
+    "board_part_number": "board_part_number",
+    "gpu_part_number": "gpu_part_number",
+    "inforom_image": "inforom_version/img_version",
+    "inforom_oem": "inforom_version/oem_object",
+    "inforom_ecc": "inforom_version/ecc_object",
+    "inforom_pwr": "inforom_version/pwr_object",
+}
+
+
+def identities(text: str) -> tuple[GpuIdentity, ...]:
+    """The identity of every complete ``<gpu>`` element of an ``nvidia-smi -q -x`` document,
+    in document order (a document cut short gives the GPUs before the cut).
+
+    Raises:
+        ParseError: no ``<nvidia_smi_log`` document in ``text``.
+    """
+    if "<nvidia_smi_log" not in text:
+        raise not_tool_output(TOOL, "<nvidia_smi_log>", text)
+    out = []
+    for block in _GPU_BLOCK_RE.finditer(_squeeze(text)):
+        try:
+            el = ET.fromstring(block.group(0))
+        except ET.ParseError:
+            continue
+        values = {}
+        for name, path in _IDENTITY_PATHS.items():
+            found = el.findtext(path)
+            values[name] = found.strip() if found is not None and found.strip() else None
+        bus = (el.findtext("pci/pci_bus_id") or el.get("id") or "").strip()
+        out.append(GpuIdentity(pci_bus_id=bus, **values))
+    return tuple(out)

@@ -11,15 +11,23 @@ the environment that shapes collective and MPI runs (``NCCL_*``, ``UCX_*``,
 probe's process; and the raw text of the field's tools for the controller to
 parse: ``lspci -vmm -nn -D`` (pciutils), ``nvidia-smi -q -x`` (NVIDIA driver),
 ``ibstat`` (infiniband-diags), plus which tools and Python libraries the node
-has. A missing tool or an unreadable sysfs is recorded with the reason, never an
-error. Read-only: it changes nothing on the node.
+has. For the as-built record (docs/asbuilt.md): the system's DMI identity
+(``/sys/class/dmi/id``: vendor, product, serials, BIOS; no dmidecode, no root needed but for
+the serials, which say "permission denied" when unreadable), each RDMA device's firmware,
+board id (PSID), type and GUIDs from ``/sys/class/infiniband``, and the raw text of
+``ofed_info -s`` and ``nv-fabricmanager --version`` (each with a 10 s deadline). A missing
+tool or an unreadable sysfs is recorded with the reason, never an error. Read-only: it
+changes nothing on the node. ``$NVTEST_ASBUILT_ROOT`` (default ``/``) is the test seam of
+the as-built files: nvtest's tests point it at a tree of recorded values.
 
-Output: {"probe": "inventory", "probe_version": 2, "status": "ok", "host": ...,
+Output: {"probe": "inventory", "probe_version": 3, "status": "ok", "host": ...,
 "cpu": {..., "affinity": "0-63", "numa_nodes": "0-1"}, "memory": {...}, "os": {...},
 "tools": {name: path|null}, "python": {...},
 "pci_sysfs": {"path": str, "devices": [{"slot", "vendor", "device", "class", "numa_node", "driver"}],
 "reason": str|null}, "rdma_sysfs": {hca: {"pci": slot, "numa_node": int|null}},
 "net_sysfs": {iface: {"pci": slot|null, "operstate": str|null}}, "environment": {name: value},
+"asbuilt": {"dmi": {"path": str, "fields": {name: {"value": str|null, "reason": str|null}}},
+"infiniband": {"path": str, "reason": str|null, "devices": {hca: {field: {"value", "reason"}}}}},
 "raw": {tool: {"cmd": [...], "rc": int|null, "stdout": str, "stderr": str, "reason": str|null}}}
 """
 
@@ -29,11 +37,12 @@ import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 
-PROBE_VERSION = 2
+PROBE_VERSION = 3
 PCI_SYSFS = "/sys/bus/pci/devices"
 #: Environment variables that change what a collective, MPI or torch.distributed run does.
 ENV_PREFIXES = ("NCCL_", "UCX_", "OMPI_MCA_", "PMIX_MCA_", "NVSHMEM_")
@@ -50,6 +59,19 @@ RAW_COMMANDS = {
     "nvidia-smi-xml": ["nvidia-smi", "-q", "-x"],
     "ibstat": ["ibstat"],
 }
+#: Cheap version reports for the as-built record, each with its own short deadline.
+ASBUILT_COMMANDS = {
+    "ofed_info": ["ofed_info", "-s"],
+    "nv-fabricmanager": ["nv-fabricmanager", "--version"],
+}
+ASBUILT_TIMEOUT_S = 10.0
+#: /sys/class/dmi/id files (SMBIOS as the kernel exports it); serials are root-only (0400).
+DMI_FIELDS = (
+    "sys_vendor", "product_name", "product_serial", "product_version", "board_vendor", "board_name",
+    "board_serial", "chassis_serial", "bios_vendor", "bios_version", "bios_date",
+)
+#: /sys/class/infiniband/<hca>/ files: firmware, PSID, HCA type and GUIDs.
+IB_FIELDS = ("fw_ver", "board_id", "hca_type", "node_guid", "sys_image_guid")
 
 
 def _read(path: str) -> str | None:
@@ -170,6 +192,39 @@ def class_devices(root: str) -> dict:
     return out
 
 
+def _field(path: str) -> dict:
+    """``{"value": text, "reason": None}`` or ``{"value": None, "reason": why}`` for one file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            value = fh.read().strip()
+    except OSError as exc:
+        why = "permission denied (readable by root only)" if exc.errno == 13 else (exc.strerror or str(exc))
+        return {"value": None, "reason": f"{path}: {why}"}
+    if not value:
+        return {"value": None, "reason": f"{path}: empty"}
+    return {"value": value, "reason": None}
+
+
+def asbuilt_sysfs(root: str) -> dict:
+    """DMI identity and each RDMA device's firmware, PSID and GUIDs, each field with why it is
+    missing; ``root`` prefixes ``sys/class/...`` (``/`` on a node)."""
+    dmi = os.path.join(root, "sys/class/dmi/id")
+    ib = os.path.join(root, "sys/class/infiniband")
+    try:
+        hcas = sorted(os.listdir(ib))
+        ib_reason = None
+    except OSError as exc:
+        hcas, ib_reason = [], f"cannot read {ib}: {exc.strerror or exc}"
+    return {
+        "dmi": {"path": dmi, "fields": {name: _field(os.path.join(dmi, name)) for name in DMI_FIELDS}},
+        "infiniband": {
+            "path": ib,
+            "reason": ib_reason,
+            "devices": {h: {f: _field(os.path.join(ib, h, f)) for f in IB_FIELDS} for h in hcas},
+        },
+    }
+
+
 def environment() -> dict:
     """The variables of :data:`ENV_PREFIXES` and :data:`ENV_NAMES` set in this process."""
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
@@ -189,16 +244,31 @@ def cpu_ranges(cpus: list) -> str:
 
 
 def run_raw(cmd: list, timeout_s: float = 60.0) -> dict:
+    """Run ``cmd`` in its own process group; past ``timeout_s`` the whole group is killed, so a
+    child that keeps the tool's output open cannot hold the probe past the deadline."""
     exe = shutil.which(cmd[0])
     if exe is None:
         return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"{cmd[0]} not found on PATH"}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, errors="replace")
-    except subprocess.TimeoutExpired:
-        return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"timed out after {timeout_s:g} s"}
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+            errors="replace", start_new_session=True,
+        )
     except OSError as exc:
         return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"cannot run: {exc}"}
-    return {"cmd": cmd, "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "reason": None}
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        proc.wait()
+        return {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"timed out after {timeout_s:g} s"}
+    return {"cmd": cmd, "rc": proc.returncode, "stdout": out, "stderr": err, "reason": None}
 
 
 def main() -> int:
@@ -217,8 +287,10 @@ def main() -> int:
         "rdma_sysfs": class_devices("/sys/class/infiniband"),
         "net_sysfs": class_devices("/sys/class/net"),
         "environment": environment(),
+        "asbuilt": asbuilt_sysfs(os.environ.get("NVTEST_ASBUILT_ROOT") or "/"),
         "raw": {name: run_raw(cmd) for name, cmd in RAW_COMMANDS.items()},
     }
+    doc["raw"].update({name: run_raw(cmd, ASBUILT_TIMEOUT_S) for name, cmd in ASBUILT_COMMANDS.items()})
     json.dump(doc, sys.stdout)
     sys.stdout.write("\n")
     return 0

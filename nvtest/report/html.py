@@ -24,6 +24,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from nvtest.report.asbuilt import asbuilt_view
 from nvtest.report.blob import data_blob
 from nvtest.report.history import history_view
 from nvtest.report.model import (
@@ -170,6 +171,7 @@ def template_context(
         "down_groups": _down_groups(view),
         "evidence": evidence,
         "rejudged": (view.run.get("rejudged") or None),
+        "ab": asbuilt_view(view.doc),
     }
 
 

@@ -535,6 +535,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     harness_error = None
     if exitstatus == pytest.ExitCode.INTERNAL_ERROR:
         harness_error = _internal_error[-1] if _internal_error else "internal error (see the terminal output)"
+    if not interrupted and harness_error is None:
+        try:
+            ctx.collect_bug_reports()  # opt-in (recipe bug_report), failed nodes only, with a deadline
+        except Exception as exc:  # the run's results stand without the bug reports
+            ctx.store.append("warning", {"message": f"nvidia-bug-report.sh not collected: {exc}"})
     failures = ctx.write_errors()
     if failures and harness_error is None:
         harness_error = str(failures[0])

@@ -32,6 +32,7 @@ from nvtest.config.skus import Catalog, MatchResult, check_inventory_skus, load_
 from nvtest.errors import ConfigError, NodeError, NodeWedged, OutputWriteError, ProbeError
 from nvtest.history.cluster import run_cluster
 from nvtest.results import ResultStore
+from nvtest.session.asbuilt import asbuilt_record, down_record
 from nvtest.session.facts import NodeFacts, facts_from_probe
 from nvtest.session.phase import PhaseRunner, node_log_dir
 from nvtest.session.probe import parse_probe_json
@@ -298,11 +299,12 @@ class RunContext:
                 touches=("gpu", "pci"),  # NVML and the PCI bus: what a wedged inventory waits on
             ) if nodes else {}  # fmt: skip
             for name, state in self.states.items():
+                probe_doc = None
                 if name in excluded:  # never started on: the scheduler's words say why
                     state.down_reason, state.down_kind = excluded[name], "excluded"
                 else:
                     state.facts_log = self.phases.log_path("inventory", name)
-                    self._read_inventory(state, results.get(name))
+                    probe_doc = self._read_inventory(state, results.get(name))
                 self._match_sku(state)
                 self.emit(
                     "node",
@@ -321,6 +323,7 @@ class RunContext:
                         "log_dir": node_log_dir(name),
                     },
                 )
+                self.emit("asbuilt", {"node": name, "record": self._asbuilt(state, probe_doc)})
             for sku in sorted({s.match.name for s in self.states.values() if s.match and s.match.name}):
                 prof = self.catalog.get(sku)
                 self.emit(
@@ -341,8 +344,17 @@ class RunContext:
                     },
                 )
 
-    def _read_inventory(self, state: NodeState, res: CommandResult | None) -> None:
-        """The node's facts from its inventory probe, or why it is down (in its own words)."""
+    def _asbuilt(self, state: NodeState, probe_doc: dict[str, Any] | None) -> dict[str, Any]:
+        """The node's as-built record (:mod:`nvtest.session.asbuilt`), or why there is none."""
+        sku = state.match.name if state.match else None
+        rack = str(state.node.tags.get("rack")) if state.node.tags.get("rack") else None
+        if probe_doc is None or state.facts is None:
+            return down_record(state.node.name, state.down_message, sku=sku, rack=rack)
+        return asbuilt_record(state.node.name, probe_doc, state.facts, sku=sku, rack=rack)
+
+    def _read_inventory(self, state: NodeState, res: CommandResult | None) -> dict[str, Any] | None:
+        """The node's facts from its inventory probe, or why it is down (in its own words);
+        the probe's document (None when the node is down)."""
         if res is None:
             state.down_reason, state.down_kind = "no result from the transport", None
         elif res.failure in ("timeout", "unkillable"):
@@ -359,10 +371,13 @@ class RunContext:
             state.down_reason = f"inventory probe exited {res.exit_code}: {res.stderr.strip()[-300:]}"
         else:
             try:
-                state.facts = facts_from_probe(parse_probe_json(res))
+                doc = parse_probe_json(res)
+                state.facts = facts_from_probe(doc)
+                return doc
             except (ProbeError, ValueError, KeyError, TypeError) as exc:
                 state.down_kind = "probe"
                 state.down_reason = f"inventory probe output unreadable: {exc}"
+        return None
 
     def _match_sku(self, state: NodeState) -> None:
         forced = state.node.sku or self.config.sku
@@ -382,6 +397,27 @@ class RunContext:
                     "Force one with --sku or write a profile (docs/skus.md).",
                 },
             )
+
+    def collect_bug_reports(self) -> None:
+        """``nvidia-bug-report.sh`` on each node that failed, where its SKU's recipe enables it
+        (:mod:`nvtest.session.bug_report`); a report not taken is a run warning."""
+        from nvtest.results import read_events
+        from nvtest.session.bug_report import bug_report_targets, collect_bug_reports
+
+        failed = {
+            str(ev.get("node")) for ev in read_events(self.run_dir / "results.jsonl")
+            if ev.get("kind") == "result" and ev.get("verdict") == "fail"
+        }  # fmt: skip
+        up = {n for n in failed if n in self.states and not self.states[n].down_reason}
+        recipes: dict[str, Any] = {}
+        for n in up:
+            match = self.states[n].match
+            recipes[n] = match.profile.recipe if match is not None and match.profile is not None else None
+        deadline, names = bug_report_targets(up, recipes)
+        collect_bug_reports(
+            [self.states[n].node for n in names], deadline * self.config.timeout_scale, self.phases.run,
+            lambda message: self.store.append("warning", {"message": message}),
+        )  # fmt: skip
 
     def write_errors(self) -> list[OutputWriteError]:
         """The run's files that could not be written so far: results.jsonl first, then

@@ -147,9 +147,13 @@ class Sanitiser:
 
     Every home directory's name (``/home/<name>``, ``/Users/<name>``; ``root`` kept) is
     replaced whoever it belongs to.
+
+    ``keep``: classes left as they are (``serial``, ``uuid``, ``guid``): an RMA bundle for the
+    vendor (``nvtest rma``) keeps the parts' identities and replaces hosts and addresses.
     """
 
-    def __init__(self, hostnames: Iterable[str] = ()) -> None:
+    def __init__(self, hostnames: Iterable[str] = (), *, keep: Iterable[str] = ()) -> None:
+        self._keep = frozenset(keep)
         self._maps: dict[str, dict[Any, str]] = {}
         self._host_of: dict[str, str] = {}
         for name in hostnames:
@@ -179,7 +183,7 @@ class Sanitiser:
 
     def _uuid(self, m: re.Match[str]) -> str:
         u = m.group("u")
-        if _UUID_PLACEHOLDER.fullmatch(u):
+        if "uuid" in self._keep or _UUID_PLACEHOLDER.fullmatch(u):
             return m.group(0)
         ph = self._placeholder("uuid", u.lower(), lambda n: f"00000000-0000-0000-0000-{n:012d}")
         return (m.group("prefix") or "") + ph
@@ -254,6 +258,9 @@ class Sanitiser:
         return ipaddress.IPv6Address(ph).exploded if exploded else ph
 
     def _serial_tokens(self, value: str) -> str:
+        if "serial" in self._keep:
+            return value
+
         def one(m: re.Match[str]) -> str:
             tok = m.group(0)
             if (
@@ -268,6 +275,9 @@ class Sanitiser:
         return _SERIAL_TOKEN_RE.sub(one, value)
 
     def _hex_ids(self, value: str) -> str:
+        if "serial" in self._keep:
+            return value
+
         def one(m: re.Match[str]) -> str:
             tok = m.group(0)
             if _PLACEHOLDER_SERIAL.fullmatch(tok):
@@ -280,13 +290,13 @@ class Sanitiser:
 
     def _guid_hex(self, m: re.Match[str]) -> str:
         value = int(m.group("h"), 16)
-        if value <= 0xFFFF:
+        if value <= 0xFFFF or "guid" in self._keep:
             return m.group(0)
         return self._guid_int(value, "hex")
 
     def _guid_colon(self, m: re.Match[str]) -> str:
         value = int(m.group("g").replace(":", ""), 16)
-        if value <= 0xFFFF:
+        if value <= 0xFFFF or "guid" in self._keep:
             return m.group(0)
         return self._guid_int(value, "colon")
 
