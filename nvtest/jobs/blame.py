@@ -124,6 +124,23 @@ class NodeFinding:
     outcomes: tuple[PairOutcome, ...]
 
 
+def _lead(fails: list[PairOutcome] | tuple[PairOutcome, ...]) -> str:
+    """The words the failing pairs share, to lead a node's reason (``"NCCL used network
+    Socket ...: "``), or "" when they share none.
+
+    A node's reason is bounded to one line (:data:`nvtest.results.REASON_MAX_CHARS`); the
+    cause a tool named (the transport NCCL fell back to, GDR off on an HCA) must come before
+    the pair bookkeeping that the bound would otherwise keep instead of it.
+    """
+    reasons = [o.reason for o in fails if o.reason]
+    if not reasons:
+        return ""
+    top, count = Counter(reasons).most_common(1)[0]
+    if count < 2 and len(reasons) > 1:  # no reason shared by the pairs: none leads
+        return ""
+    return f"{top[:160]}: "
+
+
 def _key(pair: Pair) -> Pair:
     a, b = pair
     return (a, b) if a <= b else (b, a)
@@ -264,7 +281,7 @@ def _finding(
         return NodeFinding(
             n,
             "fail",
-            f"fails with known-good node {bad.peer(n)} too: {bad.describe()}; first pass: {listed}",
+            f"{_lead(fails)}fails with known-good node {bad.peer(n)} too: {bad.describe()}; first pass: {listed}",
             outs,
         )
     if n in cleared:
@@ -279,20 +296,20 @@ def _finding(
             return NodeFinding(
                 n,
                 "fail",
-                f"re-pairing could not run ({again[0].describe()}); first pass: {listed}",
+                f"{_lead(fails)}re-pairing could not run ({again[0].describe()}); first pass: {listed}",
                 outs,
             )
         if n in sus.common:
             return NodeFinding(
                 n,
                 "fail",
-                f"common to {len(fails)} failing pairs (no known-good node to re-pair with): {listed}",
+                f"{_lead(fails)}common to {len(fails)} failing pairs (no known-good node to re-pair with): {listed}",
                 outs,
             )
         return NodeFinding(
             n,
             "fail",
-            f"pair failed and no known-good node to re-pair with, cannot isolate: {listed}",
+            f"{_lead(fails)}pair failed and no known-good node to re-pair with, cannot isolate: {listed}",
             outs,
         )
     if fails:

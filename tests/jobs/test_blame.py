@@ -100,3 +100,18 @@ def test_second_pass_that_errs_still_fails_the_suspect():
     ]
     found = attribute(names, first, second, sus)
     assert found["n1"].verdict == "fail" and "could not run" in found["n1"].reason
+
+
+def test_the_words_failing_pairs_share_lead_the_node_reason_within_its_bound():
+    """The transport NCCL fell back to is the cause: it comes before the pair bookkeeping, so
+    the one-line reason (bounded to REASON_MAX_CHARS) still names it with many pairs listed."""
+    from nvtest.results import REASON_MAX_CHARS, bound_reason
+
+    names = ["a", "b"]
+    words = "NCCL used network Socket (NET/Socket : Using [0]eth0:10.0.0.1<0>): no RDMA path"
+    first = [PairOutcome(("a", "b"), "fail", 22.0, "GB/s", words, label=f"mlx5_{i}") for i in range(8)]
+    sus = find_suspects(names, first)
+    found = attribute(names, first, [], sus)
+    line, _ = bound_reason(found["a"].reason, {})
+    assert found["a"].verdict == "fail" and line.startswith(words) and len(line) <= REASON_MAX_CHARS
+    assert "cannot isolate" in found["a"].reason
