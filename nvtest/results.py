@@ -68,7 +68,7 @@ SHARED_DETAIL_BYTES = 8192
 #: What does not fit (every finding, a tool's whole command line) is evidence, kept whole
 #: in the result's ``details.reason_full`` (:func:`bound_reason`).
 REASON_MAX_CHARS = 300
-_MORE = " (+{n} more; whole reason in details.reason_full)"
+_MORE = " (+{n} more; whole reason in {at})"
 
 
 def _bare(part: str) -> str:
@@ -96,15 +96,15 @@ def _parts(line: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def one_line_reason(reason: str, limit: int = REASON_MAX_CHARS) -> tuple[str, bool]:
+def one_line_reason(reason: str, limit: int = REASON_MAX_CHARS, *, whole_at: str = "details.reason_full") -> tuple[str, bool]:
     """``reason`` as one line of at most ``limit`` characters, and whether anything was left out.
 
     A reason of one line within ``limit`` is kept as it is; otherwise whitespace runs
     (newlines included) become one space. When the line is longer than
     ``limit``: its ``"; "``-separated parts lose their parenthesized tails (sources, next
     steps: the evidence holds them), as many whole parts as fit are kept, then
-    ``(+N more; whole reason in details.reason_full)``; a first part that alone is too long
-    is cut at a word with ``...``.
+    ``(+N more; whole reason in details.reason_full)`` (``whole_at`` names where the whole
+    reason is kept); a first part that alone is too long is cut at a word with ``...``.
     """
     if len(reason) <= limit and "\n" not in reason and "\r" not in reason:
         return reason, False  # a tool's words as they were (aligned columns in a quote)
@@ -114,17 +114,17 @@ def one_line_reason(reason: str, limit: int = REASON_MAX_CHARS) -> tuple[str, bo
     parts = [_bare(p) for p in _parts(line)]
     kept: list[str] = []
     for part in parts:
-        if len("; ".join([*kept, part]) + _MORE.format(n=len(parts))) > limit:
+        if len("; ".join([*kept, part]) + _MORE.format(n=len(parts), at=whole_at)) > limit:
             break
         kept.append(part)
     cut = not kept
     if cut:  # the first part alone does not fit: cut it at a word
-        room = limit - len(_MORE.format(n=len(parts))) - 3
+        room = limit - len(_MORE.format(n=len(parts), at=whole_at)) - 3
         kept.append(parts[0][:room].rsplit(" ", 1)[0] + "...")
     left = len(parts) - len(kept)
     if left == 0 and not cut:
         return "; ".join(kept), True
-    tail = _MORE.format(n=left) if left else " (cut; whole reason in details.reason_full)"
+    tail = _MORE.format(n=left, at=whole_at) if left else f" (cut; whole reason in {whole_at})"
     return "; ".join(kept) + tail, True
 
 

@@ -79,8 +79,8 @@ def _smi_or_fail(ctx: GateContext, res: CheckResult, what: str) -> SmiQuery | No
             res.add("fail", what, f"0 NVIDIA GPUs on the bus; {words}", value=0, unit="count", threshold=f"== {n}",
                     source=words.split(" expects")[0])  # fmt: skip
         else:
-            res.add("unknown", what, f"lspci lists no NVIDIA GPU and whether this node should have any is unknown: {words}; "
-                    "`nvtest gate --forget-sku` if the node was repurposed", source="gate state")  # fmt: skip
+            res.add("unknown", what, "lspci lists no NVIDIA GPU and whether this node should have any is unknown "
+                    f"(`nvtest gate --forget-sku` if the node was repurposed): {words}", source="gate state")  # fmt: skip
         return None
     query, why = ctx.smi
     if query is None:

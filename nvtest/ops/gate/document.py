@@ -26,6 +26,7 @@ from typing import Any
 
 from nvtest.ops.gate.tools import ToolOutput
 from nvtest.playbook.diagnosis import diagnose
+from nvtest.results import one_line_reason
 
 __all__ = [
     "SCHEMA",
@@ -111,9 +112,15 @@ class CheckResult:
         threshold: str | None = None,
         source: str | None = None,
     ) -> None:
-        """Add a decision (the playbook's next step is looked up for a bad one)."""
+        """Add a decision (the playbook's next step is looked up for a bad one, from the whole
+        reason). The decision's reason is one line of at most
+        :data:`nvtest.results.REASON_MAX_CHARS` characters, as every result's; a reason cut
+        to fit is kept whole in the check's ``notes`` (``whole reason: ...``)."""
+        short, cut = one_line_reason(reason, whole_at="the check's notes")
+        if cut:
+            self.notes.append(f"whole reason ({what}): {reason}")
         self.decisions.append(
-            Decision(verdict, what, reason, value, unit, threshold, source, next_step(self.check, verdict, reason))
+            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason))
         )
 
     def to_json(self) -> dict[str, Any]:
