@@ -1,4 +1,5 @@
-"""Kernel-log events: Xid and SXid, judged with the Xid catalog (fatal vs informational).
+"""Kernel-log events: Xid and SXid, judged with the Xid catalog (fatal vs informational); hung
+tasks, NFS/Lustre/GPFS client state and machine checks (nvtest.playbook.host_events).
 
 Reads ``dmesg``, or ``journalctl -k`` where dmesg is restricted. A node with NVIDIA
 devices whose kernel log cannot be read is an ``error`` (nothing was proven); only a
@@ -22,10 +23,12 @@ KERNEL_LOG = Probe(
 )
 
 
-@pytest.mark.check("xid_scan", area="health", title="Xid / SXid events in the kernel log")
+@pytest.mark.check("xid_scan", area="health", title="Kernel log: Xid / SXid, hung tasks, storage clients, machine checks")
 def test_xid_scan(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
     """Fatal or hardware Xids and fallen-off-the-bus GPUs fail; program-level Xids warn; the
-    NVIDIA driver refusing or failing to bind to devices fails."""
+    NVIDIA driver refusing or failing to bind to devices fails. The host's own events of the
+    same log: a current NFS, Lustre or GPFS loss and an uncorrected machine check fail, a hung
+    task and corrected memory errors warn, a storage loss that recovered is noted."""
     gpus, switches = expected_gpus(node_facts, sku), expected_nvswitches(node_facts, sku)
     if not gpus.count and not switches.count:
         if gpus.absent is None:
