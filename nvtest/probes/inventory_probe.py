@@ -14,6 +14,10 @@ parse: ``lspci -vmm -nn -D`` (pciutils), ``nvidia-smi -q -x`` (NVIDIA driver),
 has. A missing tool or an unreadable sysfs is recorded with the reason, never an
 error. Read-only: it changes nothing on the node.
 
+``--skip-nvml REASON``: ``nvidia-smi`` is not run (the controller read in the kernel log that a
+GPU needs a reset: asking NVML would hang until the deadline); its entry in ``raw`` carries
+``not run: REASON``.
+
 Output: {"probe": "inventory", "probe_version": 2, "status": "ok", "host": ...,
 "cpu": {..., "affinity": "0-63", "numa_nodes": "0-1"}, "memory": {...}, "os": {...},
 "tools": {name: path|null}, "python": {...},
@@ -201,7 +205,15 @@ def run_raw(cmd: list, timeout_s: float = 60.0) -> dict:
     return {"cmd": cmd, "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "reason": None}
 
 
-def main() -> int:
+def main(argv: list | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    skip_nvml = argv[argv.index("--skip-nvml") + 1] if "--skip-nvml" in argv[:-1] else None
+    raw = {}
+    for name, cmd in RAW_COMMANDS.items():
+        if skip_nvml is not None and cmd[0] == "nvidia-smi":
+            raw[name] = {"cmd": cmd, "rc": None, "stdout": "", "stderr": "", "reason": f"not run: {skip_nvml}"}
+        else:
+            raw[name] = run_raw(cmd)
     doc = {
         "probe": "inventory",
         "probe_version": PROBE_VERSION,
@@ -217,7 +229,7 @@ def main() -> int:
         "rdma_sysfs": class_devices("/sys/class/infiniband"),
         "net_sysfs": class_devices("/sys/class/net"),
         "environment": environment(),
-        "raw": {name: run_raw(cmd) for name, cmd in RAW_COMMANDS.items()},
+        "raw": raw,
     }
     json.dump(doc, sys.stdout)
     sys.stdout.write("\n")

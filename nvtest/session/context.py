@@ -33,6 +33,13 @@ from nvtest.errors import ConfigError, NodeError, NodeWedged, OutputWriteError, 
 from nvtest.history.cluster import run_cluster
 from nvtest.results import ResultStore
 from nvtest.session.facts import NodeFacts, facts_from_probe
+from nvtest.session.kernel_log import (
+    KERNEL_LOG_KEY,
+    KERNEL_LOG_NEEDS,
+    KERNEL_LOG_SCRIPT,
+    NVML_NEEDS,
+    reset_blocker,
+)
 from nvtest.session.phase import PhaseRunner, node_log_dir
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports import Transport, get_transport
@@ -80,6 +87,8 @@ class NodeState:
 
     ``down_kind``: why the node is down, a key of :data:`DOWN_WORDS` (``unreachable``,
     ``resolve``, ``auth``, ``timeout``...), so each cause is worded as itself.
+    ``nvml_blocked``: why NVML is not asked on this node (its kernel log shows a GPU that needs
+    a reset: :func:`nvtest.session.kernel_log.reset_blocker`), else None.
     """
 
     node: Node
@@ -88,6 +97,7 @@ class NodeState:
     down_reason: str | None = None
     facts_log: str | None = None
     down_kind: str | None = None
+    nvml_blocked: str | None = None
 
     @property
     def down_message(self) -> str:
@@ -258,10 +268,14 @@ class RunContext:
         return list(got)
 
     def gather_facts(self) -> None:
-        """Stage the probes and run the inventory probe on every node, once.
+        """Stage the probes, read every node's kernel log, then run the inventory probe, once.
 
-        A node whose probe cannot run (unreachable, timeout) is marked down: its
-        later items get an ``error`` verdict at once, with this reason.
+        The kernel log comes first (passive, it cannot hang on a wedged GPU): on a node where
+        it shows a GPU that needs a reset (:mod:`nvtest.session.kernel_log`), every command that
+        needs NVML is blocked at once naming that line, the inventory probe included (it reads
+        the bus and the rest without ``nvidia-smi``). A node whose inventory probe cannot run
+        (unreachable, timeout) is marked down: its later items get an ``error`` verdict at
+        once, with this reason.
         """
         with self._facts_lock:
             if self._facts_done:
@@ -273,10 +287,11 @@ class RunContext:
             except Exception as exc:  # a staging failure on one node must not stop the run
                 self.store.append("warning", {"message": f"staging probes failed: {exc}"})
                 self.probe_dirs = {}
+            self._read_kernel_logs()
             results = self.phases.run(
                 "inventory",
                 self.nodes,
-                lambda n: [n.python, f"{self.probe_dirs.get(n.name, str(probes_dir()))}/inventory_probe.py"],
+                self._inventory_command,
                 timeout_s=120 * self.config.timeout_scale,
             )
             for name, state in self.states.items():
@@ -319,6 +334,29 @@ class RunContext:
                         "expect": prof.expect.model_dump(exclude_none=True),
                     },
                 )
+
+    def _read_kernel_logs(self) -> None:
+        """The kernel-log phase on every node (cached for ``xid_scan``); NVML blocked where it
+        shows a GPU that needs a reset."""
+        results = self.phases.run(
+            KERNEL_LOG_KEY,
+            self.nodes,
+            lambda n: ["sh", "-c", KERNEL_LOG_SCRIPT],
+            timeout_s=60 * self.config.timeout_scale,
+            needs=KERNEL_LOG_NEEDS,
+        )
+        for name, res in results.items():
+            cause = reset_blocker(res.stdout) if res.completed else None
+            if cause is not None and name in self.states:
+                self.states[name].nvml_blocked = cause
+                self.phases.block(name, NVML_NEEDS, KERNEL_LOG_KEY, cause)
+                self.emit("warning", {"message": f"{name}: {cause}: NVML is not asked on this node"})
+
+    def _inventory_command(self, node: Node) -> list[str]:
+        """The inventory probe's command line: without ``nvidia-smi`` where NVML is blocked."""
+        cmd = [node.python, f"{self.probe_dirs.get(node.name, str(probes_dir()))}/inventory_probe.py"]
+        blocked = self.states[node.name].nvml_blocked
+        return [*cmd, "--skip-nvml", blocked] if blocked else cmd
 
     def _read_inventory(self, state: NodeState, res: CommandResult | None) -> None:
         """The node's facts from its inventory probe, or why it is down (in its own words)."""

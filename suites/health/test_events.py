@@ -17,13 +17,18 @@ from nvtest.checks.health.kernel_log import KERNEL_LOG_SCRIPT, split_probe, xid_
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ProbeError
 from nvtest.session.facts import NodeFacts
+from nvtest.session.kernel_log import KERNEL_LOG_KEY, KERNEL_LOG_NEEDS
 
+#: The same phase the run reads first on every node (nvtest.session.kernel_log): cached, not rerun.
 KERNEL_LOG = Probe(
-    "kernel-log", command=("sh", "-c", KERNEL_LOG_SCRIPT), timeout_s=120, needs=("dmesg", "journalctl")
+    KERNEL_LOG_KEY, command=("sh", "-c", KERNEL_LOG_SCRIPT), timeout_s=120, needs=KERNEL_LOG_NEEDS
 )
 
 
-@pytest.mark.check("xid_scan", area="health", title="Kernel log: Xid / SXid, hung tasks, storage clients, machine checks")
+@pytest.mark.check(
+    "xid_scan", area="health", title="Kernel log: Xid / SXid, hung tasks, storage clients, machine checks",
+    reads="kernel-log",
+)
 def test_xid_scan(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
     """Fatal or hardware Xids and fallen-off-the-bus GPUs fail; program-level Xids warn; the
     NVIDIA driver refusing or failing to bind to devices fails. The host's own events of the

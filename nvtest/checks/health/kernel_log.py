@@ -40,6 +40,7 @@ from nvtest.errors import ParseError
 from nvtest.parsers import dmesg
 from nvtest.playbook.host_events import judge_host_events
 from nvtest.playbook.xid import describe_xid, recovery_request, recovery_step
+from nvtest.session.kernel_log import KERNEL_LOG_SCRIPT, UNREADABLE, split_probe
 
 __all__ = ["DRIVER_BINDING", "KERNEL_LOG_SCRIPT", "UNREADABLE", "driver_binding", "judge_xid", "split_probe", "xid_scan"]
 
@@ -52,31 +53,6 @@ DRIVER_BINDING = (
     "failed to allocate nvrm",
     "obtained ownership of the nvidia device",
 )
-
-#: What the ``kernel-log`` probe prints when neither dmesg nor the journal can be read.
-UNREADABLE = "unreadable"
-
-#: The shell the ``kernel-log`` probe runs: ``### <source>`` then the log, or
-#: ``### unreadable`` then each tool's first error line.
-KERNEL_LOG_SCRIPT = r"""
-if out=$(dmesg 2>&1) && [ -n "$out" ]; then echo '### dmesg'; printf '%s\n' "$out"
-elif out=$(journalctl -k -b --no-pager -q 2>/dev/null) && [ -n "$out" ]; then
-  echo '### journalctl -k'; printf '%s\n' "$out"
-else
-  echo '### unreadable'
-  echo "dmesg: $(dmesg 2>&1 | head -n 1)"
-  echo "journalctl -k: $(journalctl -k -b --no-pager -q 2>&1 | head -n 1)"
-fi
-"""
-
-
-def split_probe(text: str) -> tuple[str, str]:
-    """The ``kernel-log`` probe's output -> (source, log text)."""
-    head, _, body = text.partition("\n")
-    if head.startswith("### "):
-        return head[4:].strip(), body
-    return "dmesg", text
-
 
 def driver_binding(lines: list[str]) -> list[str]:
     """The kernel's own lines (timestamps cut, continuation lines joined) of the driver
