@@ -40,6 +40,7 @@ NOT_GPU_SUBJECT = {
     "ckpt_mem": "checkpoint tier on host memory",
     "ckpt_local": "checkpoint tier on local disk",
     "ckpt_shared": "checkpoint tier on the shared filesystem",
+    "shared_fs": "the site's shared filesystem (its checkpoint path), no GPU involved",
     "restart_injob": "restart drill with gloo on the CPU by design (docs/resilience.md)",
     "restart_inprocess": "in-process restart drill with gloo on the CPU by design",
     "requeue": "Slurm requeue drill (the slurm backend only)",
@@ -54,6 +55,7 @@ TOPOLOGY_SKIPS = {
     "train_multinode": "one node in this run",
     "requeue": "needs the slurm backend",
     "ckpt_shared": "no shared filesystem path configured",
+    "shared_fs": "the site declares no shared filesystem (recipe ckpt.shared_path)",
     "container_identity": "container identity is checked under Slurm with a container plugin",
 }
 
