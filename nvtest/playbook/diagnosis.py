@@ -145,6 +145,18 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         example='NodeError: blocked: nvidia-smi hung on this node in nvidia-smi-q-x (timed out after 120 s); not started',
     ),
     _r(
+        "blocked_by_kernel_log",
+        r"blocked: the kernel log .* shows .*not asked",
+        "the node's kernel log, read before anything else, shows a GPU that needs a reset (the Xid "
+        "or driver line is quoted); this check would ask NVML and was not started",
+        "follow xid_scan's next step for that line: drain the node, reset the GPU or reboot it; "
+        "then `nvtest run --rerun-failed RUN_DIR`",
+        "RESET",
+        example="NodeError: blocked: the kernel log (dmesg) shows Xid 119 (GSP RPC timeout) on GPU 0000:9b:00 "
+        "at line 3: Timeout after 45s of waiting for RPC response from GPU4 GSP!; nvidia-smi not asked, "
+        "not started (a GPU reset or a reboot first)",
+    ),
+    _r(
         "rendezvous_unreachable",
         r"could not reach the rendezvous|rendezvous preflight",
         "a node could not open a TCP connection to the job's rendezvous address and port "
