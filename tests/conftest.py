@@ -95,8 +95,10 @@ def _history_in_session_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @contextlib.contextmanager
-def started_slurm_cluster(*, activate: bool = False, **options: Any) -> Iterator[SlurmCluster]:
-    """A real 2-node Slurm (``node1``, ``node2``, partition ``nvt``) for a test module.
+def started_slurm_cluster(
+    *, activate: bool = False, nodes: tuple[str, ...] = ("node1", "node2"), **options: Any
+) -> Iterator[SlurmCluster]:
+    """A real Slurm of ``nodes`` (default 2: ``node1``, ``node2``; partition ``nvt``) for a test module.
 
     Skips, printing the reason, where the Debian packages are missing or not root.
     ``activate``: also point this process's Slurm clients (SLURM_CONF, munge socket) at it.
@@ -114,7 +116,7 @@ def started_slurm_cluster(*, activate: bool = False, **options: Any) -> Iterator
     if reason:
         print(f"skipping: {reason}")
         pytest.skip(reason)
-    with SlurmCluster(nodes=("node1", "node2"), partition="nvt", **options) as cluster:
+    with SlurmCluster(nodes=nodes, partition="nvt", **options) as cluster:
         if activate:
             with cluster.activated():
                 yield cluster

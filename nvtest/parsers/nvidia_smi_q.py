@@ -135,6 +135,8 @@ class SmiGpu:
     temperature_memory_c: Reading | None = None
     power_draw_w: Reading | None = None
     power_limit_w: Reading | None = None
+    #: the board's default limit (``Default Power Limit``), W: what the limit returns to
+    power_limit_default_w: Reading | None = None
     clock_graphics_mhz: Reading | None = None
     clock_sm_mhz: Reading | None = None
     clock_memory_mhz: Reading | None = None
@@ -335,6 +337,9 @@ def gpu_from_tree(bus_id: str, g: TreeNode, mig_device_count: int | None = None)
             "power_readings/power_limit",
             "gpu_power_readings/power_limit",
             "power_readings/current_power_limit",
+        ),
+        power_limit_default_w=_reading(
+            g, "gpu_power_readings/default_power_limit", "power_readings/default_power_limit"
         ),
         clock_graphics_mhz=_reading(g, "clocks/graphics_clock", "clocks/graphics"),
         clock_sm_mhz=_reading(g, "clocks/sm_clock", "clocks/sm"),

@@ -307,6 +307,23 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "unknown key (did you mean 'disk_free_gib'?)",
     ),
     _r(
+        "gpu_fabric_unregistered",
+        # the service runs (else "nvidia-fabricmanager is ..." is in the reason and the
+        # fabric_manager rule below names it): a GPU never finished registering
+        r"^(?![\s\S]*nvidia-fabricmanager is )[\s\S]*fabric state In Progress[^;]*"
+        r"\(GPU not registered with the NVLink fabric\); [^;]*past the \d+ s grace window",
+        "a GPU never finished registering with the NVLink fabric although the fabric manager "
+        "runs: the fabric manager could not train or route its NVLinks (NVSwitch, NVLink or "
+        "partition trouble for that GPU)",
+        "read the fabric manager log (/var/log/fabricmanager.log) for the GPU and its NVSwitch "
+        "ports; restart nvidia-fabricmanager; if the GPU stays In Progress, power-cycle the node "
+        "and check its NVLinks (`nvidia-smi nvlink -s`); rerun",
+        "REBOOT",
+        checks=("fabric_manager",),
+        example="GPU 1: fabric state In Progress, status N/A (GPU not registered with the NVLink fabric); "
+        "3600 s after boot, past the 600 s grace window",
+    ),
+    _r(
         "fabric_manager",
         r"\berror:? 802\b|\b802: |system not yet initiali[sz]ed|SYSTEM_NOT_READY|SystemNotReady|fabric ?manager"
         r"|fabric state|fabricmanager",
@@ -372,6 +389,30 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CABLING",
         example="HCA mlx5_3 missing: golden mlx5_0, mlx5_1, mlx5_2, mlx5_3 (fleet majority: 3 of 4 nodes of "
         "SKU h100-sxm-80gb)",
+    ),
+    _r(
+        "mig_mode",
+        r"nvidia-smi reports MIG mode \w+; SKU \S+ (is a profile of whole GPUs|expects MIG)",
+        "a GPU's MIG mode is not what the SKU's profile says (a leftover MIG partitioning, or "
+        "one that was never applied): the scheduler and jobs see other devices than expected",
+        "`nvidia-smi -i <gpu> -mig 0` (or 1 where the profile wants MIG) with the GPU idle, then "
+        "a GPU reset or reboot; check what applies MIG at boot (mig-parted, the GPU operator); rerun",
+        "CONFIG",
+        checks=("gpus",),
+        example="GPU 3: nvidia-smi reports MIG mode Enabled; SKU h100-sxm-80gb is a profile of whole GPUs "
+        "(expect.mig unset): a leftover MIG configuration",
+    ),
+    _r(
+        "ib_mtu",
+        r"active_mtu \d+, the (SKU expects|fleet's majority is|node's other)",
+        "an IB/RoCE port runs another MTU than the SKU or the fabric (RDMA between such "
+        "ports fails with local access violations or runs slow)",
+        "`ibv_devinfo` active_mtu against a good node; on IB the subnet manager's partition MTU "
+        "and the switch port's, on RoCE the netdev MTU (`ip link`); align them; rerun",
+        "CONFIG",
+        checks=("ib_ports",),
+        example="mlx5_3 port 1: active_mtu 1024, the SKU expects 4096 (expect.ib_mtu): "
+        "'active_mtu:             1024 (3)' (ibv_devinfo line 69)",
     ),
     _r(
         "cuda_cannot_start",

@@ -123,6 +123,17 @@ SIGNATURES: tuple[Signature, ...] = (
         also=r"Using network Socket|NET/Socket : Using",
     ),
     Signature(
+        "gdr_disabled",
+        r"GPU Direct RDMA Disabled for HCA",
+        "GPUDirect RDMA is off on an HCA: NCCL stages that HCA's traffic through host memory "
+        "(the GPU peer-memory path, nvidia-peermem or dma-buf, is not in effect for it)",
+        "`lsmod | grep nvidia_peermem` on the node (`modprobe nvidia-peermem`), or dma-buf "
+        "support (open kernel module, kernel >= 5.12); check NCCL_NET_GDR_LEVEL and the "
+        "GPU-HCA PCIe distance; rerun",
+        "CONFIG",
+        quote=r"GPU Direct RDMA Disabled for HCA \d+ '[^'\n]{1,40}'",
+    ),
+    Signature(
         "retry_exceeded",
         r"transport retry counter exceeded|retry count exceeded|Failed status 12\b"
         r"|Got completion from peer \S+ with (error |status=)12\b",

@@ -78,6 +78,9 @@ class GpuFact:
     pcie_gen_max: int | None = None
     pcie_width_current: int | None = None
     pcie_width_max: int | None = None
+    #: the enforced power limit and the board's default, W (``nvidia-smi -pl`` moves the first)
+    power_limit_w: float | None = None
+    power_limit_default_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -425,6 +428,8 @@ def _gpus_from_raw(
                 pcie_gen_max=_int(g.pcie_gen_max),
                 pcie_width_current=_int(g.pcie_width_current),
                 pcie_width_max=_int(g.pcie_width_max),
+                power_limit_w=_float(g.power_limit_w),
+                power_limit_default_w=_float(g.power_limit_default_w),
             )
         )
     lost = [f"nvidia-smi cannot reach GPU {bus}" for bus in rec.lost_gpus]
@@ -438,6 +443,13 @@ def _gpus_from_raw(
 def _rc_failed(raw: dict[str, Any]) -> bool:
     rc = raw.get("rc")
     return rc is None or rc != 0
+
+
+def _float(value: object) -> float | None:
+    """A parser reading as float; None for absent values and states (N/A, ERR!)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def _int(value: object) -> int | None:

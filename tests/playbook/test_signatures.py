@@ -67,6 +67,11 @@ REAL_LINES = [
         "ib_fell_back_to_socket",
     ),
     (
+        "node-a:6899:6899 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+        "https://github.com/NVIDIA/nccl/issues/1537",
+        "gdr_disabled",
+    ),
+    (
         "Couldn't connect to 192.168.125.211:18515\n"
         "Unable to open file descriptor for socket connection Unable to init the socket connection",
         "https://github.com/linux-rdma/perftest/pull/228",

@@ -125,12 +125,31 @@ def _model_and_modes(facts: NodeFacts, sku: SkuProfile | None, out: Outcome) -> 
         ):
             out.fail(f"GPU {g.index} ECC mode {g.ecc_mode}")
         _mig(g.index, g.mig_mode, sku, out)
+        _power_cap(g.index, g.power_limit_w, g.power_limit_default_w, out)
         if g.pcie_width_current is not None and g.pcie_width_max is not None:
             out.measure("pcie_width", g.pcie_width_current, "lanes", gpu=g.index)
             if g.pcie_width_current < g.pcie_width_max:
                 out.fail(
                     f"GPU {g.index} PCIe x{g.pcie_width_current} of x{g.pcie_width_max} (link width downgraded)"
                 )
+
+
+#: Watts a power limit may sit below the board's default before it is a cap (rounding).
+POWER_CAP_SLACK_W = 1.0
+
+
+def _power_cap(index: int, limit_w: float | None, default_w: float | None, out: Outcome) -> None:
+    """A GPU whose enforced power limit is below the board's default warns: a cap someone set
+    (``nvidia-smi -pl``, a tuning script) and maybe left; it throttles the GPU under load, so
+    the numbers measured on it are capped ones (their own thresholds judge them). A warning,
+    not a failure: a power-constrained site may cap on purpose, and the gate must not drain a
+    fleet for a setting. Unknown limits are not judged."""
+    if limit_w is None or default_w is None or limit_w >= default_w - POWER_CAP_SLACK_W:
+        return
+    out.warn(
+        f"GPU {index}: power limit {limit_w:g} W, below its default {default_w:g} W "
+        "(a cap left by nvidia-smi -pl or a tuning script: the GPU throttles under load)"
+    )
 
 
 def _mig(index: int, mode: str | None, sku: SkuProfile | None, out: Outcome) -> None:

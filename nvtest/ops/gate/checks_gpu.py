@@ -42,6 +42,10 @@ def _num(value: object) -> int | None:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _watts(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def _facts(ctx: GateContext, query: SmiQuery) -> NodeFacts:
     """The GPU part of :class:`NodeFacts` from ``nvidia-smi -q`` and ``lspci``."""
     gpus = tuple(
@@ -49,6 +53,7 @@ def _facts(ctx: GateContext, query: SmiQuery) -> NodeFacts:
             index=i, name=g.product_name or "unknown", uuid=g.uuid, pci_bus_id=g.pci_bus_id,
             memory_mib=_num(g.memory_total_mib), ecc_mode=g.ecc_mode_current, mig_mode=g.mig_mode_current,
             pcie_width_current=_num(g.pcie_width_current), pcie_width_max=_num(g.pcie_width_max),
+            power_limit_w=_watts(g.power_limit_w), power_limit_default_w=_watts(g.power_limit_default_w),
         )  # fmt: skip
         for i, g in enumerate(query.gpus)
     )
