@@ -24,8 +24,8 @@ kernel log (ParseError). ``effective``: the timestamp format and the first and l
 read (the window of the log that was read), the lines read, the driver version.
 
 Host events (``host_events``, :class:`HostEvent`), each with a class and a severity: hung tasks
-(``INFO: task python:4242 blocked for more than 120 seconds.``, with the storage client its call
-trace names), the NFS client (``nfs: server X not responding, still trying`` / ``timed out``,
+(``INFO: task python:4242 blocked for more than 120 seconds.``, with the storage client or the
+NVIDIA driver module its call trace names), the NFS client (``nfs: server X not responding, still trying`` / ``timed out``,
 then ``nfs: server X OK``), the Lustre client (``<import>: Connection to <target> (at <nid>) was
 lost; ...``, ``This client was evicted by <target>``, ``Connection restored to``, other
 ``LustreError:`` lines), GPFS / Storage Scale (``mmfs``/``GPFS`` lines: ``Lost membership in
@@ -160,8 +160,8 @@ class HostEvent:
     task is stuck), ``warning`` (corrected or worth a look), ``info`` (a recovery).
     ``subject``: what the line names (NFS server, Lustre target and NID, task:pid, memory
     controller and DIMM). ``key``: what a recovery is matched on (NFS server, Lustre import).
-    ``via``: for a hung task, the storage client its call trace names (``nfs``, ``lustre``,
-    ``gpfs``) or None. ``recovered_line``: the line of a later recovery of the same key (the
+    ``via``: for a hung task, the module its call trace waits in: a storage client (``nfs``,
+    ``lustre``, ``gpfs``) or the NVIDIA driver (``nvidia``), or None. ``recovered_line``: the line of a later recovery of the same key (the
     state is no longer current), else None. ``count``: for EDAC, the error count the line gives.
     """
 
@@ -467,8 +467,10 @@ _EDAC_RE = re.compile(r"EDAC (?:\S+ )?(MC\d+): (\d+) (CE|UE) (.*?)(?: on (\S+))?
 _HOST_HINT_RE = re.compile(
     r"INFO: task|nfs: server|Lustre|mmfs|GPFS|Hardware Error|[Mm]achine [Cc]heck|EDAC|Memory failure"
 )
-#: Words of a hung task's call trace that name the storage client it waits on.
+#: Words of a hung task's call trace that name the module it waits in: a storage client, or
+#: the NVIDIA driver (``[nvidia_uvm]``, ``uvm_*``, ``nv_*``: the GPU driver is wedged).
 _TRACE_CLIENT: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("nvidia", re.compile(r"\[nvidia\w*\]|\bnvidia_\w+\+0x|\buvm_\w+\+0x|\bos_acquire_mutex")),
     ("nfs", re.compile(r"\bnfs\w*|\brpc_wait|\[sunrpc\]|\[nfsv?\d?\]")),
     ("lustre", re.compile(r"\[(?:lustre|ptlrpc|osc|mdc|lov|lmv|obdclass)\]|\bll_\w+|\bptlrpc_\w+|\bcl_\w+")),
     ("gpfs", re.compile(r"\[mmfs\w*\]|\bmmfs\w*|\bgpfs\w*", re.IGNORECASE)),

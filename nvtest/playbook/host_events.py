@@ -13,7 +13,9 @@ GPFS membership lost, disk failure,      ``fail``
 unmount, daemon down
 a loss followed by its recovery          ``note`` (recovered, not failing); a Lustre eviction,
                                          even recovered, ``warn`` (the I/O in flight failed)
-hung task (``blocked for more than``)    ``warn``, naming the storage client its trace names
+hung task (``blocked for more than``)    ``warn``, naming the storage client its trace names;
+                                         ``fail`` when the trace is in the NVIDIA driver
+                                         (``[nvidia_uvm]``: the GPU driver is wedged)
 other ``LustreError:`` lines             ``warn``
 uncorrected machine check / EDAC UE      ``fail`` (reboot, run the vendor's memory/CPU test)
 corrected machine check / EDAC CE,       ``warn`` (watch the rate; replace the DIMM if it
@@ -26,6 +28,7 @@ a shared server's outage, seen by every node at once, never drains a fleet by it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,12 +36,14 @@ from nvtest.parsers.dmesg import HostEvent
 
 __all__ = ["STORAGE_CLASSES", "HostJudgement", "judge_host_events"]
 
+_SECONDS_RE = re.compile(r"blocked for more than (\d+) seconds")
+
 #: Host-event classes of a storage client.
 STORAGE_CLASSES = frozenset({"nfs", "lustre", "gpfs"})
 
 _WHAT = {
     "not_responding": "not responding",
-    "connection_lost": "connection lost",
+    "connection_lost": "the client's connection was lost",
     "evicted": "this client was evicted",
     "lost_membership": "lost membership in the cluster",
     "disk_failure": "disk failure",
@@ -78,10 +83,17 @@ def _judge(e: HostEvent, storage: str) -> tuple[str, str] | None:
             return verdict, f"{label} {e.subject}: {what}, then recovered (line {e.recovered_line})"
         return storage, f"{label} {e.subject}: {what} and not recovered since; {_NEXT[e.cls]}"
     if e.cls == "hung_task":
+        m = _SECONDS_RE.search(e.message)
+        limit = f"{m.group(1)} seconds" if m else "the kernel's hung-task limit"
+        blocked = f"task {e.subject} blocked for more than {limit}"
+        if e.via == "nvidia":
+            return "fail", (
+                f"{blocked} in the NVIDIA driver: the GPU driver is wedged; drain the node and reboot it"
+            )
         via = f" waiting in the {e.via} client" if e.via else ""
         return "warn", (
-            f"task {e.subject} blocked for more than its hung-task timeout{via}: find what it waits on "
-            "(cat /proc/<pid>/stack); a storage client in the trace points at that filesystem"
+            f"{blocked}{via}: find what it waits on (cat /proc/<pid>/stack); a storage client in "
+            "the trace points at that filesystem"
         )
     where = f"{e.subject}" + (f" ({e.count} errors)" if e.count else "")
     source = "EDAC" if e.cls == "edac" else "machine check"

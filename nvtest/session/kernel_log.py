@@ -21,7 +21,10 @@ __all__ = [
     "KERNEL_LOG_NEEDS",
     "KERNEL_LOG_SCRIPT",
     "NVML_NEEDS",
+    "NOT_RUN",
     "UNREADABLE",
+    "blocked_message",
+    "facts_blocked",
     "reset_blocker",
     "split_probe",
 ]
@@ -33,6 +36,9 @@ KERNEL_LOG_NEEDS = ("dmesg", "journalctl")
 #: The tools and devices of a command that talks to NVML (the driver's management library):
 #: blocked on a node whose kernel log shows a GPU that needs a reset.
 NVML_NEEDS = ("nvidia-smi", "gpu", "dcgmi")
+
+#: How the inventory probe words the nvidia-smi it did not run (``--skip-nvml CAUSE``).
+NOT_RUN = "not run: "
 
 #: What the ``kernel-log`` probe prints when neither dmesg nor the journal can be read.
 UNREADABLE = "unreadable"
@@ -52,6 +58,22 @@ fi
 
 #: Driver messages (``KernelLog.driver_messages`` kinds) of a GPU that stopped answering.
 _HANGING_MESSAGES = frozenset({"gsp_heartbeat_timeout", "reset_required"})
+
+
+def blocked_message(cause: str, need: str = "nvidia-smi") -> str:
+    """The error of an item that was not started because ``cause`` (one sentence) makes
+    ``need`` unusable on its node."""
+    why = cause if len(cause) <= 300 else cause[:297] + "..."
+    return f"blocked: {why}; {need} not asked, not started (a GPU reset or a reboot first)"
+
+
+def facts_blocked(smi_error: str | None) -> str | None:
+    """The blocked error of a check that reads the node facts' NVML part (GPU list, driver
+    version) where the inventory probe did not run nvidia-smi (its error ``not run: CAUSE``);
+    None otherwise."""
+    if smi_error and smi_error.startswith(NOT_RUN):
+        return blocked_message(smi_error[len(NOT_RUN):])
+    return None
 
 
 def split_probe(text: str) -> tuple[str, str]:

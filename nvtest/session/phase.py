@@ -42,8 +42,9 @@ class Hang:
     def blocked_message(self) -> str:
         """The error of a later command on the node that needs the same tool or device."""
         if self.cause is not None:
-            why = self.cause if len(self.cause) <= 300 else self.cause[:297] + "..."
-            return f"blocked: {why}; {self.need} not asked, not started (a GPU reset or a reboot first)"
+            from nvtest.session.kernel_log import blocked_message
+
+            return blocked_message(self.cause, self.need)
         why = self.error if len(self.error) <= 240 else self.error[:237] + "..."
         return f"blocked: {self.need} hung on this node in {self.key} ({why}); not started"
 

@@ -22,7 +22,7 @@ CASES = {
     "dmesg-xid/dmesg-nfs-server-ok-then-not-responding-still-trying-current-ganesha.txt": (
         Verdict.FAIL, "NFS server 100.73.159.36: not responding and not recovered", {"nfs"}),
     "dmesg-xid/dmesg-lustre-client-osc-connection-lost-two-osts-no-restore.txt": (
-        Verdict.FAIL, "Lustre DIAS-OST0002 (at 192.168.14.178@tcp): connection lost", {"lustre"}),
+        Verdict.FAIL, "Lustre DIAS-OST0002 (at 192.168.14.178@tcp): the client's connection was lost", {"lustre"}),
     "dmesg-xid/dmesg-ctime-edac-sbridge-262-ce-memory-read-error-overflow.txt": (
         Verdict.WARN, "corrected EDAC: MC1 CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (262 errors)", {"edac", "machine_check"}),
     "dmesg-xid/journal-mce-bank4-uncorrected-status-logged-at-boot-mcelog-nuc.txt": (
