@@ -146,7 +146,8 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     ),
     _r(
         "blocked_by_kernel_log",
-        r"blocked: the kernel log .* shows .*not asked",
+        # a GPU fallen off the bus (Xid 79) is diagnosed by its own signature (lost_gpu)
+        r"blocked: the kernel log \S+ shows (?!Xid 79 ).*not asked",
         "the node's kernel log, read before anything else, shows a GPU that needs a reset (the Xid "
         "or driver line is quoted); this check would ask NVML and was not started",
         "follow xid_scan's next step for that line: drain the node, reset the GPU or reboot it; "

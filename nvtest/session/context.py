@@ -81,6 +81,10 @@ DOWN_WORDS = {
 }
 
 
+#: Transport failures of a node that was not reached at all (no command of the run can run there).
+UNREACHED = frozenset({"unreachable", "resolve", "auth", "config", "host_key"})
+
+
 @dataclass
 class NodeState:
     """What the run knows of one node: facts, SKU match, reachability.
@@ -287,16 +291,17 @@ class RunContext:
             except Exception as exc:  # a staging failure on one node must not stop the run
                 self.store.append("warning", {"message": f"staging probes failed: {exc}"})
                 self.probe_dirs = {}
-            self._read_kernel_logs()
+            unreached = self._read_kernel_logs()
             results = self.phases.run(
                 "inventory",
-                self.nodes,
+                [n for n in self.nodes if n.name not in unreached],
                 self._inventory_command,
                 timeout_s=120 * self.config.timeout_scale,
             )
             for name, state in self.states.items():
-                state.facts_log = self.phases.log_path("inventory", name)
-                self._read_inventory(state, results.get(name))
+                key = KERNEL_LOG_KEY if name in unreached else "inventory"
+                state.facts_log = self.phases.log_path(key, name)
+                self._read_inventory(state, unreached.get(name) or results.get(name))
                 self._match_sku(state)
                 self.emit(
                     "node",
@@ -335,9 +340,11 @@ class RunContext:
                     },
                 )
 
-    def _read_kernel_logs(self) -> None:
+    def _read_kernel_logs(self) -> dict[str, CommandResult]:
         """The kernel-log phase on every node (cached for ``xid_scan``); NVML blocked where it
-        shows a GPU that needs a reset."""
+        shows a GPU that needs a reset. Returns the nodes the transport could not reach at all
+        (:data:`UNREACHED`), with their result: the inventory probe is not tried there again
+        (one connect timeout per down node, not two)."""
         results = self.phases.run(
             KERNEL_LOG_KEY,
             self.nodes,
@@ -351,6 +358,7 @@ class RunContext:
                 self.states[name].nvml_blocked = cause
                 self.phases.block(name, NVML_NEEDS, KERNEL_LOG_KEY, cause)
                 self.emit("warning", {"message": f"{name}: {cause}: NVML is not asked on this node"})
+        return {name: res for name, res in results.items() if res.failure in UNREACHED}
 
     def _inventory_command(self, node: Node) -> list[str]:
         """The inventory probe's command line: without ``nvidia-smi`` where NVML is blocked."""
