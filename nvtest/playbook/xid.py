@@ -579,10 +579,12 @@ RESET_BUCKETS = frozenset({"RESET_GPU", "RESTART_BM", "RESTART_VM", "WORKFLOW_XI
 
 def needs_reset(code: int, action: str | None = None) -> bool:
     """True when an Xid ``code`` (with the recovery ``action`` its line names, for Xid 154)
-    leaves the GPU needing a reset or a reboot: a catalog code of :data:`RESET_BUCKETS`, a GPU
-    fallen off the bus, or the driver asking for a recovery action other than None."""
+    leaves the GPU needing a reset or a reboot: a catalog code of :data:`RESET_BUCKETS` that
+    the catalog calls ``fatal`` (not Xid 109, a program's hung kernel as a rule:
+    :data:`BUCKET_EXCEPTIONS`), a GPU fallen off the bus, or the driver asking for a recovery
+    action other than None."""
     request = recovery_request(code, action)
     if request is not None:
         return request == "asks"
     info = XID_CATALOG.get(code)
-    return code == 79 or (info is not None and info.resolution in RESET_BUCKETS)
+    return code == 79 or (info is not None and info.resolution in RESET_BUCKETS and info.severity == "fatal")

@@ -2,8 +2,8 @@
 
 A run reads each node's kernel log before anything else (before the inventory probe asks
 ``nvidia-smi``): it is passive, it cannot hang on a wedged GPU, and it says when a GPU needs a
-reset before it answers again (Xid 79 fallen off the bus, Xid 119 GSP RPC timeout, every Xid
-of a reset bucket of the catalog, :func:`nvtest.playbook.xid.needs_reset`; the driver's GSP
+reset before it answers again (Xid 79 fallen off the bus, Xid 119 GSP RPC timeout, every fatal
+Xid of a reset bucket of the catalog, :func:`nvtest.playbook.xid.needs_reset`; the driver's GSP
 heartbeat timeout and ``NV_ERR_RESET_REQUIRED``). On such a node, every command that needs
 NVML (:data:`NVML_NEEDS`) is ``blocked`` at once naming that line, instead of spending its
 timeout (:meth:`nvtest.session.phase.PhaseRunner.block`). The ``xid_scan`` check reads the
