@@ -37,8 +37,9 @@ demo-cluster: setup
 	$(PY) scripts/demo_cluster.py 4
 
 ## on a GPU machine, first: every GPU capture and probe, the delivery and burn-in suites, sanitised,
-## into $(OUT)/ (docs/gpu-evidence.md); GPU_EVIDENCE_SHORT=1 for the short form. No network needed
-## with gpu-evidence-bundle/ beside the checkout.
+## into $(OUT)/ (docs/gpu-evidence.md); GPU_EVIDENCE_SHORT=1 for the short form. On a fresh clone it
+## installs nvtest from the package index where that answers; no network needed with
+## gpu-evidence-bundle/ beside the checkout.
 gpu-evidence:
 	OUT="$(OUT)" bash scripts/gpu_evidence.sh
 

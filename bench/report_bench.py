@@ -1,11 +1,26 @@
-"""Report scale benchmark: report.html for 64, 256 and 1,024 synthetic nodes x 40 metrics.
+"""Report scale benchmark: report.html for 256, 1,024 and 4,096 synthetic nodes x 40 metrics.
 
 For each size: render time (wall and CPU seconds of ``render_html``), file size,
 and the time a headless Chromium takes from navigation to the load event (when
-chromium and websocket-client are installed). Targets at 1,024 nodes: render
-under 5 s, under 10 MB, load under 5 s; the script exits 1 when one is missed.
+chromium and websocket-client are installed). Targets (issue 27: a customer's delivery
+report is one self-contained file): at 1,024 nodes at most 5 MB, render and load within
+1 s; at 4,096 nodes at most 15 MB, render and load within 4 s. The script exits 1 when
+one is missed at a size it ran.
 
-    python bench/report_bench.py [--sizes 64,256,1024] [--out DIR]
+    python bench/report_bench.py [--sizes 256,1024,4096] [--out DIR]
+
+The render target is checked on the CPU seconds of ``render_html`` (wall is printed too:
+on a shared machine it is the CPU time times the load).
+
+Figures (2 shared cores, Chromium; before: the report with per-node HTML and the verbose
+blob; after: the compact blob, collapsed rows, one chart dot per pixel):
+
+    nodes  size MB          render cpu s (wall)          load s         DOM elements
+           before  after    before       after           before  after  before  after
+     1024    7.87   2.02    0.98 (1.00)  0.58 (1.82*)    0.48    0.39   19485   10156
+     4096   31.26   7.23    4.86 (4.99)  2.82 (7.94*)    1.42    0.65   60707   19096
+
+    * load average 6.9 on the 2 cores during that run
 """
 
 from __future__ import annotations
@@ -24,12 +39,13 @@ from nvtest.report.chromium import Chromium, find_chromium  # noqa: E402
 from nvtest.report.html import render_html  # noqa: E402
 from nvtest.report.synthetic import synthetic_doc  # noqa: E402
 
-RENDER_S, SIZE_MB, LOAD_S = 5.0, 10.0, 5.0
+#: nodes -> (render s, size MB, load s): the most each may take.
+TARGETS = {1024: (1.0, 5.0, 1.0), 4096: (4.0, 15.0, 4.0)}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="64,256,1024")
+    ap.add_argument("--sizes", default="256,1024,4096")
     ap.add_argument("--out", type=Path, default=None, help="keep the reports here")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -71,11 +87,16 @@ def main() -> int:
     if not browser:
         print("load s: not measured (no chromium on PATH or websocket-client missing)")
     print(f"reports in {out}")
-    big = [r for r in rows if r[0] == max(sizes)][0]
-    ok = big[2] < RENDER_S and big[4] < SIZE_MB and (big[5] is None or big[5] < LOAD_S)
-    print(
-        f"targets at {big[0]} nodes: render < {RENDER_S} s, < {SIZE_MB} MB, load < {LOAD_S} s: {'met' if ok else 'MISSED'}"
-    )
+    ok = True
+    for n, _m, _rs, rc, mb, ls, _dom in rows:
+        if n not in TARGETS:
+            continue
+        r_max, mb_max, l_max = TARGETS[n]
+        met = rc <= r_max and mb <= mb_max and (ls is None or ls <= l_max)
+        ok = ok and met
+        print(
+            f"targets at {n} nodes: render <= {r_max} CPU s, <= {mb_max} MB, load <= {l_max} s: {'met' if met else 'MISSED'}"
+        )
     return 0 if ok else 1
 
 

@@ -421,6 +421,7 @@ def assemble(jsonl: Path, extra: Iterable[str] = ()) -> dict[str, Any]:
     planned: dict[tuple[str, str], None] = {}
     end: dict[str, Any] = {}
     drained: dict[str, str] = {}
+    not_drained: dict[str, str] = {}
     for ev in read_events(jsonl, extra):
         kind = ev.pop("kind", None)
         ev.pop("t", None)
@@ -442,6 +443,8 @@ def assemble(jsonl: Path, extra: Iterable[str] = ()) -> dict[str, Any]:
             end.update(ev)
         elif kind == "drain":
             drained[ev["node"]] = ev["reason"]
+        elif kind == "drain_skipped":
+            not_drained[ev["node"]] = ev["why"]
     run.setdefault("host", socket.gethostname())
     run.update({k: v for k, v in end.items()})
     missing = [key for key in planned if key not in results]
@@ -457,6 +460,8 @@ def assemble(jsonl: Path, extra: Iterable[str] = ()) -> dict[str, Any]:
         run["duration_s"] = round(run["ended_at"] - run["started_at"], 3)
     run["warnings"] = warnings
     run["drained"] = drained
+    if not_drained:
+        run["not_drained"] = not_drained
     doc = {
         "schema_version": SCHEMA_VERSION,
         "run": run,

@@ -14,22 +14,29 @@
 # GPU_EVIDENCE_SYSTEM_SITE=0: create the virtualenv without the system's packages.
 # Every pip call is `pip install --no-index --find-links <bundle>/wheels` with pip's own
 # configuration files ignored (PIP_CONFIG_FILE=/dev/null), so nothing is fetched.
+# GPU_EVIDENCE_FROM_INDEX=1 (scripts/gpu_evidence.sh, where the package index answers): the
+# same virtualenv, with pip installing from the package index as configured (PIP_INDEX_URL,
+# pip.conf) instead of the bundle; no bundle is needed then.
 set -euo pipefail
 bundle=$(cd "$(dirname "$0")" && pwd -P)
 VENV=${1:-.venv-evidence}
 CHECKOUT=${2:-}
 PY=${PYTHON:-python3}
-export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-unset PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS PIP_CONSTRAINT
+FROM_INDEX=${GPU_EVIDENCE_FROM_INDEX:-0}
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
+if [ "$FROM_INDEX" != 1 ]; then
+  export PIP_CONFIG_FILE=/dev/null
+  unset PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS PIP_CONSTRAINT
+fi
 
 glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}' || true)
 pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-want=$(cat "$bundle/PYTHON_VERSION" 2>/dev/null || echo 3.11)
-if [ "$pyver" != "$want" ]; then
+want=$(cat "$bundle/PYTHON_VERSION" 2>/dev/null || echo "$pyver")
+if [ "$FROM_INDEX" != 1 ] && [ "$pyver" != "$want" ]; then
   echo "install: warning: $PY is Python $pyver; the bundle's binary wheels are for $want" >&2
 fi
 if [ -n "$glibc" ]; then
-  echo "install: glibc $glibc, Python $pyver, bundle $bundle" >&2
+  echo "install: glibc $glibc, Python $pyver, $([ "$FROM_INDEX" = 1 ] && echo "from the package index" || echo "bundle $bundle")" >&2
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -60,6 +67,11 @@ if [ -n "$CHECKOUT" ]; then
   target=(-e "$CHECKOUT")
 else
   target=(nvtest)
+fi
+if [ "$FROM_INDEX" = 1 ]; then
+  "${pip[@]}" install "${target[@]}"
+  "$VENV/bin/python" -c 'import nvtest.cli, nvtest; print("install: nvtest", nvtest.__version__, "in", "'"$VENV"'", "from the package index")' >&2
+  exit 0
 fi
 offline=(install --no-index --find-links "$bundle/wheels")
 if ! "${pip[@]}" "${offline[@]}" "${target[@]}"; then

@@ -13,6 +13,7 @@ history that cannot be reached is a run warning, never a failed run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 from nvtest.analysis.postprocess import post_process
 from nvtest.report import render_all
+from nvtest.report.manifest import write_manifest
 from nvtest.results import assemble, write_results
 
 __all__ = ["Finished", "finish_run"]
@@ -41,6 +43,8 @@ def finish_run(
     pdf: bool = False,
     extra: Iterable[str] = (),
     history: str | bool | None = None,
+    sign_key: Path | None = None,
+    rejudged: str | None = None,
 ) -> Finished:
     """End ``run_dir``: its document, analysed, written as results.json and rendered.
 
@@ -56,6 +60,13 @@ def finish_run(
         history: where the history is (a path or URL, see
             :func:`nvtest.history.resolve_target`); None: ``$NVTEST_HISTORY`` or the
             default file; False: do not record this run.
+        sign_key: an Ed25519 private key (PEM) that signs the manifest.
+        rejudged: who judges stored evidence again (``nvtest report``, ``nvtest
+            evaluate``): recorded as ``run.rejudged`` (by, at) and shown in the reports.
+
+    Last, ``manifest.sha256`` is written over every file of ``run_dir``
+    (:mod:`nvtest.report.manifest`; the reports show its evidence digest), signed with
+    ``sign_key`` when given; it is the last path returned.
 
     Returns:
         The document as written and the paths of the files written.
@@ -63,15 +74,21 @@ def finish_run(
     Raises:
         OutputWriteError: results.json or a report could not be written (one line: the
             path and the errno); each file is whole or absent, never cut.
-        ConfigError: ``pdf`` was asked and no PDF engine is available.
+        ConfigError: ``pdf`` was asked and no PDF engine is available, or ``sign_key`` is
+            not an Ed25519 private key.
     """
     if doc is None:
         doc = assemble(run_dir / "results.jsonl", extra)
+    if rejudged:
+        run = doc.setdefault("run", {})
+        origin = (run.get("evaluated_from") or {}).get("run_id")
+        run["rejudged"] = {"by": rejudged, "at": time.time(), **({"evaluated_from": origin} if origin else {})}
     post_process(doc, catalog=catalog, run_dir=run_dir)
     if history is not False and not (doc.get("run") or {}).get("evaluated_from"):
         _record_history(doc, None if history is True else history)
     written = write_results(run_dir, doc)
-    return Finished(doc, [written, *render_all(run_dir, doc, pdf=pdf)])
+    reports = render_all(run_dir, doc, pdf=pdf)
+    return Finished(doc, [written, *reports, write_manifest(run_dir, sign_key)])
 
 
 def _record_history(doc: dict[str, Any], target: str | None) -> None:

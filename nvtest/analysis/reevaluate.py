@@ -225,9 +225,12 @@ def evaluate_run(
     out: Path | None = None,
     sku_dirs: Sequence[Path] = (),
     facts_rejudge: FactsRejudge | None = None,
+    sign_key: Path | None = None,
 ) -> tuple[Path, dict[str, Any]]:
     """Re-judge ``run_dir`` with ``sku`` (None: each node's recorded SKU) and ``overlay``;
     write and return (out dir, document). ``facts_rejudge``: see :data:`FactsRejudge`.
+    The out dir gets a manifest of its own (signed with ``sign_key`` when given); the
+    run's manifest is not changed (a sub-directory with a manifest is a separate set).
 
     Raises:
         ConfigError: unreadable results.json, unknown SKU, invalid overlay or profile.
@@ -265,5 +268,5 @@ def evaluate_run(
     }
     run["overlay"] = str(overlay) if overlay else None
     run["forced_sku"] = sku
-    finish_run(out_dir, catalog, doc=new)
+    finish_run(out_dir, catalog, doc=new, sign_key=sign_key, rejudged="nvtest evaluate")
     return out_dir, new

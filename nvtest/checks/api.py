@@ -33,6 +33,7 @@ from nvtest.session.facts import NodeFacts, hardware_of
 from nvtest.session.probe import (
     ArgsFn,
     Probe,
+    each_node,
     effective_of,
     measure_probe,
     parse_probe_json,
@@ -53,6 +54,7 @@ __all__ = [
     "ProbeError",
     "ProbeSkip",
     "declare_metric",
+    "each_node",
     "measure_probe",
     "note_probe_run",
     "parse_probe_json",

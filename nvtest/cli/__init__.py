@@ -8,6 +8,7 @@ submit          :mod:`nvtest.cli.submit`
 report          :mod:`nvtest.cli.report`
 compare         :mod:`nvtest.cli.compare`
 evaluate        :mod:`nvtest.cli.evaluate`
+verify          :mod:`nvtest.cli.verify`
 inventory       :mod:`nvtest.cli.inventory`
 parse           :mod:`nvtest.cli.parse`
 list            :mod:`nvtest.cli.list`
@@ -43,7 +44,7 @@ __all__ = ["VERBS", "app", "main"]
 
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
 VERBS = (
-    "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "compare",
+    "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "verify", "compare",
     "evidence", "gate", "sweep", "history", "export", "config",
 )  # fmt: skip
 

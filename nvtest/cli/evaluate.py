@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from nvtest.cli.app import app, console, fail
+from nvtest.cli.verify import rejudged_line
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_OK, NvtestError
 
 __all__ = ["evaluate_cmd"]
@@ -38,6 +39,9 @@ def evaluate_cmd(
     sku_dir: Annotated[
         list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")
     ] = None,
+    sign_key: Annotated[
+        Path | None, typer.Option(help="Ed25519 private key (PEM) that signs the copy's manifest.sha256.")
+    ] = None,
 ) -> None:
     """Re-judge a stored run's measurements with other thresholds (nothing is rerun; RUN_DIR is not changed)."""
     from nvtest.analysis.reevaluate import evaluate_run
@@ -46,7 +50,7 @@ def evaluate_cmd(
     try:
         out_dir, doc = evaluate_run(
             run_dir, sku, overlay=overlay, out=out, sku_dirs=list(sku_dir or []),
-            facts_rejudge=rejudge_from_facts,
+            facts_rejudge=rejudge_from_facts, sign_key=sign_key,
         )  # fmt: skip
     except NvtestError as exc:
         raise fail(exc) from exc
@@ -58,4 +62,5 @@ def evaluate_cmd(
             console.print(
                 f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}")
     console.print(f"written: {out_dir / 'results.json'}")
+    console.print(rejudged_line("nvtest evaluate", out_dir), markup=False, highlight=False)
     raise typer.Exit(EXIT_CHECK_FAILED if s["verdict"] in ("fail", "error") else EXIT_OK)

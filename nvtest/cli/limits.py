@@ -32,6 +32,7 @@ LIMITS: dict[str, dict[str, tuple[str, float, float]]] = {
     "run": {
         "timeout_scale": ("--timeout-scale", 0.01, 100.0),
         "duration": ("--duration", 1.0, 30 * 86_400.0),
+        "drain_max_fraction": ("--drain-max-fraction", 0.01, 1.0),
     },
 }
 

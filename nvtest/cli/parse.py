@@ -1,9 +1,14 @@
 """``nvtest parse``: run a parser on a file collected elsewhere and print the record.
 
-Exit codes: 0 parsed; 1 parsed, but the tool's own output says the run failed or was cut short
-(``passed``/``completed`` false), or the reading shows a failed state
-(:func:`nvtest.playbook.readings.assess`: an Xid of a failing class, ``(rev ff)``, a port up
-but not Active, inactive NVLinks, rows pending remap); 2 unknown tool, unreadable file, a file
+The verdict is the run's own judgement of the output (:func:`nvtest.checks.standalone.judge_reading`:
+nccl-tests by ``judge_run``, perftest by the pair check's plausibility rule, a kernel log by
+``xid_scan``; the other tools by their own verdict and the states their reading shows).
+
+Exit codes: 0 parsed, verdict ``pass`` or ``warn``; 1 parsed, verdict ``fail`` or ``error``:
+the tool's own output says the run failed or was cut short (``passed``/``completed`` false),
+the reading shows a failed state (:func:`nvtest.playbook.readings.assess`: ``(rev ff)``, a
+port up but not Active, inactive NVLinks, rows pending remap), or a run would not judge it (a
+capped sweep, an implausible figure, an Xid not in the catalog); 2 unknown tool, unreadable file, a file
 larger than ``--max-bytes`` (64 MiB by default; ``/dev/zero`` stops there), binary data, unrecognised
 content or a ParseError.
 """
@@ -19,12 +24,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from nvtest.checks.standalone import judge_reading
 from nvtest.cli.app import app
 from nvtest.config.loader import read_bounded
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
 from nvtest.parsers import PARSERS, detect, parse, to_jsonable, tool_names
 from nvtest.parsers._binary import binary_reason
-from nvtest.playbook.readings import assess
 from nvtest.run.console import make_console, print_table
 
 __all__ = ["DEFAULT_MAX_BYTES", "parse_command"]
@@ -37,11 +42,13 @@ _HELP = """Parse a tool's output file into a typed record.
 
 Without TOOL the tool is recognised from the content.
 
-The tool's own verdict is shown (passed, completed, failure_reason, warnings);
-exit 1 when it says the run failed or was cut short, or when the reading shows
-a failed state (an Xid of a failing class, a device at rev ff, a port up but
-not Active, inactive NVLinks, rows pending remap), 2 when the file cannot be
-read or parsed (larger than --max-bytes, binary data), else 0.
+The output is judged by the run's own rules (less the SKU thresholds): the
+verdict is pass, warn, fail or error; exit 1 when it is fail or error: the tool
+says the run failed or was cut short, the reading shows a failed state (a fatal
+Xid, a device at rev ff, a port up but not Active, inactive NVLinks, rows
+pending remap), or a run would not judge it (a capped nccl-tests sweep, an
+implausible figure such as a negative Gb/s); 2 when the file cannot be read or
+parsed (larger than --max-bytes, binary data), else 0 (exit 1: not passed).
 
 Examples:
 
@@ -162,19 +169,21 @@ def parse_command(
         raise _fail(err, f"{file}: {exc}") from None
     verdict = _Verdict()
     data = _with_signals(record, to_jsonable(record), "", verdict)
-    # the states the reading shows (Xid classes, rev ff, link states, remap pending)
-    states = assess(record)
-    verdict.failures.extend(states.failures)
-    verdict.warnings.extend(states.warnings)
-    if isinstance(getattr(type(record), "passed", None), property):
-        verdict.passed = bool(record.passed) and not verdict.failures
-    elif verdict.failures:
-        verdict.passed = False
+    # the run's own judgement of this output (completeness, plausibility, the Xid catalog as
+    # xid_scan applies it; else the tool's verdict and the states its reading shows)
+    reading = judge_reading(record, text)
+    said = verdict.failures  # the record's own signals (passed/completed false, with why)
+    errors = list(dict.fromkeys([*reading.errors, *(said if reading.verdict == "error" else [])]))
+    verdict.failures = list(dict.fromkeys([*reading.failures, *(said if reading.verdict == "fail" else [])]))
+    verdict.warnings = list(dict.fromkeys([*verdict.warnings, *reading.warnings, *(said if reading.passed else [])]))
+    verdict.passed = reading.passed
     if as_json:
         doc = {
             "tool": tool,
+            "verdict": reading.verdict,
             "passed": verdict.passed,
             "failures": verdict.failures,
+            "errors": errors,
             "warnings": verdict.warnings,
             "record": data,
         }
@@ -185,7 +194,9 @@ def parse_command(
         print_table(out, ("field", "value"), rows, title=f"{file} ({tool})")
     for w in verdict.warnings:
         err.print(Text.assemble(("warning:", "yellow"), f" {file}: {w}"))
-    if verdict.passed is False:
-        why = "; ".join(verdict.failures) or "passed: false"
-        err.print(Text.assemble(("warning:", "yellow"), f" {file}: {tool}: not passed (the run failed, was cut short, or its reading shows a failed state): {why}"))
+    if not verdict.passed:
+        why = "; ".join([*verdict.failures, *errors]) or "passed: false"
+        what = ("not passed: not judged (cut short, incomplete or implausible; a run says error)" if reading.verdict == "error"
+                else "not passed (the run failed, or its reading shows a failed state)")  # fmt: skip
+        err.print(Text.assemble(("warning:", "yellow"), f" {file}: {tool}: {what}: {why}"))
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from nvtest import __version__
+from nvtest.analysis.acting import DRAIN_MAX_FRACTION
 from nvtest.cli.app import app, console, err_console, fail, new_run_id, remove_latest, update_latest
 from nvtest.cli.limits import check_numbers
 from nvtest.cli.options import with_options
@@ -82,6 +83,8 @@ class RunRequest:
     slurm: SlurmOptions
     #: backend option fields taken from the earlier run (not given again)
     prev_options: dict[str, Any] = field(default_factory=dict)
+    #: nodes of the partition Slurm had taken out of service -> its state and reason
+    excluded: dict[str, str] = field(default_factory=dict)
     rerun_items: list[tuple[str, str]] | None = None
     rerun_of: str | None = None
     #: why the backend was chosen without --backend ("implied by --inventory"), or None
@@ -207,9 +210,48 @@ def _backend_options(req: RunRequest) -> dict[str, Any]:
             from nvtest.config.inventory import fold_hostlist
             from nvtest.transports.slurm import discover_nodes
 
-            names = discover_nodes(partition=opts.get("partition"), nodelist=os.environ.get("SLURM_JOB_NODELIST"))
-            req.nodes = fold_hostlist(names)
+            names = discover_nodes(
+                partition=opts.get("partition"), nodelist=os.environ.get("SLURM_JOB_NODELIST"), include_unavailable=True
+            )
+            req.excluded = {**submitted_excluded(), **excluded_nodes(names)}
+            req.nodes = fold_hostlist([*names, *(n for n in req.excluded if n not in names)])
     return opts
+
+
+#: In a run directory ``nvtest submit --partition`` made: the partition's nodes Slurm had taken
+#: out of service at submission -> its state and reason (the batch job's run lists them).
+EXCLUDED_FILE = "slurm-excluded.json"
+
+
+def submitted_excluded() -> dict[str, str]:
+    """Inside ``nvtest submit``'s batch job (``NVTEST_RUN_DIR`` set): the nodes it found out of
+    service (:data:`EXCLUDED_FILE`); else, or unreadable, {}."""
+    preset = os.environ.get("NVTEST_RUN_DIR")
+    if not preset:
+        return {}
+    try:
+        data = json.loads((Path(preset) / EXCLUDED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def excluded_nodes(names: list[str]) -> dict[str, str]:
+    """Of ``names``, the nodes Slurm has taken out of service (drained, down, not
+    responding, failed...) -> ``Slurm state <STATE>, reason: <Reason=>`` (``scontrol show
+    node``): nodes of the run nvtest does not start on, each reported with Slurm's words.
+
+    Raises:
+        TransportError: scontrol could not run.
+    """
+    from nvtest.transports.slurm import node_states
+
+    out: dict[str, str] = {}
+    for name, st in node_states(names).items():
+        if not st.available:
+            reason = f", reason: {st.reason}" if st.reason else ", no reason given"
+            out[name] = f"Slurm state {st.state}{reason}"
+    return out
 
 
 def _make_run_dir(out: Path) -> tuple[str, Path, Path]:
@@ -280,8 +322,18 @@ def run(
     ] = None,
     rerun_failed: Annotated[Path | None, typer.Option(help="Run only the failed and errored items of this run directory.")] = None,
     progress: Annotated[str, typer.Option(help="auto, live, plain or none.")] = "auto",
-    drain_failed: Annotated[bool, typer.Option(help="slurm: drain nodes that failed, with the reason (opt-in).")] = False,
+    drain_failed: Annotated[
+        bool,
+        typer.Option(help="slurm: drain nodes that failed, with the reason (opt-in); never for an error, a systemic failure or past --drain-max-fraction."),
+    ] = False,
+    drain_max_fraction: Annotated[
+        float,
+        typer.Option(help="With --drain-failed: the largest share of the run's nodes drained (at least one node); past it none is drained. 1 drains every failed node."),
+    ] = DRAIN_MAX_FRACTION,
     pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf (needs WeasyPrint or Chromium).")] = False,
+    sign_key: Annotated[
+        Path | None, typer.Option(help="Ed25519 private key (PEM) that signs the run's manifest.sha256.")
+    ] = None,
     *,
     ssh: SshOptions,
     slurm: SlurmOptions,
@@ -296,7 +348,14 @@ def run(
         source = ctx.get_parameter_source(param)  # click's ParameterSource (vendored by typer)
         return source is None or source.name == "DEFAULT"
 
-    check_numbers("run", timeout_scale=timeout_scale, duration=duration)
+    check_numbers("run", timeout_scale=timeout_scale, duration=duration, drain_max_fraction=drain_max_fraction)
+    if sign_key is not None:  # a key that cannot sign is a usage error before anything runs
+        from nvtest.report.manifest import sign_manifest
+
+        try:
+            sign_manifest(b"", sign_key)
+        except NvtestError as exc:
+            raise fail(exc) from exc
     req = RunRequest(suite, inventory, nodes, backend, sku, sku_dir, overlay, timeout_scale, duration, ssh, slurm)
     try:
         if rerun_failed is not None:
@@ -325,6 +384,7 @@ def run(
         duration_s=req.duration,
         rerun_of=req.rerun_of,
         rerun_items=req.rerun_items,
+        excluded=req.excluded,
     )
     cfg_path = run_dir / "run_config.json"
     try:
@@ -358,7 +418,7 @@ def run(
     except OutputWriteError as exc:
         err_console.print(f"nvtest: error: {exc}; {out / 'latest'} removed (it pointed at an earlier run)")
         code = EXIT_HARNESS
-    _after_run(run_dir, cfg, code, drain=drain_failed, pdf=pdf)
+    _after_run(run_dir, cfg, code, drain=drain_max_fraction if drain_failed else None, pdf=pdf, sign_key=sign_key)
     raise typer.Exit(code)
 
 
@@ -371,12 +431,22 @@ def _measured(run_dir: Path) -> bool:
         return False
 
 
-def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool) -> None:
-    """Drain (opt-in), the PDF (opt-in), then the summary on the console."""
-    if drain and cfg.backend == "slurm" and code in (EXIT_OK, EXIT_CHECK_FAILED):
+def _after_run(
+    run_dir: Path, cfg: Any, code: int, *, drain: float | None, pdf: bool, sign_key: Path | None = None
+) -> None:
+    """Drain (opt-in: ``drain`` is the largest share of nodes drained; each node's decision is
+    printed), the PDF (opt-in), the manifest again for what they wrote (signed with ``sign_key``),
+    then the summary on the console."""
+    if drain is not None and cfg.backend == "slurm" and code in (EXIT_OK, EXIT_CHECK_FAILED):
+        from nvtest.analysis.acting import NOTHING_FAILED
         from nvtest.run.drain import drain_failed_nodes
 
-        drain_failed_nodes(run_dir, cfg.backend_options)
+        decisions = drain_failed_nodes(run_dir, cfg.backend_options, max_fraction=drain)
+        for d in decisions:
+            if d.why != NOTHING_FAILED:
+                console.print(f"drain: {d.node}: {'drained: ' if d.drain else ''}{d.why}", markup=False, highlight=False)
+        if passed := sum(d.why == NOTHING_FAILED for d in decisions):
+            console.print(f"drain: {passed} node(s) not drained: nothing failed", markup=False, highlight=False)
     if pdf:
         from nvtest.report import render_pdf
 
@@ -384,6 +454,13 @@ def _after_run(run_dir: Path, cfg: Any, code: int, *, drain: bool, pdf: bool) ->
             render_pdf(run_dir)
         except NvtestError as exc:
             err_console.print(f"nvtest: error: report.pdf not written: {exc}")
+    if (pdf or sign_key is not None) and (run_dir / "results.json").is_file():
+        from nvtest.report.manifest import write_manifest
+
+        try:
+            write_manifest(run_dir, sign_key)
+        except NvtestError as exc:
+            err_console.print(f"nvtest: error: manifest.sha256 not signed: {exc}")
     print_summary(run_dir)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -39,8 +40,12 @@ def submit(
     to `nvtest run` inside the job. The batch script is kept in the run directory;
     the job id and the report's path are printed.
     """
+    from nvtest.cli.run import EXCLUDED_FILE, excluded_nodes
     from nvtest.config.inventory import expand_hostlist, load_inventory
+    from nvtest.results import write_atomic
     from nvtest.transports.slurm import SlurmTransport, discover_nodes
+
+    excluded: dict[str, str] = {}
 
     passthrough = list(ctx.args)
     run_cmd = typer.main.get_command(app).get_command(ctx, "run")  # type: ignore[attr-defined]
@@ -57,11 +62,14 @@ def submit(
         elif nodes:
             names = expand_hostlist(nodes)
         elif slurm.partition:
-            names = discover_nodes(partition=slurm.partition)
+            every = discover_nodes(partition=slurm.partition, include_unavailable=True)
+            excluded = excluded_nodes(every)  # listed in the run's results, never dropped
+            names = [n for n in every if n not in excluded]
         else:
             raise ConfigError("nvtest submit needs --nodes, --inventory or --partition", field="--nodes")
         if not names:
-            raise ConfigError(f"no available node in partition {slurm.partition!r}", field="--partition")
+            why = "; ".join(f"{n}: {w}" for n, w in excluded.items())
+            raise ConfigError(f"no available node in partition {slurm.partition!r}{': ' + why if why else ''}", field="--partition")
         run_id = new_run_id()
         out.mkdir(parents=True, exist_ok=True)
         run_dir = (out / run_id).resolve()
@@ -71,6 +79,8 @@ def submit(
             argv += ["--inventory", str(inventory.resolve())]
         argv += passthrough
         script = transport.write_batch_script(run_dir, argv, nodes=names)
+        if excluded:
+            write_atomic(run_dir / EXCLUDED_FILE, json.dumps(excluded, indent=1))
         job_id = transport.submit(script)
     except NvtestError as exc:
         raise fail(exc) from exc

@@ -20,18 +20,34 @@ fault. The rules, as the CHS pairwise NCCL test and Imbue's host validation appl
 
 A failing pair is never turned into a pass by a retry: the second pass only decides which of
 its two nodes the failure belongs to.
+
+Hangs (a pair that ran past its deadline) are pinned, not copied (:func:`pinned_hangs`): a
+hang is pinned on a node when the evidence names it (a process there survived SIGKILL, or the
+node was blocked by an earlier hang) or when the node is common to two or more hung pairs.
+Once pinned, the node is paired no further (the runner records the pairs it would have run as
+errors naming it, at no deadline's cost) and is neither a suspect nor known-good; its peers'
+hung pairs are explained by it, not errors of theirs. A peer left with no pair measured but
+such hangs is re-paired with a known-good node in the second pass (an *orphan*).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from nvtest.jobs.pairs import Pair, Round
 
-__all__ = ["NodeFinding", "PairOutcome", "Suspicion", "attribute", "find_suspects", "repair_rounds"]
+__all__ = [
+    "NodeFinding",
+    "PairOutcome",
+    "Suspicion",
+    "attribute",
+    "find_suspects",
+    "pinned_hangs",
+    "repair_rounds",
+]
 
 Status = Literal["pass", "fail", "error"]
 
@@ -52,6 +68,10 @@ class PairOutcome:
         label: what was measured (e.g. the HCA name); "" when one test per pair.
         logs: node name -> evidence path of this pair's commands.
         command: the command lines run, one per line.
+        hung: the nodes whose command ran past its deadline (timed out, left an unkillable
+            process, or was blocked by an earlier hang there).
+        pinned: the node the evidence pins the hang on ("" when it names none): the one whose
+            process survived SIGKILL or that an earlier hang blocked.
     """
 
     pair: Pair
@@ -64,6 +84,8 @@ class PairOutcome:
     label: str = ""
     logs: dict[str, str] = field(default_factory=dict)
     command: str = ""
+    hung: tuple[str, ...] = ()
+    pinned: str = ""
 
     def peer(self, node: str) -> str:
         """The other node of the pair."""
@@ -80,12 +102,16 @@ class PairOutcome:
 
 @dataclass(frozen=True)
 class Suspicion:
-    """The first pass read: suspects, which are common to several failures, the known-good."""
+    """The first pass read: suspects, which are common to several failures, the known-good;
+    the nodes hangs are pinned on (node -> why) and the orphans (nodes whose only pairs hung
+    on a pinned node), re-paired with known-good nodes like the suspects."""
 
     suspects: tuple[str, ...]
     common: frozenset[str]
     known_good: tuple[str, ...]
     explained_by: dict[Pair, str]
+    pinned: dict[str, str] = field(default_factory=dict)
+    orphans: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,9 +129,38 @@ def _key(pair: Pair) -> Pair:
     return (a, b) if a <= b else (b, a)
 
 
+def pinned_hangs(outcomes: Iterable[PairOutcome]) -> dict[str, str]:
+    """node -> why a hang is pinned on it: the evidence names it (``pinned``), or it is common
+    to two or more hung pairs with different peers (the module text)."""
+    out: dict[str, str] = {}
+    hung_with: dict[str, set[str]] = {}
+    for o in outcomes:
+        # pinned by its own evidence: a process there survived SIGKILL or it was blocked (a
+        # hung pair), or a pair not run because a hang was already pinned on it
+        if o.pinned and o.pinned not in out and (o.pinned in o.hung or not o.hung):
+            out[o.pinned] = o.reason or "hung"
+        for n in o.hung:
+            hung_with.setdefault(n, set()).add(o.peer(n))
+    for n, peers in sorted(hung_with.items()):
+        if n not in out and len(peers) >= 2:
+            out[n] = f"hung with {len(peers)} peers ({', '.join(sorted(peers))})"
+    return out
+
+
+def _culprit(o: PairOutcome, pinned: Mapping[str, str]) -> str:
+    """The node an errored outcome's hang is pinned on ("" when none)."""
+    if o.status != "error":
+        return ""
+    if o.pinned:
+        return o.pinned
+    on = [n for n in o.pair if n in pinned]
+    return on[0] if len(on) == 1 else ""
+
+
 def find_suspects(nodes: Sequence[str], outcomes: Iterable[PairOutcome]) -> Suspicion:
-    """Read the first pass: see the module docstring, rules 1 and 2."""
+    """Read the first pass: see the module docstring, rules 1 and 2, and the hangs."""
     outs = list(outcomes)
+    pinned = pinned_hangs(outs)
     failing = sorted({_key(o.pair) for o in outs if o.status == "fail"})
     unexplained = set(failing)
     explained_by: dict[Pair, str] = {}
@@ -119,18 +174,26 @@ def find_suspects(nodes: Sequence[str], outcomes: Iterable[PairOutcome]) -> Susp
         for p in [p for p in unexplained if node in p]:
             explained_by[p] = node
             unexplained.discard(p)
-    suspects = set(common) | {n for p in unexplained for n in p}
+    suspects = (set(common) | {n for p in unexplained for n in p}) - set(pinned)
     passed = {n for o in outs if o.status == "pass" for n in o.pair}
-    erred = {n for o in outs if o.status == "error" for n in o.pair}
-    good = tuple(n for n in nodes if n in passed and n not in suspects and n not in erred)
+    judged = {n for o in outs if o.status in ("pass", "fail") for n in o.pair}
+    erred = {n for o in outs if o.status == "error" and not _culprit(o, pinned) for n in o.pair}
+    good = tuple(
+        n for n in nodes if n in passed and n not in suspects and n not in erred and n not in pinned
+    )
+    explained = {n for o in outs if (c := _culprit(o, pinned)) for n in o.pair if n != c}
+    orphans = tuple(
+        n for n in nodes if n in explained and n not in judged and n not in erred and n not in pinned
+    )
     order = sorted(
         suspects, key=lambda n: (n not in common, list(nodes).index(n) if n in nodes else 0)
     )
-    return Suspicion(tuple(order), frozenset(common), good, explained_by)
+    return Suspicion(tuple(order), frozenset(common), good, explained_by, pinned, orphans)
 
 
 def repair_rounds(suspicion: Suspicion) -> list[Round]:
-    """Pair every suspect with a known-good node; rounds keep every node to one pair.
+    """Pair every suspect (then every orphan) with a known-good node; rounds keep every node to
+    one pair.
 
     Suspect i meets known-good node i mod G in round i // G (G known-good nodes), so a round
     holds at most G pairs and no node twice. Empty when there is no known-good node.
@@ -139,7 +202,7 @@ def repair_rounds(suspicion: Suspicion) -> list[Round]:
     if not good:
         return []
     rounds: list[list[Pair]] = []
-    for i, suspect in enumerate(suspicion.suspects):
+    for i, suspect in enumerate([*suspicion.suspects, *suspicion.orphans]):
         r = i // len(good)
         while len(rounds) <= r:
             rounds.append([])
@@ -179,7 +242,20 @@ def _finding(
 ) -> NodeFinding:
     fails = [o for o in outs if o.status == "fail" and not o.second_pass]
     again = [o for o in outs if o.second_pass and n == o.pair[1]]
-    errors = [o for o in outs if o.status == "error"]
+    errors = [o for o in outs if o.status == "error" and _culprit(o, sus.pinned) in ("", n)]
+    if n in sus.pinned:
+        mine = [o for o in outs if o.status == "error" and (n in o.hung or o.pinned == n)]
+        # a process of its own that survived SIGKILL proves the node bad (a fail, as anywhere)
+        wedged = any(o.pinned == n and "unkillable" in o.reason for o in mine)
+        return NodeFinding(
+            n,
+            "fail" if wedged else "error",
+            f"the pair test hung on this node ({sus.pinned[n]}); no further pair was run with it: "
+            + "; ".join(o.describe() for o in mine[:3]),
+            outs,
+        )
+    if n in sus.orphans:
+        return _orphan(n, outs, again, sus)
     listed = "; ".join(o.describe() for o in fails[:4]) + (
         f" (+{len(fails) - 4} more)" if len(fails) > 4 else ""
     )
@@ -235,4 +311,22 @@ def _finding(
         return NodeFinding(n, "error", "; ".join(o.describe() for o in errors[:3]), outs)
     if not outs:
         return NodeFinding(n, "error", "no pair test ran on this node", outs)
-    return NodeFinding(n, "pass", "", outs)
+    hangs = sorted({c for o in outs if (c := _culprit(o, sus.pinned)) and c != n})
+    note = f"pair(s) with {', '.join(hangs)} hung, pinned on {', '.join(hangs)}" if hangs else ""
+    return NodeFinding(n, "pass", note, outs)
+
+
+def _orphan(n: str, outs: tuple[PairOutcome, ...], again: list[PairOutcome], sus: Suspicion) -> NodeFinding:
+    """The finding of a node whose only first-pass pairs hung on a pinned node."""
+    on = sorted({c for o in outs if (c := _culprit(o, sus.pinned)) and c != n})
+    where = f"its pair(s) hung on {', '.join(on)} (pinned there)"
+    if not again:
+        return NodeFinding(
+            n, "error", f"not measured: {where}, and no known-good node was left to re-test it with", outs
+        )
+    last = again[-1]
+    if last.status == "pass":
+        return NodeFinding(n, "pass", f"{where}; passed with known-good node {last.peer(n)}", outs)
+    if last.status == "fail":
+        return NodeFinding(n, "fail", f"{where}; fails with known-good node {last.peer(n)}: {last.describe()}", outs)
+    return NodeFinding(n, "error", f"{where}; the re-test could not run: {last.describe()}", outs)

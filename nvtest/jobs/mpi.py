@@ -50,15 +50,17 @@ from typing import TYPE_CHECKING, Any
 from nvtest.config.inventory import Node, fold_hostlist
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.jobs.base import (
-    check_nodes,
     fleet_cache,
+    launch_nodes,
     node_recipe,
+    pin_unkillable,
     probe_argv,
     run_commands,
     up_nodes,
 )
 from nvtest.jobs.launch import MpiOptions, mpirun_argv
 from nvtest.jobs.preflight import ssh_preflight
+from nvtest.session.phase import attribute_unkillable
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import CommandResult, render_command
 
@@ -77,6 +79,9 @@ __all__ = [
     "run_mpi",
     "slurm_mpirun_env",
 ]
+
+#: What an MPI job's processes touch (the words of one that survives SIGKILL): the network.
+MPI_TOUCHES = ("network",)
 
 #: Slurm variables of the step a task runs in; unset before mpirun starts its own steps.
 STEP_VARS = (
@@ -307,7 +312,8 @@ class MpiJob:
 def run_mpi(
     ctx: RunContext, check: str, args: Sequence[str], *, ranks_per_node: int, timeout_s: float
 ) -> MpiJob:
-    """Launch ``mpi_probe.py args`` over the check's nodes, once per run (cached).
+    """Launch ``mpi_probe.py args`` over the check's nodes (less those an earlier check failed
+    or hung on: :func:`~nvtest.jobs.base.launch_nodes`), once per run (cached).
 
     When the launcher names nodes whose ranks could not start and at least two nodes are
     left, the job is launched again without them (phase key ``<check>.rerun``); the
@@ -319,7 +325,7 @@ def run_mpi(
     """
 
     def compute() -> MpiJob:
-        nodes = check_nodes(ctx, check)
+        nodes = launch_nodes(ctx, check)
         if not nodes:
             raise NodeError("no reachable node for this check")
         unreachable = mpirun_preflight(ctx, check, nodes)
@@ -379,6 +385,7 @@ def _launch(
             env,
             timeout_s=timeout_s * ctx.config.timeout_scale,
         )
+        res = attribute_unkillable(res, MPI_TOUCHES)
         log_node = None
     else:
         apps = [
@@ -399,7 +406,8 @@ def _launch(
             launcher = "mpirun"
             argv = mpmd_argv(apps, export=sorted(env), opts=opts)
             cmd = render_command(argv, env)
-        res = run_commands(ctx, key, [first], {first.name: cmd}, timeout_s=timeout_s)[first.name]
+        res = run_commands(ctx, key, [first], {first.name: cmd}, timeout_s=timeout_s, touches=MPI_TOUCHES)[first.name]
+    pin_unkillable(ctx, key, res, MPI_TOUCHES)
     doc, err = None, None
     try:
         doc = parse_probe_json(res)

@@ -35,7 +35,7 @@ from nvtest.verdict import Verdict
 if TYPE_CHECKING:
     from nvtest.session.context import RunContext
 
-__all__ = ["NcclPairJob", "PerftestPairJob", "TcpPairJob", "outcome_from_value"]
+__all__ = ["NcclPairJob", "PerftestPairJob", "TcpPairJob", "implausible_rows", "outcome_from_value"]
 
 
 def outcome_from_value(
@@ -57,11 +57,29 @@ def outcome_from_value(
     return PairOutcome(pair, "pass", value, unit, command=command)
 
 
+def implausible_rows(
+    log: perftest.PerftestLog, judge: Callable[[float], tuple[Verdict, str]]
+) -> list[str]:
+    """The bandwidth rows of ``log`` that ``judge`` (a Gb/s value -> (verdict, reason), the
+    ``ib_write_bw.bw_avg_gbit_s`` judgement) finds ``error``: implausible (negative, above
+    the port rate) or not a number. One such row and the figures are not judged: the run
+    (:meth:`PerftestPairJob.judge_complete`) and ``nvtest parse``
+    (:mod:`nvtest.checks.standalone`) both say ``error``."""
+    out = []
+    for run in log.runs:
+        for row in run.bw_rows:
+            verdict, reason = judge(row.bw_avg_gbit_s)
+            if verdict is Verdict.ERROR:
+                out.append(f"{row.size_bytes} bytes: {reason}")
+    return out
+
+
 class TcpPairJob(PairJob):
     """TCP bandwidth with nvtest's own probe (check ``tcp_bw``, metric ``tcp_gbit_s``)."""
 
     name = "tcp_bw"
     metric = "tcp_gbit_s"
+    needs = ("network",)
 
     def __init__(
         self, ctx: RunContext, *, seconds: float = 2.0, streams: int = 1, timeout_s: float = 90.0
@@ -113,6 +131,7 @@ class PerftestPairJob(PairJob):
     name = "ib_write_bw"
     metric = "bw_avg_gbit_s"
     tool = "ib_write_bw"
+    needs = ("hca", "ib_write_bw")
 
     def __init__(
         self,
@@ -160,6 +179,8 @@ class PerftestPairJob(PairJob):
         a, b = pair
         errors: list[str] = []
         value = None
+        implausible: list[str] = []
+        node = self.ctx.states[b].node
         for n in (b, a):
             r = results.get(n)
             if r is None:
@@ -173,13 +194,17 @@ class PerftestPairJob(PairJob):
             errors += [f"{n}: {e.message}" for e in log.errors]
             if n == b:
                 value = log.best_bw_avg_gbit_s
+                implausible = implausible_rows(
+                    log, lambda v: judge_value(self.ctx, node, self.name, self.metric, v, "Gb/s")
+                )
         if errors:
             return PairOutcome(pair, "fail", value, "Gb/s", "; ".join(errors[:3]), command=command)
         if value is None:
             return PairOutcome(
                 pair, "error", reason=f"client {b}: no bandwidth row", command=command
             )
-        node = self.ctx.states[b].node
+        if implausible:  # any row outside the physical bound: the run's figures are not judged
+            return PairOutcome(pair, "error", value, "Gb/s", f"client {b}: " + "; ".join(implausible[:3]), command=command)
         return outcome_from_value(
             self.ctx, node, pair, self.name, self.metric, value, "Gb/s", command
         )
@@ -194,6 +219,7 @@ class NcclPairJob(PairJob):
     """
 
     server_client = False
+    needs = ("gpu", "network")
 
     def __init__(
         self,

@@ -33,6 +33,7 @@ from nvtest.jobs.blame import (
     PairOutcome,
     attribute,
     find_suspects,
+    pinned_hangs,
     repair_rounds,
 )
 from nvtest.jobs.pairs import Pair, Round, Schedule
@@ -46,6 +47,9 @@ __all__ = ["PairJob", "PairReport", "node_value", "run_pair_schedule"]
 
 PORT_BASE = 20000
 PORT_STRIDE = 16
+
+#: Results that ran past their deadline (or were blocked by an earlier hang): a hung pair.
+HANG_FAILURES = frozenset({"timeout", "unkillable", "blocked"})
 
 
 class PairJob(ABC):
@@ -61,6 +65,10 @@ class PairJob(ABC):
     name: str = "pair"
     timeout_s: float = 120.0
     server_client: bool = True
+    #: the devices and tools the pair's commands touch (:data:`nvtest.session.probe.DEVICES`):
+    #: they word an unkillable process; a node where one hung earlier is blocked (and the
+    #: hang pinned on it) at once; a hang pinned on a node marks them hung there
+    needs: tuple[str, ...] = ()
 
     def labels(self, a: Node, b: Node) -> Sequence[str]:
         """The separate tests of this pair, run one after another (e.g. HCA names)."""
@@ -82,11 +90,18 @@ class PairJob(ABC):
         ``error`` naming that node; otherwise :meth:`judge_complete` reads the output.
         """
         command = "\n".join(f"{n}: {r.command}" for n, r in results.items())
-        for n, r in results.items():
-            if not r.completed:
-                return PairOutcome(
-                    pair, "error", reason=f"{n}: {r.error or 'did not complete'}", command=command
-                )
+        hung = tuple(n for n, r in results.items() if r.failure in HANG_FAILURES)
+        # the evidence pins a hang on a node when a process there survived SIGKILL, or an
+        # earlier hang there blocked the command: not on its peer, whose command only waited
+        named = [n for n, r in results.items() if r.failure in ("unkillable", "blocked")]
+        pinned = named[0] if len(named) == 1 else ""
+        undone = sorted((n for n, r in results.items() if not r.completed), key=lambda n: n != pinned)
+        if undone:
+            n = undone[0]
+            return PairOutcome(
+                pair, "error", reason=f"{n}: {results[n].error or 'did not complete'}", command=command,
+                hung=hung, pinned=pinned,
+            )  # fmt: skip
         return self.judge_complete(pair, label, results, command)
 
     @abstractmethod
@@ -159,8 +174,9 @@ def _run_wave(
         launchers = [by_name[a] for a, _ in wave]
         cmds = {a: job.launcher(by_name[a], by_name[b], label) for a, b in wave}
         res = run_commands(
-            ctx, _key(job, round_no, label, "launch"), launchers, cmds, timeout_s=job.timeout_s
-        )
+            ctx, _key(job, round_no, label, "launch"), launchers, cmds, timeout_s=job.timeout_s,
+            needs=job.needs, mark=False,
+        )  # fmt: skip
         return [
             _tag(job.judge((a, b), label, {a: res[a]}), round_no, label, second) for a, b in wave
         ]
@@ -186,6 +202,7 @@ def _run_wave(
                 srv_nodes,
                 srv_cmds,
                 timeout_s=job.timeout_s,
+                needs=job.needs, mark=False,
             )
         )
 
@@ -230,6 +247,7 @@ def _run_wave(
             [by_name[b] for _, b in go],
             cli_cmds,
             timeout_s=job.timeout_s,
+            needs=job.needs, mark=False,
         )
     thread.join()
     for a, b in go:
@@ -251,6 +269,34 @@ def _tag(
     return replace(o, round=round_no, label=label, second_pass=second, logs=logs or o.logs)
 
 
+def _pinned(
+    ctx: RunContext, job: PairJob, outcomes: Sequence[PairOutcome], by_name: dict[str, Node]
+) -> dict[str, str]:
+    """node -> why no pair is run with it: a hang the pairs so far pin on it
+    (:func:`~nvtest.jobs.blame.pinned_hangs`), or one of the job's needs hung on it earlier in
+    the run (a launch of the same check that hung there, an earlier check)."""
+    out = pinned_hangs(outcomes)
+    for name in by_name:
+        hang = ctx.phases.blocking(name, job.needs) if job.needs else None
+        if hang is not None and name not in out:
+            out[name] = hang.blocked_message()
+    return out
+
+
+def _norm(pair: Pair) -> Pair:
+    a, b = pair
+    return (a, b) if a <= b else (b, a)
+
+
+def _not_run(pair: Pair, pinned: dict[str, str], round_no: int, second: bool) -> PairOutcome:
+    """The outcome of a pair not run because a hang is pinned on one of its nodes."""
+    on = next(n for n in pair if n in pinned)
+    return PairOutcome(
+        pair, "error", reason=f"not run: the hang is pinned on {on} ({pinned[on]}); no further "
+        "pair spends a deadline on it", round=round_no, second_pass=second, pinned=on,
+    )  # fmt: skip
+
+
 def _run_rounds(
     ctx: RunContext,
     job: PairJob,
@@ -259,10 +305,17 @@ def _run_rounds(
     first_round_no: int,
     second: bool,
     max_concurrent_pairs: int,
+    before: Sequence[PairOutcome] = (),
 ) -> list[PairOutcome]:
+    """Run ``rounds`` in order; a pair with a node a hang is pinned on (in ``before`` or an
+    earlier round: :func:`~nvtest.jobs.blame.pinned_hangs`) is not run but recorded."""
     out: list[PairOutcome] = []
     for i, rnd in enumerate(rounds):
         round_no = first_round_no + i
+        pinned = _pinned(ctx, job, [*before, *out], by_name)
+        skipped = [p for p in rnd if any(n in pinned for n in p)]
+        out.extend(_not_run(p, pinned, round_no, second) for p in skipped)
+        rnd = tuple(p for p in rnd if p not in skipped)
         waves = [
             rnd[k : k + max_concurrent_pairs] for k in range(0, len(rnd), max_concurrent_pairs)
         ] or [()]
@@ -273,7 +326,19 @@ def _run_rounds(
             for label in labels:
                 todo = [p for p in wave if label in job.labels(by_name[p[0]], by_name[p[1]])]
                 no = round_no if len(waves) == 1 else round_no * 1000 + w
-                out.extend(_run_wave(ctx, job, todo, by_name, no, label, second))
+                # a pair that hung on one label (HCA), or a node a hang is now pinned on, is
+                # not run again on the next label: each would wait out the same deadline
+                pinned = _pinned(ctx, job, [*before, *out], by_name)
+                hung = {_norm(o.pair): o for o in out if o.hung}
+                for p in [p for p in todo if any(n in pinned for n in p) or _norm(p) in hung]:
+                    todo.remove(p)
+                    out.append(
+                        _not_run(p, pinned, no, second) if any(n in pinned for n in p)
+                        else _error(p, label, f"not run: this pair hung on {hung[_norm(p)].label or 'its first test'}"
+                                    f" ({hung[_norm(p)].reason})", no, second)
+                    )  # fmt: skip
+                if todo:
+                    out.extend(_run_wave(ctx, job, todo, by_name, no, label, second))
     return out
 
 
@@ -298,8 +363,13 @@ def run_pair_schedule(
         len(schedule.rounds) + 1,
         True,
         max_concurrent_pairs,
+        first,
     )
     findings = attribute(names, first, second, suspicion)
+    for node, why in pinned_hangs([*first, *second]).items():
+        # the hang is this node's: a later check that needs the same devices is blocked there
+        # at once, and a later multi-node launch leaves it out (nvtest.jobs.base.known_bad)
+        ctx.phases.mark_hung(node, job.name, job.needs or ("network",), why)
     return PairReport(schedule, tuple(first), tuple(second), findings)
 
 

@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from nvtest.config.inventory import Node
 from nvtest.errors import NodeError, NodeWedged, ProbeError
-from nvtest.jobs.base import address, check_nodes, fleet_cache, probe_argv, run_commands
+from nvtest.jobs.base import (
+    address,
+    fleet_cache,
+    launch_nodes,
+    pin_unkillable,
+    probe_argv,
+    run_commands,
+)
 from nvtest.jobs.launch import torchrun_commands, torchrun_rank_map
 from nvtest.jobs.preflight import rendezvous_preflight
 from nvtest.session.probe import parse_probe_json
@@ -104,7 +111,8 @@ def run_torchrun(
     wrap: Callable[[Node], Sequence[str]] | None = None,
     env: dict[str, str] | None = None,
 ) -> TorchrunJob:
-    """Launch ``script args`` on the check's nodes, once per run and ``key`` (cached).
+    """Launch ``script args`` on the check's nodes (less those an earlier check failed or hung
+    on: :func:`~nvtest.jobs.base.launch_nodes`), once per run and ``key`` (cached).
 
     ``args``: the script's argv, or node -> argv (per-node paths). ``key``: phase and cache
     key (default ``check``; two launches of one check need two keys). ``launcher``,
@@ -120,7 +128,7 @@ def run_torchrun(
     key = key or check
 
     def compute() -> TorchrunJob:
-        nodes = check_nodes(ctx, check)
+        nodes = launch_nodes(ctx, check)
         if not nodes:
             raise NodeError("no reachable node for this check")
         first = nodes[0]
@@ -160,7 +168,10 @@ def run_torchrun(
             timeout_s=timeout_s,
             env={"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **(env or {})},
             needs=("gpu",),  # the ranks run on the GPUs where there are any
+            mark=False,  # every node waits for the slowest: a deadline is the job's ...
         )
+        for res in results.values():  # ... a process that survived SIGKILL is its node's
+            pin_unkillable(ctx, key, res, ("gpu",))
         docs: dict[str, dict[str, Any] | None] = {}
         errors: dict[str, str] = {}
         for n in nodes:
@@ -198,6 +209,13 @@ def _finished(job: TorchrunJob, node: Node) -> CommandResult:
         raise NodeError(f"{node.name} was not part of the {job.launcher} job (down at the start?)")
     if res.failure == "unkillable":
         raise NodeWedged(f"ranks on {node.name}: {res.error}")
+    wedged = sorted(n for n, r in job.results.items() if r.failure == "unkillable" and n != node.name)
+    if not res.completed and res.failure == "timeout" and wedged:
+        # its ranks waited for a node whose process survived SIGKILL: that node's fault, named
+        raise NodeError(
+            f"not judged: the job hung on {', '.join(wedged)} (a process there survived SIGKILL); "
+            f"the ranks on {node.name} waited for it until the deadline"
+        )
     if not res.completed:
         raise NodeError(f"ranks on {node.name} did not finish: {res.error}")
     if res.exit_code != 0:

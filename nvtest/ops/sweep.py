@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nvtest.analysis.acting import first_actionable, systemic_pairs
 from nvtest.config.inventory import expand_hostlist
 from nvtest.errors import ConfigError, HistoryError, NvtestError, TransportError
 from nvtest.history.target import resolve_target
 from nvtest.ops.breaker import BreakerVerdict, circuit_breaker
 from nvtest.ops.gate.budget import on_signals
-from nvtest.ops.gate.slurm import drain_node
+from nvtest.ops.gate.slurm import SlurmAction, drain_node
 from nvtest.results import load_results
 from nvtest.transports._slurm_client import SlurmClient
 from nvtest.transports._slurm_cmd import sweep_batch_script
@@ -330,7 +331,14 @@ def _record(opts: SweepOptions, node: str, doc: dict[str, Any], summary: dict[st
 
 
 def _drain(opts: SweepOptions, node: str, doc: Mapping[str, Any]) -> dict[str, Any]:
-    first = next(r for r in doc.get("results") or [] if r.get("verdict") == "fail")
+    """Drain ``node`` for its first failure automation may act on
+    (:func:`nvtest.analysis.acting.first_actionable`: a failure proven on the node, not one
+    flagged systemic or pinned outside it); none: action ``none`` with why, Slurm untouched."""
+    first, refused = first_actionable(doc.get("results") or [], systemic_pairs(doc))
+    if first is None:
+        act = SlurmAction("none", node, "not drained: " + ("; ".join(dict.fromkeys(refused)) or "nothing failed"))
+        opts.log(f"sweep: {node}: {act.action}: {act.reason}")
+        return act.to_json()
     act = drain_node(node, str(first["check"]), str(first.get("reason") or "failed"))
     if act.action == "drain":
         from nvtest.history import HistoryStore

@@ -454,6 +454,11 @@ _STEP_RE = re.compile(r"step:\s*(\S+)")
 _AGG_RE = re.compile(r"agg iters:\s*(\d+)")
 _GRAPH_RE = re.compile(r"graph:\s*(\d+)")
 _FAIL_AT_HOST_RE = re.compile(r"(?:^|\s)([\w.-]+): Test (?:NCCL|CUDA|NVML) failure")
+#: A result row cut by a failure line printed straight after its redop (and root) cell, with no
+#: space: ``8  2  float  sumzlabs-trainer: Test CUDA failure ...`` (nccl-tests#79)
+_ROW_CUT_RE = re.compile(
+    r"^\s*\d+\s+\d+\s+\w+\s+(?:sum|prod|min|max|avg|mulsum|premulsum|none)(?:\s+-?\d+)?(?=[\w.-]+: Test )"
+)
 _QUOTED_RE = re.compile(r"'([^']*)")
 _INFO_VERSION_RE = re.compile(r"NCCL INFO NCCL version (\S+)")
 _RANK_RE = re.compile(
@@ -600,7 +605,7 @@ class _Builder:
             no, line = self.fail_lines[0]
             qm = _QUOTED_RE.search(line)
             code = _error_text(qm.group(1)) if qm else None
-            hm = _FAIL_AT_HOST_RE.search(line)
+            hm = _FAIL_AT_HOST_RE.search(_ROW_CUT_RE.sub(" ", line, count=1))
             kind = _K.CRASH_AFTER_PARTIAL_OUTPUT if table else _K.INIT_FAILURE
             detail = self.nccl_warnings[-2:] + chain + [ln for _, ln in self.launcher[:1]]
             return ToolFailure(
@@ -938,7 +943,7 @@ class _Reader:
         _read_path(self.b, no, line)
 
     def failure(self, no: int, line: str, m: re.Match[str]) -> None:
-        hm = _FAIL_HOST_RE.match(line) or _FAIL_AT_HOST_RE.search(line)
+        hm = _FAIL_HOST_RE.match(line) or _FAIL_AT_HOST_RE.search(_ROW_CUT_RE.sub(" ", line, count=1))
         host = hm.group(1) if hm and hm.group(1) not in ("Test", "NCCL", "CUDA") else None
         if host and host.isdigit():  # a row cut off by the failure: its size, not a host
             host = None

@@ -46,6 +46,7 @@ from typing import Any
 
 from nvtest.playbook.config_audit import CONFIG_CHECKS
 from nvtest.playbook.signatures import find_signature
+from nvtest.playbook.stuck import DOMAINS, UNKNOWN
 from nvtest.playbook.xid import describe_xid, recovery_step
 
 __all__ = [
@@ -123,17 +124,76 @@ def _r(
 #: rule (a check's reason quotes the transport's words, which say nothing of the hardware).
 #: One cause, one rule: the words each transport and the run use for it (see
 #: ``nvtest.transports.base.FAILURES``) and the next step for that cause alone.
+def _stuck_rules() -> tuple[Rule, ...]:
+    """One rule per thing an unkillable process can be stuck on (:mod:`nvtest.playbook.stuck`),
+    from the words the phase runner writes (``unkillable: stuck on storage (/mnt/ckpt) on
+    node2``); then the GPU's (also an inventory probe's ``node wedged``), then the unknown."""
+    rules = []
+    for s in (*DOMAINS, UNKNOWN):
+        pattern = rf"unkillable: {re.escape(s.words)}"
+        if s.domain == "gpu":
+            pattern += r"|node wedged|likely wedged"
+        rules.append(
+            _r(
+                "unkillable" if s.domain == "gpu" else f"unkillable_{s.domain}",
+                pattern if s is not UNKNOWN else r"unkillable",
+                s.cause,
+                s.action,
+                s.cls,
+                example=f"NodeWedged: timed out after 1800 s; unkillable: {s.words}"
+                f"{' (/mnt/lustre/ckpt)' if s.domain == 'storage' else ''} on gpu017 (still alive "
+                "after SIGKILL: python3 (pid 4242, state D))",
+            )
+        )
+    return tuple(rules)
+
+
 TRANSPORT_RULES: tuple[Rule, ...] = (
     _r(
-        "unkillable",
-        r"unkillable|node wedged",
-        "a process of the check survived SIGKILL (uninterruptible sleep, state D): "
-        "the GPU or its driver is wedged",
-        "drain the node and reboot it (a GPU reset cannot reach a wedged driver); "
-        "look for Xid errors in the kernel log; rerun acceptance",
-        "REBOOT",
-        example='NodeWedged: unkillable: the GPU or driver is likely wedged; reboot (pid 4242 still alive 3 s after SIGKILL)',
+        "too_few_nodes_left",
+        r"too few nodes left for the multi-node launch",
+        "nodes were left out of the multi-node launch (an earlier check failed or hung on each, "
+        "named in the reason) and fewer than it needs remained: nothing was measured across nodes",
+        "fix what the left-out nodes' own items found, or run with more nodes; then rerun the "
+        "multi-node checks",
+        "RETEST",
+        example="NodeError: too few nodes left for the multi-node launch: 1 of 2 (gpu001); left out: "
+        "gpu002: ib_ports failed on this node (HCA mlx5_1 missing)",
     ),
+    _r(
+        "excluded_by_scheduler",
+        r"excluded by Slurm",
+        "the scheduler had taken the node out of service before the run (drained, down, not "
+        "responding...): nvtest never ran on it; Slurm's reason says why",
+        "read Slurm's reason (`scontrol show node`); fix what it names (a GPU count lower than "
+        "configured: the GPUs, driver or gres.conf), resume the node "
+        "(`scontrol update nodename=NODE state=resume`) and rerun acceptance on it",
+        "CONFIG",
+        example="NodeError: excluded by Slurm: Slurm state IDLE+DRAIN, reason: gres/gpu count reported lower than configured (0 < 8)",
+    ),
+    _r(
+        "left_out_known_bad",
+        r"left out of the multi-node launch",
+        "an earlier check of this run failed or hung on this node (named in the reason): it was "
+        "left out of the multi-node launch so that its fault neither hangs the job nor is "
+        "copied onto the other nodes",
+        "fix what that check found (its own item gives the cause and next step), then rerun "
+        "the multi-node checks on this node",
+        "RETEST",
+        example="NodeError: left out of the multi-node launch: ib_ports failed on this node "
+        "(HCA mlx5_1 missing: 7 of 8)",
+    ),
+    _r(
+        "waited_for_wedged_peer",
+        r"the job hung on \S+ \(a process there survived SIGKILL\)",
+        "this node's part of the multi-node job waited for another node (named in the reason) "
+        "whose process survived SIGKILL: the fault is that node's, not this one's",
+        "see the named node's item (its cause and next step); rerun this check without it",
+        "RETEST",
+        example="NodeError: not judged: the job hung on gpu017 (a process there survived SIGKILL); "
+        "the ranks on gpu018 waited for it until the deadline",
+    ),
+    *_stuck_rules(),
     _r(
         "blocked_by_hang",
         r"blocked: .* hung on this node",
@@ -255,8 +315,10 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     ),
     _r(
         "node_unreachable",
-        r"node unreachable|unreachable|(?<!returned )(?<!failed : )connection refused|no route to host|connect timed out"
-        r"|exit(ed)? 255|rc 255",
+        # ssh's words only: a tool's own exit status 255 ("dcgmi diag ...: exit 255") or NCCL's
+        # "Network is unreachable" are the tool speaking from a node that answered
+        r"node unreachable|(?<!Network is )unreachable|(?<!returned )(?<!failed : )connection refused|no route to host"
+        r"|connect timed out|ssh[^\n]{0,40}\b(exit(ed)?|exit code) 255",
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
         "RETEST",
@@ -424,6 +486,19 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "SKU h100-sxm-80gb)",
     ),
     _r(
+        "idle_hw_slowdown",
+        r"hw_(power_brake_|thermal_)?slowdown active at idle",
+        "the board or the chassis holds an idle GPU's clocks down: power delivery (a power "
+        "supply, a power cable, the BMC's power brake) or cooling, not the GPU's own load",
+        "read the BMC's event log (`ipmitool sel list`) for power-supply and power-brake events; "
+        "check the node's PSUs, the GPU's power cables, inlet temperature and fans; rerun; a GPU "
+        "slowed alone beside healthy neighbours with power and cooling fine needs service",
+        "CABLING",
+        checks=("clocks",),
+        example="GPU 2 (00000000:2A:00.0): hw_power_brake_slowdown active at idle: hardware throttling "
+        "(cooling or power delivery)",
+    ),
+    _r(
         "mig_mode",
         r"nvidia-smi reports MIG mode \w+; SKU \S+ (is a profile of whole GPUs|expects MIG)",
         "a GPU's MIG mode is not what the SKU's profile says (a leftover MIG partitioning, or "
@@ -488,6 +563,27 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "reset the GPU and rerun; RMA if errors recur",
         "RESET",
         example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
+    ),
+    _r(
+        "ecc_disable_pending",
+        r"ECC disable pending",
+        "ECC is on now, but switching it off is pending (`nvidia-smi -e 0` was run, e.g. by a "
+        "provisioning script): the next reboot turns ECC off",
+        "set it back (`nvidia-smi -e 1`, no reboot needed to keep it on); find what ran -e 0 in "
+        "the node's provisioning; rerun",
+        "CONFIG",
+        example="GPU 0 (00000000:18:00.0): ECC mode Enabled, pending Disabled: ECC disable pending, the next "
+        "reboot turns ECC off",
+    ),
+    _r(
+        "ecc_enable_pending",
+        r"ECC enable pending",
+        "ECC was switched on (`nvidia-smi -e 1`) but the GPU has not been reset since: it still runs "
+        "without ECC",
+        "reboot the node (or reset the GPUs) so the pending ECC mode applies; rerun",
+        "REBOOT",
+        example="GPU 0 (00000000:18:00.0): ECC mode Disabled (pending: Enabled): ECC enable pending, applies at "
+        "the next reboot",
     ),
     _r(
         "ecc_disabled",
@@ -761,7 +857,7 @@ def diagnose(
     if audit is not None:
         return Diagnosis(audit.cause, audit.action, audit.cls, f"config_{check}")
     words = f"{evidence}\n{reason}"
-    sig = find_signature(words)
+    sig = find_signature(words, check)
     if sig is not None:
         return Diagnosis(sig.cause_in(words), sig.action, sig.cls, sig.name)
     if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:

@@ -29,10 +29,10 @@ from nvtest.parsers.nvidia_smi_q import SmiQuery
 from nvtest.playbook.host_events import judge_host_events
 from nvtest.playbook.xid import describe_xid, recovery_request
 
-__all__ = ["Assessment", "assess"]
+__all__ = ["FAILED_DRIVER", "Assessment", "assess", "cause_code"]
 
 #: Driver messages (``KernelLog.driver_messages`` kinds) of a GPU that is not serving.
-_FAILED_DRIVER = frozenset(
+FAILED_DRIVER = frozenset(
     {
         "rm_init_adapter_failed",
         "gsp_init_failed",
@@ -51,6 +51,13 @@ class Assessment:
 
     failures: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+
+
+def cause_code(code: int, message: str) -> int:
+    """The Xid an event is judged by: the one its message says caused it (``caused by
+    previous Xid N``, Xid 45 after an NVLink or ECC error), else its own ``code``."""
+    m = _CAUSED_BY_RE.search(message)
+    return int(m.group(1)) if m else code
 
 
 def _counted(lines: Iterable[str]) -> tuple[str, ...]:
@@ -75,8 +82,7 @@ def _kernel_log(log: KernelLog) -> Assessment:
         if e.kind == "fallen_off_bus" or e.code == 79:
             failures.append(f"Xid 79 (GPU has fallen off the bus){where}")
             continue
-        m = _CAUSED_BY_RE.search(e.message)
-        code = int(m.group(1)) if m else e.code
+        code = cause_code(e.code, e.message)
         info = describe_xid(code)
         via = f" (Xid {e.code} caused by Xid {code})" if code != e.code else ""
         line = f"Xid {code} ({info.name}, {info.severity}){via}{where}"
@@ -90,13 +96,13 @@ def _kernel_log(log: KernelLog) -> Assessment:
         if not info.known:  # as the gate (unknown) and a run (error): not judged, so not a pass
             failures.append(f"Xid {code}{via}{where}: not in nvtest's Xid catalog, not judged (not a pass)")
             continue
-        if info.severity in ("fatal", "error") or info.hardware:
+        if info.severity == "fatal" or info.hardware:  # as the run's xid_scan (judge_xid)
             failures.append(line)
-        else:
+        elif info.severity != "info":  # an info Xid is a note in a run, not a warning
             warnings.append(line)
     for d in log.driver_messages:
         where = f" on {d.pci_address}" if d.pci_address else ""
-        (failures if d.kind in _FAILED_DRIVER else warnings).append(
+        (failures if d.kind in FAILED_DRIVER else warnings).append(
             f"driver: {d.kind.replace('_', ' ')}{where}"
         )
     for j in judge_host_events(log.host_events):  # the run's xid_scan judgement (a note: neither)

@@ -18,12 +18,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["SIGNATURES", "Signature", "find_signature"]
+__all__ = ["ACROSS_NICS", "SIGNATURES", "Signature", "find_signature"]
 
 
 @dataclass(frozen=True)
 class Signature:
-    """One cause the tool's words name: ``pattern`` (and ``also``, when given) found in its output."""
+    """One cause the tool's words name: ``pattern`` (and ``also``, when given) found in its output.
+
+    ``checks``: check-name prefixes the words are a cause for (None: any check). A path NCCL
+    took across the network (sockets, GPUDirect RDMA off) explains a failure of a check whose
+    traffic must cross a NIC, not one inside the node, where NCCL prints the same lines.
+    """
 
     name: str
     pattern: str
@@ -32,9 +37,13 @@ class Signature:
     cls: str
     also: str | None = None
     quote: str | None = None
+    checks: tuple[str, ...] | None = None
 
-    def matches(self, text: str) -> bool:
-        """True when the tool's words in ``text`` carry this signature (case-insensitive)."""
+    def matches(self, text: str, check: str | None = None) -> bool:
+        """True when the tool's words in ``text`` carry this signature (case-insensitive) and,
+        with ``check`` given, the signature is a cause for that check."""
+        if check is not None and self.checks is not None and not check.startswith(self.checks):
+            return False
         if re.search(self.pattern, text, re.IGNORECASE) is None:
             return False
         return self.also is None or re.search(self.also, text, re.IGNORECASE) is not None
@@ -47,6 +56,10 @@ class Signature:
         return f"{self.cause} (last: '{found[-1].strip()}')" if found else self.cause
 
 
+#: Checks whose traffic must cross a NIC (check-name prefixes): the network path NCCL took is a
+#: cause for them only.
+ACROSS_NICS = ("nccl_multinode", "nccl_nics_only", "collectives_multinode", "train_multinode")
+
 SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "driver_library_mismatch",
@@ -58,12 +71,132 @@ SIGNATURES: tuple[Signature, ...] = (
         "REBOOT",
     ),
     Signature(
+        "nvml_unknown_error",
+        r"Failed to initiali[sz]e NVML: Unknown Error",
+        "NVML loaded but could not open the GPUs: in a container, its access to the GPU device "
+        "nodes was dropped (a systemd daemon-reload with the systemd cgroup driver, "
+        "nvidia-container-toolkit#48); on the host itself, a driver fault",
+        "run `nvidia-smi` on the host: if it works there, recreate the container and create the "
+        "/dev/char links (`nvidia-ctk system create-dev-char-symlinks --create-all`); if the host "
+        "fails too, read `dmesg | grep -e NVRM -e Xid` and reboot; rerun",
+        "CONFIG",
+    ),
+    Signature(
         "nvml_init_failed",
         r"Failed to initiali[sz]e NVML|NVML[^\n]{0,80}Failed to initiali[sz]e",
         "NVML (the driver's management library) could not start: the driver is not loaded "
         "or differs from its libraries; every later GPU error follows from it",
         "`dmesg | grep NVRM`, `lsmod | grep nvidia`: load or reinstall the driver of the "
         "libraries' version (reboot after an upgrade); rerun",
+        "CONFIG",
+    ),
+    # CUDA's own error strings (cudaGetErrorString) a tool quotes: each names a cause in the
+    # software or platform around the GPUs, none a fault of the GPUs themselves
+    Signature(
+        "nvml_library_missing",
+        r"couldn't find libnvidia-ml\.so|libnvidia-ml\.so(\.1)?: cannot open shared object file",
+        "the NVIDIA driver's user-space libraries (libnvidia-ml, libcuda) are not visible where "
+        "the tool runs: a container started without the NVIDIA runtime hooks, or a stale "
+        "linker cache after a driver install",
+        "on the node, `ldconfig -p | grep libnvidia-ml`; run containers with the NVIDIA "
+        "container runtime (docker --gpus / --runtime=nvidia, enroot/pyxis hooks) or run "
+        "`ldconfig` in the image; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_stub_library",
+        r"CUDA driver is a stub library",
+        "the tool loaded the CUDA toolkit's stub libcuda.so (a link-time placeholder) instead of "
+        "the driver's libcuda.so.1: the library path puts .../stubs first",
+        "remove the CUDA stubs directory from LD_LIBRARY_PATH (and the image's ld.so.conf); "
+        "check `ldd` of the tool resolves libcuda.so.1 to the driver's; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_forward_compat",
+        r"forward compatibility was attempted on non supported HW"
+        r"|unsupported display driver / cuda driver combination",
+        "the CUDA forward-compatibility libraries (cuda-compat) the tool or its image uses do "
+        "not fit this GPU and driver (they need a datacenter GPU and a matching driver branch): "
+        "the test image, not the GPUs",
+        "use a test build or image made for the node's driver (its CUDA version in "
+        "`nvidia-smi`), or update the host driver; align the image's cuda-compat package with the "
+        "driver; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_no_kernel_image",
+        r"no kernel image is available for execution on the device",
+        "the test binary carries no code for this GPU's architecture: it was built with an "
+        "NVCC_GENCODE list or a CUDA toolkit that lacks it",
+        "rebuild the tool with NVCC_GENCODE naming the GPU's compute capability (sm_90 for "
+        "H100, sm_100 for B200) with a CUDA toolkit that knows it; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_invalid_device_ordinal",
+        r"invalid device ordinal",
+        "the process sees fewer GPUs than the test asked for: CUDA_VISIBLE_DEVICES, the "
+        "scheduler's GPU allocation (Slurm --gpus / GRES, cgroups) or the container's device "
+        "list hides some",
+        "run `nvidia-smi -L` and `echo $CUDA_VISIBLE_DEVICES` through the same launcher as the "
+        "test; unset CUDA_VISIBLE_DEVICES or allocate all the node's GPUs; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_devices_busy",
+        r"CUDA-capable device\(s\) is/are busy or unavailable|all CUDA-capable devices are busy",
+        "CUDA could not create a context on a GPU: its compute mode (Exclusive_Process, "
+        "Prohibited) or another process holding it, not its hardware",
+        "`nvidia-smi --query-gpu=index,compute_mode --format=csv` and `nvidia-smi` for "
+        "processes; set the compute mode to Default (`nvidia-smi -c 0`) for acceptance, stop "
+        "other users; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "nccl_cumem_host_no_p2p",
+        r"shm\.cc:\d+ NCCL WARN Cuda failure 217",
+        "NCCL's shared-memory transport shares host memory through cuMem, which fails where "
+        "the GPUs have no peer access (NCCL 2.27, nccl#1838): NCCL's path on this platform, "
+        "not the GPUs",
+        "rerun with NCCL_CUMEM_HOST_ENABLE=0 (the recipe's env) or an NCCL with the fix; check "
+        "whether the GPUs should have peer access (`nvidia-smi topo -p2p r`, ACS, IOMMU)",
+        "CONFIG",
+    ),
+    Signature(
+        "cuda_peer_access_unsupported",
+        r"peer access is not supported between these two devices",
+        "the GPUs cannot reach each other directly over PCIe (peer access): the IOMMU translating "
+        "peer traffic, ACS on the PCIe switches or root ports, or a VM without peer-to-peer",
+        "check ACS (`lspci -vvv | grep ACSCtl`: SrcValid- ReqRedir- CmpltRedir-) and the IOMMU "
+        "mode (iommu=pt, or off); `nvidia-smi topo -p2p r`; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "nccl_socket_ifname_unmatched",
+        r"no socket interface found|no NCCL_SOCKET_IFNAME interface found",
+        "NCCL_SOCKET_IFNAME names no interface of this node (a typo, another node's name, or a "
+        "form this NCCL does not read): NCCL has no address to bootstrap from",
+        "compare NCCL_SOCKET_IFNAME (environment, /etc/nccl.conf, the inventory's socket_ifname) "
+        "with `ip -br addr` on the node; name an interface it has; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "dcgm_hostengine_down",
+        r"Unable to connect to host engine|unable to establish a connection to the specified host",
+        "dcgmi could not reach DCGM's host engine (nv-hostengine, the nvidia-dcgm service) on the "
+        "node: nothing was diagnosed",
+        "`systemctl enable --now nvidia-dcgm` (or start nv-hostengine) on the node; check "
+        "`dcgmi discovery -l` lists the GPUs; rerun",
+        "CONFIG",
+    ),
+    Signature(
+        "persistence_mode_off",
+        r"Persistence mode for GPU \d+ is disabled",
+        "persistence mode is off on the GPU (DCGM's software precondition): the driver tears "
+        "the GPU state down between jobs, a setting, not a GPU fault",
+        "enable persistence (`systemctl enable --now nvidia-persistenced`, or `nvidia-smi -pm 1` "
+        "as root); rerun",
         "CONFIG",
     ),
     Signature(
@@ -79,9 +212,12 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "memlock_limit",
         r"ibv_reg_mr\w*[^\n]{0,60}Cannot allocate memory|Call to ibv_reg_mr\w* failed"
-        r"|Unable to register memory[^\n]*Cannot allocate memory",
+        r"|Unable to register memory[^\n]*Cannot allocate memory"
+        # the queues are pinned memory too: NCCL's "Call to ibv_create_cq failed with error
+        # Cannot allocate memory" (misc/ibvwrap.cc), UCX's "ibv_create_cq(cqe=4096) failed"
+        r"|ibv_create_(cq|qp|srq)\w*(\(\S*\))?( failed with error|: failed:| failed:)[^\n]{0,20}Cannot allocate memory",
         "RDMA memory registration failed: the locked-memory limit (ulimit -l) of the job is "
-        "too small",
+        "too small (memory regions and completion queues are pinned memory)",
         "set memlock unlimited for the job (/etc/security/limits.conf, and the launcher: "
         "slurmd's LimitMEMLOCK, mpirun); check `ulimit -l` inside the job; rerun",
         "CONFIG",
@@ -113,6 +249,17 @@ SIGNATURES: tuple[Signature, ...] = (
         "REBOOT",
     ),
     Signature(
+        "rdma_userspace_missing",
+        r"Failed to open libibverbs",
+        "NCCL could not load the RDMA user-space library (libibverbs, rdma-core) on the node or "
+        "in its container, and fell back to TCP sockets: the HCAs were never tried",
+        "install rdma-core (libibverbs1, the HCA's provider such as libmlx5) in the node image or "
+        "container and mount /dev/infiniband into it; `ibv_devinfo` where NCCL runs; rerun",
+        "CONFIG",
+        also=r"Using network Socket|NET/Socket : Using",
+        checks=ACROSS_NICS,
+    ),
+    Signature(
         "ib_fell_back_to_socket",
         r"NET/IB : No device found",
         "NCCL found no usable IB/RoCE device and fell back to TCP sockets (verbs stack, "
@@ -121,17 +268,22 @@ SIGNATURES: tuple[Signature, ...] = (
         "NCCL_IB_HCA and the container's /dev/infiniband; rerun",
         "CONFIG",
         also=r"Using network Socket|NET/Socket : Using",
+        checks=ACROSS_NICS,
     ),
     Signature(
         "gdr_disabled",
         r"GPU Direct RDMA Disabled for HCA",
         "GPUDirect RDMA is off on an HCA: NCCL stages that HCA's traffic through host memory "
-        "(the GPU peer-memory path, nvidia-peermem or dma-buf, is not in effect for it)",
-        "`lsmod | grep nvidia_peermem` on the node (`modprobe nvidia-peermem`), or dma-buf "
-        "support (open kernel module, kernel >= 5.12); check NCCL_NET_GDR_LEVEL and the "
-        "GPU-HCA PCIe distance; rerun",
+        "(the GPU peer-memory path, nvidia-peermem or dma-buf, is not in effect for it; an NCCL "
+        "older than 2.23 looks only for nv_peer_mem beside a driver that ships nvidia-peermem, "
+        "nccl#1676)",
+        "`lsmod | grep -e nvidia_peermem -e nv_peer_mem` on the node (`modprobe nvidia-peermem`), "
+        "or dma-buf support (open kernel module, kernel >= 5.12); with NCCL <= 2.22 and "
+        "nvidia-peermem, upgrade NCCL; check NCCL_NET_GDR_LEVEL and the GPU-HCA PCIe distance; "
+        "rerun",
         "CONFIG",
         quote=r"GPU Direct RDMA Disabled for HCA \d+ '[^'\n]{1,40}'",
+        checks=ACROSS_NICS,
     ),
     Signature(
         "retry_exceeded",
@@ -211,6 +363,7 @@ SIGNATURES: tuple[Signature, ...] = (
 )
 
 
-def find_signature(text: str) -> Signature | None:
-    """The first signature ``text`` (a tool's output or words it printed) carries, or None."""
-    return next((s for s in SIGNATURES if s.matches(text)), None)
+def find_signature(text: str, check: str | None = None) -> Signature | None:
+    """The first signature ``text`` (a tool's output or words it printed) carries, or None;
+    with ``check``, only signatures that are a cause for that check (``Signature.checks``)."""
+    return next((s for s in SIGNATURES if s.matches(text, check)), None)

@@ -8,7 +8,9 @@
   (:mod:`nvtest.report.tables`)
 - ``report.pdf`` when asked (:mod:`nvtest.report.pdf`)
 
-so ``nvtest report RUN_DIR`` works on a copied run directory.
+so ``nvtest report RUN_DIR`` works on a copied run directory. The reports show the run's
+evidence digest (:func:`nvtest.report.manifest.evidence_digest`), taken after every other
+file is written; ``finish_run`` then writes ``manifest.sha256`` over all of them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from nvtest.errors import OutputWriteError
 from nvtest.report.html import render_html
 from nvtest.report.junit import render_junit
+from nvtest.report.manifest import evidence_digest
 from nvtest.report.model import build_view
 from nvtest.report.tables import write_tables
 from nvtest.results import load_results, write_atomic
@@ -25,8 +29,11 @@ from nvtest.results import load_results, write_atomic
 __all__ = ["render_all", "render_html", "render_junit", "render_pdf"]
 
 
-def render_pdf(run_dir: Path, doc: dict[str, Any] | None = None) -> Path:
+def render_pdf(run_dir: Path, doc: dict[str, Any] | None = None, evidence: str | None = None) -> Path:
     """Write ``run_dir/report.pdf``; see :func:`nvtest.report.pdf.write_pdf`.
+
+    ``evidence``: the evidence digest to print on its first page; None takes it from
+    ``run_dir`` now.
 
     Raises:
         ConfigError: results.json is unreadable.
@@ -36,7 +43,14 @@ def render_pdf(run_dir: Path, doc: dict[str, Any] | None = None) -> Path:
 
     if doc is None:
         doc = load_results(run_dir)
-    return write_pdf(run_dir, doc)
+    return write_pdf(run_dir, doc, evidence=evidence or _evidence(run_dir))
+
+
+def _evidence(run_dir: Path) -> str:
+    try:
+        return evidence_digest(run_dir)
+    except OSError as exc:
+        raise OutputWriteError.of(run_dir, exc) from exc
 
 
 def render_all(
@@ -55,9 +69,11 @@ def render_all(
     if doc is None:
         doc = load_results(run_dir)
     view = build_view(doc)
-    html = write_atomic(run_dir / "report.html", render_html(doc, view))
     junit = write_atomic(run_dir / "junit.xml", render_junit(doc))
-    paths = [html, junit, *write_tables(run_dir, doc)]
+    tables = write_tables(run_dir, doc)
+    evidence = _evidence(run_dir)  # every file but the reports is written: what they show
+    html = write_atomic(run_dir / "report.html", render_html(doc, view, evidence=evidence))
+    paths = [html, junit, *tables]
     if pdf:
-        paths.append(render_pdf(run_dir, doc))
+        paths.append(render_pdf(run_dir, doc, evidence))
     return paths

@@ -24,17 +24,19 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from nvtest.report.blob import data_blob
 from nvtest.report.history import history_view
 from nvtest.report.model import (
     VERDICTS,
     ReportView,
     build_view,
+    collapse,
     fmt_duration,
     fmt_num,
     fmt_time,
     labels_text,
     node_rack,
-    node_tags,
+    rack_sku_rows,
     safe_log_link,
     threshold_text,
 )
@@ -81,6 +83,7 @@ def make_env() -> Environment:
         threshold=threshold_text,
         rack=node_rack,
         pct=fmt_pct,
+        collapse=collapse,
     )
     env.globals["VERDICTS"] = VERDICTS
     return env
@@ -94,229 +97,6 @@ def asset(name: str) -> Markup:
     return Markup(
         resources.files("nvtest.report").joinpath("templates", name).read_text(encoding="utf-8")
     )
-
-
-def _finite(v: Any) -> Any:
-    """JSON-safe number, about six significant digits (NaN and infinities as text)."""
-    if v.__class__ is float:
-        if v != v or v in (_INF, -_INF):
-            return str(v)
-        return round(v, 4) if abs(v) >= 1 else float(f"{v:.6g}")
-    return v
-
-
-def _raw(v: Any) -> Any:
-    """A measured value as JSON can carry it (NaN and infinities as text), unrounded."""
-    if isinstance(v, float) and (v != v or v in (_INF, -_INF)):
-        return str(v)
-    return v
-
-
-_INF = float("inf")
-_THRESHOLD_KEYS = ("min", "max", "warn_min", "warn_max", "unit", "source", "origin")
-
-
-def _inventory_blob(nd: Mapping[str, Any]) -> dict[str, Any]:
-    inv = nd.get("inventory") or {}
-    gpus = []
-    for g in inv.get("gpus") or []:
-        gpus.append(
-            [
-                g.get("index"),
-                g.get("name"),
-                g.get("serial"),
-                g.get("uuid"),
-                g.get("pci_bus_id"),
-                g.get("memory_mib"),
-                g.get("vbios"),
-                g.get("ecc_mode"),
-                f"Gen{g.get('pcie_gen_current') or '?'}/Gen{g.get('pcie_gen_max') or '?'} "
-                f"x{g.get('pcie_width_current') or '?'}/x{g.get('pcie_width_max') or '?'}",
-                _downgraded(g),
-                g.get("mig_mode"),
-            ]
-        )
-    nics = []
-    for n in inv.get("nics") or inv.get("hcas") or []:
-        if isinstance(n, Mapping):
-            nics.append(
-                [
-                    n.get("name") or n.get("slot"),
-                    n.get("model") or n.get("device") or n.get("ca_type"),
-                    n.get("firmware") or n.get("fw_ver") or n.get("fw_version"),
-                    n.get("state") or n.get("rate") or n.get("driver"),
-                ]
-            )
-    if not nics:
-        for p in inv.get("pci") or []:
-            cid = str(p.get("class_id") or "")
-            if (
-                cid.startswith("02")
-                or "Ethernet" in str(p.get("class_name"))
-                or "Infiniband" in str(p.get("class_name"))
-            ):
-                nics.append(
-                    [
-                        p.get("slot"),
-                        f"{p.get('vendor', '')} {p.get('device', '')}".strip(),
-                        None,
-                        p.get("driver"),
-                    ]
-                )
-    covered = {
-        "host",
-        "cpu_model",
-        "sockets",
-        "cores",
-        "threads",
-        "memory_total_kib",
-        "os",
-        "kernel",
-        "python",
-        "libraries",
-        "tools",
-        "driver_version",
-        "cuda_version",
-        "gpus",
-        "pci",
-        "gpu_absent_reason",
-        "notes",
-        "gpu_count",
-        "nics",
-        "hcas",
-    }
-    other = [
-        [k, str(v)]
-        for k, v in inv.items()
-        if k not in covered and isinstance(v, (str, int, float)) and not isinstance(v, bool)
-    ]
-    for k, v in inv.items():
-        if k not in covered and isinstance(v, Mapping):
-            other.extend(
-                [f"{k}.{kk}", str(vv)] for kk, vv in v.items() if isinstance(vv, (str, int, float))
-            )
-    mem = inv.get("memory_total_kib")
-    return {
-        "cpu": inv.get("cpu_model"),
-        "cores": inv.get("cores"),
-        "sockets": inv.get("sockets"),
-        "mem": round(mem / 1048576, 1) if isinstance(mem, (int, float)) else None,
-        "os": inv.get("os"),
-        "kernel": inv.get("kernel"),
-        "driver": inv.get("driver_version"),
-        "cuda": inv.get("cuda_version"),
-        "gpus": gpus,
-        "gpuAbsent": inv.get("gpu_absent_reason"),
-        "nics": nics,
-        "other": other,
-        "notes": [str(x) for x in inv.get("notes") or []],
-        "skuMatch": [str(x) for x in nd.get("sku_match") or []],
-        "log": safe_log_link(nd.get("inventory_log")),
-    }
-
-
-def _downgraded(g: Mapping[str, Any]) -> bool:
-    pairs = (("pcie_gen_current", "pcie_gen_max"), ("pcie_width_current", "pcie_width_max"))
-    return any(
-        isinstance(g.get(a), int) and isinstance(g.get(b), int) and g[a] < g[b] for a, b in pairs
-    )
-
-
-def data_blob(view: ReportView) -> dict[str, Any]:
-    """The JSON the page's script renders the matrix, panels and long tables from."""
-    checks = [c.name for c in view.checks]
-    thresholds: list[list[str]] = []
-    tindex: dict[tuple[str, ...], int] = {}
-    code = {"pass": "p", "warn": "w", "fail": "f", "error": "e", "skip": "s"}
-    nodes = []
-    items: dict[str, Any] = {}
-    inventory: dict[str, Any] = {}
-    for n in view.node_names:
-        nd = view.nodes[n]
-        row = view.matrix.get(n, {})
-        cells = "".join(code.get(row[c]["verdict"], "s") if c in row else "-" for c in checks)
-        tags = node_tags(nd)
-        nodes.append(
-            {
-                "n": n,
-                "v": nd.get("verdict") or "skip",
-                "r": node_rack(nd),
-                "s": nd.get("sku") or "",
-                "t": " ".join(f"{k}={v}" for k, v in tags.items()),
-                "c": cells,
-                "d": nd.get("down_reason") or "",
-                "dr": view.drained.get(n, ""),
-                "ev": [[label, link] for label, link in view.evidence.get(n, [])],
-            }
-        )
-        inventory[n] = _inventory_blob(nd)
-        for ci, c in enumerate(checks):
-            r = row.get(c)
-            if r is None:
-                continue
-            ms = []
-            for m in r.get("metrics") or []:
-                t = m.get("threshold")
-                ti = -1
-                if t:
-                    raw_key = tuple(map(str, (t.get(k) for k in _THRESHOLD_KEYS)))
-                    ti = tindex.get(raw_key, -1)
-                    if ti < 0:
-                        ti = tindex[raw_key] = len(thresholds)
-                        thresholds.append(
-                            [
-                                threshold_text(t),
-                                str(t.get("source") or ""),
-                                str(t.get("origin") or ""),
-                            ]
-                        )
-                f = m.get("fleet")
-                fleet = (
-                    [
-                        _finite(f.get("median")),
-                        _finite(f.get("delta_pct")),
-                        _finite(f.get("robust_z")),
-                        bool(f.get("outlier")),
-                    ]
-                    if f
-                    else None
-                )
-                labels = m.get("labels")
-                verdict = m.get("verdict")
-                ms.append(
-                    [
-                        m.get("name"),
-                        " ".join(f"{k}={v}" for k, v in labels.items()) if labels else "",
-                        _raw(m.get("value")),
-                        m.get("unit") or "",
-                        verdict,
-                        "" if verdict == "pass" else m.get("reason") or "",
-                        ti,
-                        fleet,
-                    ]
-                )
-            diag = r.get("diagnosis") or None
-            items[f"{ci}|{n}"] = {
-                "v": r.get("verdict"),
-                "r": r.get("reason") or "",
-                "l": safe_log_link(r.get("log")),
-                "d": [
-                    str(diag.get("cause", "")),
-                    str(diag.get("action", "")),
-                    str(diag.get("class", "")),
-                ]
-                if diag
-                else None,
-                "t": r.get("duration_s"),
-                "m": ms,
-            }
-    return {
-        "checks": [{"name": c.name, "title": c.title} for c in view.checks],
-        "nodes": nodes,
-        "items": items,
-        "thresholds": thresholds,
-        "inventory": inventory,
-    }
 
 
 def gpu_text(inv: Mapping[str, Any]) -> str:
@@ -355,8 +135,19 @@ def config_groups(view: ReportView) -> list[dict[str, Any]]:
     return sorted(out, key=lambda g: -len(g["nodes"]))
 
 
-def template_context(view: ReportView, *, xmlns: bool = False) -> dict[str, Any]:
-    """What both templates (HTML and PDF) are rendered with: the view, charts, SKUs, configurations."""
+def _down_groups(view: ReportView) -> list[tuple[str, list[str]]]:
+    """Unreachable nodes by reason, most first: one row for 500 nodes with one reason."""
+    groups: dict[str, list[str]] = {}
+    for n, why in view.down.items():
+        groups.setdefault(" ".join(why.split()), []).append(n)
+    return sorted(groups.items(), key=lambda kv: -len(kv[1]))
+
+
+def template_context(
+    view: ReportView, *, xmlns: bool = False, evidence: str | None = None
+) -> dict[str, Any]:
+    """What both templates (HTML and PDF) are rendered with: the view, charts, SKUs,
+    configurations, and ``evidence``: the run's evidence digest (None: not shown)."""
     charts = {
         (c.name, s.name): Markup(
             metric_chart(s, view.node_names, f"{c.title}: {s.name}", xmlns=xmlns)
@@ -375,14 +166,21 @@ def template_context(view: ReportView, *, xmlns: bool = False) -> dict[str, Any]
         "groups": config_groups(view),
         "rs": resilience_view(view.doc.get("results") or []),
         "hv": history_view(view.doc),
+        "racks_skus": rack_sku_rows(view),
+        "down_groups": _down_groups(view),
+        "evidence": evidence,
+        "rejudged": (view.run.get("rejudged") or None),
     }
 
 
-def render_html(doc: Mapping[str, Any], view: ReportView | None = None) -> str:
-    """Return the report.html text for a results.json document."""
+def render_html(
+    doc: Mapping[str, Any], view: ReportView | None = None, *, evidence: str | None = None
+) -> str:
+    """Return the report.html text for a results.json document (``evidence``: the run's
+    evidence digest shown on the first screen, see :mod:`nvtest.report.manifest`)."""
     view = view or build_view(doc)
     return _ENV.get_template("report.html.j2").render(
-        **template_context(view),
+        **template_context(view, evidence=evidence),
         css=asset("report.css"),
         js=asset("report.js"),
         data=json_for_script(data_blob(view)),

@@ -23,6 +23,8 @@ from urllib.parse import quote
 
 __all__ = [
     "VERDICTS",
+    "collapse",
+    "rack_sku_rows",
     "CheckView",
     "MetricSeries",
     "ReportView",
@@ -200,6 +202,8 @@ class ReportView:
     warnings: list[str]
     drained: dict[str, str]
     down: dict[str, str]
+    #: node -> why ``--drain-failed`` did not drain it (``run.not_drained``)
+    not_drained: dict[str, str] = field(default_factory=dict)
 
     @property
     def node_counts(self) -> dict[str, int]:
@@ -423,4 +427,53 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
         warnings=[str(w) for w in run.get("warnings") or []],
         drained={str(k): str(v) for k, v in (run.get("drained") or {}).items()},
         down=down,
+        not_drained={str(k): str(v) for k, v in (run.get("not_drained") or {}).items()},
     )
+
+
+def collapse(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Results with the same check, verdict, reason and diagnosis as one row naming their nodes.
+
+    Returns ``[{check, verdict, reason, diagnosis, nodes, log}]`` in the order first seen;
+    ``log`` is the item's raw log when the row has one node (else None: each node's log is
+    in the matrix and the raw logs). 500 unreachable nodes with one reason are one row.
+    """
+    rows: dict[tuple[str, ...], dict[str, Any]] = {}
+    for r in items:
+        diag = r.get("diagnosis") or {}
+        key = (
+            str(r["check"]), str(r["verdict"]), " ".join(str(r.get("reason") or "").split()),
+            str(diag.get("cause", "")), str(diag.get("action", "")),
+        )  # fmt: skip
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = {
+                "check": key[0], "verdict": key[1], "reason": r.get("reason") or "",
+                "diagnosis": r.get("diagnosis") or None, "nodes": [], "log": r.get("log"),
+            }  # fmt: skip
+        row["nodes"].append(str(r["node"]))
+    for row in rows.values():
+        if len(row["nodes"]) > 1:
+            row["log"] = None
+    return list(rows.values())
+
+
+def rack_sku_rows(view: ReportView) -> list[dict[str, Any]]:
+    """The verdict per (rack, SKU): ``[{rack, sku, nodes, counts, verdict, bad}]``, by rack then SKU.
+
+    ``counts``: nodes per verdict; ``verdict``: the worst; ``bad``: the nodes that failed
+    or errored (all of them, by name).
+    """
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for n in view.node_names:
+        nd = view.nodes[n]
+        key = (node_rack(nd), str(nd.get("sku") or ""))
+        g = groups.setdefault(key, {"rack": key[0], "sku": key[1], "nodes": 0, "counts": Counter(), "bad": []})
+        verdict = str(nd.get("verdict") or "skip")
+        g["nodes"] += 1
+        g["counts"][verdict] += 1
+        if verdict in ("fail", "error"):
+            g["bad"].append(n)
+    for g in groups.values():
+        g["verdict"] = max(g["counts"], key=lambda v: RANK.get(v, 0)) if g["counts"] else "skip"
+    return [groups[k] for k in sorted(groups, key=lambda k: (k[0] == "", k[0], k[1]))]

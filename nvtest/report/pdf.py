@@ -66,11 +66,11 @@ def _node_rows(view: ReportView) -> list[dict[str, Any]]:
     return rows
 
 
-def pdf_html(doc: Mapping[str, Any]) -> str:
-    """The print-only HTML (no script) that becomes report.pdf."""
+def pdf_html(doc: Mapping[str, Any], evidence: str | None = None) -> str:
+    """The print-only HTML (no script) that becomes report.pdf (``evidence``: the digest on page one)."""
     view = build_view(doc)
     return _ENV.get_template("report_pdf.html.j2").render(
-        **template_context(view, xmlns=True),
+        **template_context(view, xmlns=True, evidence=evidence),
         node_rows=_node_rows(view),
         css=asset("report_pdf.css"),
     )
@@ -80,17 +80,20 @@ def _refuse_fetch(url: str, *args: Any, **kwargs: Any) -> Any:
     raise ValueError(f"report.pdf loads nothing from outside (refused {url[:80]!r})")
 
 
-def write_pdf(run_dir: Path, doc: Mapping[str, Any], engine: str | None = None) -> Path:
+def write_pdf(
+    run_dir: Path, doc: Mapping[str, Any], engine: str | None = None, *, evidence: str | None = None
+) -> Path:
     """Write ``run_dir/report.pdf`` and return its path.
 
     Args:
         engine: ``weasyprint``, ``chromium`` or None (WeasyPrint if importable, else Chromium).
+        evidence: the run's evidence digest, printed on the first page (None: not shown).
 
     Raises:
         ConfigError: no engine available (the message says what to install), or it failed.
     """
     out = run_dir / "report.pdf"
-    html = pdf_html(doc)
+    html = pdf_html(doc, evidence)
     if engine is None:
         engine = "weasyprint" if importlib.util.find_spec("weasyprint") is not None else "chromium"
     if engine == "weasyprint":

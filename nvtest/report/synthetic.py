@@ -469,12 +469,18 @@ def _run(
 
 
 def synthetic_doc(
-    nodes: int = 64, *, seed: int = 7, hostile: bool = False, fail_rate: float = 0.03
+    nodes: int = 64,
+    *,
+    seed: int = 7,
+    hostile: bool = False,
+    fail_rate: float = 0.03,
+    unreachable: int | None = None,
 ) -> dict[str, Any]:
     """A results.json document (schema version 1) for ``nodes`` synthetic nodes.
 
-    Nodes are named ``gpu0001``..., 16 to a rack; with 8 nodes or more the last one is
-    unreachable. ``fail_rate`` is the share of nodes (0..1) given one GPU at 55% of the GEMM
+    Nodes are named ``gpu0001``..., 16 to a rack; the last ``unreachable`` nodes are
+    unreachable, all for one reason (None: the last one with 8 nodes or more).
+    ``fail_rate`` is the share of nodes (0..1) given one GPU at 55% of the GEMM
     fleet; ``hostile`` puts :data:`HOSTILE_NODE`/:data:`HOSTILE_GPU` markup in names and reasons.
     The same arguments give the same document (``seed`` drives every random value).
     """
@@ -483,7 +489,9 @@ def synthetic_doc(
     if hostile and names:
         names[0] = HOSTILE_NODE
     thresholds = _thresholds(_SKU)
-    down = {names[-1]} if nodes >= 8 else set()
+    if unreachable is None:
+        unreachable = 1 if nodes >= 8 else 0
+    down = set(names[len(names) - unreachable :]) if unreachable > 0 else set()
     node_docs: dict[str, Any] = {}
     raw: RawMetrics = {}
     for idx, n in enumerate(names):

@@ -418,6 +418,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.stash[REPORTED_KEY] = True
         result = _result_of(ctx, item, call, report)
         ctx.store.result(result)
+        ctx.note_result(result.check, result.node, result.verdict.value, result.reason)
         # the result is stored: the item need not keep its judge and metrics to the run's end
         if JUDGE_KEY in item.stash:
             del item.stash[JUDGE_KEY]

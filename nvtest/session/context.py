@@ -69,6 +69,10 @@ class RunConfig(BaseModel):
     duration_s: float | None = None
     rerun_of: str | None = None
     rerun_items: list[tuple[str, str]] | None = None
+    #: nodes the scheduler had taken out of service when the run began (``--partition``
+    #: under Slurm: drained, down, not responding...) -> Slurm's state and reason: each is
+    #: a node of the run that is never started on, its items ``error`` with those words
+    excluded: dict[str, str] = Field(default_factory=dict)
 
 
 #: Words before a down node's reason, by cause (the transport's :data:`FAILURES`, and
@@ -78,6 +82,7 @@ DOWN_WORDS = {
     "timeout": "inventory probe hung",
     "unkillable": "node wedged",
     "probe": "",  # the reason says it: "inventory probe exited 1: ..."
+    "excluded": "excluded by Slurm",  # RunConfig.excluded: the scheduler's state and reason
 }
 
 
@@ -141,6 +146,9 @@ class RunContext:
     _facts_done: bool = False
     _targets: dict[str, tuple[Node, ...]] = field(default_factory=dict)
     _reachable: dict[str, tuple[Node, ...]] = field(default_factory=dict)
+    #: node -> (check, verdict, reason) of each item judged so far, in order (see :meth:`note_result`)
+    verdicts: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
+    _verdicts_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> RunContext:
@@ -271,6 +279,13 @@ class RunContext:
                 self._reachable[check] = got
         return list(got)
 
+    def note_result(self, check: str, node: str, verdict: str, reason: str) -> None:
+        """Remember an item's verdict (``pass``, ``fail``...) for the checks that run after it:
+        a multi-node launch leaves out the nodes an earlier check failed
+        (:func:`nvtest.jobs.base.known_bad`)."""
+        with self._verdicts_lock:
+            self.verdicts.setdefault(node, []).append((check, verdict, reason))
+
     def gather_facts(self) -> None:
         """Stage the probes, read every node's kernel log, then run the inventory probe, once.
 
@@ -285,23 +300,30 @@ class RunContext:
             if self._facts_done:
                 return
             self._facts_done = True
-            self.emit("phase", {"check": "inventory", "nodes": len(self.nodes)})
+            excluded = self.config.excluded
+            nodes = [n for n in self.nodes if n.name not in excluded]
+            self.emit("phase", {"check": "inventory", "nodes": len(nodes)})
             try:
-                self.probe_dirs = self.transport.stage(self.nodes, probes_dir())
+                self.probe_dirs = self.transport.stage(nodes, probes_dir()) if nodes else {}
             except Exception as exc:  # a staging failure on one node must not stop the run
                 self.store.append("warning", {"message": f"staging probes failed: {exc}"})
                 self.probe_dirs = {}
-            unreached = self._read_kernel_logs()
+            unreached = self._read_kernel_logs(nodes) if nodes else {}
+            reached = [n for n in nodes if n.name not in unreached]
             results = self.phases.run(
                 "inventory",
-                [n for n in self.nodes if n.name not in unreached],
+                reached,
                 self._inventory_command,
                 timeout_s=120 * self.config.timeout_scale,
-            )
+                touches=("gpu", "pci"),  # NVML and the PCI bus: what a wedged inventory waits on
+            ) if reached else {}  # fmt: skip
             for name, state in self.states.items():
-                key = KERNEL_LOG_KEY if name in unreached else "inventory"
-                state.facts_log = self.phases.log_path(key, name)
-                self._read_inventory(state, unreached.get(name) or results.get(name))
+                if name in excluded:  # never started on: the scheduler's words say why
+                    state.down_reason, state.down_kind = excluded[name], "excluded"
+                else:
+                    key = KERNEL_LOG_KEY if name in unreached else "inventory"
+                    state.facts_log = self.phases.log_path(key, name)
+                    self._read_inventory(state, unreached.get(name) or results.get(name))
                 self._match_sku(state)
                 self.emit(
                     "node",
@@ -340,14 +362,14 @@ class RunContext:
                     },
                 )
 
-    def _read_kernel_logs(self) -> dict[str, CommandResult]:
+    def _read_kernel_logs(self, nodes: list[Node]) -> dict[str, CommandResult]:
         """The kernel-log phase on every node (cached for ``xid_scan``); NVML blocked where it
         shows a GPU that needs a reset. Returns the nodes the transport could not reach at all
         (:data:`UNREACHED`), with their result: the inventory probe is not tried there again
         (one connect timeout per down node, not two)."""
         results = self.phases.run(
             KERNEL_LOG_KEY,
-            self.nodes,
+            nodes,
             lambda n: ["sh", "-c", KERNEL_LOG_SCRIPT],
             timeout_s=60 * self.config.timeout_scale,
             needs=KERNEL_LOG_NEEDS,

@@ -9,6 +9,8 @@ transport, keeps each node's :class:`CommandResult` as evidence under
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,9 +18,51 @@ from pathlib import Path
 
 from nvtest.config.inventory import Node
 from nvtest.errors import OutputWriteError
+from nvtest.playbook.stuck import stuck_on, stuck_words
+from nvtest.transports._deadline import UNKILLABLE
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
-__all__ = ["Hang", "PhaseRunner", "node_log_dir", "path_part", "write_evidence"]
+__all__ = [
+    "Hang", "PhaseRunner", "attribute_unkillable", "node_log_dir", "path_part", "unkillable_owners",
+    "write_evidence",
+]  # fmt: skip
+
+#: A survivor's wait channel in a transport's error (``sleep (pid 7, state D, wchan nfs_wait)``).
+_WCHAN = re.compile(r"wchan ([A-Za-z0-9_.]+)")
+
+
+def attribute_unkillable(res: CommandResult, touches: Sequence[str]) -> CommandResult:
+    """``res`` with what its unkillable process was stuck on, and on which node, in its error
+    (``unkillable: stuck on storage (/mnt/ckpt) on node2 (still alive after SIGKILL: ...)``):
+    from the survivors' wait channels, else from ``touches``, what the command declared it
+    touches (:func:`nvtest.playbook.stuck.stuck_on`). Other results are returned as they are."""
+    if res.failure != "unkillable" or not res.error or f"{UNKILLABLE} (" not in res.error:
+        return res
+    stuck = stuck_on(touches, _WCHAN.findall(res.error))
+
+    def word(m: re.Match[str]) -> str:
+        owner = m.group(1) or res.node  # a multi-node launch names each node's survivors
+        return f"{m.group(0)[: -len(UNKILLABLE) - 2]}{UNKILLABLE}: {stuck_words(stuck, owner, res.command)} ("
+
+    return dataclasses.replace(res, error=_ANCHOR.sub(word, res.error))
+
+
+def unkillable_owners(res: CommandResult) -> list[str]:
+    """The nodes that own the processes of ``res`` that survived SIGKILL: those its error
+    names before their ``unkillable`` (a multi-node launch's), else its own node; [] when
+    nothing survived."""
+    if res.failure != "unkillable" or not res.error:
+        return []
+    named = [m.group(1) for m in _OWNER.finditer(res.error)]
+    return list(dict.fromkeys(named)) or [res.node]
+
+
+#: A node's name before its survivors in a multi-node launch's error.
+_OWNER = re.compile(rf"(?<![^ ;])([A-Za-z0-9_.\[\]-]+): {UNKILLABLE}\b")
+
+#: Where a transport wrote ``unkillable (``, after the owning node's name in a multi-node
+#: launch's error (``node2: unkillable (still alive after SIGKILL: ...)``).
+_ANCHOR = re.compile(rf"(?:([A-Za-z0-9_.\[\]-]+): )?{UNKILLABLE} \(")
 
 
 @dataclass(frozen=True)
@@ -154,13 +198,19 @@ class PhaseRunner:
         timeout_s: float,
         env: Mapping[str, str] | None = None,
         needs: Sequence[str] = (),
+        touches: Sequence[str] | None = None,
+        mark: bool = True,
     ) -> dict[str, CommandResult]:
         """Run ``command(node)`` on every node of ``nodes`` at once (first call),
         or return the cached results of ``key``.
 
         ``needs``: the tools and devices the command needs (see the class text): a node
         where one of them hung gets a ``blocked`` result without running anything, and a
-        node where this command runs past its deadline marks them all hung.
+        node where this command runs past its deadline marks them all hung (``mark``
+        False: it is blocked, but marks nothing: a pair test, whose two ends time out
+        together, leaves marking to the pair's blame). ``touches`` (default ``needs``):
+        what the command touches, which words an unkillable result
+        (:func:`attribute_unkillable`).
 
         Returns node name -> CommandResult. Evidence is written as it arrives; a log
         file that cannot be written leaves the result as it is (no log path) and is
@@ -186,9 +236,10 @@ class PhaseRunner:
                     error=hang.blocked_message(),
                     failure="blocked",
                 )
-            for name, res in results.items():
-                if res.failure in ("timeout", "unkillable"):
-                    self._mark_hung(name, key, needs, res)
+            for name, res in list(results.items()):
+                res = results[name] = attribute_unkillable(res, needs if touches is None else touches)
+                if mark and res.failure in ("timeout", "unkillable"):
+                    self.mark_hung(name, key, needs, res.error or "timed out")
                 try:
                     self._logs[(key, name)] = write_evidence(self.run_dir, key, res)
                 except OutputWriteError as exc:  # the measurement stands without its log file
@@ -220,8 +271,9 @@ class PhaseRunner:
         with self._lock:
             return list(self._hung.get(node, {}).values())
 
-    def _mark_hung(self, node: str, key: str, needs: Sequence[str], res: CommandResult) -> None:
-        error = res.error or "timed out"
+    def mark_hung(self, node: str, key: str, needs: Sequence[str], error: str) -> None:
+        """Mark each of ``needs`` hung on ``node`` in phase ``key`` (``error``: why), unless
+        already marked: later phases there that need one of them are ``blocked``."""
         with self._lock:
             marks = self._hung.setdefault(node, {})
             for need in needs:

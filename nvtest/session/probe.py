@@ -11,14 +11,21 @@ Checks reach these through :mod:`nvtest.checks.api`; multi-node jobs use them di
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from nvtest.config.resources import probes_dir
 from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import NodeError, NodeWedged, ProbeError, ProbeSkip, UnreportedHardware
+from nvtest.errors import (
+    NodeError,
+    NodeWedged,
+    NvtestError,
+    ProbeError,
+    ProbeSkip,
+    UnreportedHardware,
+)
 from nvtest.session.expect import Expected, expected_gpus
 from nvtest.transports.base import CommandResult
 
@@ -28,10 +35,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEVICES",
+    "PEER_FAILURES",
     "EFFECTIVE_KEYS",
     "ArgsFn",
     "Probe",
     "device_for",
+    "each_node",
     "effective_of",
     "measure_probe",
     "parse_probe_json",
@@ -138,6 +147,31 @@ def device_for(probe: Probe, state: NodeState) -> list[str]:
     return []
 
 
+#: What reading another node's result inside one node's item may raise: that node's own
+#: failure (down, timed out, a process it could not kill, a tool that cannot report on its
+#: hardware, a skip), which is its own item's verdict and never this item's.
+PEER_FAILURES: tuple[type[BaseException], ...] = (NvtestError, ProbeSkip, AssertionError)
+
+T = TypeVar("T")
+
+
+def each_node(nodes: Iterable[Node], read: Callable[[Node], T]) -> tuple[dict[str, T], dict[str, str]]:
+    """``read(node)`` for each node of an aggregate (a figure or a comparison over all nodes,
+    judged in every node's item): (node -> value, node -> why it has none). A node whose
+    reading raises one of :data:`PEER_FAILURES` is left out and named, so one node's fault
+    (its process stuck in D state, its probe's error) is never copied onto the items of the
+    others; each node's own item raises its own failure when it reads its own result."""
+    got: dict[str, T] = {}
+    left: dict[str, str] = {}
+    for n in nodes:
+        try:
+            got[n.name] = read(n)
+        except PEER_FAILURES as exc:
+            text = str(exc)
+            left[n.name] = text if text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
+    return got, left
+
+
 def raw_output(
     ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node], *, whole: bool = True
 ) -> CommandResult:
@@ -190,7 +224,7 @@ def require_completed(res: CommandResult) -> CommandResult:
         NodeError: it did not complete (timeout, blocked, unreachable...): an ``error``.
     """
     if res.failure == "unkillable":
-        raise NodeWedged(res.error or "unkillable: the GPU or driver is likely wedged; reboot")
+        raise NodeWedged(res.error or "unkillable: a process survived SIGKILL")
     if not res.completed:
         raise NodeError(res.error or "command did not complete")
     return res

@@ -13,8 +13,11 @@ reparented to init still belongs to it:
 
 At the deadline the task gets SIGTERM, then, after a grace, SIGKILL (everything found by a
 fresh scan, so late forks die too). A process still there (not a zombie) a grace after
-SIGKILL cannot be killed: it is in uninterruptible sleep (state ``D``, a wedged driver or
-GPU). The command's result then says ``unkillable`` and the caller stops waiting for it.
+SIGKILL cannot be killed: it is in uninterruptible sleep (state ``D``: a wedged driver or
+GPU, a filesystem or an HCA that does not answer). The command's result then says
+``unkillable`` with each survivor (and, where ``/proc/<pid>/wchan`` reads, what it waits in),
+and the caller stops waiting for it. What it was stuck on is the phase's to say (it knows
+what the probe touches: :mod:`nvtest.playbook.stuck`), not the transport's.
 
 :func:`kill_task` does this here (the ``local`` transport); :func:`kill_task_script` is
 the same procedure as POSIX ``sh`` + ``awk`` for a remote node (the ``ssh`` transport runs
@@ -48,8 +51,9 @@ __all__ = [
 #: The environment variable that marks every process of one command.
 TASK_ENV = "NVTEST_TASK"
 
-#: The message of an unkillable task (the item's ``fail`` reason starts with it).
-UNKILLABLE = "unkillable: the GPU or driver is likely wedged; reboot"
+#: The word of an unkillable task in a result's error (``unkillable (still alive after
+#: SIGKILL: ...)``); the phase runner puts what it was stuck on after it.
+UNKILLABLE = "unkillable"
 
 
 def new_token() -> str:
@@ -66,14 +70,17 @@ class TaskProcess:
         state: the state letter (``R`` running, ``S`` sleeping, ``D`` uninterruptible,
             ``Z`` zombie, ``T`` stopped...).
         comm: the executable's name (at most 15 characters, the kernel's ``comm``).
+        wchan: the kernel function it sleeps in (``/proc/<pid>/wchan``), "" when not read.
     """
 
     pid: int
     state: str
     comm: str
+    wchan: str = ""
 
     def __str__(self) -> str:
-        return f"{self.comm} (pid {self.pid}, state {self.state})"
+        where = f", wchan {self.wchan}" if self.wchan else ""
+        return f"{self.comm} (pid {self.pid}, state {self.state}{where})"
 
 
 @dataclass(frozen=True)
@@ -207,7 +214,16 @@ def kill_task(pgid: int, token: str | None, grace_s: float) -> KillReport:
             pass
         _signal((p.pid for p in _living(pgid, token) or left), signal.SIGKILL)
     survivors = _wait_gone(pgid, token, grace_s) if left else []
-    return KillReport(hung, tuple(survivors))
+    return KillReport(hung, tuple(_with_wchan(p) for p in survivors))
+
+
+def _with_wchan(p: TaskProcess) -> TaskProcess:
+    """``p`` with the kernel function it sleeps in (``/proc/<pid>/wchan``; "" when unreadable or 0)."""
+    try:
+        w = Path(f"/proc/{p.pid}/wchan").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return p
+    return TaskProcess(p.pid, p.state, p.comm, "" if w in ("", "0") else w)
 
 
 #: awk program over ``T <pid>`` lines (pids carrying the token) and ``/proc/*/stat`` lines:
@@ -237,8 +253,9 @@ def kill_task_script(
     tasks, whose group the controller does not know). ``same_env``: a variable whose value
     the script's own environment gives (``SLURMD_NODENAME``): a token holder must carry the
     same value (several slurmd on one host share one ``/proc``). Prints ``hung <pid> <state> <comm>``
-    for each process at the start and ``survivor <pid> <state> <comm>`` for each one alive
-    after SIGKILL + grace; exits 0.
+    for each process at the start and ``survivor <pid> <state> <comm> <wchan>`` for each one
+    alive after SIGKILL + grace (``wchan``: ``/proc/<pid>/wchan``, empty where unreadable);
+    exits 0.
     """
     if pgid is None and not token:
         raise ValueError("a task is found by its process group or its token: give one")
@@ -268,7 +285,8 @@ def kill_task_script(
         "_wait; "
         f"if [ -n \"$l\" ]; then for r in 1 2; do s=KILL; {group}"
         "for q in $(_live | awk '{print $1}'); do kill -s $s $q 2>/dev/null; done; done; "
-        "_wait; printf '%s\\n' \"$l\" | sed '/^$/d; s/^/survivor /'; fi; exit 0"
+        "_wait; printf '%s\\n' \"$l\" | while read -r q s c; do [ -n \"$q\" ] && "
+        "echo \"survivor $q $s $c $(cat /proc/$q/wchan 2>/dev/null)\"; done; fi; exit 0"
     )
 
 
@@ -279,6 +297,8 @@ def parse_kill_report(text: str) -> KillReport:
     for line in text.splitlines():
         parts = line.split(maxsplit=3)
         if len(parts) == 4 and parts[0] in ("hung", "survivor") and parts[1].isdigit():
-            proc = TaskProcess(int(parts[1]), parts[2], parts[3])
+            comm, _, wchan = parts[3].strip().partition(" ")  # the script writes a comm's spaces as _
+            wchan = wchan.strip() if parts[0] == "survivor" and wchan.strip() != "0" else ""
+            proc = TaskProcess(int(parts[1]), parts[2], comm, wchan)
             (hung if parts[0] == "hung" else survivors).append(proc)
     return KillReport(tuple(hung), tuple(survivors))

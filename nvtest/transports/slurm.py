@@ -446,11 +446,7 @@ class SlurmTransport(Transport):
             truncated=out.truncated,
         )
         if reports:
-            merged = KillReport(
-                tuple(p for r in reports.values() for p in r.hung),
-                tuple(p for r in reports.values() for p in r.survivors),
-            )
-            res = _with_report(res, merged)
+            res = _with_node_reports(res, reports)
         return res
 
     # -- staging ------------------------------------------------------------------------
@@ -643,6 +639,22 @@ def _with_report(res: CommandResult, report: KillReport | None) -> CommandResult
         else res.error,
         failure="unkillable" if unkillable else res.failure,
         hung=report.hung_names() or res.hung,
+    )
+
+
+def _with_node_reports(res: CommandResult, reports: Mapping[str, KillReport]) -> CommandResult:
+    """``res`` of a timed-out multi-node launch with what the kill step found on each node,
+    each node's words after its name (``node2: unkillable (still alive after SIGKILL: ...)``),
+    so a survivor is attributed to the node that owns it, not to the launch's every node."""
+    if res.error is None:
+        return res
+    said = [f"{n}: {r.describe('the tasks killed')}" for n, r in sorted(reports.items()) if r.hung or r.survivors]
+    unkillable = any(r.unkillable for r in reports.values())
+    return dataclasses.replace(
+        res,
+        error=f"{res.error}; " + "; ".join(said) if said else res.error,
+        failure="unkillable" if unkillable else res.failure,
+        hung=tuple(dict.fromkeys(p for r in reports.values() for p in r.hung_names())) or res.hung,
     )
 
 

@@ -18,9 +18,9 @@ import pytest
 from nvtest.analysis.sdc import SdcReport, compare, digests_from_docs
 from nvtest.checks.api import (
     Judge,
-    NodeError,
     Probe,
     ProbeError,
+    each_node,
     note_probe_run,
     parse_probe_json,
     raw_output,
@@ -55,14 +55,8 @@ def _targets(ctx: RunContext) -> list[Node]:
 def _fleet(ctx: RunContext) -> SdcReport:
     """The comparison of every node of the check whose probe answered ``ok`` (once per run)."""
     targets = fleet_cache(ctx).get("sdc:targets", lambda: _targets(ctx))
-    docs = {}
-    for n in targets:
-        try:
-            doc = parse_probe_json(raw_output(ctx, SDC, n, targets))
-        except (NodeError, ProbeError):
-            continue
-        if doc.get("status") == "ok":
-            docs[n.name] = doc
+    got, _ = each_node(targets, lambda n: parse_probe_json(raw_output(ctx, SDC, n, targets)))
+    docs = {name: doc for name, doc in got.items() if doc.get("status") == "ok"}
     return compare(digests_from_docs(docs))
 
 

@@ -18,7 +18,7 @@ import pytest
 from nvtest.checks.api import Judge, NodeError
 from nvtest.checks.config.container import IDENTITY_SCRIPT, judge_identities, parse_identities
 from nvtest.checks.health import Outcome, apply
-from nvtest.jobs.base import check_nodes, fleet_cache
+from nvtest.jobs.base import fleet_cache, launch_nodes, require_launched
 from nvtest.session.context import RunContext
 from nvtest.session.phase import write_evidence
 from nvtest.transports.options import SlurmOptions
@@ -32,7 +32,7 @@ def _gpus(ctx: RunContext, name: str) -> int:
 
 
 def _launch(ctx: RunContext, opts: SlurmOptions) -> tuple[dict[str, Outcome], dict[str, str]]:
-    nodes = check_nodes(ctx, "container_identity")
+    nodes = launch_nodes(ctx, "container_identity")
     k = max(1, _gpus(ctx, nodes[0].name))
     layout = {i * k + j: n.name for i, n in enumerate(nodes) for j in range(k)}
     env = {"NVTEST_IMAGE_MARKER": os.environ["NVTEST_IMAGE_MARKER"]} if os.environ.get("NVTEST_IMAGE_MARKER") else None
@@ -60,6 +60,8 @@ def test_container_identity(node, judge: Judge, nvtest_context: RunContext) -> N
         pytest.skip("this run launches no container (neither --container-image nor --image-id): ranks run on the host by design")
     if ctx.states[node.name].down_reason:
         raise NodeError(f"node unreachable: {ctx.states[node.name].down_reason}")
+    # each rank's identity is its own node's: one node left is still judged
+    require_launched(ctx, "container_identity", node, judge.detail, minimum=1)
     outs, logs = fleet_cache(ctx).get("container_identity", lambda: _launch(ctx, opts))
     judge.log = logs.get(node.name)
     if node.name not in outs:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, NodeError, ProbeError, ProbeSkip, measure_probe
+from nvtest.checks.api import Judge, each_node, measure_probe
 from nvtest.checks.config.packages import Package, package_drift, packages_of
 from nvtest.checks.config.probe import CONFIG_PROBE, platform
 from nvtest.checks.health import apply
@@ -34,15 +34,10 @@ def _fleet_packages(ctx: RunContext, sku_name: str | None) -> dict[str, dict[str
     (once per run and SKU: an item compares, it does not walk the fleet)."""
     by_name = ctx.inventory.by_name()
     targets = [by_name[n] for n in (ctx.check_nodes.get("package_drift") or list(by_name))]
-    fleet: dict[str, dict[str, Package]] = {}
-    for n in targets:
-        st = ctx.states[n.name]
-        if st.down_reason or (st.match.name if st.match else None) != sku_name:
-            continue
-        try:
-            pk = packages_of(platform(measure_probe(ctx, CONFIG_PROBE, n, targets)))
-        except (NodeError, ProbeError, ProbeSkip):
-            continue
-        if pk is not None:
-            fleet[n.name] = pk
-    return fleet
+    same = [
+        n for n in targets
+        if not ctx.states[n.name].down_reason
+        and (ctx.states[n.name].match.name if ctx.states[n.name].match else None) == sku_name
+    ]  # fmt: skip
+    got, _ = each_node(same, lambda n: packages_of(platform(measure_probe(ctx, CONFIG_PROBE, n, targets))))
+    return {name: pk for name, pk in got.items() if pk is not None}

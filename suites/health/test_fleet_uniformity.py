@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, NodeError, Probe, raw_output
+from nvtest.checks.api import Judge, NodeError, Probe, each_node, raw_output
 from nvtest.checks.health import apply
 from nvtest.checks.health.uniformity import (
     VERSIONS_SCRIPT,
@@ -52,14 +52,16 @@ def test_sw_uniformity(
 def _fleet(ctx: RunContext, sku_name: str | None, targets: list) -> tuple[dict[str, dict], dict]:
     """Node -> versions for the reachable nodes of ``sku_name`` whose probe answered, and
     :func:`fleet_counts` of them."""
-    fleet = {}
-    for n in targets:
-        st = ctx.states[n.name]
-        if st.facts is None or st.down_reason or (st.match.name if st.match else None) != sku_name:
-            continue
-        try:
-            res = raw_output(ctx, VERSIONS, n, targets)
-        except NodeError:
-            continue
-        fleet[n.name] = {**versions_from_facts(st.facts), **versions_from_probe(res.stdout)}
+    same = [
+        n for n in targets
+        if (st := ctx.states[n.name]).facts is not None and not st.down_reason
+        and (st.match.name if st.match else None) == sku_name
+    ]  # fmt: skip
+
+    def versions(n) -> dict:
+        facts = ctx.states[n.name].facts
+        res = raw_output(ctx, VERSIONS, n, targets)
+        return {**versions_from_facts(facts), **versions_from_probe(res.stdout)}
+
+    fleet, _ = each_node(same, versions)
     return fleet, fleet_counts(fleet)

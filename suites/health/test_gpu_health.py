@@ -1,4 +1,4 @@
-"""GPU health: driver stack, ECC and row remapping, NVLink, fabric manager, PCIe links.
+"""GPU health: driver stack, ECC and row remapping, clocks at idle, NVLink, fabric manager, PCIe links.
 
 Raw tool output (``nvidia-smi -q -x``, ``nvidia-smi nvlink -s``, sysfs PCIe
 link attributes, the fabric manager's state) is judged by the pure functions of
@@ -23,6 +23,7 @@ from nvtest.checks.hardware import (
     unreported,
 )
 from nvtest.checks.health import apply
+from nvtest.checks.health.clocks import idle_throttle
 from nvtest.checks.health.ecc import ecc_health
 from nvtest.checks.health.gpus import driver_stack
 from nvtest.checks.health.nvlink import FM_SCRIPT, fabric_manager, nvlink_status, split_sections
@@ -57,6 +58,15 @@ def test_ecc(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | N
     exp = require(expected_gpus(node_facts, sku))
     query = read_tool(exp, "nvidia-smi -q -x", raw(SMI_XML), nvidia_smi_xml.parse)
     apply(ecc_health(query, sku), judge)
+
+
+@pytest.mark.check("clocks", area="health", title="Clock-throttle reasons at idle (heat, power delivery)")
+def test_clocks(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
+    """``nvidia-smi -q -x`` Clocks Event Reasons of idle GPUs: a hardware slowdown (thermal, power
+    brake) fails, a software thermal slowdown warns; the gate judges the same way."""
+    exp = require(expected_gpus(node_facts, sku))
+    query = read_tool(exp, "nvidia-smi -q -x", raw(SMI_XML), nvidia_smi_xml.parse)
+    apply(idle_throttle(query), judge)
 
 
 @pytest.mark.check("nvlink", area="health", title="NVLink: every expected link active at speed")

@@ -17,7 +17,7 @@ import pytest
 from nvtest.checks.api import Judge, Probe, ProbeSkip
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
-from nvtest.jobs.base import node_recipe, require_up
+from nvtest.jobs.base import node_recipe, require_launched, require_up
 from nvtest.jobs.torchrun import node_share, run_torchrun
 from nvtest.session.facts import NodeFacts
 
@@ -82,6 +82,7 @@ def test_collectives_multinode(node, nvtest_context, judge: Judge) -> None:
     require_up(ctx, node)
     if len(ctx.nodes) < 2:
         raise ProbeSkip("a multi-node collective needs two nodes; this run has one")
+    require_launched(ctx, "collectives_multinode", node, judge.detail)
     recipe = node_recipe(ctx, ctx.nodes[0], "collectives_multinode")
     job = run_torchrun(
         ctx,

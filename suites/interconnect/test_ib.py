@@ -29,14 +29,14 @@ from collections import Counter
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe, ProbeError, ProbeSkip, raw_output
+from nvtest.checks.api import Judge, Probe, ProbeError, ProbeSkip, each_node, raw_output
 from nvtest.checks.hardware import expected_hcas, require_tool
 from nvtest.checks.interconnect.pair_check import label_coverage, pair_report, report_node
 from nvtest.checks.interconnect.rdma import mtu_problems, port_problems, rdma_report
 from nvtest.checks.shape import golden_for, hca_shape, judge_shape
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import NvtestError, ParseError, UnreportedHardware
-from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe
+from nvtest.jobs.base import fleet_cache, launch_nodes, node_recipe, require_launched
 from nvtest.jobs.pair_jobs import PerftestPairJob, TcpPairJob
 from nvtest.parsers import ibstat, ibv_devinfo
 from nvtest.parsers.ibstat import IbReport
@@ -76,18 +76,9 @@ def _rdma(ctx, node, facts: NodeFacts):
 
 def _fleet_hcas(ctx) -> dict[str, dict]:
     """node -> {"hcas": (name, link layer, rate) of each HCA} for every node whose tools report."""
-    out = {}
-    for n in ctx.nodes:
-        st = ctx.states[n.name]
-        if st.facts is None or st.down_reason:
-            continue
-        try:
-            report, _ = _ports(ctx, n, st.facts)
-        except NvtestError:
-            continue
-        if report is not None and report.cas:
-            out[n.name] = {"hcas": hca_shape(report)}
-    return out
+    up = [n for n in ctx.nodes if ctx.states[n.name].facts is not None and not ctx.states[n.name].down_reason]
+    reports, _ = each_node(up, lambda n: _ports(ctx, n, ctx.states[n.name].facts)[0])
+    return {name: {"hcas": hca_shape(r)} for name, r in reports.items() if r is not None and r.cas}
 
 
 def _golden_hcas(ctx, sku: SkuProfile | None):
@@ -104,14 +95,14 @@ def _fleet_mtu(ctx, sku: SkuProfile | None) -> int | None:
 
     def fleet() -> dict[str | None, Counter]:
         out: dict[str | None, Counter] = {}
-        for n in ctx.nodes:
-            st = ctx.states[n.name]
-            if st.facts is None or st.down_reason or not st.facts.tools.get("ibv_devinfo"):
-                continue
-            try:
-                rep = ibv_devinfo.parse(raw_output(ctx, IBV_DEVINFO, n, ctx.nodes).stdout)
-            except NvtestError:
-                continue
+        up = [
+            n for n in ctx.nodes
+            if (st := ctx.states[n.name]).facts is not None and not st.down_reason
+            and st.facts.tools.get("ibv_devinfo")
+        ]  # fmt: skip
+        reps, _ = each_node(up, lambda n: ibv_devinfo.parse(raw_output(ctx, IBV_DEVINFO, n, ctx.nodes).stdout))
+        for name, rep in reps.items():
+            st = ctx.states[name]
             mtus = [p.active_mtu for ca in rep.cas for p in ca.ports if p.active and p.active_mtu]
             if mtus:
                 node_mtu = Counter(mtus).most_common(1)[0][0]
@@ -187,6 +178,7 @@ def test_ib_write_bw(
     ctx = nvtest_context
     by_name = ctx.inventory.by_name()
     rdma = _rdma_nodes(ctx, "ib_write_bw")
+    require_launched(ctx, "ib_write_bw", node, judge.detail, remaining=rdma)
     job = PerftestPairJob(
         ctx,
         hcas=lambda n: _active_hcas(ctx, n),
@@ -221,8 +213,9 @@ def _rdma_expected(ctx, node) -> bool:
 
 
 def _rdma_nodes(ctx, check: str) -> list:
-    """The check's reachable nodes whose RDMA devices its tools can measure, once per run."""
-    return fleet_cache(ctx).get(f"{check}:rdma", lambda: [n for n in check_nodes(ctx, check) if _has_rdma(ctx, n)])
+    """The check's reachable nodes whose RDMA devices its tools can measure, once per run, less
+    the nodes an earlier check failed or hung on (:func:`~nvtest.jobs.base.known_bad`)."""
+    return fleet_cache(ctx).get(f"{check}:rdma", lambda: [n for n in launch_nodes(ctx, check) if _has_rdma(ctx, n)])
 
 
 def _has_rdma(ctx, node) -> bool:
@@ -244,8 +237,9 @@ def test_tcp_bw(node, node_facts: NodeFacts, nvtest_context, judge: Judge) -> No
     if _rdma_expected(ctx, node):
         raise ProbeSkip("the node has RDMA NICs: ib_write_bw measures its links")
     targets = fleet_cache(ctx).get(
-        "tcp_bw:no-rdma", lambda: [n for n in check_nodes(ctx, "tcp_bw") if not _rdma_expected(ctx, n)]
+        "tcp_bw:no-rdma", lambda: [n for n in launch_nodes(ctx, "tcp_bw") if not _rdma_expected(ctx, n)]
     )
+    require_launched(ctx, "tcp_bw", node, judge.detail, remaining=targets)
     if len(targets) < 2:
         raise ProbeSkip(f"a pair test needs two nodes without RDMA; this run has {len(targets)}")
     recipe = node_recipe(ctx, targets[0], "tcp_bw")

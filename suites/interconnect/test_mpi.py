@@ -8,6 +8,9 @@ each result exactly. One item per node:
 - ``allreduce_busbw_gbps`` (GB/s): busbw at the largest size, ``algbw * 2 (n - 1) / n``
   as nccl-tests defines it (doc/PERFORMANCE.md);
 - a wrong element fails every node (the job's result is wrong, not one node's);
+- a node an earlier check of the run failed, or on which something hung, is left out of
+  the launch and its item is an error naming that check (``left out of the multi-node
+  launch: ib_ports failed on this node``); the others are judged on their own;
 - a node whose ranks could not start (mpirun, ssh or srun naming it) fails; the job is
   launched again without it (when two or more nodes are left) and the other nodes are
   judged on that run (``left_out`` in their details names the node); with fewer nodes
@@ -24,7 +27,7 @@ from __future__ import annotations
 import pytest
 
 from nvtest.checks.api import Judge
-from nvtest.jobs.base import check_nodes, node_recipe, require_up
+from nvtest.jobs.base import launch_nodes, node_recipe, require_launched, require_up
 from nvtest.jobs.mpi import node_share, run_mpi
 
 
@@ -39,7 +42,8 @@ def _args(recipe: dict) -> list[str]:
 def test_mpi(node, nvtest_context, judge: Judge) -> None:
     ctx = nvtest_context
     require_up(ctx, node)
-    nodes = check_nodes(ctx, "mpi")
+    nodes = launch_nodes(ctx, "mpi")
+    left_out = require_launched(ctx, "mpi", node, judge.detail, remaining=nodes)
     recipe = node_recipe(ctx, nodes[0] if nodes else node, "mpi")
     k = int(recipe.get("ranks_per_node", 2 if len(nodes) == 1 else 1))
     job = run_mpi(
@@ -47,8 +51,8 @@ def test_mpi(node, nvtest_context, judge: Judge) -> None:
     )
     shown = job.first if job.first and node.name in job.excluded else job
     judge.log = ctx.phases.log_path(shown.key, shown.log_node) if shown.log_node else None
-    if job.excluded:
-        judge.detail("left_out", job.excluded)
+    if job.excluded or left_out:
+        judge.detail("left_out", {**left_out, **job.excluded})
     judge.detail("launcher", job.launcher)
     judge.detail("command", job.result.command)
     judge.detail("rank_nodes", {str(r): n for r, n in sorted(job.observed.items())})
@@ -68,7 +72,7 @@ def test_mpi(node, nvtest_context, judge: Judge) -> None:
             "nodes": sorted(set(job.observed.values())),
             "sizes_bytes": [r.get("size_bytes") for r in doc.get("results") or []],
             "barriers": (doc.get("barrier") or {}).get("count"),
-            "left_out": job.excluded,
+            "left_out": {**left_out, **job.excluded},
         },
     )
     for why in share.misplaced:

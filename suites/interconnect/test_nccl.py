@@ -31,12 +31,21 @@ from nvtest.checks.config.network import seen_interfaces
 from nvtest.checks.hardware import expected_gpus, require
 from nvtest.checks.interconnect.pair_check import pair_report, report_node
 from nvtest.errors import ProbeError
-from nvtest.jobs.base import check_nodes, fleet_cache, node_recipe, run_commands
+from nvtest.jobs.base import (
+    check_nodes,
+    fleet_cache,
+    launch_nodes,
+    node_recipe,
+    pin_unkillable,
+    require_launched,
+    run_commands,
+)
 from nvtest.jobs.launch import mpirun_argv
 from nvtest.jobs.mpi import mpi_options, mpirun_preflight
 from nvtest.jobs.nccl import NcclRecipe, NcclVerdict, judge_output, nccl_env, perf_argv
 from nvtest.jobs.pair_jobs import NcclPairJob
 from nvtest.session.facts import NodeFacts
+from nvtest.session.phase import attribute_unkillable
 from nvtest.session.probe import require_completed
 from nvtest.transports.base import render_command
 
@@ -138,8 +147,11 @@ def test_nccl_nics_only(node, node_facts: NodeFacts, nvtest_context, judge: Judg
 
 
 def _gpu_nodes(ctx, check: str) -> list:
-    """The check's reachable nodes with GPUs (computed once per run and check)."""
-    return fleet_cache(ctx).get(f"{check}:gpu-nodes", lambda: [n for n in check_nodes(ctx, check) if _gpus(ctx, n)])
+    """The check's reachable nodes with GPUs (computed once per run and check); for the
+    multi-node launch, less the nodes an earlier check failed or hung on
+    (:func:`~nvtest.jobs.base.known_bad`)."""
+    select = launch_nodes if check == "nccl_multinode" else check_nodes
+    return fleet_cache(ctx).get(f"{check}:gpu-nodes", lambda: [n for n in select(ctx, check) if _gpus(ctx, n)])
 
 
 def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, str], str]:
@@ -158,6 +170,8 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, st
         res = launch(
             nodes, prog, _gpus(ctx, first), 1, env, timeout_s=1800 * ctx.config.timeout_scale
         )
+        res = attribute_unkillable(res, NCCL_NEEDS)  # each survivor worded on its own node
+        pin_unkillable(ctx, "nccl_multinode", res, NCCL_NEEDS)
         key = None
     else:
         key = f"nccl_multinode_{op}"
@@ -171,10 +185,13 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, st
             export=list(env),
             opts=mpi_options(ctx, first),
         )
+        # the launch's deadline is the job's: only a process that survived SIGKILL on the
+        # first node is that node's own (the pair re-run pins the rest, not the launcher)
         res = run_commands(
             ctx, key, [first], {first.name: render_command(argv, env)}, timeout_s=1800,
-            needs=NCCL_NEEDS,
+            needs=NCCL_NEEDS, mark=False,
         )[first.name]  # fmt: skip
+        pin_unkillable(ctx, key, res, NCCL_NEEDS)
     if not res.completed:
         return (
             NcclVerdict(op=op, status="error", reasons=(res.error or "did not complete",)),
@@ -201,6 +218,7 @@ def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     ctx = nvtest_context
     recipe = _recipe(ctx, node, "nccl_multinode")
     _require_tool(node_facts, recipe, "all_reduce", ctx, node)
+    require_launched(ctx, "nccl_multinode", node, judge.detail, remaining=_gpu_nodes(ctx, "nccl_multinode"))
     if len(_gpu_nodes(ctx, "nccl_multinode")) < 2:
         raise ProbeSkip("multi-node NCCL needs two GPU nodes")
     op = recipe.ops[0]
@@ -221,5 +239,6 @@ def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     )  # fmt: skip
     judge.metrics.clear()
     judge.failures.clear()
-    report_node(judge, pair_report(ctx, "nccl_multinode", job), node, f"{op}_busbw_gbps", "GB/s")
+    report = pair_report(ctx, "nccl_multinode", job, gpu_nodes)
+    report_node(judge, report, node, f"{op}_busbw_gbps", "GB/s")
     _interfaces(judge, text, gpu_nodes)

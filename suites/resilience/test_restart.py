@@ -39,7 +39,7 @@ from nvtest.checks.resilience.recipe import resilience_recipe
 from nvtest.checks.resilience.spanning import run_span_drill, spans_nodes
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import NvtestError, ProbeSkip
-from nvtest.jobs.base import require_up
+from nvtest.jobs.base import require_launched, require_up
 
 
 @pytest.mark.check("restart_injob", area="resilience", title="In-job restart after a killed rank")
@@ -49,6 +49,7 @@ def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None, nvte
     ctx = nvtest_context
     if spans_nodes(ctx):
         require_up(ctx, node)
+        require_launched(ctx, "restart_injob", node, judge.detail)
         drill = run_span_drill(ctx)
         judge.log = ctx.phases.log_path("restart_injob.fault", node.name)
         judge.detail("launcher_fallback_reason", drill.launcher_fallback_reason)

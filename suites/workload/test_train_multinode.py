@@ -4,7 +4,8 @@ Rendezvous on the first node (a free port there); NCCL on GPUs, gloo on CPU. Pas
 loss falls (last 5 steps below 90 % of the first 5), no loss is NaN, and every node's ranks
 finish within the timeout. Metrics: step time (median, s) and tokens/s of the whole job; the
 rank -> node map is in the item's details. One item per node: a node whose ranks failed or
-hung is named in its own item.
+hung is named in its own item; a node an earlier check failed, or on which something hung, is
+left out of the launch and named (its item an error saying which check).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 
 from nvtest.checks.api import Judge, ProbeSkip
 from nvtest.checks.workload.training import judge_training_result
-from nvtest.jobs.base import node_recipe, require_up
+from nvtest.jobs.base import node_recipe, require_launched, require_up
 from nvtest.jobs.torchrun import node_share, run_torchrun
 
 
@@ -25,6 +26,7 @@ def test_train_multinode(node, nvtest_context, judge: Judge) -> None:
     require_up(ctx, node)
     if len(ctx.nodes) < 2:
         raise ProbeSkip("one node in this run: the single-node smoke run is the train_smoke check")
+    require_launched(ctx, "train_multinode", node, judge.detail)
     recipe = node_recipe(ctx, ctx.nodes[0], "train_multinode")
     steps = int(recipe.get("steps", 30))
     timeout = float(recipe.get("timeout_s", 600))

@@ -305,3 +305,53 @@ def test_every_planned_command_is_read_only() -> None:
 def test_the_fabric_query_is_the_one_nvtest_reads() -> None:
     m = re.search(r"--query-gpu=(\S+)", FM_SCRIPT)
     assert m and tuple(m.group(1).split(",")) == FABRIC_QUERY
+
+
+def _plan(tmp_path: Path, index: str) -> str:
+    """What ``make gpu-evidence`` would do in a fresh clone (no venv, no bundle) with ``index``."""
+    clone = tmp_path / "clone"
+    (clone / "scripts").mkdir(parents=True, exist_ok=True)
+    for name in ("gpu_evidence.sh", "gpu_evidence_install.sh"):
+        shutil.copy(REPO / "scripts" / name, clone / "scripts" / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PYTHONPATH") and not k.startswith("PIP_")}
+    env.update(GPU_EVIDENCE_PLAN="1", PIP_INDEX_URL=index, PIP_CONFIG_FILE="/dev/null",
+               GPU_EVIDENCE_VENV=str(tmp_path / "venv"), GPU_EVIDENCE_BUNDLE=str(tmp_path / "no-bundle"))  # fmt: skip
+    proc = subprocess.run(["bash", str(clone / "scripts" / "gpu_evidence.sh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stderr
+
+
+def test_a_fresh_clone_installs_from_the_index_where_it_answers_and_needs_the_bundle_only_without(tmp_path: Path) -> None:
+    import http.server
+    import threading
+
+    class Index(http.server.BaseHTTPRequestHandler):
+        seen: list[str] = []
+
+        def do_HEAD(self) -> None:
+            Index.seen.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Index)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/simple/"
+        said = _plan(tmp_path, url)
+        assert f"plan: install from the package index {url} into {tmp_path / 'venv'} (it answers)" in said
+        assert Index.seen == ["/simple/pip/"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:  # a loopback port nobody listens on: the index is refused
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}/simple/"
+    said = _plan(tmp_path, closed)
+    assert f"the package index {closed} does not answer" in said and "install from the package index" not in said
+    (tmp_path / "no-bundle").mkdir()
+    (tmp_path / "no-bundle" / "install.sh").write_text("exit 1\n")
+    assert f"plan: install from the bundle {tmp_path / 'no-bundle'}" in _plan(tmp_path, closed)

@@ -112,3 +112,27 @@ def test_submit_runs_the_suite_in_its_own_allocation(clean: SlurmCluster, tmp_pa
     doc = json.loads((run_dir / "results.json").read_text())
     assert doc["run"]["backend"] == "slurm" and sorted(doc["nodes"]) == ["node1", "node2"]
     assert doc["summary"]["verdict"] == "pass"
+
+
+#: The words slurmctld drains a node with when it reports fewer GPUs than gres.conf says.
+GRES_REASON = "gres/gpu count reported lower than configured (0 < 8)"
+
+
+def test_submit_lists_the_node_slurm_drained_with_its_reason(clean: SlurmCluster, tmp_path: Path) -> None:
+    """``nvtest submit --partition`` (issue 24, class 5): a node Slurm drained before the
+    submission is in the batch job's results.json with Slurm's reason, its items ``error``,
+    and the run is not a pass (``nvtest run --partition`` itself: the field case
+    ``slurm-drained-node-dropped-silently``)."""
+    clean.client("scontrol", "update", "nodename=node2", "state=drain", f"reason={GRES_REASON}")
+    proc = run_nvtest(
+        "submit", "--partition", "nvt", "--time", "10", "--suite", "delivery", "-k", "host",
+        "--out", str(tmp_path), env=clean.env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0 and re.search(r"job \d+: 1 node\(s\)", proc.stdout), proc.stdout + proc.stderr
+    assert _queue_empty(clean, 300)
+    runs = [p.parent for p in tmp_path.rglob("results.json")]
+    assert len(runs) == 1, (runs, proc.stdout)
+    doc = json.loads((runs[0] / "results.json").read_text())
+    assert GRES_REASON in str(doc["nodes"]["node2"].get("down_reason")), doc["nodes"].get("node2")
+    assert {r["verdict"] for r in doc["results"] if r["node"] == "node2"} == {"error"}
+    assert doc["summary"]["verdict"] == "error"

@@ -107,6 +107,8 @@ class Arrangement(_Strict):
     #: ssh: every node behind one address, each at its own port (NAT, port forwarding), as
     #: the nodes of a second shared sshd cluster on 127.0.0.1
     one_address: bool = False
+    #: ssh: nodes whose sshd is down for the run (powered off, unreachable); started again after
+    down: list[str] = Field(default_factory=list)
     #: slurm: name the nodes (``--nodes``) or give the partition alone (``--partition``)
     select: Literal["nodes", "partition"] = "nodes"
 
@@ -128,6 +130,8 @@ class Arrangement(_Strict):
             raise ValueError(f"nodes: the shared Slurm cluster's nodes are {', '.join(SLURM_NODES)}")
         if self.drained and self.backend != "slurm":
             raise ValueError("drained: only the slurm backend drains nodes")
+        if self.down and (self.backend != "ssh" or not set(self.down) <= set(self.nodes)):
+            raise ValueError("down: ssh nodes of arrangement.nodes only")
         if self.one_address and self.backend != "ssh":
             raise ValueError("one_address: only the ssh backend puts nodes behind one address")
         if self.select != "nodes" and self.backend != "slurm":
@@ -425,7 +429,14 @@ def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
     args = _args(case, work / "r")
     args[1:1] = ["--backend", "ssh", "--inventory", str(inv_path)]
     env = {"HOME": str(cluster.client_home()), "OMP_NUM_THREADS": "1"}
-    proc = run_nvtest(*args, env=env, timeout=case.arrangement.timeout_s + 60)
+    down = [cluster.nodes[case.arrangement.nodes.index(n)].name for n in case.arrangement.down]
+    for sim in down:
+        cluster.stop_node(sim)
+    try:
+        proc = run_nvtest(*args, env=env, timeout=case.arrangement.timeout_s + 60)
+    finally:
+        for sim in down:
+            cluster.start_node(sim)
     return _finish(proc, work / "r", {n: n for n in case.arrangement.nodes})
 
 

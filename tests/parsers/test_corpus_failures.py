@@ -526,3 +526,20 @@ def test_nvtest_stream_kernel_output_validates() -> None:
     r = parse("stream", text)
     assert r.validated is True and r.passed and r.failure is None
     assert (r.effective["array_size"], r.effective["threads_counted"]) == (100000, 2)
+
+
+def test_failure_line_printed_into_a_cut_row_names_the_host_not_the_redop() -> None:
+    # nccl-tests#79: the failure line follows the first row's redop cell with no space
+    text = (
+        "# nThread 1 nGpus 8 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+        "#\n# Using devices\n"
+        "#   Rank  0 Pid  48592 on zlabs-trainer device  0 [0x06] Tesla K80\n#\n"
+        "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error\n"
+        "           8             2   float     sumzlabs-trainer: Test CUDA failure common.cu:253 'no kernel image is "
+        "available for execution on the device'\n"
+        " .. zlabs-trainer pid 48592: Test failure common.cu:377\n"
+    )
+    run = parse("nccl-tests", text).tests[0]
+    assert run.failures[0].host == "zlabs-trainer", run.failures
+    assert run.failure is not None and run.failure.device == "zlabs-trainer"
+    assert run.failure.code == "no kernel image is available for execution on the device"

@@ -43,6 +43,11 @@ REAL_LINES = [
         "memlock_limit",
     ),
     (
+        "ibv_create_cq(cqe=4096) failed: Cannot allocate memory",  # the issue's title, UCX's words
+        "https://github.com/openucx/ucx/issues/8229",
+        "memlock_limit",
+    ),
+    (
         "...-48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
         "https://github.com/Lightning-AI/lit-llama/issues/380",
         "ib_port_error",
@@ -147,7 +152,96 @@ REAL_LINES = [
     (
         "Failed to initialize NVML: Unknown Error",
         "https://github.com/NVIDIA/nvidia-docker/issues/1671",
+        "nvml_unknown_error",
+    ),
+    (
+        "Failed to initialize NVML: GPU access blocked by the operating system\nFailed to properly shut down NVML: "
+        "GPU access blocked by the operating system",
+        "https://github.com/microsoft/WSL/issues/9938",
         "nvml_init_failed",
+    ),
+    (
+        "ai-vtraining-prd-10-193-84-3:96540:96540 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open "
+        "libibverbs.so[.1]\nai-vtraining-prd-10-193-84-3:96540:96540 [0] NCCL INFO NET/Socket : Using "
+        "[0]em1:10.193.84.3<0> [1]tunl0:10.227.47.12<0>\nai-vtraining-prd-10-193-84-3:96540:96540 [0] NCCL "
+        "INFO Using network Socket",
+        "https://github.com/NVIDIA/nccl/issues/428",
+        "rdma_userspace_missing",
+    ),
+    (
+        "learn01:2228637:2230195 [3] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'",
+        "https://github.com/NVIDIA/nccl/issues/1676",
+        "gdr_disabled",
+    ),
+    (
+        "\"detail\": \"Persistence Mode: Persistence mode for GPU 0 is disabled. Enable persistence mode by "
+        "running \\\"nvidia-smi -i <gpuId> -pm 1 \\\" as root.\",",
+        "https://github.com/NVIDIA/NVSentinel/pull/772",
+        "persistence_mode_off",
+    ),
+    (
+        "Error: unable to establish a connection to the specified host: localhost\n"
+        "Error: Unable to connect to host engine. Host engine connection invalid/disconnected.",
+        "https://github.com/NVIDIA/DCGM/issues/57",
+        "dcgm_hostengine_down",
+    ),
+    # CUDA's own error strings, quoted by nccl-tests, NCCL and nvidia-smi (issue 24 class 8)
+    (
+        "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the "
+        "NVIDIA Display Driver is properly installed and present in your system.",
+        "https://github.com/NVIDIA/nvidia-docker/issues/1163",
+        "nvml_library_missing",
+    ),
+    (
+        "c940b4ae7a81:36:37 [1] init.cc:255 NCCL WARN Cuda failure 'CUDA driver is a stub library'",
+        "https://github.com/horovod/horovod/issues/3625",
+        "cuda_stub_library",
+    ),
+    (
+        " 7: ip-10-1-113-84: Test CUDA failure common.cu:894 'system has unsupported display driver / "
+        "cuda driver combination'",
+        "https://github.com/awslabs/awsome-distributed-ai/pull/314",
+        "cuda_forward_compat",
+    ),
+    (
+        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before "
+        "calling NumCudaDevices() that might have already set an error? Error 804: forward compatibility "
+        "was attempted on non supported HW",
+        "https://github.com/gpustack/gpustack/issues/1254",
+        "cuda_forward_compat",
+    ),
+    (
+        "           8             2   float     sumzlabs-trainer: Test CUDA failure common.cu:253 'no kernel "
+        "image is available for execution on the device'",
+        "https://github.com/NVIDIA/nccl-tests/issues/79",
+        "cuda_no_kernel_image",
+    ),
+    (
+        "g0010: Test CUDA failure common.cu:941 'invalid device ordinal'",
+        "https://github.com/NVIDIA/nccl-tests/issues/263",
+        "cuda_invalid_device_ordinal",
+    ),
+    (
+        "gpu-1-1: Test CUDA failure common.cu:1304 'CUDA-capable device(s) is/are busy or unavailable'",
+        "https://github.com/NVIDIA/nccl-tests/issues/369",
+        "cuda_devices_busy",
+    ),
+    (
+        "z-pc:909608:910337 [0] transport/p2p.cc:238 NCCL WARN failed to open CUDA IPC handle : 217 peer "
+        "access is not supported between these two devices",
+        "https://github.com/ray-project/ray_lightning/issues/24",
+        "cuda_peer_access_unsupported",
+    ),
+    (
+        "[2025-09-09 23:51:24] 9b405963aa12:774:854 [0] transport/shm.cc:590 NCCL WARN Cuda failure 217 'peer "
+        "access is not supported between these two devices'",
+        "https://github.com/NVIDIA/nccl/issues/1838",
+        "nccl_cumem_host_no_p2p",
+    ),
+    (
+        "ncclInternalError: Internal check failed.\nLast error:\nBootstrap : no socket interface found",
+        "https://github.com/EasonXiao-888/MambaTree/issues/14",
+        "nccl_socket_ifname_unmatched",
     ),
 ]
 
@@ -161,11 +255,22 @@ def test_each_signature_names_its_cause_on_real_tool_lines(line, source, name):
     assert source.startswith("https://github.com/")
     sig = find_signature(line)
     assert sig is not None and sig.name == name, (name, sig)
+    check = sig.checks[0] if sig.checks else "nccl"
     d = diagnose(
-        {"check": "nccl", "verdict": "fail", "reason": "busbw 12.0 GB/s < min 300 GB/s"},
+        {"check": check, "verdict": "fail", "reason": "busbw 12.0 GB/s < min 300 GB/s"},
         evidence=line,
     )
     assert d is not None and d.rule == name, d
+
+
+@pytest.mark.parametrize("sig", [s for s in SIGNATURES if s.checks], ids=lambda s: s.name)
+def test_a_network_path_signature_is_no_cause_inside_the_node(sig):
+    # NCCL prints the same path lines in a one-node run, where no traffic crosses a NIC
+    line = next(text for text, _, n in REAL_LINES if n == sig.name)
+    assert find_signature(line, sig.checks[0]) is sig
+    assert find_signature(line, "nccl") is not sig
+    d = diagnose({"check": "nccl", "verdict": "fail", "reason": "busbw 12.0 GB/s < min 300 GB/s"}, evidence=line)
+    assert d is not None and d.rule != sig.name, d
 
 
 def test_every_signature_has_a_real_line_a_class_and_a_unique_name():
@@ -268,7 +373,7 @@ def test_fabric_manager_with_nvml_down_is_the_driver_first():
             "reason": "fabric manager unknown: Failed to initialize NVML: Unknown Error",
         }
     )
-    assert d.rule == "nvml_init_failed", d
+    assert d.rule in ("nvml_init_failed", "nvml_unknown_error"), d  # NVML's words, before the fabric manager's
 
 
 def _node(check: str, reason: str, verdict: str = "fail") -> dict:
@@ -328,6 +433,25 @@ def test_nccls_connection_refused_in_a_reason_is_not_the_transport():
     )
     ssh = "node unreachable: ssh: connect to host node03 port 22: Connection refused"
     assert diagnose({"check": "nccl", "verdict": "error", "reason": ssh}).rule == "node_unreachable"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        # field case dcgm-hostengine-not-running: the tool's own exit status, quoted
+        "8 NVIDIA GPU(s) expected; dcgmi diag cannot report on them: exit 255: could_not_start: Error: "
+        "unable to establish a connection to the specified host: localhost",
+        # NCCL's errno text from a node that answered (nccl-tests#185)
+        "all_reduce: NCCL failure at common.cu:1005: unhandled system error; NCCL WARN: "
+        "misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43423> failed : Network is unreachable",
+    ],
+)
+def test_a_tools_own_words_are_not_the_transports(reason):
+    d = diagnose({"check": "nccl", "verdict": "fail", "reason": reason})
+    assert d is not None and d.rule != "node_unreachable", d
+    assert diagnose({"check": "nccl", "verdict": "error", "reason": "NodeError: node unreachable: ssh exited 255"}).rule == (
+        "node_unreachable"
+    )
 
 
 def test_an_unhandled_system_error_names_nccls_last_warning():

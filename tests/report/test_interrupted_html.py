@@ -31,3 +31,12 @@ def test_finished_clean_run_says_nothing_failed():
     html = render_html(_clean_doc(interrupted=False))
     assert "Nothing failed: no diagnosis needed" in html
     assert "diagnosis covers only what was measured" not in html
+
+
+def test_the_nodes_drain_failed_did_not_drain_are_listed_with_why():
+    """Issue 24, class 5: --drain-failed says per node why it did not drain (run.not_drained)."""
+    why = "not drained: gpus failed on every node of the SKU (3 or more): systemic <b>x</b>"
+    html = render_html(_clean_doc(not_drained={"gpu0001": why}))
+    assert 'id="not-drained"' in html and "gpu0001" in html
+    assert "systemic &lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html
+    assert 'id="not-drained"' not in render_html(_clean_doc())

@@ -10,6 +10,7 @@ import pytest
 from pypdf import PdfReader
 
 from nvtest.report import render_pdf
+from nvtest.report.manifest import evidence_digest
 from nvtest.report.pdf import write_pdf
 from tests.conftest import run_nvtest
 from tests.report.conftest import ARTIFACTS
@@ -62,6 +63,8 @@ def test_synthetic_pdf_failures_with_diagnoses(synthetic_dir: Path, tmp_path: Pa
     reader = PdfReader(str(pdf))
     text = "\n".join(p.extract_text() or "" for p in reader.pages)
     assert "Overall verdict: FAIL" in reader.pages[0].extract_text()
+    # the first page carries the evidence digest (docs/report.md: manifest.sha256)
+    assert evidence_digest(synthetic_dir)[:16] in reader.pages[0].extract_text().replace("\n", "")
     failing = [r for r in doc["results"] if r["verdict"] == "fail"]
     assert failing
     for r in failing:

@@ -40,3 +40,27 @@ def test_a_hung_python_wrapper_is_not_an_unreachable_node(tmp_path: Path) -> Non
         assert "python" in diag.action
     finally:
         ctx.close(interrupted=False)
+
+
+def test_a_node_the_scheduler_excluded_is_never_started_on_and_says_slurms_words(tmp_path: Path) -> None:
+    """Issue 24, class 5: a node Slurm had taken out of service (``RunConfig.excluded``) is a
+    node of the run, down from the start with Slurm's state and reason, never probed."""
+    marker = tmp_path / "probed"
+    wrapper = tmp_path / "python-wrapper"
+    wrapper.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    wrapper.chmod(0o755)
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"nodes": [{"names": "gpu01", "python": str(wrapper)}]}))
+    said = "Slurm state IDLE+DRAIN, reason: gres/gpu count reported lower than configured (0 < 8)"
+    cfg = RunConfig(run_id="excl", run_dir=str(tmp_path / "run"), backend="local", inventory=str(inv),
+                    excluded={"gpu01": said})  # fmt: skip
+    ctx = RunContext.from_config(cfg)
+    try:
+        ctx.gather_facts()
+        state = ctx.states["gpu01"]
+        assert (state.down_kind, state.down_message) == ("excluded", f"excluded by Slurm: {said}")
+        assert not marker.exists(), "the inventory probe ran on a node the scheduler excluded"
+        diag = diagnose({"check": "gpus", "verdict": "error", "reason": f"NodeError: {state.down_message}"})
+        assert diag is not None and diag.rule == "excluded_by_scheduler" and "scontrol" in diag.action
+    finally:
+        ctx.close(interrupted=False)

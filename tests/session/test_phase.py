@@ -8,6 +8,7 @@ get distinct paths, each inside the run directory; the report shows each node's 
 from __future__ import annotations
 
 import itertools
+import json
 import random
 from pathlib import Path
 
@@ -53,6 +54,11 @@ def test_the_report_shows_each_nodes_directory() -> None:
     doc = synthetic_doc(2)
     for name, node in doc["nodes"].items():
         node["log_dir"] = node_log_dir(name)
+    doc["nodes"]["a b"] = {**doc["nodes"]["gpu0001"], "name": "a b", "log_dir": node_log_dir("a b")}
     html = render_html(doc)
+    start = html.index('<script type="application/json" id="nvtest-data">')
+    blob = json.loads(html[html.index(">", start) + 1 : html.index("</script>", start)])
+    shown = {n["n"]: n.get("dir") or n["ld"] for n in blob["nodes"]}  # the raw-log table's directory column
     for name in doc["nodes"]:
-        assert f"<code>{node_log_dir(name)}/</code>" in html
+        assert shown[name] == node_log_dir(name)
+    assert shown["a b"] == "logs/a%20b"

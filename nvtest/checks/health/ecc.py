@@ -3,7 +3,8 @@
 Input: ``nvidia-smi -q -x`` (or ``-q``) read by :mod:`nvtest.parsers.nvidia_smi_xml`.
 Policy (sku-reference.md, "ECC / row remap"; field case D9):
 
-- ECC mode not Enabled where the SKU expects ECC: fail;
+- ECC mode not Enabled where the SKU expects ECC: fail; Enabled now but pending Disabled
+  (``nvidia-smi -e 0`` run, not yet applied): fail, the next reboot switches ECC off;
 - any volatile uncorrectable error: fail (Imbue, CHS);
 - row remapping failure: fail, RMA; remap pending or page retirement pending:
   fail, fixed by a GPU reset / reboot (no hardware service), then rerun;
@@ -32,9 +33,15 @@ def _gpu(i: int, g: SmiGpu, sku: SkuProfile | None, out: Outcome) -> None:
     tag = f"GPU {i} ({g.pci_bus_id})"
     want_ecc = sku is None or sku.expect.ecc is not False
     mode = (g.ecc_mode_current or "").strip()
+    pending = (g.ecc_mode_pending or "").strip()
     if want_ecc and mode and mode.lower() not in ("enabled", "n/a"):
-        pending = f" (pending: {g.ecc_mode_pending})" if g.ecc_mode_pending else ""
-        out.fail(f"{tag}: ECC mode {mode}{pending}, SKU expects Enabled")
+        if pending.lower() == "enabled":
+            out.fail(f"{tag}: ECC mode {mode} (pending: {pending}): ECC enable pending, applies at the next reboot")
+        else:
+            out.fail(f"{tag}: ECC mode {mode}{f' (pending: {pending})' if pending else ''}, SKU expects Enabled")
+    elif want_ecc and mode.lower() == "enabled" and pending and pending.lower() not in ("enabled", "n/a"):
+        # what runs now passes; what the GPU boots into next does not (nvidia-smi -e 0 not yet applied)
+        out.fail(f"{tag}: ECC mode Enabled, pending {pending}: ECC disable pending, the next reboot turns ECC off")
     vu, vc = _n(g.ecc_volatile_uncorrectable), _n(g.ecc_volatile_correctable)
     au = _n(g.ecc_aggregate_uncorrectable)
     rr_u, rr_c = _n(g.remapped_rows_uncorrectable), _n(g.remapped_rows_correctable)

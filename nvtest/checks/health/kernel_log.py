@@ -35,10 +35,13 @@ Metrics: ``xid_events`` and ``fatal_xid_events`` (count).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from nvtest.checks.health import Outcome
 from nvtest.errors import ParseError
 from nvtest.parsers import dmesg
 from nvtest.playbook.host_events import judge_host_events
+from nvtest.playbook.readings import FAILED_DRIVER, cause_code
 from nvtest.playbook.xid import describe_xid, recovery_request, recovery_step
 from nvtest.session.kernel_log import KERNEL_LOG_SCRIPT, UNREADABLE, split_probe
 
@@ -138,7 +141,10 @@ def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail") -> Outc
             continue
         seen.add(key)
         n = sum(1 for x in xids if (x.code, x.pci_address, x.recovery_action) == key)
-        verdict, line = judge_xid(e, n)
+        cause = cause_code(e.code, e.message)  # Xid 45 "caused by previous Xid N": judged as N
+        verdict, line = judge_xid(replace(e, code=cause) if cause != e.code else e, n)
+        if cause != e.code:
+            line += f" (logged as Xid {e.code}, caused by Xid {cause})"
         if verdict == "fail":
             fatal += n
             out.fail(line)
@@ -148,6 +154,11 @@ def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail") -> Outc
             out.note(line)
         elif verdict == "warn":
             out.warn(line)
+    # a GPU the driver could not bring up or that stopped answering (GSP heartbeat, reset
+    # required): a failure where no Xid failed the log; beside a failing Xid (whose catalog
+    # action comes first) a note
+    for kind, gpu in dict.fromkeys((d.kind, d.pci_address) for d in log.driver_messages if d.kind in FAILED_DRIVER):
+        (out.note if fatal else out.fail)(f"the NVIDIA driver: {kind.replace('_', ' ')}{' on ' + gpu if gpu else ''}")
     if unknown:
         out.error = "; ".join(unknown)
     for e in sxids:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from nvtest.checks.api import Judge, NodeError
 from nvtest.config.inventory import Node
-from nvtest.jobs.base import check_nodes, controller_env, fleet_cache, node_recipe
+from nvtest.jobs.base import controller_env, fleet_cache, launch_nodes, node_recipe
 from nvtest.jobs.pair_runner import PairJob, PairReport, node_value, run_pair_schedule
 from nvtest.jobs.pairs import build_schedule
 
@@ -26,10 +26,12 @@ __all__ = ["LabelCoverage", "label_coverage", "pair_report", "report_node"]
 def pair_report(
     ctx: RunContext, check: str, job: PairJob, nodes: list[Node] | None = None
 ) -> PairReport:
-    """Run ``job`` over the check's nodes once per run (cached); later callers read it."""
+    """Run ``job`` over ``nodes`` (default: the check's nodes less those an earlier check
+    failed or hung on, :func:`~nvtest.jobs.base.launch_nodes`) once per run (cached); later
+    callers read it."""
 
     def compute() -> PairReport:
-        targets = nodes if nodes is not None else check_nodes(ctx, check)
+        targets = nodes if nodes is not None else launch_nodes(ctx, check)
         if len(targets) < 2:
             raise NodeError(
                 f"a pair test needs two nodes; {len(targets)} reachable: {[n.name for n in targets]}"

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nvtest.checks.api import Judge, Probe, measure_probe
-from nvtest.errors import NvtestError, ProbeSkip
+from nvtest.checks.api import Judge, Probe, each_node, measure_probe
 
 if TYPE_CHECKING:
     from nvtest.config.inventory import Node
@@ -106,14 +105,9 @@ def aggregate_of(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def aggregate(ctx: RunContext, probe: Probe, nodes: Sequence[Node]) -> dict[str, Any]:
-    """The aggregate over every node whose probe ran (a node that failed is left out and named)."""
-    entries, missing = [], []
-    for n in nodes:
-        try:
-            e = tier_entry(measure_probe(ctx, probe, n, nodes))
-        except (NvtestError, ProbeSkip) as exc:
-            missing.append(f"{n.name}: {exc}")
-            continue
-        if e is not None:
-            entries.append(e)
-    return {**aggregate_of(entries), "left_out": missing}
+    """The aggregate over every node whose probe ran; a node whose probe failed, hung or left
+    a process it could not kill is left out and named (``left_out``), and fails only its own
+    item (:func:`~nvtest.checks.api.each_node`)."""
+    got, missing = each_node(nodes, lambda n: tier_entry(measure_probe(ctx, probe, n, nodes)))
+    entries = [e for e in got.values() if e is not None]
+    return {**aggregate_of(entries), "left_out": [f"{n}: {why}" for n, why in missing.items()]}

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nvtest.checks.api import Judge, Probe, measure_probe
+from nvtest.checks.api import Judge, Probe, each_node, measure_probe
 from nvtest.checks.resilience.effective import estimate
 from nvtest.checks.resilience.recipe import TARGET_SOURCES
 from nvtest.checks.resilience.spanning import SpanDrill, job_summary, rank_map_json
@@ -24,7 +24,7 @@ from nvtest.checks.resilience.timeline import (
     ranks_training_again,
     recovery_figures,
 )
-from nvtest.errors import NvtestError, ProbeError, ProbeSkip
+from nvtest.errors import ProbeError
 
 if TYPE_CHECKING:
     from nvtest.config.inventory import Node
@@ -276,17 +276,20 @@ def judge_stragglers(judge: Judge, result: Mapping[str, Any], bound: float) -> l
 def node_scores(ctx: RunContext, probe: Probe, nodes: Sequence[Node]) -> dict[str, Any]:
     """Per node: fastest node's median step time / this node's (ratio, 0..1), from every node's drill."""
     medians: dict[str, float] = {}
-    left_out = []
-    for n in nodes:
+
+    def run_of(n: Node) -> dict[str, Any]:
         try:
-            run = measure_probe(ctx, probe, n, nodes)["results"][0]["run"]
-        except (NvtestError, ProbeSkip, KeyError, IndexError) as exc:
-            left_out.append(f"{n.name}: {exc}")
-            continue
+            return dict(measure_probe(ctx, probe, n, nodes)["results"][0]["run"])
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ProbeError(f"no run in the drill's document: {exc!r}") from None
+
+    runs, missing = each_node(nodes, run_of)
+    left_out = [f"{n}: {why}" for n, why in missing.items()]
+    for name, run in runs.items():
         times = [t for ts in run.get("step_times_s", {}).values() for t in ts[1:]]
         if times:
             times.sort()
-            medians[n.name] = times[len(times) // 2]
+            medians[name] = times[len(times) // 2]
     best = min(medians.values(), default=None)
     scores = {k: best / v for k, v in medians.items()} if best else {}
     return {

@@ -49,6 +49,7 @@ from nvtest.errors import ProbeError
 from nvtest.jobs.base import (
     check_nodes,
     fleet_cache,
+    launch_nodes,
     probe_argv,
     profile_of,
     run_commands,
@@ -275,7 +276,7 @@ def run_span_drill(ctx: RunContext) -> SpanDrill:
     """
 
     def compute() -> SpanDrill:
-        nodes = check_nodes(ctx, CHECK)
+        nodes = launch_nodes(ctx, CHECK)
         first = nodes[0]
         rec = resilience_recipe(profile_of(ctx, first))
         shared = ckpt_recipe(profile_of(ctx, first)).get("shared_path")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from nvtest.checks.health import Outcome
+from nvtest.checks.health.clocks import idle_throttle
 from nvtest.checks.health.ecc import ecc_health
 from nvtest.checks.health.gpus import driver_stack, gpu_inventory, lost_gpus
 from nvtest.checks.health.nvlink import fabric_manager, nvlink_status, split_sections
@@ -28,13 +29,6 @@ from nvtest.session.facts import GpuFact, NodeFacts, PciFact
 
 __all__ = ["GPU_CHECKS"]
 
-#: Throttle reasons at idle and what they mean (as the burn-in probe's _burnin_logic.SEVERITY).
-THROTTLE_SEVERITY = {
-    "hw_slowdown": "fail",
-    "hw_thermal_slowdown": "fail",
-    "hw_power_brake_slowdown": "fail",
-    "sw_thermal_slowdown": "warn",
-}
 _GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 
 
@@ -188,19 +182,9 @@ def clocks(ctx: GateContext) -> CheckResult:
     query = _smi_or_fail(ctx, res, "clock_event_reasons")
     if query is None:
         return res
-    out = Outcome()
-    worst_seen: list[str] = []
-    for i, g in enumerate(query.gpus):
-        reasons = [re.sub(r"^clocks?_(event|throttle)_reasons?_", "", r) for r in g.clock_event_reasons_active]
-        for r in reasons:
-            sev = THROTTLE_SEVERITY.get(r)
-            if sev == "fail":
-                out.fail(f"GPU {i} ({g.pci_bus_id}): {r} active at idle: hardware throttling (cooling or power delivery)")
-            elif sev == "warn":
-                out.warn(f"GPU {i} ({g.pci_bus_id}): {r} active at idle")
-            worst_seen += [r] if sev else []
+    out = idle_throttle(query)
     from_outcome(
-        res, out, what="clock_event_reasons", value=", ".join(sorted(set(worst_seen))) or "none",
+        res, out, what="clock_event_reasons", value=", ".join(out.details["clock_event_reasons"]) or "none",
         threshold="no HW slowdown / HW thermal / power brake; no SW thermal slowdown",
         source="nvidia-smi -q Clocks Event Reasons; severity as the burn-in probe's (_burnin_logic.SEVERITY)",
         passed="no throttling reason active",

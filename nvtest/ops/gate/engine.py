@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from nvtest import __version__
+from nvtest.analysis.acting import first_actionable
 from nvtest.checks.health.gpus import closest_profiles
 from nvtest.config.site import ConfigProblem, load_site
 from nvtest.config.skus import Catalog, GpuSummary
@@ -237,9 +238,13 @@ def _slurm(opts: GateOptions, node: str, verdict: str, checks: list[CheckResult]
             opts.warnings.append(f"no drain or resume: the gate was interrupted by {budget.interrupted}")
         return out
     if opts.drain and verdict == "fail":
-        first = next(c for c in checks if c.verdict == "fail")
-        act: SlurmAction = drain_node(node, first.check, first.reason, timeout_s=budget.left)
-        out["drain"] = act.to_json()
+        # the rule every automation follows (nvtest.analysis.acting): a failure proven on the
+        # node; the gate's unknowns (ours, the site's, a check that did not answer) never drain
+        first, _ = first_actionable([{"check": c.check, "node": node, "verdict": c.verdict} for c in checks])
+        if first is not None:
+            why = next(c.reason for c in checks if c.check == first["check"])
+            act: SlurmAction = drain_node(node, str(first["check"]), why, timeout_s=budget.left)
+            out["drain"] = act.to_json()
     if opts.resume and verdict in ("pass", "warn", "skip"):
         out["resume"] = resume_node(node, timeout_s=budget.left).to_json()
     return out

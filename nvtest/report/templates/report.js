@@ -43,10 +43,45 @@
     return t;
   }
   function natural(a, b) { return a.localeCompare(b, undefined, { numeric: true, sensitivity: 'base' }); }
-  var checkIndex = {};
-  D.checks.forEach(function (c, i) { checkIndex[c.name] = i; });
-  var nodeByName = {};
-  D.nodes.forEach(function (n) { nodeByName[n.n] = n; });
+  var T = D.T;
+  var nodeIndex = {};
+  D.nodes.forEach(function (n, i) { nodeIndex[n.n] = i; });
+
+  /* ---------- the compact blob, expanded on demand (shape: nvtest/report/blob.py) ---------- */
+  function itemOf(ni, ci) {
+    var it = D.items[ni] && D.items[ni][ci];
+    if (!it) return null;
+    var n = D.nodes[ni], keys = D.keys[ci];
+    var l = it.l !== undefined ? it.l : (n.ld ? n.ld + '/' + D.checks[ci].name + '.log' : '');
+    return {
+      v: CODE[n.c.charAt(ci)], r: it.r || '', l: l || null, d: it.d !== undefined ? T[it.d] : null, t: it.t,
+      m: it.m.map(function (m) {
+        var k = keys[m[0]], med = k[4], v = m[1], full = m.length > 3;
+        var delta = typeof v === 'number' && typeof med === 'number' && med !== 0 ? (v - med) / med * 100 : null;
+        var fleet = med === null ? null : [med, delta, m[2], full ? !!m[4] : false];
+        return [k[0], k[1], v, k[2], full ? m[3] : 'pass', full ? m[5] : '', k[3], fleet];
+      })
+    };
+  }
+  function inventoryOf(ni) {
+    var x = D.inventory[ni] || {}, h = x.h !== undefined ? T[x.h] : [];
+    function refs(list) { return (list || []).map(function (i) { return T[i]; }); }
+    return {
+      cpu: h[0], cores: h[1], sockets: h[2], mem: h[3], os: h[4], kernel: h[5], driver: h[6], cuda: h[7],
+      gpus: (x.g || []).map(function (g) { var r = T[g[0]].slice(); r[2] = g[1]; r[3] = g[2]; return r; }),
+      gpuAbsent: x.ga !== undefined ? T[x.ga] : null, nics: refs(x.n), other: refs(x.o), notes: x.no || [],
+      skuMatch: x.sm !== undefined ? T[x.sm] : [], log: x.l || null
+    };
+  }
+  function evidenceOf(ni) {
+    var seen = {}, out = [], inv = D.inventory[ni] || {};
+    if (inv.l) { seen[inv.l] = 1; out.push(['inventory', inv.l]); }
+    D.checks.forEach(function (c, ci) {
+      var it = itemOf(ni, ci);
+      if (it && it.l && !seen[it.l]) { seen[it.l] = 1; out.push([c.name, it.l]); }
+    });
+    return out;
+  }
 
   /* ---------- paginated table ---------- */
   function Pager(box, headers, rows, size, renderRow) {
@@ -89,7 +124,7 @@
   document.addEventListener('keydown', function (e) { if (e.key === 'Escape') closePanel(); });
 
   function openItem(ci, node) {
-    var it = D.items[ci + '|' + node];
+    var it = itemOf(nodeIndex[node], ci);
     if (!it) return;
     var c = D.checks[ci];
     var b = openPanel(c.title + ' on ' + node);
@@ -124,8 +159,9 @@
   }
 
   function openNode(name) {
-    var n = nodeByName[name], inv = D.inventory[name] || {};
+    var ni = nodeIndex[name], n = D.nodes[ni];
     if (!n) return;
+    var inv = inventoryOf(ni);
     var b = openPanel('Node ' + name);
     var p = el('p'); add(p, badge(n.v), document.createTextNode(' SKU ' + (n.s || 'none') + (n.r ? ' · rack ' + n.r : '') + (n.t ? ' · ' + n.t : '')));
     b.appendChild(p);
@@ -161,7 +197,7 @@
     if (inv.notes && inv.notes.length) b.appendChild(el('p', 'muted', 'Notes: ' + inv.notes.join('; ')));
     b.appendChild(el('h4', null, 'Raw logs'));
     var ev = el('p');
-    (n.ev || []).forEach(function (e) { var a = link(e[1], e[0]); if (a) add(ev, a, document.createTextNode('  ')); });
+    evidenceOf(ni).forEach(function (e) { var a = link(e[1], e[0]); if (a) add(ev, a, document.createTextNode('  ')); });
     if (!ev.firstChild) ev.textContent = 'none';
     b.appendChild(ev);
   }
@@ -256,7 +292,7 @@
   var invBox = document.getElementById('inv-box');
   var invRows = D.nodes.map(function (n) { return n.n; });
   function invRow(name) {
-    var n = nodeByName[name], inv = D.inventory[name] || {}, tr = el('tr');
+    var ni = nodeIndex[name], n = D.nodes[ni], inv = inventoryOf(ni), tr = el('tr');
     var nc = el('td', 'node'), a = el('a', null, name); a.setAttribute('href', '#');
     a.addEventListener('click', function (e) { e.preventDefault(); openNode(name); });
     nc.appendChild(a);
@@ -273,6 +309,21 @@
   var invPager = new Pager(invBox, ['node', 'rack', 'SKU', 'CPU', 'memory', 'GPUs', 'driver / CUDA', 'VBIOS', 'PCIe links', 'NICs'], invRows, 100, invRow);
   invPager.render();
 
+  /* ---------- raw logs per node ---------- */
+  var evPager = new Pager(document.getElementById('ev-box'), ['node', 'directory', 'logs'], invRows, 100, function (name) {
+    var ni = nodeIndex[name], n = D.nodes[ni], tr = el('tr'), logs = el('td');
+    evidenceOf(ni).forEach(function (e, i) {
+      var a = link(e[1], e[0]); if (!a) return;
+      if (i) logs.appendChild(document.createTextNode(' · '));
+      logs.appendChild(a);
+    });
+    if (!logs.firstChild) logs.appendChild(el('span', 'muted', 'none'));
+    var dir = el('td'); if (n.dir || n.ld) dir.appendChild(el('code', null, (n.dir || n.ld) + '/')); else dir.textContent = '-';
+    add(tr, el('td', null, name), dir, logs);
+    return tr;
+  });
+  evPager.render();
+
   /* ---------- every value of a check ---------- */
   var valuePagers = [];
   Array.prototype.forEach.call(document.querySelectorAll('details.allvals'), function (det) {
@@ -280,8 +331,8 @@
     function fill() {
       if (done) return; done = true;
       var ci = +det.getAttribute('data-ci'), rows = [];
-      D.nodes.forEach(function (n) {
-        var it = D.items[ci + '|' + n.n]; if (!it) return;
+      D.nodes.forEach(function (n, ni) {
+        var it = itemOf(ni, ci); if (!it) return;
         it.m.forEach(function (m) { rows.push([n.n, m]); });
       });
       var pg = new Pager(det.querySelector('.box'), ['node', 'metric', 'labels', 'value', 'verdict', 'reason'], rows, 100, function (r) {
@@ -300,11 +351,11 @@
   var before = null;
   window.addEventListener('beforeprint', function () {
     before = M.size; M.size = 0; M.page = 0; renderMatrix();
-    invPager.size = 0; invPager.render();
+    invPager.size = 0; invPager.render(); evPager.size = 0; evPager.render();
   });
   window.addEventListener('afterprint', function () {
     if (before !== null) { M.size = before; renderMatrix(); }
-    invPager.size = 100; invPager.render();
+    invPager.size = 100; invPager.render(); evPager.size = 100; evPager.render();
   });
 
   renderMatrix();

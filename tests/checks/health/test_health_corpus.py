@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from nvtest.checks.health.dcgm import dcgm_diag
 from nvtest.checks.health.ecc import ecc_health
 from nvtest.checks.health.gpus import gpu_inventory
@@ -56,6 +60,30 @@ def test_d9_remap_pending_fails_with_reset_advice(catalog):
 def test_d9_remap_failure_is_rma(catalog):
     out = ecc_health(nvidia_smi_q.parse(D9.format(failure="Yes")), catalog.get("h100-sxm-80gb"))
     assert "RMA" in out.text()
+
+
+@pytest.mark.parametrize(
+    ("current", "pending", "words"),
+    [
+        ("Enabled", "Disabled", "ECC disable pending, the next reboot turns ECC off"),
+        ("Disabled", "Enabled", "ECC enable pending, applies at the next reboot"),
+        ("Disabled", "Disabled", "ECC mode Disabled (pending: Disabled), SKU expects Enabled"),
+    ],
+)
+def test_the_pending_ecc_mode_is_judged_beside_the_current(catalog, current, pending, words):
+    # field case ecc-disable-pending-after-provisioning: `nvidia-smi --ecc-config=0` not yet applied
+    xml = corpus("nvidia-smi/q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt")
+    xml = re.sub(r"<current_ecc>\w+</current_ecc>", f"<current_ecc>{current}</current_ecc>", xml)
+    xml = re.sub(r"<pending_ecc>\w+</pending_ecc>", f"<pending_ecc>{pending}</pending_ecc>", xml)
+    out = ecc_health(nvidia_smi_xml.parse(xml), catalog.get("a100-sxm-80gb"))
+    assert any(words in f for f in out.failures), out.failures
+
+
+def test_ecc_on_now_and_after_the_next_reboot_passes_the_mode(catalog):
+    xml = corpus("nvidia-smi/q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt")
+    assert "<pending_ecc>Enabled</pending_ecc>" in xml
+    out = ecc_health(nvidia_smi_xml.parse(xml), catalog.get("a100-sxm-80gb"))
+    assert not [f for f in out.failures if "ECC mode" in f]
 
 
 def test_lost_gpu_handle_line_fails(catalog):

@@ -72,7 +72,7 @@ def test_a_process_that_survives_sigkill_is_unkillable_on_its_node(cluster: Slur
             timeout + OVER_DEADLINE_S, lambda: t.run(NODES, commands, timeout_s=timeout)
         )
         assert results["node1"].failure == "unkillable", results["node1"]
-        assert "unkillable: the GPU or driver is likely wedged; reboot" in (results["node1"].error or "")
+        assert "unkillable (still alive after SIGKILL: sleep" in (results["node1"].error or "")
         assert "state D" in (results["node1"].error or "")
         assert results["node2"].failure == "timeout", results["node2"]  # killable: a timeout
         again = t.run(NODES, "echo next", timeout_s=30)  # the run moves on
@@ -87,3 +87,26 @@ def test_a_hung_tool_blocks_the_later_checks_needing_it(
     monkeypatch.setenv("PATH", tools.path_prefix())  # srun hands the client's PATH to the tasks
     ctx = context(tmp_path / "run", "slurm", nodes="node[1-2]", backend_options={"partition": "nvt"})
     assert_hung_tool_blocks(ctx, {"node1", "node2"})
+
+
+@pytest.mark.skipif(freezer_unavailable_reason() is not None, reason=str(freezer_unavailable_reason()))
+def test_a_multi_node_launch_names_the_node_that_owns_the_survivor(cluster: SlurmCluster) -> None:
+    """One srun step over both nodes (an MPI/NCCL launch); node1's task leaves a process that
+    survives SIGKILL. The result names node1 as its owner (issue 24, class 3), not the step's
+    every node, and the phase layer words and pins it there alone."""
+    from nvtest.session.phase import attribute_unkillable, unkillable_owners
+
+    with _transport("t-multi-wedged") as t, Freezer() as freezer:
+        timeout = 2.0
+        script = f'if [ "$SLURMD_NODENAME" = node1 ]; then {freezer.wedge_command()}; fi; sleep 600'
+        res, took = within(
+            timeout + OVER_DEADLINE_S,
+            lambda: t.launch_multi(NODES, ["sh", "-c", script], 1, None, None, timeout_s=timeout),
+        )
+        assert res.failure == "unkillable", res
+        assert "node1: unkillable (still alive after SIGKILL: sleep" in (res.error or ""), res.error
+        assert "node2: unkillable" not in (res.error or ""), res.error
+        worded = attribute_unkillable(res, ("gpu",))
+        assert "node1: unkillable: GPU or driver wedged on node1 (" in (worded.error or ""), worded.error
+        assert unkillable_owners(worded) == ["node1"]
+    assert took < timeout + OVER_DEADLINE_S
