@@ -207,15 +207,15 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
     _r(
         "blocked_by_kernel_log",
         # a GPU fallen off the bus (Xid 79) is diagnosed by its own signature (lost_gpu)
-        r"blocked: the kernel log \S+ shows (?!Xid 79 ).*not asked",
+        r"blocked: the kernel log \S+ shows (?!Xid 79 ).*not started",
         "the node's kernel log, read before anything else, shows a GPU that needs a reset (the Xid "
         "or driver line is quoted); this check would ask NVML and was not started",
         "follow xid_scan's next step for that line: drain the node, reset the GPU or reboot it; "
         "then `nvtest run --rerun-failed RUN_DIR`",
         "RESET",
         example="NodeError: blocked: the kernel log (dmesg) shows Xid 119 (GSP RPC timeout) on GPU 0000:9b:00 "
-        "at line 3: Timeout after 45s of waiting for RPC response from GPU4 GSP!; nvidia-smi not asked, "
-        "not started (a GPU reset or a reboot first)",
+        "at line 3: Timeout after 45s of waiting for RPC response from GPU4 GSP!; not started: "
+        "nvidia-smi is not asked until a GPU reset or a reboot",
     ),
     _r(
         "rendezvous_unreachable",

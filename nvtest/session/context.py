@@ -37,6 +37,7 @@ from nvtest.session.kernel_log import (
     KERNEL_LOG_KEY,
     KERNEL_LOG_NEEDS,
     KERNEL_LOG_SCRIPT,
+    NVML_DEADLINE_S,
     NVML_NEEDS,
     reset_blocker,
 )
@@ -291,8 +292,8 @@ class RunContext:
 
         The kernel log comes first (passive, it cannot hang on a wedged GPU): on a node where
         it shows a GPU that needs a reset (:mod:`nvtest.session.kernel_log`), every command that
-        needs NVML is blocked at once naming that line, the inventory probe included (it reads
-        the bus and the rest without ``nvidia-smi``). A node whose inventory probe cannot run
+        needs NVML is blocked at once naming that line; the inventory probe gives its
+        nvidia-smi a short deadline there (it may still answer for the GPUs left). A node whose inventory probe cannot run
         (unreachable, timeout) is marked down: its later items get an ``error`` verdict at
         once, with this reason.
         """
@@ -383,10 +384,14 @@ class RunContext:
         return {name: res for name, res in results.items() if res.failure in UNREACHED}
 
     def _inventory_command(self, node: Node) -> list[str]:
-        """The inventory probe's command line: without ``nvidia-smi`` where NVML is blocked."""
+        """The inventory probe's command line: where NVML is blocked, its nvidia-smi gets
+        :data:`NVML_DEADLINE_S` (scaled) and the kernel log's cause to quote."""
         cmd = [node.python, f"{self.probe_dirs.get(node.name, str(probes_dir()))}/inventory_probe.py"]
         blocked = self.states[node.name].nvml_blocked
-        return [*cmd, "--skip-nvml", blocked] if blocked else cmd
+        if not blocked:
+            return cmd
+        deadline = f"{NVML_DEADLINE_S * self.config.timeout_scale:g}"
+        return [*cmd, "--nvml-cause", blocked, "--nvml-deadline", deadline]
 
     def _read_inventory(self, state: NodeState, res: CommandResult | None) -> None:
         """The node's facts from its inventory probe, or why it is down (in its own words)."""

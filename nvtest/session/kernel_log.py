@@ -21,7 +21,8 @@ __all__ = [
     "KERNEL_LOG_NEEDS",
     "KERNEL_LOG_SCRIPT",
     "NVML_NEEDS",
-    "NOT_RUN",
+    "NVML_DEADLINE_S",
+    "STOPPED",
     "UNREADABLE",
     "blocked_message",
     "facts_blocked",
@@ -37,8 +38,12 @@ KERNEL_LOG_NEEDS = ("dmesg", "journalctl")
 #: blocked on a node whose kernel log shows a GPU that needs a reset.
 NVML_NEEDS = ("nvidia-smi", "gpu", "dcgmi")
 
-#: How the inventory probe words the nvidia-smi it did not run (``--skip-nvml CAUSE``).
-NOT_RUN = "not run: "
+#: How the inventory probe words an nvidia-smi that gave no answer within its short deadline
+#: on a node whose kernel log shows a GPU that needs a reset (``--nvml-cause CAUSE``).
+STOPPED = "stopped: "
+#: Seconds the inventory's nvidia-smi gets there (scaled by ``--timeout-scale``), instead of 60:
+#: a GPU fallen off the bus may leave nvidia-smi answering for the others (7 of 8), or hanging.
+NVML_DEADLINE_S = 10.0
 
 #: What the ``kernel-log`` probe prints when neither dmesg nor the journal can be read.
 UNREADABLE = "unreadable"
@@ -64,15 +69,16 @@ def blocked_message(cause: str, need: str = "nvidia-smi") -> str:
     """The error of an item that was not started because ``cause`` (one sentence) makes
     ``need`` unusable on its node."""
     why = cause if len(cause) <= 300 else cause[:297] + "..."
-    return f"blocked: {why}; {need} not asked, not started (a GPU reset or a reboot first)"
+    return f"blocked: {why}; not started: {need} is not asked until a GPU reset or a reboot"
 
 
 def facts_blocked(smi_error: str | None) -> str | None:
     """The blocked error of a check that reads the node facts' NVML part (GPU list, driver
-    version) where the inventory probe did not run nvidia-smi (its error ``not run: CAUSE``);
-    None otherwise."""
-    if smi_error and smi_error.startswith(NOT_RUN):
-        return blocked_message(smi_error[len(NOT_RUN):])
+    version) where the inventory's nvidia-smi gave no answer within its short deadline on a
+    node whose kernel log shows a GPU that needs a reset (its error ``stopped: CAUSE ...``);
+    None otherwise (an nvidia-smi that answered is judged on its words)."""
+    if smi_error and smi_error.startswith(STOPPED):
+        return blocked_message(smi_error[len(STOPPED):])
     return None
 
 

@@ -42,5 +42,9 @@ def test_the_first_line_of_a_gpu_needing_a_reset_is_named(rel: str, words: str |
 def test_an_unreadable_log_blocks_nothing_and_facts_say_blocked_only_when_not_run() -> None:
     assert reset_blocker("### unreadable\ndmesg: read kernel buffer failed: Operation not permitted\n") is None
     assert facts_blocked("couldn't communicate with the NVIDIA driver") is None
-    said = facts_blocked("not run: the kernel log (dmesg) shows Xid 79 (fallen off the bus) on GPU 0000:b3:00.0 at line 1: x")
-    assert said is not None and said.startswith("blocked: the kernel log (dmesg) shows Xid 79") and "not asked" in said
+    assert facts_blocked("timed out after 60 s") is None
+    said = facts_blocked(
+        "stopped: the kernel log (dmesg) shows Xid 79 (fallen off the bus) on GPU 0000:b3:00.0 at line 1: x "
+        "(nvidia-smi gave no answer within 10 s)"
+    )
+    assert said is not None and said.startswith("blocked: the kernel log (dmesg) shows Xid 79") and "not started" in said
