@@ -33,6 +33,10 @@ profile                what the node is
 ``h100_hca_missing``   as healthy, but ibstat lists 7 HCAs (mlx5_3 absent)
 ``h100_hca_renamed``   as healthy, but the HCAs are enumerated mlx5_0,3,4,5,6,9,10,11
 =====================  ===================================================================
+
+:data:`XID79_WEDGED` (not in :data:`PROFILES`: the walkers over every profile would each wait
+out the inventory's nvidia-smi deadline on it): the kernel log shows a GPU fallen off the bus
+(Xid 79, the driver 570+ form) and nvidia-smi hangs (every call sleeps 600 s: a wedged driver).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from tests.conftest import CORPUS, DATA
 
 __all__ = [
     "FAULTS", "PROFILES", "NodeProfile", "Tool", "fatal_xid", "healthy_h100", "hung", "ib_port_down",
-    "install", "lost_gpu", "node_bin", "pcie_sysfs", "recovery_action",
+    "XID79_WEDGED", "install", "lost_gpu", "node_bin", "pcie_sysfs", "recovery_action",
 ]  # fmt: skip
 
 STANDIN = DATA / "standin"
@@ -175,6 +179,19 @@ PROFILES: dict[str, NodeProfile] = {
         ),
     )
 }
+
+
+#: See the module doc: a run must block NVML on it from its kernel log, never wait for nvidia-smi.
+XID79_WEDGED = NodeProfile(
+    "h100_xid79_wedged",
+    "HGX H100 with a GPU fallen off the bus (Xid 79) and an nvidia-smi that never answers",
+    _healthy_tools(
+        **{
+            "nvidia-smi": Tool(Recording(stdout="", sleep_s=600)),
+            "dmesg": Tool(_file("corpus/dmesg-xid/fallen-off-bus-multiline-no-xid-driver570.txt")),
+        }
+    ),
+)
 
 
 def install(profile: NodeProfile | str, bin_dir: Path) -> StandInTools:

@@ -247,7 +247,7 @@ def _s(checks: str, pattern: str, unit: str, kind: str, bound: str, what: str) -
 
 
 _RESTART = "restart_injob"
-_CKPT = "ckpt_mem ckpt_local ckpt_shared resilience_quick"
+_CKPT = "ckpt_mem ckpt_local ckpt_shared resilience_quick shared_fs"
 
 #: The catalog: every metric every check judges (suites/ and nvtest/checks/).
 CATALOG: tuple[MetricSpec, ...] = (

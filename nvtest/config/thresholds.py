@@ -218,7 +218,13 @@ NonNegativeFloat = Annotated[StrictFloat, Field(ge=0)]
 
 
 class CkptRecipe(BaseModel):
-    """Recipe ``ckpt``: the checkpoint tier probe's sizes (MiB) and directories."""
+    """Recipe ``ckpt``: the checkpoint tier probe's sizes (MiB) and directories.
+
+    ``shared_path``: the site's shared (checkpoint) filesystem; None: the site declares none
+    (``shared_fs`` and ``ckpt_shared`` skip saying so). ``shared_deadline_s``: seconds the
+    shared path has to answer, take a write and be measured (a hung mount is a failure named
+    at the step it stopped at, in bounded time).
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -228,6 +234,7 @@ class CkptRecipe(BaseModel):
     mem_path: Annotated[StrictStr, Field(min_length=1)] = "/dev/shm/nvtest-ckpt"
     local_path: Annotated[StrictStr, Field(min_length=1)] = "/var/tmp/nvtest-ckpt"
     shared_path: Annotated[StrictStr, Field(min_length=1)] | None = None
+    shared_deadline_s: Annotated[StrictFloat | StrictInt, Field(gt=0, le=3000)] = 60
 
 
 class ResilienceTargets(BaseModel):

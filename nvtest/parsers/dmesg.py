@@ -22,13 +22,30 @@ kernel buffer failed: Operation not permitted``: ``could_not_start``). Text with
 line at all (no dmesg/journal timestamp, no ``NVRM:``/``SXid``/``kernel:`` line) is not a
 kernel log (ParseError). ``effective``: the timestamp format and the first and last timestamps
 read (the window of the log that was read), the lines read, the driver version.
+
+Host events (``host_events``, :class:`HostEvent`), each with a class and a severity: hung tasks
+(``INFO: task python:4242 blocked for more than 120 seconds.``, with the storage client or the
+NVIDIA driver module its call trace names), the NFS client (``nfs: server X not responding, still trying`` / ``timed out``,
+then ``nfs: server X OK``), the Lustre client (``<import>: Connection to <target> (at <nid>) was
+lost; ...``, ``This client was evicted by <target>``, ``Connection restored to``, other
+``LustreError:`` lines), GPFS / Storage Scale (``mmfs``/``GPFS`` lines: ``Lost membership in
+cluster``, ``Disk failure``, ``Unmounting file system``, the daemon shutting down abnormally),
+machine checks (``mce: [Hardware Error]: Machine check events logged``, ``CPU n: Machine Check
+[Exception]: 0 Bank b: <MCi_STATUS>`` read by its UC bit, ``Fatal machine check``, ``Memory
+failure: ...``, APEI ``[Hardware Error]: event severity: corrected|recoverable|fatal``) and EDAC
+(``EDAC MC1: 262 CE memory read error on ...`` / ``UE``). A loss followed by its recovery
+(``nfs: server X OK``, Lustre's ``Connection restored`` on the same import) carries
+``recovered_line``: the state is recovered, not current. Sources of the wordings: Linux
+fs/nfs/client.c and kernel/hung_task.c, Lustre ptlrpc/import.c, IBM Storage Scale problem
+determination guide, arch/x86/kernel/cpu/mce/core.c, drivers/edac/edac_mc.c (see the corpus
+INDEX.md for the public logs each was read on).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nvtest.parsers._common import (
     FailureKind,
@@ -45,9 +62,14 @@ from nvtest.parsers._common import (
 )
 
 TOOL = "dmesg"
-DESCRIPTION = "kernel log (dmesg, dmesg -T, journalctl -k): Xid, SXid and fallen-off-the-bus events"
+DESCRIPTION = (
+    "kernel log (dmesg, dmesg -T, journalctl -k): Xid, SXid and fallen-off-the-bus events; hung tasks, "
+    "NFS/Lustre/GPFS client state, machine checks and EDAC"
+)
 
-__all__ = ["DRIVER_MESSAGES", "FAILURES", "KernelEvent", "KernelLog", "detect", "parse"]
+__all__ = [
+    "DRIVER_MESSAGES", "FAILURES", "HOST_CLASSES", "HostEvent", "KernelEvent", "KernelLog", "detect", "parse",
+]  # fmt: skip
 
 #: Line prefixes that are dmesg's own (``dmesg --time-format=iso``): never removed as a collector's.
 OWN_PREFIXES = frozenset({"an ISO timestamp"})
@@ -122,6 +144,46 @@ class KernelEvent:
     recovery_action: str | None = None
 
 
+#: Classes of :class:`HostEvent`.
+HOST_CLASSES = ("hung_task", "nfs", "lustre", "gpfs", "machine_check", "edac")
+
+
+@dataclass(frozen=True)
+class HostEvent:
+    """One host event of the kernel log (see the module doc).
+
+    ``cls``: one of :data:`HOST_CLASSES`. ``kind``: ``blocked`` (hung task), ``not_responding``,
+    ``recovered`` (``nfs: server X OK``, Lustre ``Connection restored``), ``connection_lost``,
+    ``evicted``, ``error`` (another ``LustreError:``), ``lost_membership``, ``disk_failure``,
+    ``unmounted``, ``daemon_down``, ``events_logged``, ``corrected``, ``uncorrected``.
+    ``severity``: ``fatal`` (uncorrected hardware error), ``error`` (the service is lost or a
+    task is stuck), ``warning`` (corrected or worth a look), ``info`` (a recovery).
+    ``subject``: what the line names (NFS server, Lustre target and NID, task:pid, memory
+    controller and DIMM). ``key``: what a recovery is matched on (NFS server, Lustre import).
+    ``via``: for a hung task, the module its call trace waits in: a storage client (``nfs``,
+    ``lustre``, ``gpfs``) or the NVIDIA driver (``nvidia``), or None. ``recovered_line``: the line of a later recovery of the same key (the
+    state is no longer current), else None. ``count``: for EDAC, the error count the line gives.
+    """
+
+    line: int
+    cls: str
+    kind: str
+    severity: str
+    subject: str
+    message: str
+    timestamp_raw: str | None = None
+    timestamp_s: float | None = None
+    key: str | None = None
+    via: str | None = None
+    recovered_line: int | None = None
+    count: int | None = None
+
+    @property
+    def current(self) -> bool:
+        """A loss with no later recovery read (a recovery event itself is never current)."""
+        return self.recovered_line is None and self.kind != "recovered"
+
+
 @dataclass(frozen=True)
 class KernelLog(ToolRecord):
     """All GPU events of a log, plus driver facts printed around them."""
@@ -132,6 +194,7 @@ class KernelLog(ToolRecord):
     warnings: tuple[str, ...] = ()
     driver_messages: tuple[KernelEvent, ...] = ()
     failure: ToolFailure | None = None
+    host_events: tuple[HostEvent, ...] = ()
     effective: Mapping[str, object] = effective_field()
 
     @property
@@ -247,11 +310,13 @@ class _Reader:
         self.pending: _Pending | None = None
         self.messages: list[KernelEvent] = []
         self.stamps: list[str] = []
+        self.host = _HostReader()
 
     def read(self, no: int, raw: str | None, msg: str) -> None:
         """One logical line; an ``NVRM:`` line continuing an open GPU block is joined to it."""
         if raw is not None:
             self.stamps.append(raw)
+        self.host.read(no, raw, msg)
         if "NVRM" not in msg and "SXid" not in msg:
             return
         self.driver_message(no, raw, msg)
@@ -291,6 +356,7 @@ class _Reader:
             probe_failures=self.probe,
             warnings=tuple(warnings),
             driver_messages=tuple(self.messages),
+            host_events=tuple(self.host.events),
             effective=effective(
                 timestamps=_stamp_format(self.stamps[0]) if self.stamps else None,
                 first_timestamp=self.stamps[0] if self.stamps else None,
@@ -374,6 +440,130 @@ _LINES: LineDispatch[_Reader] = LineDispatch(
 )
 
 
+_HUNG_RE = re.compile(r"INFO: task (.+?):(\d+) blocked for more than (\d+) seconds")
+_NFS_DOWN_RE = re.compile(r"\bnfs: server (\S+) not responding, (still trying|timed out)")
+_NFS_OK_RE = re.compile(r"\bnfs: server (\S+) OK\b")
+_LUSTRE_LOST_RE = re.compile(
+    r"(\S+): Connection to (?:service )?(\S+) (?:\(at (\S+?)\)|via nid (\S+)) was lost"
+)
+_LUSTRE_RESTORED_RE = re.compile(r"(\S+): Connection restored to (?:service )?(\S*)\s*(?:\(at (\S+?)\)|via nid (\S+))?")
+_LUSTRE_EVICTED_RE = re.compile(r"(?:(\S+): )?This client was evicted by (\S+?)[;.]")
+_LUSTRE_ERROR_RE = re.compile(r"\bLustreError: (.*)$")
+_GPFS_LINE_RE = re.compile(r"\bmmfs|\bGPFS\b")
+_GPFS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("lost_membership", re.compile(r"Lost membership in cluster (\S+?)\.?(?:\s|$)")),
+    ("disk_failure", re.compile(r"Disk failure\b(.*)$")),
+    ("daemon_down", re.compile(r"daemon is shutting down abnormally")),
+    ("unmounted", re.compile(r"Unmounting file systems?\b(.*)$")),
+)
+_MCE_LOGGED_RE = re.compile(r"mce: \[Hardware Error\]: Machine check events logged")
+_MCE_BANK_RE = re.compile(
+    r"CPU:? ?(\d+):? Machine Check(?: Exception| Event)?: (\S+) Bank (\d+): ([0-9a-fA-F]{4,16})\b"
+)
+_MCE_FATAL_RE = re.compile(r"Kernel panic - not syncing: .*[Mm]achine check|Fatal [Mm]achine check|Processor context corrupt")
+_MEMORY_FAILURE_RE = re.compile(r"Memory failure: (0x[0-9a-fA-F]+): (.*)$")
+_GHES_RE = re.compile(r"\[Hardware Error\]: event severity: (corrected|recoverable|fatal)")
+_EDAC_RE = re.compile(r"EDAC (?:\S+ )?(MC\d+): (\d+) (CE|UE) (.*?)(?: on (\S+))?(?: \(|$)")
+_HOST_HINT_RE = re.compile(
+    r"INFO: task|nfs: server|Lustre|mmfs|GPFS|Hardware Error|[Mm]achine [Cc]heck|EDAC|Memory failure"
+)
+#: Words of a hung task's call trace that name the module it waits in: a storage client, or
+#: the NVIDIA driver (``[nvidia_uvm]``, ``uvm_*``, ``nv_*``: the GPU driver is wedged).
+_TRACE_CLIENT: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("nvidia", re.compile(r"\[nvidia\w*\]|\bnvidia_\w+\+0x|\buvm_\w+\+0x|\bos_acquire_mutex")),
+    ("nfs", re.compile(r"\bnfs\w*|\brpc_wait|\[sunrpc\]|\[nfsv?\d?\]")),
+    ("lustre", re.compile(r"\[(?:lustre|ptlrpc|osc|mdc|lov|lmv|obdclass)\]|\bll_\w+|\bptlrpc_\w+|\bcl_\w+")),
+    ("gpfs", re.compile(r"\[mmfs\w*\]|\bmmfs\w*|\bgpfs\w*", re.IGNORECASE)),
+)
+#: Lines of a hung task's report searched for its call trace.
+_TRACE_LINES = 60
+#: MCi_STATUS bit 61: the error was not corrected (Intel SDM vol. 3B 16.3.2.2, AMD APM vol. 2 9.3).
+_MCI_STATUS_UC = 1 << 61
+
+
+class _HostReader:
+    """Host events of a kernel log, line by line (see :class:`HostEvent`)."""
+
+    def __init__(self) -> None:
+        self.events: list[HostEvent] = []
+        self.hung: int | None = None  # index of the hung task whose trace is being read
+        self.hung_left = 0
+
+    def add(self, no: int, raw: str | None, cls: str, kind: str, severity: str, subject: str, msg: str,
+            key: str | None = None, count: int | None = None) -> None:
+        self.events.append(HostEvent(no, cls, kind, severity, subject, msg, raw, _seconds(raw), key, count=count))
+
+    def recover(self, no: int, cls: str, key: str) -> None:
+        """Mark every current loss of ``cls`` on ``key`` as recovered at line ``no``."""
+        for i, e in enumerate(self.events):
+            if e.cls == cls and e.key == key and e.current:
+                self.events[i] = replace(e, recovered_line=no)
+
+    def trace(self, msg: str) -> None:
+        """A line after a hung task's report: the storage client its call trace names."""
+        if self.hung is None:
+            return
+        self.hung_left -= 1
+        for client, rx in _TRACE_CLIENT:
+            if rx.search(msg):
+                self.events[self.hung] = replace(self.events[self.hung], via=client)
+                self.hung = None
+                return
+        if self.hung_left <= 0:
+            self.hung = None
+
+    def read(self, no: int, raw: str | None, msg: str) -> None:  # noqa: C901 - one table of wordings
+        """One logical line."""
+        if _HOST_HINT_RE.search(msg) is None:
+            self.trace(msg)
+            return
+        if m := _HUNG_RE.search(msg):
+            self.add(no, raw, "hung_task", "blocked", "error", f"{m.group(1)}:{m.group(2)}", msg.strip())
+            self.hung, self.hung_left = len(self.events) - 1, _TRACE_LINES
+            return
+        self.trace(msg)
+        if m := _NFS_DOWN_RE.search(msg):
+            self.add(no, raw, "nfs", "not_responding", "error", m.group(1), msg.strip(), key=m.group(1))
+        elif m := _NFS_OK_RE.search(msg):
+            self.recover(no, "nfs", m.group(1))
+            self.add(no, raw, "nfs", "recovered", "info", m.group(1), msg.strip(), key=m.group(1))
+        elif m := _LUSTRE_LOST_RE.search(msg):
+            nid = m.group(3) or m.group(4)
+            self.add(no, raw, "lustre", "connection_lost", "error", f"{m.group(2)} (at {nid})", msg.strip(), key=m.group(1))
+        elif m := _LUSTRE_EVICTED_RE.search(msg):
+            self.add(no, raw, "lustre", "evicted", "error", m.group(2), msg.strip(), key=m.group(1) or m.group(2))
+        elif m := _LUSTRE_RESTORED_RE.search(msg):
+            self.recover(no, "lustre", m.group(1))
+            nid = m.group(3) or m.group(4)
+            subject = f"{m.group(2) or m.group(1)}" + (f" (at {nid})" if nid else "")
+            self.add(no, raw, "lustre", "recovered", "info", subject, msg.strip(), key=m.group(1))
+        elif m := _LUSTRE_ERROR_RE.search(msg):
+            self.add(no, raw, "lustre", "error", "warning", m.group(1)[:80], msg.strip())
+        elif _GPFS_LINE_RE.search(msg) and (g := next(((k, gm) for k, rx in _GPFS if (gm := rx.search(msg))), None)):
+            kind, gm = g
+            subject = gm.group(1).strip() if gm.groups() and gm.group(1) else "GPFS"
+            self.add(no, raw, "gpfs", kind, "error", subject or "GPFS", msg.strip(), key=subject)
+        elif _MCE_LOGGED_RE.search(msg):
+            self.add(no, raw, "machine_check", "events_logged", "warning", "CPU", msg.strip())
+        elif m := _MCE_BANK_RE.search(msg):
+            uc = bool(int(m.group(4), 16) & _MCI_STATUS_UC)
+            self.add(no, raw, "machine_check", "uncorrected" if uc else "corrected", "fatal" if uc else "warning",
+                     f"CPU {m.group(1)} bank {m.group(3)} status 0x{m.group(4).lower()}", msg.strip())
+        elif _MCE_FATAL_RE.search(msg):
+            self.add(no, raw, "machine_check", "uncorrected", "fatal", "CPU", msg.strip())
+        elif m := _MEMORY_FAILURE_RE.search(msg):
+            self.add(no, raw, "machine_check", "uncorrected", "fatal", f"page {m.group(1)}", msg.strip())
+        elif m := _GHES_RE.search(msg):
+            sev = m.group(1)
+            kind = "corrected" if sev == "corrected" else "uncorrected"
+            self.add(no, raw, "machine_check", kind, "warning" if sev == "corrected" else "fatal", f"APEI ({sev})", msg.strip())
+        elif m := _EDAC_RE.search(msg):
+            ue = m.group(3) == "UE"
+            where = f"{m.group(1)} {m.group(5)}" if m.group(5) else m.group(1)
+            self.add(no, raw, "edac", "uncorrected" if ue else "corrected", "fatal" if ue else "warning", where,
+                     msg.strip(), count=int(m.group(2)))
+
+
 def _stamp_format(raw: str) -> str:
     """``monotonic`` (seconds since boot), ``ctime`` (``dmesg -T``), ``iso`` or ``journal``."""
     if raw[:1].isdigit() and ("T" in raw or "-" in raw[:5]):
@@ -409,8 +599,21 @@ def parse(text: str) -> KernelLog:
 
 
 def detect(text: str) -> bool:
-    """True when ``text`` looks like a kernel log with NVIDIA driver lines."""
+    """True when ``text`` looks like a kernel log with NVIDIA driver lines or host events."""
     head = text[:50000]
     if "NVRM:" in head or "SXid (" in head:
         return True
-    return any(FAILURES.match(ln) for ln in head.splitlines()[:10])
+    if any(FAILURES.match(ln) for ln in head.splitlines()[:10]):
+        return True
+    # a log of host events only: a kernel-log line (timestamp or ``kernel:``) that is one
+    return any(
+        _KERNEL_LINE_RE.search(ln) and _HOST_HINT_RE.search(ln) and _host_line(ln) for ln in head.splitlines()
+    )
+
+
+def _host_line(line: str) -> bool:
+    """True when ``line`` is a host event of :class:`HostEvent` (a hung task, a storage client's
+    loss or recovery, a machine check, EDAC)."""
+    reader = _HostReader()
+    reader.read(0, None, _split_ts(line)[1])
+    return bool(reader.events)

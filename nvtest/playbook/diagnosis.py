@@ -205,6 +205,19 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         example='NodeError: blocked: nvidia-smi hung on this node in nvidia-smi-q-x (timed out after 120 s); not started',
     ),
     _r(
+        "blocked_by_kernel_log",
+        # a GPU fallen off the bus (Xid 79) is diagnosed by its own signature (lost_gpu)
+        r"blocked: the kernel log \S+ shows (?!Xid 79 ).*not started",
+        "the node's kernel log, read before anything else, shows a GPU that needs a reset (the Xid "
+        "or driver line is quoted); this check would ask NVML and was not started",
+        "follow xid_scan's next step for that line: drain the node, reset the GPU or reboot it; "
+        "then `nvtest run --rerun-failed RUN_DIR`",
+        "RESET",
+        example="NodeError: blocked: the kernel log (dmesg) shows Xid 119 (GSP RPC timeout) on GPU 0000:9b:00 "
+        "at line 3: Timeout after 45s of waiting for RPC response from GPU4 GSP!; not started: "
+        "nvidia-smi is not asked until a GPU reset or a reboot",
+    ),
+    _r(
         "rendezvous_unreachable",
         r"could not reach the rendezvous|rendezvous preflight",
         "a node could not open a TCP connection to the job's rendezvous address and port "
@@ -345,6 +358,38 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
 )
 
 RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
+    _r(
+        "storage_client_lost",
+        r"(?:NFS server|Lustre|GPFS) .*not recovered since|shared filesystem .*(?:not reachable|not writable|no answer within|not a directory)",
+        "the node's shared filesystem is lost: its kernel log shows the NFS, Lustre or GPFS client "
+        "without its server since (no recovery line after it), or the site's shared path does not "
+        "answer, take a write or exist; jobs' I/O and checkpoints on it hang or fail",
+        "check the filesystem's server and the storage network from this node (NFS: rpcinfo -p, "
+        "showmount -e; Lustre: lctl ping <nid>, lfs check servers; GPFS: mmgetstate -a, "
+        "mmlsmount all -L); remount; then `nvtest run --rerun-failed RUN_DIR`",
+        "RETEST",
+        example="Lustre DIAS-OST0001 (at 10.0.0.178@tcp): the client's connection was lost and not recovered "
+        "since; check the Lustre target and LNet from this node (lctl ping <nid>, lfs check servers)",
+    ),
+    _r(
+        "hung_task_in_gpu_driver",
+        r"blocked for more than .* in the NVIDIA driver",
+        "a task is stuck in the NVIDIA driver (the kernel's hung-task report, its call trace in "
+        "nvidia/nvidia_uvm): the GPU driver is wedged",
+        "drain the node and reboot it; look for Xid lines before the report; rerun acceptance",
+        "REBOOT",
+        example="task nvc:[driver]:5403 blocked for more than 120 seconds in the NVIDIA driver: the GPU "
+        "driver is wedged; drain the node and reboot it",
+    ),
+    _r(
+        "uncorrected_memory_error",
+        r"uncorrected (?:machine check|EDAC)",
+        "the CPU or host memory reported an uncorrected hardware error (machine check, EDAC UE)",
+        "drain the node, reboot, run the vendor's memory/CPU diagnostics; replace the DIMM or CPU "
+        "the error names (ras-mc-ctl --errors, mcelog)",
+        "RMA",
+        example="uncorrected machine check: CPU 0 bank 4 status 0xa600000000020408: drain the node, reboot",
+    ),
     _r(
         "site_config_error",
         r"configuration error \((overlay|sku_dir|profile|option)\)|come from a file with a configuration error",

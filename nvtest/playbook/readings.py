@@ -26,6 +26,7 @@ from nvtest.parsers.nvidia_smi import SmiPlain
 from nvtest.parsers.nvidia_smi_csv import SmiCsv
 from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
 from nvtest.parsers.nvidia_smi_q import SmiQuery
+from nvtest.playbook.host_events import judge_host_events
 from nvtest.playbook.xid import describe_xid, recovery_request
 
 __all__ = ["FAILED_DRIVER", "Assessment", "assess", "cause_code"]
@@ -67,7 +68,8 @@ def _counted(lines: Iterable[str]) -> tuple[str, ...]:
 
 def _kernel_log(log: KernelLog) -> Assessment:
     """Xid/SXid events by the catalog's severity, fallen-off-bus GPUs, the driver's no-Xid
-    words of a GPU it could not bring up or that stopped answering."""
+    words of a GPU it could not bring up or that stopped answering, and the host events as the
+    run judges them (:mod:`nvtest.playbook.host_events`: a recovered loss is neither)."""
     failures: list[str] = []
     warnings: list[str] = []
     for e in log.events:
@@ -103,6 +105,9 @@ def _kernel_log(log: KernelLog) -> Assessment:
         (failures if d.kind in FAILED_DRIVER else warnings).append(
             f"driver: {d.kind.replace('_', ' ')}{where}"
         )
+    for j in judge_host_events(log.host_events):  # the run's xid_scan judgement (a note: neither)
+        if j.verdict in ("fail", "warn"):
+            (failures if j.verdict == "fail" else warnings).extend([j.line] * j.times)
     return Assessment(_counted(failures), _counted(warnings))
 
 

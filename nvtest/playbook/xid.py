@@ -28,8 +28,10 @@ __all__ = [
     "XID_CATALOG",
     "XidInfo",
     "describe_xid",
+    "RESET_BUCKETS",
     "is_hardware_fault",
     "lookup_xid",
+    "needs_reset",
     "recovery_request",
     "recovery_step",
 ]
@@ -567,3 +569,22 @@ def describe_xid(code: int) -> XidInfo:
 def is_hardware_fault(code: int) -> bool:
     """True when the Azure or Imbue lists count ``code`` as a hardware fault."""
     return code in HARDWARE_XIDS
+
+
+#: NVIDIA's immediate-action buckets of a GPU that needs a reset or a reboot before it answers
+#: again (NVML and CUDA calls on it block or fail until then): Xid 79 (RESTART_BM), 119 and 120
+#: (RESET_GPU), 48 (WORKFLOW_XID_48), the VM restarts.
+RESET_BUCKETS = frozenset({"RESET_GPU", "RESTART_BM", "RESTART_VM", "WORKFLOW_XID_48"})
+
+
+def needs_reset(code: int, action: str | None = None) -> bool:
+    """True when an Xid ``code`` (with the recovery ``action`` its line names, for Xid 154)
+    leaves the GPU needing a reset or a reboot: a catalog code of :data:`RESET_BUCKETS` that
+    the catalog calls ``fatal`` (not Xid 109, a program's hung kernel as a rule:
+    :data:`BUCKET_EXCEPTIONS`), a GPU fallen off the bus, or the driver asking for a recovery
+    action other than None."""
+    request = recovery_request(code, action)
+    if request is not None:
+        return request == "asks"
+    info = XID_CATALOG.get(code)
+    return code == 79 or (info is not None and info.resolution in RESET_BUCKETS and info.severity == "fatal")

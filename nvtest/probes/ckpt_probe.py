@@ -4,7 +4,7 @@
 Usage::
 
     python3 ckpt_probe.py --tier mem|local|shared --path DIR [--size-mib 2048] [--chunk-mib 16]
-                          [--model] [--inject-corruption]
+                          [--model] [--inject-corruption] [--deadline-s S]
 
 Write: ``size`` bytes in ``chunk`` pieces (random bytes; the first 8 bytes of
 each chunk carry its index so no two chunks are equal), then ``fsync``.
@@ -27,6 +27,17 @@ write and the read (a test of the verification: ``verified`` must be false).
 Each result carries wall-clock start/end of its write and read phases
 (``time.time()``) so that the controller can compute the aggregate bandwidth
 of all nodes writing a shared filesystem at once.
+
+The shared tier is the site's: its directory must exist (it is never created: an unmounted
+path would be a local directory), then a small marker file
+(``.nvtest-writable-<host>``) is written, fsynced and removed before the measurement.
+``--deadline-s``: the whole measurement runs in a child process (its stdio on /dev/null, so
+that a child stuck on a hung mount holds nothing of the caller's open); if it does not
+answer within S seconds, the document says at which step (``stat``, ``writable``,
+``write``, ``read``) the path stopped answering, and the probe exits at once (a process
+stuck in an NFS ``D`` state cannot be killed; it is left behind, named). Each such outcome
+is a ``kind: reach`` result ``{"reachable": false, "step", "reason"}``; a path that answered
+gives ``{"reachable": true, "writable": true, "seconds"}``.
 """
 
 from __future__ import annotations
@@ -36,6 +47,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import json  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
 import time  # noqa: E402
 import zlib  # noqa: E402
 from typing import Any  # noqa: E402
@@ -137,9 +151,109 @@ def read_file(path: str, chunk: int) -> dict[str, Any]:
             "t_read_end": time.time()}
 
 
-def measure_tier(tier: str, directory: str, size: int, chunk: int, inject: bool) -> dict[str, Any]:
-    """Write, (corrupt,) read back and verify one file in ``directory``."""
-    os.makedirs(directory, exist_ok=True)
+def _no_step(name: str) -> None:
+    """The step callback of an unbounded measurement (nothing to report to)."""
+
+
+def check_writable(directory: str, step: Any = _no_step) -> dict[str, Any] | None:
+    """The shared tier's directory answers and takes a write: ``stat`` (it must exist and be a
+    directory), then a small marker file written, fsynced and removed. None when it does, else
+    the ``kind: reach`` result saying what failed, in the OS's words."""
+
+    def unreachable(at: str, reason: str, writable: bool | None = None) -> dict[str, Any]:
+        return {"kind": "reach", "reachable": writable is not None, "writable": writable, "step": at,
+                "reason": f"{directory}: {reason}"}
+
+    step("stat")
+    try:
+        os.stat(directory)
+    except OSError as exc:
+        return unreachable("stat", f"not reachable: {exc.strerror or exc} (not mounted?)")
+    if not os.path.isdir(directory):
+        return unreachable("stat", "not a directory")
+    step("writable")
+    marker = os.path.join(directory, f".nvtest-writable-{contract.hostname()}")
+    try:
+        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"nvtest\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.remove(marker)
+    except OSError as exc:
+        return unreachable("writable", f"not writable: {exc.strerror or exc}", writable=False)
+    return None
+
+
+def bounded(fn: Any, deadline_s: float) -> dict[str, Any]:
+    """``fn(step)`` in a child process, its result back within ``deadline_s`` seconds, else a
+    ``kind: reach`` result naming the step it was at. ``step(name)`` reports progress.
+
+    Raises:
+        ProbeError: the child's own ProbeError (a missing or read-only path: said as is).
+    """
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the caller's stdio, so a stuck child holds no pipe open
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(r)
+
+        def say(doc: dict[str, Any]) -> None:
+            os.write(w, (json.dumps(doc) + "\n").encode())
+
+        try:
+            say({"result": fn(lambda name: say({"step": name}))})
+        except contract.ProbeError as exc:
+            say({"error": str(exc)})
+        except BaseException as exc:  # noqa: BLE001 - the parent words it
+            say({"error": f"{type(exc).__name__}: {exc}"})
+        os._exit(0)
+    os.close(w)
+    t0 = time.monotonic()
+    last, buf, got = "start", b"", None
+    while got is None:
+        left = deadline_s - (time.monotonic() - t0)
+        if left <= 0 or not select.select([r], [], [], left)[0]:
+            break
+        chunk = os.read(r, 1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            msg = json.loads(line)
+            last = msg.get("step", last)
+            if "result" in msg or "error" in msg:
+                got = msg
+    os.close(r)
+    if got is None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        time.sleep(0.2)
+        gone = os.waitpid(pid, os.WNOHANG)[0] == pid
+        left_behind = "" if gone else f"; its process {pid} did not die on SIGKILL (uninterruptible I/O: a hung mount)"
+        return {"kind": "reach", "reachable": False, "step": last, "seconds": round(time.monotonic() - t0, 3),
+                "reason": f"no answer within {deadline_s:g} s at step '{last}'{left_behind}"}
+    os.waitpid(pid, 0)
+    if "error" in got:
+        raise contract.ProbeError(got["error"])
+    return got["result"]
+
+
+def measure_tier(tier: str, directory: str, size: int, chunk: int, inject: bool, step: Any = _no_step) -> dict[str, Any]:
+    """Write, (corrupt,) read back and verify one file in ``directory`` (the shared tier's must
+    exist and take a write first: :func:`check_writable`)."""
+    if tier == "shared":
+        if (bad := check_writable(directory, step)) is not None:
+            return bad
+    else:
+        os.makedirs(directory, exist_ok=True)
+    step("write")
     st = os.statvfs(directory)
     free = st.f_bavail * st.f_frsize
     if free < size * 1.05:
@@ -148,6 +262,7 @@ def measure_tier(tier: str, directory: str, size: int, chunk: int, inject: bool)
     try:
         w = write_file(path, size, chunk)
         flipped = corrupt(path, size) if inject else None
+        step("read")
         r = read_file(path, chunk)
     finally:
         try:
@@ -210,6 +325,8 @@ def build_parser() -> contract.ProbeArgumentParser:
     p.add_argument("--chunk-mib", type=float, default=16.0)
     p.add_argument("--model", action="store_true", help="also save/restore the smoke run's model state")
     p.add_argument("--inject-corruption", action="store_true")
+    p.add_argument("--deadline-s", type=float, default=0.0,
+                   help="seconds the path has to answer (0: no bound but the caller's)")
     return p
 
 
@@ -223,7 +340,20 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     if size <= 0:
         raise contract.ProbeError("usage error: --size-mib must be > 0")
     doc.update(tier=args.tier, library="python zlib.crc32")
-    results = [measure_tier(args.tier, args.path, size, chunk, args.inject_corruption)]
+    if args.deadline_s > 0:
+        t0 = time.monotonic()
+        res = bounded(lambda step: measure_tier(args.tier, args.path, size, chunk, args.inject_corruption, step),
+                      args.deadline_s)
+        reach = {"kind": "reach", "reachable": True, "writable": True, "seconds": round(time.monotonic() - t0, 3)}
+    else:
+        res = measure_tier(args.tier, args.path, size, chunk, args.inject_corruption)
+        reach = {"kind": "reach", "reachable": True, "writable": True} if args.tier == "shared" else None
+    if res.get("kind") == "reach":  # the path did not answer or take a write: nothing measured
+        why = str(res.get("reason"))
+        why = why if why.startswith(args.path) else f"{args.path}: {why}"
+        doc["results"] = [{**res, "reason": why, "tier": args.tier, "path": args.path}]
+        return
+    results = [res, *([reach] if reach else [])]
     if args.model:
         mod, why = libs.optional_import("torch")
         results.append(measure_model_state(args.path) if mod is not None

@@ -20,6 +20,11 @@ tool or an unreadable sysfs is recorded with the reason, never an error. Read-on
 changes nothing on the node. ``$NVTEST_ASBUILT_ROOT`` (default ``/``) is the test seam of
 the as-built files: nvtest's tests point it at a tree of recorded values.
 
+``--nvml-cause CAUSE --nvml-deadline S``: the controller read in the kernel log that a GPU
+needs a reset (CAUSE, one sentence): ``nvidia-smi`` gets S seconds instead of 60 (a GPU fallen
+off the bus may leave it answering for the others, or hanging); when it gives no answer in
+time, its entry in ``raw`` carries ``stopped: CAUSE (nvidia-smi gave no answer within S s)``.
+
 Output: {"probe": "inventory", "probe_version": 3, "status": "ok", "host": ...,
 "cpu": {..., "affinity": "0-63", "numa_nodes": "0-1"}, "memory": {...}, "os": {...},
 "tools": {name: path|null}, "python": {...},
@@ -271,7 +276,22 @@ def run_raw(cmd: list, timeout_s: float = 60.0) -> dict:
     return {"cmd": cmd, "rc": proc.returncode, "stdout": out, "stderr": err, "reason": None}
 
 
-def main() -> int:
+def main(argv: list | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+
+    def option(name: str) -> str | None:
+        return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+    cause, deadline = option("--nvml-cause"), float(option("--nvml-deadline") or 60)
+    raw = {}
+    for name, cmd in RAW_COMMANDS.items():
+        if cause is not None and cmd[0] == "nvidia-smi":
+            raw[name] = run_raw(cmd, deadline)
+            if raw[name]["rc"] is None and str(raw[name]["reason"]).startswith("timed out"):
+                # nvtest.session.kernel_log.STOPPED: the kernel log's line, then what happened
+                raw[name]["reason"] = f"stopped: {cause} (nvidia-smi gave no answer within {deadline:g} s)"
+        else:
+            raw[name] = run_raw(cmd)
     doc = {
         "probe": "inventory",
         "probe_version": PROBE_VERSION,
@@ -288,7 +308,7 @@ def main() -> int:
         "net_sysfs": class_devices("/sys/class/net"),
         "environment": environment(),
         "asbuilt": asbuilt_sysfs(os.environ.get("NVTEST_ASBUILT_ROOT") or "/"),
-        "raw": {name: run_raw(cmd) for name, cmd in RAW_COMMANDS.items()},
+        "raw": raw,
     }
     doc["raw"].update({name: run_raw(cmd, ASBUILT_TIMEOUT_S) for name, cmd in ASBUILT_COMMANDS.items()})
     json.dump(doc, sys.stdout)

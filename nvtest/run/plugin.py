@@ -4,6 +4,8 @@ Inert unless ``--nvtest-config FILE`` is given (``nvtest run`` does that). Then:
 
 - every check function with a ``node`` argument is parametrized over the run's
   nodes, with stable ids (``test_stream[node001]``);
+- the passive checks that read only the kernel log (``@pytest.mark.check(..., reads="kernel-log")``)
+  run first, before every check that could talk to NVML (:func:`order_items`);
 - before the first item, the probes are staged and the inventory probe runs on
   all nodes (facts, SKU matching);
 - each item's verdict is appended to ``results.jsonl`` the moment it is known;
@@ -65,7 +67,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "check(name, area=None, title=None): an nvtest check and its report title")
+    config.addinivalue_line(
+        "markers",
+        "check(name, area=None, title=None, reads=None): an nvtest check, its report title, and "
+        "reads='kernel-log' for a passive check that runs first",
+    )
     path = config.getoption("--nvtest-config", default=None)
     if not path:
         return
@@ -122,6 +128,21 @@ def check_name(item: pytest.Item) -> str:
     return name.removeprefix("test_")
 
 
+#: The ``reads`` of a check marker whose check runs first (passive: the kernel log only).
+FIRST_READS = frozenset({"kernel-log"})
+
+
+def order_items(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with the checks that read only the kernel log first (their marker says
+    ``reads="kernel-log"``), every other item after them in its suite order (a stable sort)."""
+
+    def rank(item: pytest.Item) -> int:
+        mark = item.get_closest_marker("check")
+        return 0 if mark is not None and mark.kwargs.get("reads") in FIRST_READS else 1
+
+    return sorted(items, key=rank)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     ctx = _ctx(metafunc.config)
     if ctx is None or "node" not in metafunc.fixturenames:
@@ -144,6 +165,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    items[:] = order_items(items)
     planned: dict[str, dict[str, None]] = {}
     for item in items:
         check = check_name(item)

@@ -34,6 +34,14 @@ from nvtest.history.cluster import run_cluster
 from nvtest.results import ResultStore
 from nvtest.session.asbuilt import asbuilt_record, down_record
 from nvtest.session.facts import NodeFacts, facts_from_probe
+from nvtest.session.kernel_log import (
+    KERNEL_LOG_KEY,
+    KERNEL_LOG_NEEDS,
+    KERNEL_LOG_SCRIPT,
+    NVML_DEADLINE_S,
+    NVML_NEEDS,
+    reset_blocker,
+)
 from nvtest.session.phase import PhaseRunner, node_log_dir
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports import Transport, get_transport
@@ -80,12 +88,18 @@ DOWN_WORDS = {
 }
 
 
+#: Transport failures of a node that was not reached at all (no command of the run can run there).
+UNREACHED = frozenset({"unreachable", "resolve", "auth", "config", "host_key"})
+
+
 @dataclass
 class NodeState:
     """What the run knows of one node: facts, SKU match, reachability.
 
     ``down_kind``: why the node is down, a key of :data:`DOWN_WORDS` (``unreachable``,
     ``resolve``, ``auth``, ``timeout``...), so each cause is worded as itself.
+    ``nvml_blocked``: why NVML is not asked on this node (its kernel log shows a GPU that needs
+    a reset: :func:`nvtest.session.kernel_log.reset_blocker`), else None.
     """
 
     node: Node
@@ -94,6 +108,7 @@ class NodeState:
     down_reason: str | None = None
     facts_log: str | None = None
     down_kind: str | None = None
+    nvml_blocked: str | None = None
 
     @property
     def down_message(self) -> str:
@@ -274,10 +289,14 @@ class RunContext:
             self.verdicts.setdefault(node, []).append((check, verdict, reason))
 
     def gather_facts(self) -> None:
-        """Stage the probes and run the inventory probe on every node, once.
+        """Stage the probes, read every node's kernel log, then run the inventory probe, once.
 
-        A node whose probe cannot run (unreachable, timeout) is marked down: its
-        later items get an ``error`` verdict at once, with this reason.
+        The kernel log comes first (passive, it cannot hang on a wedged GPU): on a node where
+        it shows a GPU that needs a reset (:mod:`nvtest.session.kernel_log`), every command that
+        needs NVML is blocked at once naming that line; the inventory probe gives its
+        nvidia-smi a short deadline there (it may still answer for the GPUs left). A node whose inventory probe cannot run
+        (unreachable, timeout) is marked down: its later items get an ``error`` verdict at
+        once, with this reason.
         """
         with self._facts_lock:
             if self._facts_done:
@@ -291,20 +310,23 @@ class RunContext:
             except Exception as exc:  # a staging failure on one node must not stop the run
                 self.store.append("warning", {"message": f"staging probes failed: {exc}"})
                 self.probe_dirs = {}
+            unreached = self._read_kernel_logs(nodes) if nodes else {}
+            reached = [n for n in nodes if n.name not in unreached]
             results = self.phases.run(
                 "inventory",
-                nodes,
-                lambda n: [n.python, f"{self.probe_dirs.get(n.name, str(probes_dir()))}/inventory_probe.py"],
+                reached,
+                self._inventory_command,
                 timeout_s=120 * self.config.timeout_scale,
                 touches=("gpu", "pci"),  # NVML and the PCI bus: what a wedged inventory waits on
-            ) if nodes else {}  # fmt: skip
+            ) if reached else {}  # fmt: skip
             for name, state in self.states.items():
                 probe_doc = None
                 if name in excluded:  # never started on: the scheduler's words say why
                     state.down_reason, state.down_kind = excluded[name], "excluded"
                 else:
-                    state.facts_log = self.phases.log_path("inventory", name)
-                    probe_doc = self._read_inventory(state, results.get(name))
+                    key = KERNEL_LOG_KEY if name in unreached else "inventory"
+                    state.facts_log = self.phases.log_path(key, name)
+                    probe_doc = self._read_inventory(state, unreached.get(name) or results.get(name))
                 self._match_sku(state)
                 self.emit(
                     "node",
@@ -351,6 +373,36 @@ class RunContext:
         if probe_doc is None or state.facts is None:
             return down_record(state.node.name, state.down_message, sku=sku, rack=rack)
         return asbuilt_record(state.node.name, probe_doc, state.facts, sku=sku, rack=rack)
+
+    def _read_kernel_logs(self, nodes: list[Node]) -> dict[str, CommandResult]:
+        """The kernel-log phase on every node (cached for ``xid_scan``); NVML blocked where it
+        shows a GPU that needs a reset. Returns the nodes the transport could not reach at all
+        (:data:`UNREACHED`), with their result: the inventory probe is not tried there again
+        (one connect timeout per down node, not two)."""
+        results = self.phases.run(
+            KERNEL_LOG_KEY,
+            nodes,
+            lambda n: ["sh", "-c", KERNEL_LOG_SCRIPT],
+            timeout_s=60 * self.config.timeout_scale,
+            needs=KERNEL_LOG_NEEDS,
+        )
+        for name, res in results.items():
+            cause = reset_blocker(res.stdout) if res.completed else None
+            if cause is not None and name in self.states:
+                self.states[name].nvml_blocked = cause
+                self.phases.block(name, NVML_NEEDS, KERNEL_LOG_KEY, cause)
+                self.emit("warning", {"message": f"{name}: {cause}: NVML is not asked on this node"})
+        return {name: res for name, res in results.items() if res.failure in UNREACHED}
+
+    def _inventory_command(self, node: Node) -> list[str]:
+        """The inventory probe's command line: where NVML is blocked, its nvidia-smi gets
+        :data:`NVML_DEADLINE_S` (scaled) and the kernel log's cause to quote."""
+        cmd = [node.python, f"{self.probe_dirs.get(node.name, str(probes_dir()))}/inventory_probe.py"]
+        blocked = self.states[node.name].nvml_blocked
+        if not blocked:
+            return cmd
+        deadline = f"{NVML_DEADLINE_S * self.config.timeout_scale:g}"
+        return [*cmd, "--nvml-cause", blocked, "--nvml-deadline", deadline]
 
     def _read_inventory(self, state: NodeState, res: CommandResult | None) -> dict[str, Any] | None:
         """The node's facts from its inventory probe, or why it is down (in its own words);

@@ -73,14 +73,22 @@ class Hang:
         need: the tool (``nvidia-smi``) or device (``gpu``) that hung.
         key: the phase (check) that timed out.
         error: that command's error (``timed out after 120 s; ...``).
+        cause: set when the tool or device is known unusable without having hung (the kernel
+            log shows the GPU needs a reset: :mod:`nvtest.session.kernel_log`): the sentence
+            saying why, which the blocked message quotes instead.
     """
 
     need: str
     key: str
     error: str
+    cause: str | None = None
 
     def blocked_message(self) -> str:
         """The error of a later command on the node that needs the same tool or device."""
+        if self.cause is not None:
+            from nvtest.session.kernel_log import blocked_message
+
+            return blocked_message(self.cause, self.need)
         why = self.error if len(self.error) <= 240 else self.error[:237] + "..."
         return f"blocked: {self.need} hung on this node in {self.key} ({why}); not started"
 
@@ -242,6 +250,14 @@ class PhaseRunner:
                 self._envs[self._logs[(key, name)]] = dict(env or {})
             self._cache[key] = results
             return results
+
+    def block(self, node: str, needs: Sequence[str], key: str, cause: str) -> None:
+        """Mark ``needs`` unusable on ``node`` without a hang: ``key`` (the phase that found it)
+        read ``cause`` (one sentence); a later phase there that needs one is ``blocked`` at once."""
+        with self._lock:
+            marks = self._hung.setdefault(node, {})
+            for need in needs:
+                marks.setdefault(need, Hang(need, key, cause, cause))
 
     def blocking(self, node: str, needs: Sequence[str]) -> Hang | None:
         """The hang on ``node`` of one of ``needs`` (the first that hung), or None."""

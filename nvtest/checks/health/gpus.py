@@ -22,6 +22,7 @@ from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers.nvidia_smi_q import SmiQuery
 from nvtest.session.expect import expected_gpus
 from nvtest.session.facts import NodeFacts
+from nvtest.session.kernel_log import facts_blocked
 
 __all__ = ["closest_profiles", "driver_stack", "gpu_inventory", "lost_gpus", "version_tuple"]
 
@@ -77,6 +78,9 @@ def gpu_inventory(
             out.error = exp.unknown
         else:
             out.skip = exp.absent
+        return out
+    if (blocked := facts_blocked(facts.smi_error)) is not None:  # NVML not asked: not measured
+        out.error = blocked
         return out
     count = len(facts.gpus)
     out.measure("gpu_count", count, "count")
@@ -206,6 +210,9 @@ def driver_stack(facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
         return out
     driver, cuda = facts.driver_version, facts.cuda_version
     out.details.update(driver=driver, cuda=cuda)
+    if not driver and (blocked := facts_blocked(facts.smi_error)) is not None:
+        out.error = blocked
+        return out
     if not driver:
         out.fail(f"{exp.text()}; no NVIDIA driver version reported: {facts.smi_error or 'nvidia-smi said nothing'}")
         return out

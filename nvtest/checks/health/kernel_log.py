@@ -1,4 +1,4 @@
-"""Xid and SXid events in the kernel log, judged with the Xid catalog.
+"""Xid and SXid events in the kernel log, judged with the Xid catalog; and the host's own events.
 
 Input: ``dmesg`` (or ``journalctl -k`` where dmesg is restricted) read by
 :mod:`nvtest.parsers.dmesg`. Verdicts (sku-reference.md "XID"; field case P10):
@@ -19,6 +19,13 @@ Input: ``dmesg`` (or ``journalctl -k`` where dmesg is restricted) read by
   probed``, ``NVRM: API mismatch``): fail with the kernel's words (the cause behind an
   nvidia-smi that cannot talk to the driver).
 
+- host events (:mod:`nvtest.playbook.host_events`): a hung task (``INFO: task ... blocked for
+  more than 120 seconds``) warns, naming the storage client its call trace waits in; an NFS
+  server ``not responding`` with no ``OK`` after it, a Lustre connection lost or eviction with no
+  ``Connection restored``, a GPFS membership loss, disk failure or forced unmount fail (a loss
+  followed by its recovery is a note: recovered, not failing); an uncorrected machine check or
+  EDAC ``UE`` fails; corrected ones (``CE``, ``Machine check events logged``) warn.
+
 The log covers the time since boot (or what the ring buffer still holds), not
 just this run. A log that cannot be read is an ``error`` with the reason, never a pass
 (the check runs only on nodes with NVIDIA devices).
@@ -33,8 +40,10 @@ from dataclasses import replace
 from nvtest.checks.health import Outcome
 from nvtest.errors import ParseError
 from nvtest.parsers import dmesg
+from nvtest.playbook.host_events import judge_host_events
 from nvtest.playbook.readings import FAILED_DRIVER, cause_code
 from nvtest.playbook.xid import describe_xid, recovery_request, recovery_step
+from nvtest.session.kernel_log import KERNEL_LOG_SCRIPT, UNREADABLE, split_probe
 
 __all__ = ["DRIVER_BINDING", "KERNEL_LOG_SCRIPT", "UNREADABLE", "driver_binding", "judge_xid", "split_probe", "xid_scan"]
 
@@ -47,31 +56,6 @@ DRIVER_BINDING = (
     "failed to allocate nvrm",
     "obtained ownership of the nvidia device",
 )
-
-#: What the ``kernel-log`` probe prints when neither dmesg nor the journal can be read.
-UNREADABLE = "unreadable"
-
-#: The shell the ``kernel-log`` probe runs: ``### <source>`` then the log, or
-#: ``### unreadable`` then each tool's first error line.
-KERNEL_LOG_SCRIPT = r"""
-if out=$(dmesg 2>&1) && [ -n "$out" ]; then echo '### dmesg'; printf '%s\n' "$out"
-elif out=$(journalctl -k -b --no-pager -q 2>/dev/null) && [ -n "$out" ]; then
-  echo '### journalctl -k'; printf '%s\n' "$out"
-else
-  echo '### unreadable'
-  echo "dmesg: $(dmesg 2>&1 | head -n 1)"
-  echo "journalctl -k: $(journalctl -k -b --no-pager -q 2>&1 | head -n 1)"
-fi
-"""
-
-
-def split_probe(text: str) -> tuple[str, str]:
-    """The ``kernel-log`` probe's output -> (source, log text)."""
-    head, _, body = text.partition("\n")
-    if head.startswith("### "):
-        return head[4:].strip(), body
-    return "dmesg", text
-
 
 def driver_binding(lines: list[str]) -> list[str]:
     """The kernel's own lines (timestamps cut, continuation lines joined) of the driver
@@ -120,10 +104,12 @@ def judge_xid(e: dmesg.KernelEvent, times: int = 1) -> tuple[str, str]:
     return "warn", f"{line}: {info.action}"
 
 
-def xid_scan(text: str, source: str = "dmesg") -> Outcome:
-    """Judge the GPU events of one kernel log (see the module doc).
+def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail") -> Outcome:
+    """Judge the GPU events and the host events of one kernel log (see the module doc).
 
-    ``source`` names where the text came from, for the messages.
+    ``source`` names where the text came from, for the messages. ``storage``: the verdict of a
+    current storage-client loss (``fail``; the gate passes ``warn``: a shared server's outage
+    is seen by every node at once and must not drain a fleet by itself).
     """
     out = Outcome()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -184,12 +170,17 @@ def xid_scan(text: str, source: str = "dmesg") -> Outcome:
             out.warn(line)
     if log.probe_failures:
         out.fail(f"the NVIDIA driver failed to probe {log.probe_failures} device(s)")
+    host = judge_host_events(log.host_events, storage=storage)
+    for j in host:
+        said = j.line + (f" (x{j.times})" if j.times > 1 else "")
+        {"fail": out.fail, "warn": out.warn}.get(j.verdict, out.note)(said)
     out.measure("xid_events", len(xids), "count")
     out.measure("fatal_xid_events", fatal, "count")
     out.details["kernel_log"] = {
         "source": source,
         "xid_codes": list(log.xid_codes),
         "sxid_events": len(sxids),
+        "host_events": {c: sum(1 for e in log.host_events if e.cls == c) for c in sorted({e.cls for e in log.host_events})},
     }
     if not log.events:
         out.note(f"no Xid or SXid event in the kernel log ({source}, since boot)")

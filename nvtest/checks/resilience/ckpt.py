@@ -18,12 +18,28 @@ if TYPE_CHECKING:
     from nvtest.config.inventory import Node
     from nvtest.session.context import RunContext
 
-__all__ = ["aggregate", "aggregate_of", "judge_tier", "tier_entry"]
+__all__ = ["aggregate", "aggregate_of", "judge_reach", "judge_tier", "tier_entry"]
 
 
 def tier_entry(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     """The ``kind: tier`` result of a ckpt probe document."""
     return next((r for r in doc.get("results", []) if r.get("kind") == "tier"), None)
+
+
+def judge_reach(judge: Judge, doc: Mapping[str, Any]) -> bool:
+    """The shared tier's path answered and took a write (True), else the item fails with the
+    probe's words: missing (``not reachable: No such file or directory (not mounted?)``), not
+    writable, or no answer within ``ckpt.shared_deadline_s`` at a named step (a hung mount)."""
+    reach = next((r for r in doc.get("results", []) if r.get("kind") == "reach"), None)
+    if reach is None:
+        return True
+    judge.detail("reach", {k: reach.get(k) for k in ("reachable", "writable", "step", "seconds", "reason")})
+    if reach.get("reachable") and reach.get("writable") is not False:
+        return True
+    why = str(reach.get("reason"))
+    hung = " (a hung mount? the kernel log's storage-client lines are in xid_scan)" if "no answer within" in why else ""
+    judge.fail(f"shared filesystem {why}{hung}")
+    return False
 
 
 def judge_tier(judge: Judge, doc: Mapping[str, Any]) -> dict[str, Any] | None:

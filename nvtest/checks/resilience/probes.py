@@ -14,17 +14,20 @@ from nvtest.checks.resilience.recipe import ckpt_recipe, resilience_recipe, slow
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
 
-__all__ = ["CKPT", "CKPT_QUICK", "INJOB", "INPROCESS", "STRAGGLER", "ckpt_args", "drill_args"]
+__all__ = ["CKPT", "CKPT_QUICK", "INJOB", "INPROCESS", "SHARED_FS", "STRAGGLER", "ckpt_args", "drill_args"]
 
 ArgsFn = Callable[[Node, "SkuProfile | None"], list[str]]
 
 
 def ckpt_args(tier: str, size_key: str = "size_mib", model: bool = True) -> ArgsFn:
-    """argv of ``ckpt_probe.py`` for ``tier`` from the ``ckpt`` recipe (``--model``: also the model state)."""
+    """argv of ``ckpt_probe.py`` for ``tier`` from the ``ckpt`` recipe (``--model``: also the model
+    state; the shared tier: ``--deadline-s`` from ``ckpt.shared_deadline_s``)."""
 
     def args(node: Node, sku: SkuProfile | None) -> list[str]:
         rec = ckpt_recipe(sku)
+        bound = ["--deadline-s", str(rec["shared_deadline_s"])] if tier == "shared" else []
         return [
+            *bound,
             "--tier",
             tier,
             "--path",
@@ -85,6 +88,16 @@ CKPT_QUICK = {
     )
     for tier in ("mem", "local")
 }
+#: The delivery suite's shared-filesystem check: the shared tier at the quick size, no model
+#: state (no torch, no GPU: it needs the storage only), bounded by ``ckpt.shared_deadline_s``
+#: inside the probe (the transport's deadline is the last resort: an NFS ``D`` state outlives it).
+SHARED_FS = Probe(
+    "shared_fs",
+    script="ckpt_probe.py",
+    args=ckpt_args("shared", "quick_size_mib", model=False),
+    timeout_s=3600,
+    needs=("storage",),
+)
 INJOB = Probe(
     "restart_injob", script="resilience_train.py", args=drill_args("injob"), timeout_s=1500,
     needs=("gpu",),
