@@ -58,9 +58,9 @@ def outcome_from_value(
 
 
 def implausible_rows(
-    log: perftest.PerftestLog, judge: Callable[[float], tuple[Verdict, str]]
+    log: perftest.PerftestLog, plausible: Callable[[float], tuple[Verdict, str]]
 ) -> list[str]:
-    """The bandwidth rows of ``log`` that ``judge`` (a Gb/s value -> (verdict, reason), the
+    """The bandwidth rows of ``log`` that ``plausible`` (a Gb/s value -> (verdict, reason), the
     ``ib_write_bw.bw_avg_gbit_s`` judgement) finds ``error``: implausible (negative, above
     the port rate) or not a number. One such row and the figures are not judged: the run
     (:meth:`PerftestPairJob.judge_complete`) and ``nvtest parse``
@@ -68,7 +68,7 @@ def implausible_rows(
     out = []
     for run in log.runs:
         for row in run.bw_rows:
-            verdict, reason = judge(row.bw_avg_gbit_s)
+            verdict, reason = plausible(row.bw_avg_gbit_s)
             if verdict is Verdict.ERROR:
                 out.append(f"{row.size_bytes} bytes: {reason}")
     return out
