@@ -304,6 +304,15 @@ def node_tools(nc: NodeCase, folder: Path, bin_dir: Path) -> StandInTools:
     return tools
 
 
+def _point(link: Path, target: str) -> None:
+    """Make ``link`` a symbolic link to ``target`` (replacing the one there)."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    tmp = link.with_name(link.name + ".new")
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    tmp.replace(link)
+
+
 def _node_env(nc: NodeCase, folder: Path) -> dict[str, str]:
     return {k: v.replace("{case}", str(folder)) for k, v in nc.env.items()}
 
@@ -325,6 +334,11 @@ class Clusters:
         """Node ``i``'s stand-in directory (first on its ``PATH``) in the sshd cluster."""
         return self.base / ("nat-bins" if one_address else "ssh-bins") / f"n{i}"
 
+    def ssh_root(self, i: int, one_address: bool = False) -> Path:
+        """Node ``i``'s ``$NVTEST_SYSFS_ROOT`` in the sshd cluster: a symbolic link to ``/``
+        (the node's own /sys and /proc) that a case re-points at its folder for its run."""
+        return self.base / ("nat-roots" if one_address else "ssh-roots") / f"n{i}"
+
     def ssh(self, one_address: bool = False) -> Any:
         """The shared :class:`~nvtest.testing.sshd_cluster.SSHDCluster` (``fc01``...; with
         ``one_address``, ``nat01``... all on 127.0.0.1), started on first use."""
@@ -339,9 +353,16 @@ class Clusters:
                 pytest.skip(reason)
             prefix = "nat" if one_address else "fc"
             path = os.environ.get("PATH", "")
-            env = {f"{prefix}{i + 1:02d}": {"PATH": f"{self.ssh_bin(i, one_address)}:{path}"} for i in range(SSH_NODES)}
+            env = {
+                f"{prefix}{i + 1:02d}": {
+                    "PATH": f"{self.ssh_bin(i, one_address)}:{path}",
+                    "NVTEST_SYSFS_ROOT": str(self.ssh_root(i, one_address)),
+                }
+                for i in range(SSH_NODES)
+            }
             for i in range(SSH_NODES):
                 self.ssh_bin(i, one_address).mkdir(parents=True, exist_ok=True)
+                _point(self.ssh_root(i, one_address), "/")
             self._ssh[one_address] = SSHDCluster(
                 SSH_NODES, prefix=prefix, python=sys.executable, node_env=env, distinct_addresses=not one_address
             ).start()
@@ -414,8 +435,12 @@ def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
         node_tools(nc, folder, clusters.ssh_bin(i, nat))
         sim = cluster.nodes[i]
         entries.append({"names": name, "address": sim.address, "port": sim.port, **nc.inventory})
-        if nc.env:
-            raise CaseError(f"{folder}/case.yaml: nodes.{name}.env: the ssh backend takes no per-node env")
+        extra = set(nc.env) - {"NVTEST_SYSFS_ROOT"}
+        if extra:
+            raise CaseError(
+                f"{folder}/case.yaml: nodes.{name}.env: over ssh a node takes only NVTEST_SYSFS_ROOT, not {sorted(extra)}"
+            )
+        _point(clusters.ssh_root(i, nat), _node_env(nc, folder).get("NVTEST_SYSFS_ROOT", "/"))
     inv = {
         "cluster": "field-case",
         "defaults": {
@@ -437,6 +462,8 @@ def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
     finally:
         for sim in down:
             cluster.start_node(sim)
+        for i in range(len(case.arrangement.nodes)):
+            _point(clusters.ssh_root(i, nat), "/")
     return _finish(proc, work / "r", {n: n for n in case.arrangement.nodes})
 
 

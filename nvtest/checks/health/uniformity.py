@@ -3,7 +3,7 @@
 Per node, a flat ``{key: version}`` (driver, CUDA, VBIOS, kernel, OFED, HCA
 firmware, NCCL, NCCL net plugin, fabric manager, torch; the CPU's vendor and family (not
 its model: one SKU may ship with several) from ``/proc/cpuinfo``: ``vendor_id``/``cpu family`` on x86, ``CPU implementer``/``CPU
-architecture`` on Arm), from the node's facts
+architecture`` on Arm; ``proc/cpuinfo`` under ``$NVTEST_SYSFS_ROOT``, default ``/``: the test seam of the sysfs readers), from the node's facts
 (:func:`versions_from_facts`) and the ``sw-versions`` probe
 (:data:`VERSIONS_SCRIPT`, :func:`versions_from_probe`). Each node's item compares
 its values with the fleet majority (field case D7: a node without the NCCL net
@@ -34,8 +34,9 @@ plug=$(ldconfig -p 2>/dev/null | awk '/libnccl-net/{print $NF; exit}')
 [ -z "$plug" ] && plug=$(ls /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so 2>/dev/null)
 echo "nccl_net_plugin=$plug"
 echo "fabricmanager=$(nv-fabricmanager --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)"
-echo "cpu_vendor=$(awk -F': *' '/^(vendor_id|CPU implementer)[[:space:]]*:/{print $2; exit}' /proc/cpuinfo 2>/dev/null)"
-echo "cpu_family=$(awk -F': *' '/^(cpu family|CPU architecture)[[:space:]]*:/{print $2; exit}' /proc/cpuinfo 2>/dev/null)"
+cpuinfo="${NVTEST_SYSFS_ROOT:-}"; cpuinfo="${cpuinfo%/}/proc/cpuinfo"
+echo "cpu_vendor=$(awk -F': *' '/^(vendor_id|CPU implementer)[[:space:]]*:/{print $2; exit}' "$cpuinfo" 2>/dev/null)"
+echo "cpu_family=$(awk -F': *' '/^(cpu family|CPU architecture)[[:space:]]*:/{print $2; exit}' "$cpuinfo" 2>/dev/null)"
 true
 """
 
