@@ -41,6 +41,7 @@ from nvtest.config.metrics import Hardware, hardware_from_facts
 from nvtest.config.skus import Catalog, load_catalog
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import ConfigError
+from nvtest.report.manifest import check_sign_key
 from nvtest.results import load_results
 from nvtest.verdict import Verdict, worst
 
@@ -233,8 +234,10 @@ def evaluate_run(
     run's manifest is not changed (a sub-directory with a manifest is a separate set).
 
     Raises:
-        ConfigError: unreadable results.json, unknown SKU, invalid overlay or profile.
+        ConfigError: unreadable results.json, unknown SKU, invalid overlay or profile, or a
+            ``sign_key`` that cannot sign (checked before anything is written).
     """
+    check_sign_key(sign_key)
     doc = load_results(run_dir)
     catalog = load_catalog(list(sku_dirs), overlay)
     profiles = _profiles(doc, catalog, sku)
