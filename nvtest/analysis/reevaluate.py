@@ -231,7 +231,9 @@ def evaluate_run(
     """Re-judge ``run_dir`` with ``sku`` (None: each node's recorded SKU) and ``overlay``;
     write and return (out dir, document). ``facts_rejudge``: see :data:`FactsRejudge`.
     The out dir gets a manifest of its own (signed with ``sign_key`` when given); the
-    run's manifest is not changed (a sub-directory with a manifest is a separate set).
+    run's manifest is not changed, so ``nvtest verify`` of the run names a copy written
+    inside it ADDED until the run's manifest lists the copy's (a separate set: see
+    :mod:`nvtest.report.manifest`).
 
     Raises:
         ConfigError: unreadable results.json, unknown SKU, invalid overlay or profile, or a

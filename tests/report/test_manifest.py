@@ -144,6 +144,7 @@ def test_rebuild_and_evaluate_write_a_new_manifest_and_say_rejudged(signed_run: 
     proc = run_nvtest("evaluate", str(run), "--sku", "h100-sxm-80gb")
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "evidence re-judged by nvtest evaluate" in proc.stdout
+    assert "names it ADDED" in proc.stdout
     copy = run / "evaluate-h100-sxm-80gb"
     assert (copy / MANIFEST).is_file() and verify_manifest(copy).ok
     assert "nvtest evaluate" in (copy / "report.html").read_text(encoding="utf-8")
