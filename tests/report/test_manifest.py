@@ -286,13 +286,16 @@ def test_odd_file_names_round_trip_as_sha256sum_writes_them(signed_run: Path, tm
     assert verify_manifest(run).changed == [os.fsdecode(b"logs/" + name)]
 
 
-def test_unreadable_entries_are_named_without_a_traceback(signed_run: Path, tmp_path: Path) -> None:
+def test_unreadable_entries_are_named_without_a_traceback(
+    signed_run: Path, keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
     run = _copy(signed_run, tmp_path / "run")
     log = sorted((run / "logs").rglob("*.log"))[0]
     log.chmod(0)
     vm = sorted((run / "logs").iterdir())[-1]
     vm.chmod(0)
-    cmd = ["verify", str(run)]
+    (run / SIGNATURE).chmod(0)
+    cmd = ["verify", str(run), "--pubkey", str(keys["vendor"][1])]
     prefix: list[str] = []
     if os.geteuid() == 0:  # root reads anything: drop the capabilities that let it
         if not shutil.which("setpriv"):
@@ -311,3 +314,4 @@ def test_unreadable_entries_are_named_without_a_traceback(signed_run: Path, tmp_
     assert f"UNREADABLE: {log.relative_to(run).as_posix()}" in proc.stdout
     assert f"UNREADABLE: {vm.relative_to(run).as_posix()}/" in proc.stdout
     assert "MISSING" not in proc.stdout
+    assert f"UNREADABLE: {SIGNATURE} (the signature cannot be read)" in proc.stdout
