@@ -27,7 +27,7 @@ from nvtest.analysis.asbuilt import collect, write_asbuilt_json
 from nvtest.analysis.asbuilt import summary as asbuilt_summary
 from nvtest.analysis.postprocess import post_process
 from nvtest.report import render_all
-from nvtest.report.manifest import write_manifest
+from nvtest.report.manifest import check_sign_key, write_manifest
 from nvtest.results import assemble, write_results
 
 __all__ = ["Finished", "finish_run"]
@@ -81,8 +81,9 @@ def finish_run(
         OutputWriteError: results.json, asbuilt.json or a report could not be written (one
             line: the path and the errno); each file is whole or absent, never cut.
         ConfigError: ``pdf`` was asked and no PDF engine is available, or ``sign_key`` is
-            not an Ed25519 private key.
+            not an Ed25519 private key (checked before anything is written).
     """
+    check_sign_key(sign_key)  # a key that cannot sign stops before a file is rewritten
     if doc is None:
         doc = assemble(run_dir / "results.jsonl", extra)
     if rejudged:

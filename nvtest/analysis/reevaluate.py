@@ -41,6 +41,7 @@ from nvtest.config.metrics import Hardware, hardware_from_facts
 from nvtest.config.skus import Catalog, load_catalog
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import ConfigError
+from nvtest.report.manifest import check_sign_key
 from nvtest.results import load_results
 from nvtest.verdict import Verdict, worst
 
@@ -230,11 +231,15 @@ def evaluate_run(
     """Re-judge ``run_dir`` with ``sku`` (None: each node's recorded SKU) and ``overlay``;
     write and return (out dir, document). ``facts_rejudge``: see :data:`FactsRejudge`.
     The out dir gets a manifest of its own (signed with ``sign_key`` when given); the
-    run's manifest is not changed (a sub-directory with a manifest is a separate set).
+    run's manifest is not changed, so ``nvtest verify`` of the run names a copy written
+    inside it ADDED until the run's manifest lists the copy's (a separate set: see
+    :mod:`nvtest.report.manifest`).
 
     Raises:
-        ConfigError: unreadable results.json, unknown SKU, invalid overlay or profile.
+        ConfigError: unreadable results.json, unknown SKU, invalid overlay or profile, or a
+            ``sign_key`` that cannot sign (checked before anything is written).
     """
+    check_sign_key(sign_key)
     doc = load_results(run_dir)
     catalog = load_catalog(list(sku_dirs), overlay)
     profiles = _profiles(doc, catalog, sku)

@@ -63,4 +63,10 @@ def evaluate_cmd(
                 f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}")
     console.print(f"written: {out_dir / 'results.json'}")
     console.print(rejudged_line("nvtest evaluate", out_dir), markup=False, highlight=False)
+    if out_dir.resolve().is_relative_to(run_dir.resolve()) and (run_dir / "manifest.sha256").is_file():
+        console.print(
+            f"note: {run_dir}/manifest.sha256 does not list this copy: `nvtest verify {run_dir}` names it ADDED; "
+            f"verify it on its own (`nvtest verify {out_dir}`) or write it elsewhere with --out",
+            markup=False, highlight=False,
+        )  # fmt: skip
     raise typer.Exit(EXIT_CHECK_FAILED if s["verdict"] in ("fail", "error") else EXIT_OK)

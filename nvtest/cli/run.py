@@ -350,10 +350,10 @@ def run(
 
     check_numbers("run", timeout_scale=timeout_scale, duration=duration, drain_max_fraction=drain_max_fraction)
     if sign_key is not None:  # a key that cannot sign is a usage error before anything runs
-        from nvtest.report.manifest import sign_manifest
+        from nvtest.report.manifest import check_sign_key
 
         try:
-            sign_manifest(b"", sign_key)
+            check_sign_key(sign_key)
         except NvtestError as exc:
             raise fail(exc) from exc
     req = RunRequest(suite, inventory, nodes, backend, sku, sku_dir, overlay, timeout_scale, duration, ssh, slurm)

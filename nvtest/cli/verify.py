@@ -1,13 +1,15 @@
 """``nvtest verify RUN_DIR``: recompute the run's manifest.sha256 (and check its signature).
 
 Exit 0 when every file matches (and, with ``--pubkey``, the signature is good); 1 naming
-each changed, missing or added file (or a bad or missing signature); 2 for no manifest or
-an unreadable key. The format and what the digests prove: :mod:`nvtest.report.manifest`,
+each changed, missing, added (a symlink, FIFO or unlisted evidence set among them) or
+unreadable entry (or a bad or missing signature); 2 for no manifest, a manifest or key that
+is not a regular file, or a key that is not an Ed25519 public key (checked first). The format and what the digests prove: :mod:`nvtest.report.manifest`,
 docs/report.md.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -32,21 +34,34 @@ def rejudged_line(verb: str, run_dir: Path) -> str:
     )
 
 
+def _shown(path: str) -> str:
+    """A path as printed: its bytes that are not printable UTF-8 escaped (``bad\\xff.log``)."""
+    return path if path.isprintable() else repr(os.fsencode(path))[2:-1]
+
+
 def _say(result: Verification, prefix: str = "") -> None:
     out = console.print
     for what, paths in (("changed", result.changed), ("missing", result.missing),
-                        ("added", result.added), ("malformed", result.malformed)):  # fmt: skip
+                        ("added", result.added), ("malformed", result.malformed),
+                        ("unreadable", result.unreadable)):  # fmt: skip
         for p in paths:
-            out(f"{what.upper()}: {prefix}{p}", markup=False, highlight=False)
+            kind = f" (not a regular file: {result.kinds[p]})" if p in result.kinds and not p.endswith("/") else ""
+            kind = f" ({result.kinds[p]})" if p.endswith("/") and p in result.kinds else kind
+            out(f"{what.upper()}: {_shown(prefix + p)}{kind}", markup=False, highlight=False)
+    for p in result.empty:
+        out(f"EMPTY DIRECTORY: {_shown(prefix + p)} (holds no file; not a failure)", markup=False, highlight=False)
     if result.signature == "bad":
         out(f"BAD SIGNATURE: {prefix}manifest.sha256.sig does not verify with this key", markup=False)
     elif result.signature == "missing":
         out(f"NO SIGNATURE: {prefix}manifest.sha256.sig is missing", markup=False)
+    elif result.signature == "unreadable":
+        out(f"UNREADABLE: {prefix}manifest.sha256.sig (the signature cannot be read)", markup=False)
     for sub, nested in result.nested.items():
         state = "ok" if nested.ok else "FAILED"
         signed = "" if nested.signature else " (unsigned)"
         out(
-            f"separate evidence set {prefix}{sub}/ (a re-judged copy, its own manifest): {state}{signed}",
+            f"separate evidence set {_shown(prefix + sub)}/ (listed by the manifest above, its own manifest): "
+            f"{state}{signed}",
             markup=False, highlight=False,
         )  # fmt: skip
         _say(nested, f"{prefix}{sub}/")
@@ -68,12 +83,18 @@ def verify_cmd(
     except NvtestError as exc:
         raise fail(exc) from exc
     _say(result)
-    same = not (result.changed or result.missing or result.added or result.malformed)
-    files = "every file matches" if same else "the evidence does NOT match its manifest"
+    files = "every file matches" if result.files_match else "the evidence does NOT match its manifest"
     sig = {"good": "; signature good", None: ""}.get(result.signature, "; the signature does NOT verify")
-    console.print(f"{run_dir}: {files}{sig}", markup=False, highlight=False)
+    line = f"{run_dir}: {files}{sig}"
+    if result.files_match and result.signature in (None, "good") and not result.ok:  # agrees with exit 1
+        failed = ", ".join(f"{sub}/" for sub, v in result.nested.items() if not v.ok)
+        what = "files match and its signature verifies" if result.signature else "files match"
+        line = f"{run_dir}: NOT verified: the separate evidence set {failed} FAILED (the top set's {what})"
+    console.print(line, markup=False, highlight=False)
+    now = result.evidence_digest_now
     console.print(
-        f"evidence digest {result.evidence_digest} (the report's first page shows its first 16 digits); "
+        f"evidence digest {result.evidence_digest} in the manifest (the report's first page shows its first "
+        f"16 digits); {'the same' if now == result.evidence_digest else now} from the files as they are now; "
         f"manifest.sha256 {result.manifest_digest}",
         markup=False, highlight=False,
     )  # fmt: skip

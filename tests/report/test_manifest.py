@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -20,7 +21,15 @@ from cryptography.hazmat.primitives.serialization import (
 )
 
 from nvtest.analysis.finish import finish_run
-from nvtest.report.manifest import MANIFEST, SIGNATURE, evidence_digest, verify_manifest
+from nvtest.errors import ConfigError
+from nvtest.report.manifest import (
+    MANIFEST,
+    SIGNATURE,
+    check_sign_key,
+    evidence_digest,
+    verify_manifest,
+    write_manifest,
+)
 from nvtest.report.synthetic import synthetic_doc
 from tests.conftest import run_nvtest
 
@@ -135,11 +144,174 @@ def test_rebuild_and_evaluate_write_a_new_manifest_and_say_rejudged(signed_run: 
     proc = run_nvtest("evaluate", str(run), "--sku", "h100-sxm-80gb")
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "evidence re-judged by nvtest evaluate" in proc.stdout
+    assert "names it ADDED" in proc.stdout
     copy = run / "evaluate-h100-sxm-80gb"
     assert (copy / MANIFEST).is_file() and verify_manifest(copy).ok
     assert "nvtest evaluate" in (copy / "report.html").read_text(encoding="utf-8")
-    result = verify_manifest(run)  # the copy is a separate set: the run's own evidence is unchanged
+    result = verify_manifest(run)  # a set the run's manifest does not list is not trusted: added
+    assert not result.ok and result.added == ["evaluate-h100-sxm-80gb/"] and not result.nested
+    write_manifest(run)  # the run's manifest now lists the copy's manifest: the copy is pinned
+    result = verify_manifest(run)
     assert result.ok and not result.added and list(result.nested) == ["evaluate-h100-sxm-80gb"]
     (copy / "results.csv").write_text("forged\n")
     result = verify_manifest(run)
     assert not result.ok and result.nested["evaluate-h100-sxm-80gb"].changed == ["results.csv"]
+
+
+def test_an_unlisted_evidence_set_a_symlink_loop_and_a_link_outside_are_added_never_followed(
+    signed_run: Path, keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    run = _copy(signed_run, tmp_path / "run")
+    forged = run / "forged"
+    forged.mkdir()
+    (forged / "report.html").write_text("<h1>ALL PASS</h1>\n")
+    write_manifest(forged)  # a valid manifest of its own, which the signed one does not list
+    (run / "loop").symlink_to(".")
+    (run / "other").symlink_to(signed_run)
+    proc = run_nvtest("verify", str(run), "--pubkey", str(keys["vendor"][1]))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "ADDED: forged/ (a separate evidence set this manifest does not list)" in proc.stdout
+    assert "ADDED: loop (not a regular file: a symlink to .)" in proc.stdout
+    assert f"ADDED: other (not a regular file: a symlink to {signed_run})" in proc.stdout
+    assert "separate evidence set" not in proc.stdout.replace("ADDED: forged/ (a separate evidence set", "")
+    assert "loop/loop" not in proc.stdout and "signature good" in proc.stdout
+    assert "the evidence does NOT match its manifest" in proc.stdout
+
+
+def test_a_listed_evidence_set_must_be_signed_when_a_key_is_asked_and_the_summary_agrees(
+    signed_run: Path, keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    priv, pub = keys["vendor"]
+    run = _copy(signed_run, tmp_path / "run")
+    copy = _copy(run / "logs", run / "copy")
+    write_manifest(copy)  # unsigned
+    write_manifest(run, priv)  # the signed manifest lists copy/manifest.sha256
+    assert "copy/manifest.sha256" in (run / MANIFEST).read_text()
+    assert verify_manifest(run).ok  # no key asked: an unsigned nested set is said, not failed
+    result = verify_manifest(run, pub)
+    assert result.signature == "good" and not result.ok and result.nested["copy"].signature == "missing"
+    proc = run_nvtest("verify", str(run), "--pubkey", str(pub))
+    assert proc.returncode == 1
+    assert "signature good" not in proc.stdout and "NOT verified: the separate evidence set copy/ FAILED" in proc.stdout
+    write_manifest(copy, keys["other"][0])
+    write_manifest(run, priv)
+    assert verify_manifest(run, pub).nested["copy"].signature == "bad"
+    write_manifest(copy, priv)
+    write_manifest(run, priv)
+    assert verify_manifest(run, pub).ok
+
+
+def test_every_entry_that_is_not_a_listed_regular_file_is_named(signed_run: Path, tmp_path: Path) -> None:
+    run = _copy(signed_run, tmp_path / "run")
+    log = sorted((run / "logs").rglob("*.log"))[0]
+    vm = log.parent
+    os.mkfifo(vm / "extra.fifo")
+    (vm / "etc").symlink_to("/etc")
+    (vm / "dangle.log").symlink_to("/nonexistent")
+    (vm / "newdir").mkdir()
+    outside = tmp_path / "outside.log"
+    shutil.copyfile(log, outside)
+    log.unlink()
+    log.symlink_to(outside)  # identical bytes, but not a file of the run
+    rel = vm.relative_to(run).as_posix()
+    result = verify_manifest(run)
+    assert not result.ok
+    assert result.added == [f"{rel}/dangle.log", f"{rel}/etc", f"{rel}/extra.fifo"]
+    assert result.changed == [log.relative_to(run).as_posix()]
+    assert result.kinds[f"{rel}/extra.fifo"] == "a FIFO" and result.kinds[f"{rel}/etc"] == "a symlink to /etc"
+    assert result.empty == [f"{rel}/newdir/"]
+    assert result.evidence_digest_now != result.evidence_digest
+
+
+def test_fifos_never_hang_and_a_key_is_checked_first(
+    signed_run: Path, keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        check_sign_key(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        verify_manifest(signed_run, fifo)
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / MANIFEST)
+    proc = run_nvtest("verify", str(run), timeout=60)
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stdout + proc.stderr
+    rsa_pub = tmp_path / "rsa.pub.pem"
+    key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+    rsa_pub.write_bytes(key.public_key().public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo))
+    unsigned = _copy(signed_run, tmp_path / "unsigned")
+    (unsigned / SIGNATURE).unlink()
+    for bad in (rsa_pub, tmp_path / "nokey.pem"):  # a wrong key is a usage error, not NO SIGNATURE
+        with pytest.raises(ConfigError):
+            verify_manifest(unsigned, bad)
+
+
+def test_a_bad_sign_key_on_report_and_evaluate_changes_nothing(
+    signed_run: Path, keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    run = _copy(signed_run, tmp_path / "run")
+    rsa_key = tmp_path / "rsa.pem"
+    key = rsa.generate_private_key(public_exponent=65537, key_size=1024)
+    rsa_key.write_bytes(key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    proc = run_nvtest("report", str(run), "--sign-key", str(rsa_key))
+    assert proc.returncode == 2 and "not an Ed25519 key" in proc.stderr, proc.stdout + proc.stderr
+    proc = run_nvtest("evaluate", str(run), "--sku", "h100-sxm-80gb", "--sign-key", str(tmp_path / "missing.pem"))
+    assert proc.returncode == 2 and "missing.pem" in proc.stderr, proc.stdout + proc.stderr
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert not (run / "evaluate-h100-sxm-80gb").exists()
+    assert verify_manifest(run, keys["vendor"][1]).ok
+
+
+@pytest.mark.parametrize("name", [b"bad\xff.log", b"a\nb.log", b"back\\slash.log"])
+def test_odd_file_names_round_trip_as_sha256sum_writes_them(signed_run: Path, tmp_path: Path, name: bytes) -> None:
+    run = _copy(signed_run, tmp_path / "run")
+    odd = os.path.join(os.fsencode(run / "logs"), name)
+    with open(odd, "wb") as fh:
+        fh.write(b"odd\n")
+    write_manifest(run)
+    result = verify_manifest(run)
+    assert result.ok and not result.malformed, result
+    assert os.fsdecode(b"logs/" + name) not in result.added
+    if shutil.which("sha256sum"):
+        proc = subprocess.run(["sha256sum", "-c", "--quiet", MANIFEST], cwd=run, capture_output=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(odd, "ab") as fh:
+        fh.write(b"x")
+    assert verify_manifest(run).changed == [os.fsdecode(b"logs/" + name)]
+
+
+def test_unreadable_entries_are_named_without_a_traceback(
+    signed_run: Path, keys: dict[str, tuple[Path, Path]], tmp_path: Path
+) -> None:
+    run = _copy(signed_run, tmp_path / "run")
+    log = sorted((run / "logs").rglob("*.log"))[0]
+    log.chmod(0)
+    vm = sorted((run / "logs").iterdir())[-1]
+    vm.chmod(0)
+    (run / SIGNATURE).chmod(0)
+    cmd = ["verify", str(run), "--pubkey", str(keys["vendor"][1])]
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # root reads anything: drop the capabilities that let it
+        if not shutil.which("setpriv"):
+            pytest.skip("running as root without setpriv: chmod 000 cannot make a file unreadable")
+        prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+    from tests.conftest import NVTEST
+
+    try:
+        proc = subprocess.run([*prefix, *NVTEST, *cmd], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+    finally:
+        vm.chmod(0o755)
+        log.chmod(0o644)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"UNREADABLE: {log.relative_to(run).as_posix()}" in proc.stdout
+    assert f"UNREADABLE: {vm.relative_to(run).as_posix()}/" in proc.stdout
+    assert "MISSING" not in proc.stdout
+    assert f"UNREADABLE: {SIGNATURE} (the signature cannot be read)" in proc.stdout
