@@ -52,6 +52,9 @@ def test_delivery_pdf_pages_and_text(delivery_dir: Path, tmp_path: Path):
     pages = [outline[s] for s in SECTIONS]
     assert pages == sorted(pages)
     assert node in reader.pages[outline["Nodes"]].extract_text()
+    assert doc.get("asbuilt"), "the delivery run records what was delivered"
+    assert "As built" in outline  # the customer's printed report holds the as-built record too
+    assert "fleet majority" in reader.pages[outline["As built"]].extract_text()
     shutil.copy(
         run / "report.pdf", ARTIFACTS / "report-delivery.pdf"
     ) if ARTIFACTS.is_dir() else None
