@@ -83,8 +83,9 @@ def test_the_same_value_gets_the_same_placeholder_and_a_second_pass_changes_noth
     out = s.text(SYNTHETIC)
     # the same UUID in the -q block and in the CSV row; the same GUID as 0x, colon and GID
     assert out.count("GPU-00000000-0000-0000-0000-000000000001") == 2
-    assert "Node GUID: 0x0000000000000001" in out and "node_guid:                      0000:0000:0000:0001" in out
-    assert "fe80:0000:0000:0000:0000:0000:0000:0001" in out
+    n = int(re.search(r"Node GUID: 0x(0{15}\d)", out).group(1), 16)  # numbered in order of appearance
+    assert f"node_guid:                      0000:0000:0000:{n:04x}" in out
+    assert f"fe80:0000:0000:0000:0000:0000:0000:{n:04x}" in out
     assert s.text(out) == out
     assert Sanitiser([HOST]).text(out) == out
 
