@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nvtest.analysis.asbuilt import SOURCES, collect
+from nvtest.analysis.asbuilt import SOURCES, written
 from nvtest.errors import ConfigError, OutputWriteError
 from nvtest.results import load_results
 from nvtest.testing.sanitise import Sanitiser
@@ -255,7 +255,7 @@ def write_bundle(run_dir: Path, node: str, out: Path | None = None) -> Bundle:
                 (stage / name).write_text(text, encoding="utf-8")
                 files[name] = what
 
-            record = collect(run_dir).get(node)
+            record = written(run_dir).get(node)
             put("asbuilt.json", {"node": node, "run_id": (doc.get("run") or {}).get("run_id"), "record": record, "sources": SOURCES},
                 "the node's as-built record: system, GPUs, NVSwitches, HCAs, versions (docs/asbuilt.md)")  # fmt: skip
             failing = [

@@ -151,3 +151,29 @@ def test_sigterm_removes_the_staged_copies(tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted (SIGTERM)" in err and not (tmp_path / "a.tar.gz").exists()
     assert list(tmp.iterdir()) == [] and _leftovers(tmp_path) == []
+
+
+def test_compare_reads_asbuilt_json_and_an_unwritable_html_is_one_line(tmp_path):
+    """The as-built record compared is asbuilt.json's (what the report shows), not a
+    results.jsonl line that says otherwise; ``--html`` into a missing directory is exit 3."""
+    from nvtest.analysis.asbuilt import compare_runs
+
+    runs = []
+    for name, serial in (("a", "1654922000001"), ("b", "1654922000002")):
+        run = _run_dir(tmp_path / name)
+        rec = {"read": True, "gpus": [{"slot": "0000:1b:00.0", "serial": serial}]}
+        (run / "asbuilt.json").write_text(json.dumps({"nodes": {"gpu017": rec}}))
+        stale = {**rec, "gpus": [{"slot": "0000:1b:00.0", "serial": "1654922000001"}]}
+        (run / "results.jsonl").write_text(json.dumps({"kind": "asbuilt", "node": "gpu017", "record": stale}) + "\n")
+        runs.append(run)
+    changes = compare_runs(*runs)
+    assert changes and changes[0]["kind"] == "swapped" and changes[0]["now"] == "1654922000002"
+    proc = run_nvtest("compare", str(runs[0]), str(runs[0]), "--html", str(tmp_path / "nonexist" / "x.html"))
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "cannot write" in proc.stderr
+
+
+def test_evaluate_help_says_where_it_writes():
+    proc = run_nvtest("evaluate", "--help")
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 0 and "RUN_DIR is not changed" not in text and "RUN_DIR/evaluate-<sku>/" in text
