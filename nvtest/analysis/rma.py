@@ -196,6 +196,9 @@ def _write_archive(out: Path, stage: Path, members: list[str], prefix: str) -> N
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+            umask = os.umask(0o022)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)  # as a plain open() would make it, not mkstemp's 0600
             with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
                 for m in members:
                     tar.add(stage / m, arcname=f"{prefix}/{m}", recursive=False)
@@ -216,7 +219,8 @@ def write_bundle(run_dir: Path, node: str, out: Path | None = None) -> Bundle:
         run_dir: a finished run directory (results.json in it).
         node: the node's name as the run knows it.
         out: the archive's path, or a directory to write the default name into; None:
-            :func:`default_path` in the current directory (see :func:`target_path`).
+            :func:`default_path` in the current directory, or beside the run directory when
+            the current directory is inside it (see :func:`target_path`).
 
     The archive is written to a temporary file beside ``out`` and renamed over it; the staged
     copies (unsanitised) live in a temporary directory. Both are removed on any error and on
@@ -239,6 +243,9 @@ def write_bundle(run_dir: Path, node: str, out: Path | None = None) -> Bundle:
     verdict = str(nd.get("verdict") or "")
     if verdict in ("pass", "skip"):
         raise ConfigError(f"node {node!r} did not fail in run {run_dir} (verdict {verdict}): no RMA bundle to write")
+    here = Path.cwd().resolve()
+    if out is None and run_dir.resolve() in (here, *here.parents):  # run from inside the run
+        out = run_dir.resolve().parent
     out = target_path(out, str((doc.get("run") or {}).get("run_id") or run_dir.name), node)
     log_dir = str(nd.get("log_dir") or "")
     mine = [r for r in doc.get("results") or [] if r.get("node") == node]

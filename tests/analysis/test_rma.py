@@ -69,6 +69,11 @@ def test_the_default_archive_is_outside_the_run_and_a_run_id_is_found_under_repo
     assert "-r 10\n" in log and '"reps": 10' in log and '"size": 5' in log
     assert '"peer": "192.0.2.1"' in log and '"other": "192.0.2.2"' in log and '"v6": "2001:db8::1"' in log
     assert "node001 says: gpu0170 gpu017x" in log and "192.0.2.1:22 192.0.2.1" in log
+    inside = run_nvtest("rma", ".", "gpu017", cwd=run / "logs", env={"PYTHONPATH": str(REPO)})
+    assert inside.returncode == 2 and "cannot read results" in inside.stderr  # "." is not the run
+    inside = run_nvtest("rma", "..", "gpu017", cwd=run / "logs", env={"PYTHONPATH": str(REPO)})
+    assert inside.returncode == 0 and sorted(p.relative_to(run) for p in run.rglob("*")) == before, inside.stderr
+    assert (run.parent / out.name).is_file()  # from inside the run: beside it
     verdicts = json.loads(members["verdicts.json"])
     assert verdicts[0]["reason"] == "10 GPUs"
     assert not any("10.0.0.5" in v or "gpu017 " in v for v in members.values())
