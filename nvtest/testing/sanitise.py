@@ -5,6 +5,7 @@ units or its network is replaced with stable placeholders, in every file of a di
 class                   found as                                       placeholder (N = 1, 2, ... per class)
 ======================  =============================================  ==============================================
 ``hostname``            the names given (short and FQDN), whole words  ``node00N``
+                        (an address given is no name: see ipv4/ipv6)
 ``user``                ``/home/<name>``, ``/Users/<name>``             ``/home/user``, ``/home/user2``
 ``uuid``                any 8-4-4-4-12 hex UUID (``GPU-``, ``MIG-``,    ``GPU-00000000-0000-0000-0000-00000000000N``
                         ClusterUUID, bare)                             (prefix kept)
