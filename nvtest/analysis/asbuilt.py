@@ -23,7 +23,7 @@ from typing import Any
 
 from nvtest.results import read_events, write_atomic
 
-__all__ = ["DRIFT_FIELDS", "SCHEMA", "SOURCES", "collect", "compare_runs", "drift", "summary", "write_asbuilt_json"]
+__all__ = ["DRIFT_FIELDS", "SCHEMA", "SOURCES", "collect", "compare_runs", "drift", "summary", "write_asbuilt_json", "written"]
 
 SCHEMA = "nvtest-asbuilt/1"
 #: Where each field comes from (``hcas.psid``: the ``psid`` of every HCA).
@@ -87,23 +87,37 @@ DRIFT_FIELDS: dict[str, Callable[[Mapping[str, Any]], str | None]] = {
 }
 
 
+def _from_asbuilt_json(run_dir: Path) -> dict[str, dict[str, Any]] | None:
+    """``asbuilt.json``'s per-node records, or None when the file is absent or unreadable."""
+    try:
+        nodes = json.loads((run_dir / "asbuilt.json").read_text(encoding="utf-8")).get("nodes")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {str(k): v for k, v in nodes.items() if isinstance(v, dict)} if isinstance(nodes, dict) else None
+
+
 def collect(run_dir: Path) -> dict[str, dict[str, Any]]:
     """Every node's as-built record of the run (the last ``asbuilt`` line per node wins); from
-    ``asbuilt.json`` when results.jsonl has none (a run directory rebuilt from its results.json)."""
+    ``asbuilt.json`` when results.jsonl has none (a run directory rebuilt from its results.json).
+    What the run's finish writes asbuilt.json from; readers of a finished run use
+    :func:`written`."""
     records: dict[str, dict[str, Any]] = {}
     jsonl = run_dir / "results.jsonl"
     if jsonl.is_file():
         for ev in read_events(jsonl):
             if ev.get("kind") == "asbuilt" and isinstance(ev.get("record"), dict):
                 records[str(ev.get("node"))] = ev["record"]
-    if not records and (run_dir / "asbuilt.json").is_file():
-        try:
-            nodes = json.loads((run_dir / "asbuilt.json").read_text(encoding="utf-8")).get("nodes")
-        except (OSError, ValueError):
-            nodes = None
-        if isinstance(nodes, dict):
-            records = {str(k): v for k, v in nodes.items() if isinstance(v, dict)}
+    if not records:
+        records = _from_asbuilt_json(run_dir) or {}
     return dict(sorted(records.items()))
+
+
+def written(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The as-built records of a finished run as the run wrote them: ``asbuilt.json`` (what the
+    report shows and the manifest covers: one source for ``nvtest compare`` and ``nvtest rma``);
+    :func:`collect` for a run without one (a run stopped before its finish)."""
+    records = _from_asbuilt_json(run_dir)
+    return dict(sorted(records.items())) if records is not None else collect(run_dir)
 
 
 def drift(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -188,12 +202,13 @@ def write_asbuilt_json(run_dir: Path, doc: Mapping[str, Any], records: Mapping[s
 def compare_runs(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None:
     """What changed in the as-built records from run A to run B (``nvtest compare``): parts
     swapped, firmware moved, nodes that appeared or disappeared
-    (:func:`nvtest.history.asbuilt.diff_records`); None when either run has no record.
+    (:func:`nvtest.history.asbuilt.diff_records`), from each run's asbuilt.json
+    (:func:`written`); None when either run has no record.
     ``run_a``/``run_b``: run directories or their results.json."""
     from nvtest.history.asbuilt import diff_records
 
-    a = collect(run_a.parent if run_a.suffix == ".json" else run_a)
-    b = collect(run_b.parent if run_b.suffix == ".json" else run_b)
+    a = written(run_a.parent if run_a.suffix == ".json" else run_a)
+    b = written(run_b.parent if run_b.suffix == ".json" else run_b)
     if not a or not b:
         return None
     return diff_records(a, b)

@@ -28,9 +28,10 @@ vendor's RMA asks for.
 
 from __future__ import annotations
 
-import io
 import json
+import os
 import shutil
+import stat
 import tarfile
 import tempfile
 import time
@@ -38,12 +39,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nvtest.analysis.asbuilt import SOURCES, collect
+from nvtest.analysis.asbuilt import SOURCES, written
 from nvtest.errors import ConfigError, OutputWriteError
 from nvtest.results import load_results
 from nvtest.testing.sanitise import Sanitiser
 
-__all__ = ["Bundle", "default_path", "write_bundle"]
+__all__ = ["Bundle", "default_path", "resolve_run_dir", "target_path", "write_bundle"]
+
+#: Where ``nvtest run`` creates run directories by default (``--out``): a bare run id that is
+#: not a directory here is looked up in it, so the report's ``nvtest rma <run-id> <node>`` works.
+REPORTS_DIR = Path("reports")
 
 #: Verdicts a check must have to go into ``verdicts.json``.
 FAILING = ("fail", "error")
@@ -64,10 +69,49 @@ class Bundle:
     replaced: dict[str, int]
 
 
-def default_path(run_dir: Path, node: str) -> Path:
-    """``RUN_DIR/rma/<node>.tar.gz``."""
-    safe = "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in node) or "_"
-    return run_dir / "rma" / f"{safe}.tar.gz"
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.@+" else "_" for c in name) or "_"
+
+
+def default_path(run_id: str, node: str, where: Path | None = None) -> Path:
+    """``<where>/<run-id>-<node>-rma.tar.gz`` (``where``: the current directory). Never inside
+    the run directory: the run's manifest (``nvtest verify``) covers what the run wrote."""
+    return (where or Path(".")) / f"{_safe(run_id)}-{_safe(node)}-rma.tar.gz"
+
+
+def resolve_run_dir(run_dir: Path) -> Path:
+    """``run_dir`` as given when it exists; a bare run id that is not a path here is looked up
+    as ``reports/<run-id>`` (the default of ``nvtest run --out``). Unchanged when neither exists
+    (reading it then says what is missing)."""
+    if run_dir.exists() or len(run_dir.parts) != 1:
+        return run_dir
+    candidate = REPORTS_DIR / run_dir
+    return candidate if candidate.exists() else run_dir
+
+
+def target_path(out: Path | None, run_id: str, node: str) -> Path:
+    """The archive's path for ``--out``: None is :func:`default_path`; an existing directory
+    (not a link to one) takes the default name inside it.
+
+    Raises:
+        ConfigError: ``out`` exists and is not a regular file (a device such as /dev/null, a
+            FIFO, a socket) or is a symbolic link: it is never replaced.
+    """
+    if out is None:
+        return default_path(run_id, node)
+    try:
+        st = out.lstat()
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        return target_path(default_path(run_id, node, out), run_id, node)
+    if stat.S_ISLNK(st.st_mode):
+        raise ConfigError(f"--out {out} is a symbolic link: refusing to replace it (give a regular file's path)")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"--out {out} exists and is not a regular file: refusing to replace it")
+    return out
 
 
 def _identities(doc: dict[str, Any]) -> list[str]:
@@ -138,19 +182,58 @@ def _readme(run: dict[str, Any], node_as: str, verdict: str, files: dict[str, st
     )
 
 
+def _write_archive(out: Path, stage: Path, members: list[str], prefix: str) -> None:
+    """Stream the tar.gz of ``stage``'s ``members`` to a temporary file beside ``out`` (created
+    exclusively), then rename it over ``out`` unless ``out`` became something else than a
+    regular file meanwhile; the temporary file is removed whatever happens.
+
+    Raises:
+        ConfigError: ``out`` turned into a link or a device before the rename.
+        OutputWriteError: a write failed (full disk, read-only mount, no such directory).
+    """
+    tmp_name: str | None = None
+    try:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+            umask = os.umask(0o022)
+            os.umask(umask)
+            os.fchmod(fd, 0o666 & ~umask)  # as a plain open() would make it, not mkstemp's 0600
+            with os.fdopen(fd, "wb") as fh, tarfile.open(fileobj=fh, mode="w:gz") as tar:
+                for m in members:
+                    tar.add(stage / m, arcname=f"{prefix}/{m}", recursive=False)
+            target_path(out, "", "")  # refuses what is no longer a regular file (or absent)
+            os.replace(tmp_name, out)
+            tmp_name = None
+        except OSError as exc:
+            raise OutputWriteError.of(out, exc) from None
+    finally:
+        if tmp_name is not None:
+            Path(tmp_name).unlink(missing_ok=True)
+
+
 def write_bundle(run_dir: Path, node: str, out: Path | None = None) -> Bundle:
     """Write the RMA archive of ``node`` of the run in ``run_dir`` (see the module doc).
 
     Args:
         run_dir: a finished run directory (results.json in it).
         node: the node's name as the run knows it.
-        out: the archive's path; None: :func:`default_path`.
+        out: the archive's path, or a directory to write the default name into; None:
+            :func:`default_path` in the current directory, or beside the run directory when
+            the current directory is inside it (see :func:`target_path`).
+
+    The archive is written to a temporary file beside ``out`` and renamed over it; the staged
+    copies (unsanitised) live in a temporary directory. Both are removed on any error and on
+    KeyboardInterrupt / SystemExit (the CLI turns SIGTERM into one), so nothing unsanitised or
+    half written is left behind.
 
     Raises:
         ConfigError: no results.json, the node is not in the run, or it did not fail
-            (its verdict is ``pass`` or ``skip``: there is nothing to return).
+            (its verdict is ``pass`` or ``skip``: there is nothing to return); ``out`` exists
+            and is not a regular file, or is a symbolic link.
         OutputWriteError: the archive could not be written.
     """
+    run_dir = resolve_run_dir(run_dir)
     doc = load_results(run_dir)
     run_dir = run_dir.parent if run_dir.suffix == ".json" else run_dir
     nodes = doc.get("nodes") or {}
@@ -160,58 +243,54 @@ def write_bundle(run_dir: Path, node: str, out: Path | None = None) -> Bundle:
     verdict = str(nd.get("verdict") or "")
     if verdict in ("pass", "skip"):
         raise ConfigError(f"node {node!r} did not fail in run {run_dir} (verdict {verdict}): no RMA bundle to write")
-    out = out or default_path(run_dir, node)
+    here = Path.cwd().resolve()
+    if out is None and run_dir.resolve() in (here, *here.parents):  # run from inside the run
+        out = run_dir.resolve().parent
+    out = target_path(out, str((doc.get("run") or {}).get("run_id") or run_dir.name), node)
     log_dir = str(nd.get("log_dir") or "")
     mine = [r for r in doc.get("results") or [] if r.get("node") == node]
     sanitiser = Sanitiser(_identities(doc), keep=("serial", "uuid", "guid"))
-    with tempfile.TemporaryDirectory(prefix="nvtest-rma-") as tmp:
-        stage = Path(tmp) / "bundle"
-        stage.mkdir()
-        taken: dict[str, str] = {}
-        files: dict[str, str] = {}
+    try:
+        with tempfile.TemporaryDirectory(prefix="nvtest-rma-") as tmp:
+            stage = Path(tmp) / "bundle"
+            stage.mkdir()
+            taken: dict[str, str] = {}
+            files: dict[str, str] = {}
 
-        def put(name: str, body: Any, what: str) -> None:
-            text = body if isinstance(body, str) else json.dumps(body, indent=1, default=str) + "\n"
-            (stage / name).write_text(text, encoding="utf-8")
-            files[name] = what
+            def put(name: str, body: Any, what: str) -> None:
+                text = body if isinstance(body, str) else json.dumps(body, indent=1, default=str) + "\n"
+                (stage / name).write_text(text, encoding="utf-8")
+                files[name] = what
 
-        record = collect(run_dir).get(node)
-        put("asbuilt.json", {"node": node, "run_id": (doc.get("run") or {}).get("run_id"), "record": record, "sources": SOURCES},
-            "the node's as-built record: system, GPUs, NVSwitches, HCAs, versions (docs/asbuilt.md)")  # fmt: skip
-        failing = [
-            _result_doc(r, _copy_log(run_dir, log_dir, r.get("log"), stage, taken))
-            for r in mine if r.get("verdict") in FAILING
-        ]  # fmt: skip
-        put("verdicts.json", failing, "each failing check: verdict, reason, metrics, details, diagnosis")
-        put("diagnosis.md", _diagnosis_md(node, failing), "the failing checks' causes and next steps, as text")
-        for check, name in ALWAYS.items():
-            got = [r for r in mine if r.get("check") == check and r.get("verdict") != "skip"]
-            if got:
-                put(name, _result_doc(got[-1], _copy_log(run_dir, log_dir, got[-1].get("log"), stage, taken)),
-                    f"the {check} result (its raw output under logs/)")  # fmt: skip
-        put("node.json", {k: nd.get(k) for k in ("name", "sku", "verdict", "down_message", "inventory")},
-            "what the run read of the node: inventory facts, SKU")  # fmt: skip
-        for log in NODE_LOGS:
-            _copy_log(run_dir, log_dir, f"{log_dir}/{log}", stage, taken)
-        for name in sorted(set(taken.values())):
-            files[name] = "raw tool output (command, exit code, stdout, stderr)"
-        report = sanitiser.tree(stage)
-        node_as = sanitiser.text(node)
-        (stage / "README.txt").write_text(
-            sanitiser.text(_readme(doc.get("run") or {}, node_as, verdict, {"README.txt": "this file", **files})),
-            encoding="utf-8",
-        )
-        members = sorted(str(p.relative_to(stage)) for p in stage.rglob("*") if p.is_file())
-        prefix = f"nvtest-rma-{sanitiser.text(str((doc.get('run') or {}).get('run_id')))}-{node_as}"
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            for m in members:
-                tar.add(stage / m, arcname=f"{prefix}/{m}", recursive=False)
-        try:
-            out.parent.mkdir(parents=True, exist_ok=True)
-            tmp_out = out.with_name(f".{out.name}.tmp")
-            tmp_out.write_bytes(buf.getvalue())
-            tmp_out.replace(out)
-        except OSError as exc:
-            raise OutputWriteError.of(out, exc) from None
+            record = written(run_dir).get(node)
+            put("asbuilt.json", {"node": node, "run_id": (doc.get("run") or {}).get("run_id"), "record": record, "sources": SOURCES},
+                "the node's as-built record: system, GPUs, NVSwitches, HCAs, versions (docs/asbuilt.md)")  # fmt: skip
+            failing = [
+                _result_doc(r, _copy_log(run_dir, log_dir, r.get("log"), stage, taken))
+                for r in mine if r.get("verdict") in FAILING
+            ]  # fmt: skip
+            put("verdicts.json", failing, "each failing check: verdict, reason, metrics, details, diagnosis")
+            put("diagnosis.md", _diagnosis_md(node, failing), "the failing checks' causes and next steps, as text")
+            for check, name in ALWAYS.items():
+                got = [r for r in mine if r.get("check") == check and r.get("verdict") != "skip"]
+                if got:
+                    put(name, _result_doc(got[-1], _copy_log(run_dir, log_dir, got[-1].get("log"), stage, taken)),
+                        f"the {check} result (its raw output under logs/)")  # fmt: skip
+            put("node.json", {k: nd.get(k) for k in ("name", "sku", "verdict", "down_message", "inventory")},
+                "what the run read of the node: inventory facts, SKU")  # fmt: skip
+            for log in NODE_LOGS:
+                _copy_log(run_dir, log_dir, f"{log_dir}/{log}", stage, taken)
+            for name in sorted(set(taken.values())):
+                files[name] = "raw tool output (command, exit code, stdout, stderr)"
+            report = sanitiser.tree(stage)
+            node_as = sanitiser.text(node)
+            (stage / "README.txt").write_text(
+                sanitiser.text(_readme(doc.get("run") or {}, node_as, verdict, {"README.txt": "this file", **files})),
+                encoding="utf-8",
+            )
+            members = sorted(str(p.relative_to(stage)) for p in stage.rglob("*") if p.is_file())
+            prefix = f"nvtest-rma-{sanitiser.text(str((doc.get('run') or {}).get('run_id')))}-{node_as}"
+            _write_archive(out, stage, members, prefix)
+    except OSError as exc:  # the staging directory: a full /tmp, an unreadable log
+        raise OutputWriteError.of(exc.filename or out, exc) from None
     return Bundle(out, tuple(f"{prefix}/{m}" for m in members), node_as, report.replaced)

@@ -3,7 +3,8 @@
 Reads two run directories' results.json (and their asbuilt.json: parts swapped, firmware
 moved, nodes in one run only); exits 0 whatever
 changed (2 when a results.json cannot be read or ``--tolerance`` is not a finite
-number >= 0).
+number >= 0, 3 when the ``--html`` page cannot be written). The as-built changes are read
+from each run's asbuilt.json, the record its report shows.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 from rich.text import Text
 
 from nvtest.cli.app import app, console, fail
-from nvtest.errors import EXIT_OK, NvtestError
+from nvtest.errors import EXIT_OK, NvtestError, OutputWriteError
 from nvtest.run.console import print_table
 
 __all__ = ["compare"]
@@ -83,9 +84,11 @@ def compare(
     console.print("  ".join(f"{n} {k}" for k, n in counts.items()))
     parts = _print_asbuilt(run_a, run_b)
     if html is not None:
-        html.write_text(
-            render_compare_html(changes, doc_a, doc_b, show_same=show_all, asbuilt=parts), encoding="utf-8"
-        )
+        page = render_compare_html(changes, doc_a, doc_b, show_same=show_all, asbuilt=parts)
+        try:
+            html.write_text(page, encoding="utf-8")
+        except OSError as exc:  # no such directory, a read-only mount, a full disk: one line
+            raise fail(OutputWriteError.of(html, exc)) from None
         console.print(f"html: {html}")
     raise typer.Exit(EXIT_OK)
 

@@ -1,8 +1,10 @@
 """``nvtest evaluate RUN_DIR``: re-judge a stored run with another SKU profile or overlay.
 
 Everything the profile says (expectations, physical figures, thresholds) is applied to
-everything the run recorded (node facts, metrics, skips); nothing is rerun and RUN_DIR is
-not changed; exits 0/1 by the new verdict, 2 for a bad SKU, overlay or run directory.
+everything the run recorded (node facts, metrics, skips); nothing is rerun and none of the
+run's own files is changed, but the re-judged copy is written by default into a new
+subdirectory RUN_DIR/evaluate-<sku>/ (``--out`` puts it elsewhere); exits 0/1 by the new
+verdict, 2 for a bad SKU, overlay or run directory.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def evaluate_cmd(
         Path | None, typer.Option(help="Site overlay applied on top of the profile.")
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Output directory (default RUN_DIR/evaluate-<sku>/).")
+        Path | None, typer.Option(help="Output directory (default: a new RUN_DIR/evaluate-<sku>/ inside the run directory).")
     ] = None,
     sku_dir: Annotated[
         list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")
@@ -43,7 +45,9 @@ def evaluate_cmd(
         Path | None, typer.Option(help="Ed25519 private key (PEM) that signs the copy's manifest.sha256.")
     ] = None,
 ) -> None:
-    """Re-judge a stored run's measurements with other thresholds (nothing is rerun; RUN_DIR is not changed)."""
+    """Re-judge a stored run's measurements with other thresholds. Nothing is rerun and the run's
+    own files are not changed; the re-judged copy (results.json, report) goes to --out, by
+    default a new subdirectory RUN_DIR/evaluate-<sku>/."""
     from nvtest.analysis.reevaluate import evaluate_run
     from nvtest.checks.offline import rejudge_from_facts
 

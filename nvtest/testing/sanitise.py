@@ -5,6 +5,7 @@ units or its network is replaced with stable placeholders, in every file of a di
 class                   found as                                       placeholder (N = 1, 2, ... per class)
 ======================  =============================================  ==============================================
 ``hostname``            the names given (short and FQDN), whole words  ``node00N``
+                        (an address given is no name: see ipv4/ipv6)
 ``user``                ``/home/<name>``, ``/Users/<name>``             ``/home/user``, ``/home/user2``
 ``uuid``                any 8-4-4-4-12 hex UUID (``GPU-``, ``MIG-``,    ``GPU-00000000-0000-0000-0000-00000000000N``
                         ClusterUUID, bare)                             (prefix kept)
@@ -45,7 +46,7 @@ import ipaddress
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,6 +134,15 @@ def local_identities() -> list[str]:
     return sorted(h for h in hosts if h)
 
 
+def _is_address(name: str) -> bool:
+    """``name`` is an IPv4 or IPv6 address (``[fd00::1]``, ``fe80::1%ib0`` included)."""
+    try:
+        ipaddress.ip_address(name.strip("[]").split("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
 def _same_length(n: int, length: int) -> str:
     return str(n).rjust(length, "0")
 
@@ -142,8 +152,10 @@ class Sanitiser:
 
     Args:
         hostnames: host names to replace wherever they stand as a whole word; an FQDN also
-            replaces its short name (both become the same ``node00N``). ``localhost`` and
-            names of one character are ignored.
+            replaces its short name (both become the same ``node00N``). ``localhost``, names
+            of one character and names that are numbers are ignored; an IP address given here
+            (an inventory's ``address``) is not a name: it is replaced as a whole address by
+            the ``ipv4`` / ``ipv6`` rules wherever it stands, never split into its parts.
 
     Every home directory's name (``/home/<name>``, ``/Users/<name>``; ``root`` kept) is
     replaced whoever it belongs to.
@@ -158,9 +170,11 @@ class Sanitiser:
         self._host_of: dict[str, str] = {}
         for name in hostnames:
             name = name.strip().rstrip(".")
-            if len(name) < 2 or name.lower() in _NOT_HOSTNAMES:
-                continue
+            if len(name) < 2 or name.lower() in _NOT_HOSTNAMES or _is_address(name):
+                continue  # an address is replaced whole, by the address rules, never split
             short = name.split(".")[0]
+            if short.isdigit():
+                continue  # not a host name (``10.0.0``): numbers are left alone
             if len(short) >= 2 and short.lower() not in _NOT_HOSTNAMES:
                 self._host_of.setdefault(short, short)
             self._host_of[name] = short if len(short) >= 2 else name
@@ -352,34 +366,36 @@ class Sanitiser:
         cols = {i for i, c in enumerate(cells) if c == "serial" or c.endswith(".serial")}
         return cols or None
 
-    def _lines(self, text: str) -> str:
-        out: list[str] = []
+    def _stream(self, lines: Iterable[str]) -> Iterator[str]:
+        """Each of ``lines`` (with their endings) sanitised, one output per input, in order; the state that spans
+        lines (a CSV header's serial columns) is kept from one to the next, so a file can be
+        sanitised a line at a time (a 1 GB log never held whole)."""
         serial_cols: set[int] | None = None
         width = 0
-        for line in text.splitlines(keepends=True):
-            body = line.rstrip("\r\n")
-            if serial_cols is not None and body.count(",") != width:
-                serial_cols = None
-            header = self._csv_serial_columns(body) if serial_cols is None else None
-            if header:
-                serial_cols, width = header, body.count(",")
-                out.append(line)
-                continue
-            new = self._line(body, serial_cols)
-            out.append(new + line[len(body) :])
-        return "".join(out)
+        for chunk in lines:
+            out: list[str] = []
+            for line in chunk.splitlines(keepends=True):
+                line = _UUID_RE.sub(self._uuid, line)
+                line = _IPV6_RE.sub(self._ipv6, line)
+                line = _HWADDR_RE.sub(self._hwaddr, line)
+                line = _GUID_COLON_RE.sub(self._guid_colon, line)
+                body = line.rstrip("\r\n")
+                if serial_cols is not None and body.count(",") != width:
+                    serial_cols = None
+                header = self._csv_serial_columns(body) if serial_cols is None else None
+                if header:
+                    serial_cols, width = header, body.count(",")
+                else:
+                    line = self._line(body, serial_cols) + line[len(body) :]
+                line = _IPV4_RE.sub(self._ipv4, line)
+                if self._host_re is not None:
+                    line = self._host_re.sub(self._hostname, line)
+                out.append(_HOME_RE.sub(self._home, line))
+            yield "".join(out)
 
     def text(self, text: str) -> str:
         """``text`` with every identifying value replaced (line endings and layout kept)."""
-        text = _UUID_RE.sub(self._uuid, text)
-        text = _IPV6_RE.sub(self._ipv6, text)
-        text = _HWADDR_RE.sub(self._hwaddr, text)
-        text = _GUID_COLON_RE.sub(self._guid_colon, text)
-        text = self._lines(text)
-        text = _IPV4_RE.sub(self._ipv4, text)
-        if self._host_re is not None:
-            text = self._host_re.sub(self._hostname, text)
-        return _HOME_RE.sub(self._home, text)
+        return "".join(self._stream((text,)))
 
     def _hostname(self, m: re.Match[str]) -> str:
         short = self._host_of[m.group(0)]
@@ -436,22 +452,47 @@ class Sanitiser:
         if path.is_symlink():
             path.unlink()
             return "removed: a symbolic link (it may point outside the evidence)"
-        raw = path.read_bytes()
-        if b"\0" in raw:
+        with path.open("rb") as fh:
+            if any(b"\0" in block for block in iter(lambda: fh.read(1 << 20), b"")):
+                binary = True
+            else:
+                binary = False
+        if binary:
             path.unlink()
             return "removed: binary file (NUL bytes), cannot be sanitised as text"
-        text = raw.decode("utf-8", "surrogateescape")
-        new: str | None = None
         if path.suffix == ".json":
+            text = path.read_bytes().decode("utf-8", "surrogateescape")
             new = self._json_text(text)
-        elif path.suffix == ".jsonl":
-            new = self._jsonl_text(text)
-        if new is None:
-            new = self.text(text)
-        if new == text:
-            return "unchanged"
-        path.write_bytes(new.encode("utf-8", "surrogateescape"))
-        return "changed"
+            if new is not None:
+                if new == text:
+                    return "unchanged"
+                path.write_bytes(new.encode("utf-8", "surrogateescape"))
+                return "changed"
+        return self._file_lines(path, jsonl=path.suffix == ".jsonl")
+
+    def _file_lines(self, path: Path, *, jsonl: bool) -> str:
+        """Rewrite ``path`` a line at a time through a temporary file beside it (removed on any
+        error); ``"changed"`` or ``"unchanged"``."""
+        tmp = path.with_name(f".{path.name}.sanitise.tmp")
+        changed = False
+        try:
+            with path.open("rb") as src, tmp.open("wb") as dst:
+                last = [""]
+
+                def decoded() -> Iterator[str]:
+                    for raw in src:
+                        last[0] = raw.decode("utf-8", "surrogateescape")
+                        yield last[0]
+
+                news = (self._jsonl_text(line) for line in decoded()) if jsonl else self._stream(decoded())
+                for new in news:
+                    changed = changed or new != last[0]
+                    dst.write(new.encode("utf-8", "surrogateescape"))
+            if changed:
+                os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return "changed" if changed else "unchanged"
 
     def tree(self, root: Path) -> TreeReport:
         """Sanitise every file under ``root`` (sorted, depth first), then rename files and
