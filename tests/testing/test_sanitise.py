@@ -190,6 +190,7 @@ def _masked(value: Any) -> Any:
         value = re.sub(r"\b[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}:[0-9a-f]{4}\b", "<guid>", value)
         value = re.sub(r"\b(?:gpu-b\d\d-\d\d|node\d+)\b", "<host>", value)
         value = re.sub(r"\b(?:10\.0\.0|172\.20\.\d+|192\.0\.2)\.\d+\b", "<ip>", value)
+        value = re.sub(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])", "<ip>", value)  # a server in a log line
         value = re.sub(r"\b\d{13}\b", "<serial>", value)
     return value
 
