@@ -3,7 +3,8 @@
 Every tool ``nvtest parse`` accepts is walked: each corpus output of the tool is read by
 ``nvtest parse``'s reading (:func:`nvtest.checks.standalone.judge_reading`) and judged by
 the run's own function for that output (:data:`RUN`: the nccl checks' ``judge_run``, the
-pair check's perftest rules, the ``xid_scan`` check, the inference check's ``judge_vllm``;
+pair check's perftest rules, the ``xid_scan`` check, the inference check's ``judge_vllm``,
+the ``dcgm_diag`` check's ``dcgm_diag`` applied to a Judge as the check applies it;
 for the other tools the tool's own
 verdict and its reading's failed states, which is all the run judges before a threshold
 it needs a SKU for), and the two must agree. Then the three outputs of the issue through
@@ -21,14 +22,17 @@ import pytest
 from typer.testing import CliRunner
 
 from nvtest.checks.api import Judge
+from nvtest.checks.health import apply
+from nvtest.checks.health.dcgm import dcgm_diag
 from nvtest.checks.health.kernel_log import xid_scan
 from nvtest.checks.standalone import judge_reading
 from nvtest.checks.workload.inference import judge_vllm
 from nvtest.config.metrics import Hardware
 from nvtest.config.thresholds import assess
+from nvtest.errors import ProbeError
 from nvtest.jobs.nccl import REDUCED_RE, judge_run
 from nvtest.jobs.pair_jobs import implausible_rows
-from nvtest.parsers import PARSERS, detect, dmesg, nccl_tests, parse, perftest
+from nvtest.parsers import PARSERS, dcgmi, detect, dmesg, nccl_tests, parse, perftest
 from nvtest.playbook.readings import assess as states
 from nvtest.playbook.xid import XID_CATALOG
 from tests.parsers.conftest import CORPUS, corpus_files
@@ -74,6 +78,18 @@ def _run_vllm(text: str) -> str:
     return judge.verdict.value
 
 
+def _run_dcgmi(text: str) -> str:
+    """The dcgm_diag check (suites/health/test_dcgm.py) on the same output: no SKU, no
+    required test, its outcome applied to a Judge (an outcome's error is raised as the
+    ProbeError the check runner records as ERROR)."""
+    judge = Judge(None, "dcgm_diag", "n", None, Hardware())
+    try:
+        apply(dcgm_diag(dcgmi.parse(text), None, ()), judge)
+    except ProbeError:
+        return "error"
+    return judge.verdict.value
+
+
 def _run_tool_states(tool: str) -> Callable[[str], str]:
     """The tool's own failure and its reading's failed states: what the run's checks judge of
     these outputs before a threshold (which needs a SKU ``nvtest parse`` has not)."""
@@ -94,7 +110,8 @@ RUN: dict[str, Callable[[str], str]] = {
     "perftest": _run_perftest,
     "dmesg": _run_dmesg,
     "vllm-bench": _run_vllm,
-    **{t: _run_tool_states(t) for t in PARSERS if t not in ("nccl-tests", "perftest", "dmesg", "vllm-bench")},
+    "dcgmi": _run_dcgmi,
+    **{t: _run_tool_states(t) for t in PARSERS if t not in ("nccl-tests", "perftest", "dmesg", "vllm-bench", "dcgmi")},
 }
 
 OWN = [(p, detect(p.read_text(encoding="utf-8"))) for p in corpus_files()]
@@ -102,7 +119,7 @@ OWN = [(p, detect(p.read_text(encoding="utf-8"))) for p in corpus_files()]
 
 def test_every_tool_nvtest_parse_accepts_is_walked() -> None:
     assert set(RUN) == set(PARSERS)
-    assert {t for _, t in OWN} >= {"nccl-tests", "perftest", "dmesg", "vllm-bench"}
+    assert {t for _, t in OWN} >= {"nccl-tests", "perftest", "dmesg", "vllm-bench", "dcgmi"}
 
 
 @pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
