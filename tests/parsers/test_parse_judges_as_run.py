@@ -168,3 +168,27 @@ def test_an_xid_of_severity_error_is_judged_as_the_run_judges_it(tmp_path: Path)
     f.write_text(line)
     rc, doc = _cli(f, "dmesg")
     assert doc["verdict"] == _run_dmesg(line) == "warn" and rc == 0 and doc["passed"] is True, doc
+
+
+def _ib_1024(tmp_path: Path) -> Path:
+    """The RoCE sweep of the corpus as an InfiniBand link that perftest lowered to MTU 1024,
+    with perftest's own CPU-frequency notice (perftest get_cpu_mhz)."""
+    text = PERFTEST.read_text(encoding="utf-8").replace(" Link type       : Ethernet", " Link type       : IB")
+    head, _, rest = text.partition("\n")
+    notices = (
+        "Requested mtu is higher than active mtu \nChanging to active mtu - 3\n"
+        "Conflicting CPU frequency values detected: 1200.000000 != 3400.000000. CPU Frequency is not max.\n"
+    )
+    path = tmp_path / "ib-1024.txt"
+    path.write_text(f"{head}\n{notices}{rest}", encoding="utf-8")
+    return path
+
+
+def test_an_ib_link_below_mtu_4096_warns_and_perftests_own_notice_is_its_own(tmp_path: Path) -> None:
+    code, doc = _cli(_ib_1024(tmp_path), "perftest")
+    assert code == 0 and doc["verdict"] == "warn", doc
+    assert any("MTU 1024 B after 'Changing to active mtu', below 4096 B" in w for w in doc["warnings"]), doc["warnings"]
+    assert not any("Conflicting CPU frequency" in w for w in doc["warnings"]), doc["warnings"]
+    # the same output on RoCE (it follows the netdev MTU) is not warned for its MTU
+    code, doc = _cli(PERFTEST, "perftest")
+    assert not any("MTU" in w for w in doc["warnings"]), doc["warnings"]
