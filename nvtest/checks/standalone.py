@@ -12,10 +12,14 @@ functions (:data:`RUN_JUDGES`), so a reading never says ``passed`` where the run
 - ``perftest``: the pair check's rules (:class:`nvtest.jobs.pair_jobs.PerftestPairJob`):
   the tool's error lines fail; each bandwidth row is checked against the physical bound
   of ``ib_write_bw.bw_avg_gbit_s`` (:func:`nvtest.config.thresholds.assess`: negative or
-  above any port rate is ``error`` "implausible"); no bandwidth row is ``error``;
+  above any port rate is ``error`` "implausible"); no bandwidth row is ``error``; an
+  InfiniBand link below the IB MTU of 4096 B warns (the run judges it in ``ib_ports``);
 - ``dmesg``: :func:`nvtest.checks.health.kernel_log.xid_scan`, the ``xid_scan`` check itself
   (an Xid of catalog severity ``error`` warns, as in a run; a code nvtest does not know is
   ``error``, not judged);
+- ``dcgmi``: the ``dcgm_diag`` check's :func:`nvtest.checks.health.dcgm.dcgm_diag` with no
+  SKU and no required test (a failed test fails, a Warn warns, a Skip of the run or a Pass
+  with an error code is ``error``, not judged, naming the skipped tests);
 - ``vllm-bench``: the inference check's :func:`~nvtest.checks.workload.inference.judge_vllm`
   with a :class:`~nvtest.checks.api.Judge` of no SKU (the tool's failure fails; a token
   rate outside its physical bound is ``error``);
@@ -33,12 +37,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from nvtest.checks.api import Judge
+from nvtest.checks.health import Outcome
+from nvtest.checks.health.dcgm import dcgm_diag
 from nvtest.checks.health.kernel_log import xid_scan
+from nvtest.checks.interconnect.rdma import IB_MAX_MTU
 from nvtest.checks.workload.inference import judge_vllm
 from nvtest.config.metrics import Hardware
 from nvtest.config.thresholds import assess as assess_value
 from nvtest.jobs.nccl import REDUCED_RE, judge_run
 from nvtest.jobs.pair_jobs import implausible_rows
+from nvtest.parsers.dcgmi import DcgmDiag
 from nvtest.parsers.dmesg import KernelLog
 from nvtest.parsers.nccl_tests import NcclLog
 from nvtest.parsers.perftest import PerftestLog
@@ -98,7 +106,20 @@ def _perftest(log: PerftestLog, _text: str) -> Reading:
         if any(run.lat_rows for run in log.runs):
             return _generic(log, _text)  # a latency test: the run judges no latency of perftest
         errors.append("no bandwidth row")
-    return _of(failures, [], errors)
+    return _of(failures, _mtu_warnings(log), errors)
+
+
+def _mtu_warnings(log: PerftestLog) -> list[str]:
+    """An InfiniBand link that ran below :data:`IB_MAX_MTU` (the run's ``ib_ports`` judges
+    ``active_mtu`` against the SKU's ``ib_mtu``; parse has no SKU, so it warns). RoCE links
+    follow the netdev MTU and are not judged here."""
+    lowered = " after 'Changing to active mtu'" if log.effective.get("mtu_lowered_to_active") else ""
+    return [
+        f"{run.device or 'the HCA'}: InfiniBand link at MTU {run.mtu_bytes} B{lowered}, below "
+        f"{IB_MAX_MTU} B (the run's ib_ports judges active_mtu against the SKU's ib_mtu)"
+        for run in log.runs
+        if run.link_type == "IB" and run.mtu_bytes is not None and run.mtu_bytes < IB_MAX_MTU
+    ]
 
 
 def _vllm(_record: VllmThroughput, text: str) -> Reading:
@@ -110,9 +131,18 @@ def _vllm(_record: VllmThroughput, text: str) -> Reading:
     return _of([*judge.failures, *bad[Verdict.FAIL]], list(judge.warnings), bad[Verdict.ERROR])
 
 
-def _dmesg(_log: KernelLog, text: str) -> Reading:
-    out = xid_scan(text)
+def _outcome(out: Outcome) -> Reading:
+    """A health function's :class:`Outcome` as a reading (its error replaces nothing here:
+    failures still lead, as :attr:`Outcome.verdict` orders them)."""
     return _of(list(out.failures), list(out.warnings), [out.error] if out.error else [])
+
+
+def _dmesg(_log: KernelLog, text: str) -> Reading:
+    return _outcome(xid_scan(text))
+
+
+def _dcgmi(diag: DcgmDiag, _text: str) -> Reading:
+    return _outcome(dcgm_diag(diag, None, ()))
 
 
 def _generic(record: Any, _text: str) -> Reading:
@@ -131,6 +161,7 @@ RUN_JUDGES: dict[type, Callable[[Any, str], Reading]] = {
     NcclLog: _nccl,
     PerftestLog: _perftest,
     KernelLog: _dmesg,
+    DcgmDiag: _dcgmi,
     VllmThroughput: _vllm,
 }
 

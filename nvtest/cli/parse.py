@@ -28,7 +28,7 @@ from nvtest.checks.standalone import judge_reading
 from nvtest.cli.app import app
 from nvtest.config.loader import read_bounded
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
-from nvtest.parsers import PARSERS, detect, parse, to_jsonable, tool_names
+from nvtest.parsers import PARSERS, detect, parse, readable, to_jsonable, tool_names
 from nvtest.parsers._binary import binary_reason
 from nvtest.run.console import make_console, print_table
 
@@ -171,7 +171,7 @@ def parse_command(
     data = _with_signals(record, to_jsonable(record), "", verdict)
     # the run's own judgement of this output (completeness, plausibility, the Xid catalog as
     # xid_scan applies it; else the tool's verdict and the states its reading shows)
-    reading = judge_reading(record, text)
+    reading = judge_reading(record, readable(tool, text))
     said = verdict.failures  # the record's own signals (passed/completed false, with why)
     errors = list(dict.fromkeys([*reading.errors, *(said if reading.verdict == "error" else [])]))
     verdict.failures = list(dict.fromkeys([*reading.failures, *(said if reading.verdict == "fail" else [])]))

@@ -63,6 +63,7 @@ __all__ = [
     "ValueState",
     "detect",
     "parse",
+    "readable",
     "to_jsonable",
     "tool_names",
 ]
@@ -153,6 +154,23 @@ def parse(tool: str, text: str) -> Any:
     if why is not None:
         raise ParseError(tool, f"not text: {why}", expected=f"{tool}'s text output")
     return info.parse(text)
+
+
+def readable(tool: str, text: str) -> str:
+    """``text`` as ``parse(tool, text)`` reads it (:func:`~nvtest.parsers._common.clean_paste`
+    with the tool's own prefixes and row shape: colour codes, prompts, collector prefixes, CRLF
+    and wrapping undone), so that a judgement of the raw text (``xid_scan``, the NCCL log's
+    own lines) reads what the parser read. Raises ParseError for an unknown tool."""
+    module = next((m for m in _MODULES if m.TOOL == tool), None)
+    if module is None:
+        raise ParseError(tool, f"unknown tool; known: {', '.join(tool_names())}")
+    own = module.FAILURES.match
+    return clean_paste(
+        text,
+        keep=_OWN_PREFIXES[tool],
+        shape=_SHAPES[tool],
+        own=lambda ln: own(ln) is not None,
+    ).text
 
 
 def detect(text: str) -> str | None:

@@ -737,6 +737,29 @@ def _rejoin_mail(
     return out, [f"joined line(s) {where} with the line(s) after them (wrapped by a mail client)"]
 
 
+#: A terminal escape sequence: CSI (``ESC [ ... m`` colours, cursor moves: ECMA-48 5.4), OSC
+#: (``ESC ] ... BEL`` or ``ESC ] ... ESC \\``: titles, hyperlinks) or a two-character escape.
+#: ``dmesg --color=always``, ``grep --color``, ``ls``, a pty under ``ssh -t``/``script``/tmux
+#: print them; none is a tool's text.
+_ANSI_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
+    r"|\x1b[@-Z\\-_]"  # Fe two-character escape
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # 8-bit CSI
+)
+
+
+def _strip_ansi(text: str) -> tuple[str, list[str]]:
+    """``text`` without terminal escape sequences (:data:`_ANSI_RE`), and a note saying how
+    many lines had them (none when there were none)."""
+    if "\x1b" not in text and "\x9b" not in text:
+        return text, []
+    n = sum(1 for ln in text.split("\n") if _ANSI_RE.search(ln))
+    if not n:
+        return text, []
+    return _ANSI_RE.sub("", text), [f"removed terminal colour/escape codes from {n} line(s)"]
+
+
 def clean_paste(
     text: str,
     *,
@@ -746,6 +769,9 @@ def clean_paste(
 ) -> Pasted:
     """Undo what pasting did to a tool's output, keeping the line count.
 
+    - terminal escape sequences (ANSI colours of ``dmesg --color=always``, ``grep --color``,
+      a pty's cursor moves: :data:`_ANSI_RE`) are removed, so every parser reads coloured
+      output as it reads plain output;
     - ``\r\n`` and lone ``\r`` line ends become ``\n``;
     - lines a terminal hard-wrapped at its width (80, 100, 120, 132, 160 or 200 columns) are
       joined again (:func:`_unwrap`; the continuation line left blank);
@@ -765,8 +791,10 @@ def clean_paste(
     Markdown code fences (```` ``` ````) around the output are left blank too. Pure; raises
     nothing.
     """
+    text, colours = _strip_ansi(text)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     lines, warnings = _unquote(lines)
+    warnings = colours + warnings
     lines, notes = _unwrap(lines)
     warnings += notes
     lines, notes = _strip_collector(lines, keep)

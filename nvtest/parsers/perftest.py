@@ -72,7 +72,8 @@ _K = FailureKind
 #: purpose: not a poster's.
 OWN_SENTENCES = re.compile(
     r"^(?:Requested mtu is higher than active mtu|Listing all CUDA devices|making it the current"
-    r" CUDA Ctx|Picking device No|initializing CUDA|Waiting for client)"
+    r" CUDA Ctx|Picking device No|initializing CUDA|Waiting for client"
+    r"|Conflicting CPU frequency values detected|Warning: measured timestamp frequency)"
 )
 
 FAILURES = FailureTable(

@@ -86,6 +86,12 @@ HARDWARE_XIDS: frozenset[int] = _AZURE | _IMBUE
 
 _RESET = "Drain the node, reset the GPU (or reboot) and rerun acceptance"
 _RMA = "if it recurs after a reset and on a fresh job, open an RMA for the GPU/board"
+#: NVIDIA's NVLink5 workflow (Xid 144-150): the GPU usually recovers (the run warns); the
+#: line's own Fatal / Nonfatal word and a recurrence decide whether it is taken out of service.
+_NVLINK5 = (
+    "Check nvidia-smi nvlink -e and the line's own words (Fatal / Nonfatal) and watch for it "
+    f"recurring; if the line says Fatal or it recurs, drain the node and reset the GPU; {_RMA}"
+)
 _APP = "Usually a fault of the running program: check the job; rerun the GPU diagnostics if no program explains it"
 
 _HAND: dict[int, XidInfo] = {
@@ -140,7 +146,8 @@ _HAND: dict[int, XidInfo] = {
             "Internal micro-controller breakpoint/warning",
             "error",
             "The GPU's internal management controller reported a problem.",
-            f"{_RESET}; report if repeated",
+            "Collect nvidia-bug-report.sh and watch for it recurring; if it recurs, drain the node, "
+            "reset the GPU (or reboot) and report it",
         ),
         _x(
             62,
@@ -314,49 +321,49 @@ _HAND: dict[int, XidInfo] = {
             "NVLink SAW error",
             "error",
             "An NVLink (NVLink 5) unit reported an error.",
-            f"{_RESET}; {_RMA}",
+            _NVLINK5,
         ),
         _x(
             145,
             "NVLink RLW error",
             "error",
             "An NVLink (NVLink 5) unit reported an error.",
-            f"{_RESET}; {_RMA}",
+            _NVLINK5,
         ),
         _x(
             146,
             "NVLink TLW error",
             "error",
             "An NVLink (NVLink 5) unit reported an error.",
-            f"{_RESET}; {_RMA}",
+            _NVLINK5,
         ),
         _x(
             147,
             "NVLink TREX error",
             "error",
             "An NVLink (NVLink 5) unit reported an error.",
-            f"{_RESET}; {_RMA}",
+            _NVLINK5,
         ),
         _x(
             148,
             "NVLink NVLPW_CTRL error",
             "error",
             "An NVLink (NVLink 5) unit reported an error.",
-            f"{_RESET}; {_RMA}",
+            _NVLINK5,
         ),
         _x(
             149,
             "NVLink NETIR error",
             "error",
             "An NVLink (NVLink 5) unit reported an error.",
-            f"{_RESET}; {_RMA}",
+            _NVLINK5,
         ),
         _x(
             150,
             "NVLink MSE error",
             "error",
             "An NVLink (NVLink 5) unit reported an error.",
-            f"{_RESET}; {_RMA}",
+            _NVLINK5,
         ),
     )
 }
@@ -455,7 +462,7 @@ BUCKETS: dict[str, tuple[str, str]] = {
     "RESTART_VM": ("fatal", "Drain the node and restart the VM / reboot the node; rerun acceptance"),
     "WORKFLOW_XID_48": ("fatal", f"{_RESET}; {_RMA}"),
     "WORKFLOW_NVLINK_ERR": ("fatal", "Check nvidia-smi nvlink -s / -e and the fabric manager; reset; RMA if it recurs"),
-    "WORKFLOW_NVLINK5_ERR": ("error", f"{_RESET}; {_RMA}"),
+    "WORKFLOW_NVLINK5_ERR": ("error", _NVLINK5),
     "RESTART_APP": ("error", _APP),
     "CHECK_UVM": ("error", "Restart the program; if it recurs, check the nvidia-uvm module and reset the GPU"),
     "WORKFLOW_XID_45": ("info", "Look at the Xid logged before it"),
@@ -498,7 +505,24 @@ def _from_catalog() -> dict[int, XidInfo]:
     )  # fmt: skip
     for code, hand in _HAND.items():
         out.setdefault(code, hand)
-    return dict(sorted(out.items()))
+    return {code: _agreeing(info) for code, info in sorted(out.items())}
+
+
+#: First steps that call an Xid harmless (a program's fault, a note): never the first step of
+#: an Xid that fails acceptance.
+_NO_FAULT_STEPS = ("Recorded for information", "Usually a fault of the running program")
+
+
+def _agreeing(info: XidInfo) -> XidInfo:
+    """``info`` with a next step that agrees with its verdict: a code the Azure or Imbue lists
+    call a hardware fault fails acceptance (``xid_scan``) whatever NVIDIA's bucket, so a next
+    step that calls it harmless is led by the out-of-service step. (The other direction, a
+    code that only warns never leads with draining the node, holds by the table above;
+    tests/playbook/test_xid_catalog.py walks both.)"""
+    if info.hardware and info.severity != "fatal" and info.action.startswith(_NO_FAULT_STEPS):
+        lead = "A hardware fault by the Azure/Imbue Xid lists: drain the node, reset the GPU and run the GPU diagnostics"
+        return replace(info, action=f"{lead}; {info.action[0].lower()}{info.action[1:]}")
+    return info
 
 
 XID_CATALOG: dict[int, XidInfo] = _from_catalog()

@@ -71,6 +71,7 @@ def test_public_surface():
         "ValueState",
         "detect",
         "parse",
+        "readable",
         "to_jsonable",
         "tool_names",
     }

@@ -3,7 +3,8 @@
 Every tool ``nvtest parse`` accepts is walked: each corpus output of the tool is read by
 ``nvtest parse``'s reading (:func:`nvtest.checks.standalone.judge_reading`) and judged by
 the run's own function for that output (:data:`RUN`: the nccl checks' ``judge_run``, the
-pair check's perftest rules, the ``xid_scan`` check, the inference check's ``judge_vllm``;
+pair check's perftest rules, the ``xid_scan`` check, the inference check's ``judge_vllm``,
+the ``dcgm_diag`` check's ``dcgm_diag`` applied to a Judge as the check applies it;
 for the other tools the tool's own
 verdict and its reading's failed states, which is all the run judges before a threshold
 it needs a SKU for), and the two must agree. Then the three outputs of the issue through
@@ -21,14 +22,17 @@ import pytest
 from typer.testing import CliRunner
 
 from nvtest.checks.api import Judge
+from nvtest.checks.health import apply
+from nvtest.checks.health.dcgm import dcgm_diag
 from nvtest.checks.health.kernel_log import xid_scan
 from nvtest.checks.standalone import judge_reading
 from nvtest.checks.workload.inference import judge_vllm
 from nvtest.config.metrics import Hardware
 from nvtest.config.thresholds import assess
+from nvtest.errors import ProbeError
 from nvtest.jobs.nccl import REDUCED_RE, judge_run
 from nvtest.jobs.pair_jobs import implausible_rows
-from nvtest.parsers import PARSERS, detect, dmesg, nccl_tests, parse, perftest
+from nvtest.parsers import PARSERS, dcgmi, detect, dmesg, nccl_tests, parse, perftest
 from nvtest.playbook.readings import assess as states
 from nvtest.playbook.xid import XID_CATALOG
 from tests.parsers.conftest import CORPUS, corpus_files
@@ -74,6 +78,18 @@ def _run_vllm(text: str) -> str:
     return judge.verdict.value
 
 
+def _run_dcgmi(text: str) -> str:
+    """The dcgm_diag check (suites/health/test_dcgm.py) on the same output: no SKU, no
+    required test, its outcome applied to a Judge (an outcome's error is raised as the
+    ProbeError the check runner records as ERROR)."""
+    judge = Judge(None, "dcgm_diag", "n", None, Hardware())
+    try:
+        apply(dcgm_diag(dcgmi.parse(text), None, ()), judge)
+    except ProbeError:
+        return "error"
+    return judge.verdict.value
+
+
 def _run_tool_states(tool: str) -> Callable[[str], str]:
     """The tool's own failure and its reading's failed states: what the run's checks judge of
     these outputs before a threshold (which needs a SKU ``nvtest parse`` has not)."""
@@ -94,7 +110,8 @@ RUN: dict[str, Callable[[str], str]] = {
     "perftest": _run_perftest,
     "dmesg": _run_dmesg,
     "vllm-bench": _run_vllm,
-    **{t: _run_tool_states(t) for t in PARSERS if t not in ("nccl-tests", "perftest", "dmesg", "vllm-bench")},
+    "dcgmi": _run_dcgmi,
+    **{t: _run_tool_states(t) for t in PARSERS if t not in ("nccl-tests", "perftest", "dmesg", "vllm-bench", "dcgmi")},
 }
 
 OWN = [(p, detect(p.read_text(encoding="utf-8"))) for p in corpus_files()]
@@ -102,7 +119,7 @@ OWN = [(p, detect(p.read_text(encoding="utf-8"))) for p in corpus_files()]
 
 def test_every_tool_nvtest_parse_accepts_is_walked() -> None:
     assert set(RUN) == set(PARSERS)
-    assert {t for _, t in OWN} >= {"nccl-tests", "perftest", "dmesg", "vllm-bench"}
+    assert {t for _, t in OWN} >= {"nccl-tests", "perftest", "dmesg", "vllm-bench", "dcgmi"}
 
 
 @pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
@@ -151,3 +168,27 @@ def test_an_xid_of_severity_error_is_judged_as_the_run_judges_it(tmp_path: Path)
     f.write_text(line)
     rc, doc = _cli(f, "dmesg")
     assert doc["verdict"] == _run_dmesg(line) == "warn" and rc == 0 and doc["passed"] is True, doc
+
+
+def _ib_1024(tmp_path: Path) -> Path:
+    """The RoCE sweep of the corpus as an InfiniBand link that perftest lowered to MTU 1024,
+    with perftest's own CPU-frequency notice (perftest get_cpu_mhz)."""
+    text = PERFTEST.read_text(encoding="utf-8").replace(" Link type       : Ethernet", " Link type       : IB")
+    head, _, rest = text.partition("\n")
+    notices = (
+        "Requested mtu is higher than active mtu \nChanging to active mtu - 3\n"
+        "Conflicting CPU frequency values detected: 1200.000000 != 3400.000000. CPU Frequency is not max.\n"
+    )
+    path = tmp_path / "ib-1024.txt"
+    path.write_text(f"{head}\n{notices}{rest}", encoding="utf-8")
+    return path
+
+
+def test_an_ib_link_below_mtu_4096_warns_and_perftests_own_notice_is_its_own(tmp_path: Path) -> None:
+    code, doc = _cli(_ib_1024(tmp_path), "perftest")
+    assert code == 0 and doc["verdict"] == "warn", doc
+    assert any("MTU 1024 B after 'Changing to active mtu', below 4096 B" in w for w in doc["warnings"]), doc["warnings"]
+    assert not any("Conflicting CPU frequency" in w for w in doc["warnings"]), doc["warnings"]
+    # the same output on RoCE (it follows the netdev MTU) is not warned for its MTU
+    code, doc = _cli(PERFTEST, "perftest")
+    assert not any("MTU" in w for w in doc["warnings"]), doc["warnings"]

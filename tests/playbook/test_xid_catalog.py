@@ -89,3 +89,23 @@ def test_a_reading_of_an_unknown_xid_is_not_a_pass() -> None:
     log = dmesg.parse("[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 999, pid=1, name=python, something new\n")
     got = assess(log)
     assert got.failures == ("Xid 999 on 0000:3b:00: not in nvtest's Xid catalog, not judged (not a pass)",), got
+
+
+#: Next steps that take the node out of service: only for an Xid the judgement fails.
+_OUT_OF_SERVICE_STEP = ("drain the node", "power-cycle", "reboot")
+#: Next steps that say there is nothing wrong with the GPU: never for an Xid that fails.
+_NO_FAULT_STEP = ("recorded for information", "usually a fault of the running program")
+
+
+@pytest.mark.parametrize("code", sorted(NVIDIA_CATALOG))
+def test_severity_and_next_step_agree(code: int) -> None:
+    """The verdict an Xid gets (judge_xid: fail for fatal or hardware-listed codes, warn or
+    note for the others) and the catalog's next step say the same thing: a warned Xid's first
+    step does not drain the node, a failed Xid's first step does not call it harmless."""
+    info = describe_xid(code)
+    verdict, _ = judge_xid(_event(code))
+    first = info.action.split(";")[0].lower()
+    if verdict == "fail":
+        assert not first.startswith(_NO_FAULT_STEP), (code, info.severity, info.action)
+    else:
+        assert not any(w in first for w in _OUT_OF_SERVICE_STEP), (code, info.severity, info.action)

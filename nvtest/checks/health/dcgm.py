@@ -27,6 +27,20 @@ def _nvlink_only(texts: Sequence[str]) -> bool:
     return bool(texts) and all("nvlink" in t.lower() for t in texts)
 
 
+def _skipped(diag: DcgmDiag) -> str:
+    """Why a diag whose worst status is Skip is not judged: the skipped tests by name, and
+    how many tests passed (a Deployment-only pass measured nothing of the GPUs)."""
+    skipped = list(dict.fromkeys(t.name for t in diag.tests if t.status == "skip"))
+    passed = [t.name for t in diag.tests if t.status == "pass"]
+    names = ", ".join(skipped)
+    if not passed:
+        return f"every dcgmi test was skipped (Skip is not Pass): {names}"
+    return (
+        f"dcgmi skipped {len(skipped)} test(s) (Skip is not Pass): {names}; "
+        f"only {len(passed)} test(s) ran and passed: {', '.join(passed)[:200]}"
+    )
+
+
 def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = ()) -> Outcome:
     """Judge one dcgmi diag run; ``required`` are test names that must not be skipped."""
     out = Outcome()
@@ -59,7 +73,7 @@ def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = 
         elif t.status == "pass" and codes:
             out.error = f"dcgmi {t.name} passed with error code(s) {codes}: not a pass"
     if diag.status == "skip" and not out.failures:
-        out.error = "every dcgmi test was skipped: Skip is not Pass"
+        out.error = _skipped(diag)
     if diag.failure is not None and not out.failures:
         out.error = f"dcgmi diag: {diag.failure.reason}"
     return out

@@ -67,6 +67,10 @@ def port_problems(
 
 
 #: ``ibv_devinfo`` (libibverbs-utils): ``hca_id: mlx5_0``, ``port:   1`` and
+#: The largest (and, on a healthy fabric, the active) InfiniBand MTU, bytes (IBTA: 256 to
+#: 4096); ``nvtest parse perftest`` warns below it on an IB link, having no SKU's ``ib_mtu``.
+IB_MAX_MTU = 4096
+
 #: ``active_mtu:             4096 (5)`` lines, the ones an MTU verdict quotes.
 MTU_LINE_RE = re.compile(r"^\s*(hca_id|port|active_mtu):\s*(.*?)\s*$")
 

@@ -332,6 +332,16 @@ def test_h9_dcgm_skip_and_error_code_are_not_pass(catalog):
     assert "Memory failed on GPU 2" in dcgm_diag(failing, None).text()
 
 
+def test_a_skip_beside_passed_tests_names_them_and_is_not_every_test_skipped():
+    deployment = tuple(DcgmTest(n, "pass") for n in ("Denylist", "NVML Library", "Persistence Mode"))
+    diag = DcgmDiag((*deployment, DcgmTest("PCIe", "skip"), DcgmTest("Memory Bandwidth", "skip")), "json-3")
+    out = dcgm_diag(diag, None)
+    assert out.verdict == Verdict.ERROR and "every dcgmi test" not in (out.error or "")
+    assert "PCIe, Memory Bandwidth" in out.error and "only 3 test(s) ran and passed: Denylist" in out.error
+    every = dcgm_diag(DcgmDiag((DcgmTest("PCIe", "skip"), DcgmTest("Memory", "skip")), "json-3"), None)
+    assert every.error == "every dcgmi test was skipped (Skip is not Pass): PCIe, Memory"
+
+
 def test_g3_nvlink_down_ignored_on_pcie_sku(catalog):
     warn = "GPU 0's NvLink link 0 is currently down Run a field diagnostic on the GPU."
     diag = DcgmDiag(
