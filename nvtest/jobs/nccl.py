@@ -10,7 +10,10 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
 1. ``#wrong > 0`` in any row, or ``Out of bounds values`` non-zero or FAILED: **fail**. Wrong
    results are final: nothing retries them into a pass.
 2. A failure line (``Test NCCL failure common.cu:959 'internal error'``): **fail**, with the
-   error site, host and message, and the ``NCCL WARN`` lines, in the reason.
+   error site, host and message, and the ``NCCL WARN`` lines, in the reason. An ``NCCL WARN``
+   line that names a fault on the network path (a port that went down, completions with
+   retry-exceeded status 12, :func:`nvtest.playbook.signatures.path_faults`) is **fail** naming
+   the line, also when the collective completed (NCCL may fail over to another NIC, nccl#2157).
 3. No result row: **error**. Fewer ranks listed than expected: **error**. The correctness gate
    switched off (``validation: 0`` in the tool's parameter line, ``-c 0``): **error**, never a
    pass (``#wrong`` was not checked). The tool moved its own maximum below the threshold's
@@ -23,7 +26,9 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
    IB verbs saw no HCA) is **fail** naming NCCL's line; ``GPU Direct RDMA Disabled for HCA``
    on any HCA is **fail** naming the line (the SKU's NICs are GPUDirect NICs); no line saying
    which network NCCL used is **error** (nothing proves the path). ``effective.nccl_path``
-   records the transport, HCAs, GDR per HCA and channel transports.
+   records the transport, HCAs, GDR per HCA and channel transports. A channel over the RDMA
+   network without ``/GDRDMA`` (``via NET/IB/0``) where no HCA said Disabled is **fail** naming
+   the channel line (NCCL staged that traffic through host memory).
 5. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
 
 What ran is recorded beside what was asked (:attr:`NcclVerdict.effective`,
@@ -47,6 +52,7 @@ from nvtest.config.inventory import Node
 from nvtest.errors import ParseError
 from nvtest.parsers import nccl_tests
 from nvtest.parsers.nccl_tests import NcclTestRun
+from nvtest.playbook.signatures import path_faults
 from nvtest.text import last_words
 
 __all__ = [
@@ -317,6 +323,13 @@ def _path_fails(run: NcclTestRun, rdma_nics: int) -> tuple[list[str], list[str]]
             f"GPUDirect RDMA disabled on {hca}: '{line.text}' (line {line.line}); {where}, "
             "GPUDirect expected"
         )
+    staged = path.net_without_gdrdma
+    if staged is not None and not path.gdr_disabled:
+        fails.append(
+            f"GPUDirect RDMA not used on an RDMA channel (no /GDRDMA): '{staged.text}' (line "
+            f"{staged.line}); {where}, GPUDirect expected (NCCL_NET_GDR_LEVEL, the GPU-NIC PCIe "
+            "distance)"
+        )
     return fails, errors
 
 
@@ -395,8 +408,10 @@ def judge_run(
     if rdma_nics and run.rows:
         path_fails, path_errors = _path_fails(run, rdma_nics)
         fails += path_fails
+    faults = path_faults(run.nccl_warnings)
+    fails += [f"NCCL WARN during the run: {w}" for w in faults[:2]]
     if fails:
-        if warns:
+        if warns and warns[0] not in faults[:2]:
             fails.append(f"NCCL WARN: {warns[0]}")
         return NcclVerdict(status="fail", reasons=tuple(fails), failure_site=site, **common)  # type: ignore[arg-type]
     errors: list[str] = []
