@@ -242,6 +242,8 @@ class NcclVerdict:
         failure_site: ``common.cu:959`` style site of the first failure line, if any.
         requested: what the command asked for (``max_bytes``, ``plateau_bytes``, ``ranks``).
         effective: what the tool says it ran (sizes, validation, iterations, ranks, dtype).
+        logged_by: the one host whose process printed the failure (its ``Test NCCL failure``
+            line, its ``NCCL WARN`` of a path fault), None when none or several did.
     """
 
     op: str
@@ -257,6 +259,7 @@ class NcclVerdict:
     failure_site: str | None = None
     requested: Mapping[str, Any] = field(default_factory=dict)
     effective: Mapping[str, Any] = field(default_factory=dict)
+    logged_by: str | None = None
 
     @property
     def reason(self) -> str:
@@ -278,6 +281,7 @@ class NcclVerdict:
             "failure_site": self.failure_site,
             "requested": dict(self.requested),
             "effective": dict(self.effective),
+            "logged_by": self.logged_by,
         }
 
 
@@ -357,6 +361,20 @@ def _gaps(
     return out
 
 
+#: The host of an NCCL line: ``gpu-node-0001:6899:6960 [0] ...`` (host:pid:tid).
+_HOST_RE = re.compile(r"^([\w.-]+):\d+:\d+ \[")
+
+
+def _host_of(line: str) -> str | None:
+    m = _HOST_RE.match(line.strip())
+    return m.group(1) if m else None
+
+
+def path_fails_of(run: NcclTestRun, rdma_nics: int | None) -> bool:
+    """True when the path NCCL took fails the run (a finding of the whole launch, no one host's)."""
+    return bool(rdma_nics and run.rows and _path_fails(run, rdma_nics)[0])
+
+
 def judge_run(
     run: NcclTestRun,
     *,
@@ -403,7 +421,9 @@ def judge_run(
         f = run.failures[0]
         site = f.site
         where = f" on {f.host}" if f.host else ""
-        fails.append(f"{f.kind} failure at {f.site}{where}: {f.message or 'no message'}")
+        # the first WARN says why (a generic "unhandled cuda error" does not): it leads with it
+        why = f" after NCCL WARN '{warns[0].split('NCCL WARN', 1)[-1].strip()[:100]}'" if warns else ""
+        fails.append(f"{f.kind} failure at {f.site}{where}{why}: {(f.message or 'no message').strip()}")
     path_errors: list[str] = []
     if rdma_nics and run.rows:
         path_fails, path_errors = _path_fails(run, rdma_nics)
@@ -413,7 +433,14 @@ def judge_run(
     if fails:
         if warns and warns[0] not in faults[:2]:
             fails.append(f"NCCL WARN: {warns[0]}")
-        return NcclVerdict(status="fail", reasons=tuple(fails), failure_site=site, **common)  # type: ignore[arg-type]
+        logged = {f.host for f in run.failures if f.host} | {h for w in faults if (h := _host_of(w))}
+        return NcclVerdict(
+            status="fail",
+            reasons=tuple(fails),
+            failure_site=site,
+            logged_by=logged.pop() if len(logged) == 1 and not path_fails_of(run, rdma_nics) else None,
+            **common,
+        )  # type: ignore[arg-type]
     errors: list[str] = []
     if run.failure is not None:  # a launcher's words, or a table cut before its summary
         errors.append(f"nccl-tests: {run.failure.reason}")

@@ -195,7 +195,8 @@ class NcclPath:
             over an ``Enabled`` one (one rank without GDR is a path without GDR).
         channels: the transport of each ``Channel NN ... via <transport>`` line, counted
             (``NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``SHM``...).
-        channel_lines: per channel transport, its first ``Channel`` line.
+        channel_lines: per channel transport, its first ``Channel`` line, keyed ``[send]
+            NET/IB/0`` (the direction NCCL printed, when it did, then the transport).
     """
 
     networks: tuple[NcclLine, ...] = ()
@@ -231,12 +232,18 @@ class NcclPath:
 
     @property
     def net_without_gdrdma(self) -> NcclLine | None:
-        """The first channel line over an RDMA network that does not say ``/GDRDMA`` (``via
-        NET/IB/0``: that channel's traffic is staged through host memory), or None."""
-        return next(
-            (ln for t, ln in self.channel_lines.items() if re.match(r"NET/IB/", t) and "GDRDMA" not in t),
-            None,
-        )
+        """A channel line over the RDMA network that does not say ``/GDRDMA`` (``via
+        NET/IB/0``: that channel's traffic is staged through host memory), or None: the first
+        receive channel without it, else the first channel where no RDMA channel says it.
+
+        A send channel alone without ``/GDRDMA`` beside receive channels with it is NCCL's
+        default where GPUs have no NVLink (GPUDirect RDMA reads off, ``NCCL_NET_GDR_READ``)."""
+        net = {k: ln for k, ln in self.channel_lines.items() if "NET/IB/" in k}
+        staged = {k: ln for k, ln in net.items() if "GDRDMA" not in k}
+        recv = [ln for k, ln in staged.items() if k.startswith("[receive]")]
+        if recv:
+            return recv[0]
+        return next(iter(staged.values()), None) if len(staged) == len(net) else None
 
     @property
     def gdr_disabled(self) -> tuple[tuple[str, NcclLine], ...]:
@@ -849,7 +856,8 @@ def _read_path(b: _Builder, no: int, line: str) -> None:
             b.gdr[name] = (on, here)
     elif m := _CHANNEL_RE.search(line):
         b.channels[m.group(1)] = b.channels.get(m.group(1), 0) + 1
-        b.channel_lines.setdefault(m.group(1), here)
+        way = re.search(r"\[(send|receive)\] via", line)
+        b.channel_lines.setdefault(f"[{way.group(1)}] {m.group(1)}" if way else m.group(1), here)
 
 
 class _Reader:

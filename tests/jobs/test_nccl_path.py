@@ -121,6 +121,12 @@ def test_an_rdma_channel_without_gdrdma_fails_naming_the_channel_line(tmp_path, 
     v = _judge(_run_standin(tmp_path, _with_info(lines)), h100_rdma_nics)
     assert v.status == "fail", v.reasons
     assert "no /GDRDMA" in v.reason and "via NET/IB/0' (line" in v.reason
+    # a send channel without it beside receive channels with it: GDR reads off, NCCL's default
+    # without NVLink (NCCL_NET_GDR_READ); a receive channel without it is staged
+    recv = "Channel 00/0 : 8[0] -> 7[7] [receive] via NET/IB/0/GDRDMA"
+    assert _judge(_with_info([*lines, recv]), h100_rdma_nics).status == "pass"
+    staged = _judge(_with_info([*GDR_ON, recv.replace("/GDRDMA", "")]), h100_rdma_nics)
+    assert staged.status == "fail" and "[receive] via NET/IB/0' (line" in staged.reason
     # one finding per fault: a Disabled HCA already names the path
     off = _judge(_with_info(GDR_OFF), h100_rdma_nics)
     assert "no /GDRDMA" not in off.reason and "GPUDirect RDMA disabled on mlx5_0" in off.reason
@@ -201,3 +207,13 @@ def test_corpus_runs_name_the_network_they_used(name, transport, line, status, h
     assert v.status == status, v.reasons
     if status == "fail":
         assert "'test-nccl-worker-0:22:22 [0] NCCL INFO Using network Socket' (line 2)" in v.reason
+
+
+def test_the_host_whose_process_printed_the_failure_is_named(h100_rdma_nics):
+    warn = PATH_FAULT_WARNS[0]
+    head, sep, rest = _with_info(GDR_ON).partition("#       size")
+    v = _judge(head + sep + rest.replace("\n", "\n" + warn + "\n", 1), h100_rdma_nics)
+    assert v.status == "fail" and v.logged_by == "gpu-node-0001"
+    # a fault of the whole launch's path names no one host
+    off = _judge(_with_info(GDR_OFF).replace("#       size", warn + "\n#       size", 1), h100_rdma_nics)
+    assert off.status == "fail" and off.logged_by is None
