@@ -3,9 +3,11 @@
 A pair test measures a link between two nodes; a failing pair does not say which end is at
 fault. The rules, as the CHS pairwise NCCL test and Imbue's host validation apply them:
 
-1. **Suspects.** Take the failing pairs; repeatedly blame the node that appears in the most
-   still-unexplained failing pairs (at least two): that node is *common* to those failures and
-   they are explained by it. A failing pair left unexplained (each of its nodes failed once)
+1. **Suspects.** A failing pair whose failure the tool printed from one node's process only
+   (``PairOutcome.named``: its failure line, or the NCCL WARN of a path fault) is explained by
+   that node, as a *common* suspect. Then take the failing pairs; repeatedly blame the node that
+   appears in the most still-unexplained failing pairs (at least two): that node is *common* to
+   those failures and they are explained by it. A failing pair left unexplained (each of its nodes failed once)
    makes both of its nodes suspects (*ambiguous*).
 2. **Known-good nodes**: not suspects, at least one passing pair, no pair that erred.
 3. **Second pass** (:func:`repair_rounds`): each suspect is paired with a known-good node
@@ -15,7 +17,8 @@ fault. The rules, as the CHS pairwise NCCL test and Imbue's host validation appl
    the first-pass failure is on its partner or on the path between them). With no known-good
    node to re-pair with, a *common* suspect fails on the first-pass evidence and an ambiguous
    one fails with "cannot isolate". A node whose failing pairs are all explained by a suspect
-   confirmed faulty passes (the failure is noted). A pair that could not run (``error``)
+   confirmed faulty passes (the failure is noted), where a pair of its own passed; with none,
+   it is ``error`` (not measured). A pair that could not run (``error``)
    gives its nodes ``error`` unless they have a worse verdict.
 
 A failing pair is never turned into a pass by a retry: the second pass only decides which of
@@ -72,6 +75,8 @@ class PairOutcome:
             process, or was blocked by an earlier hang there).
         pinned: the node the evidence pins the hang on ("" when it names none): the one whose
             process survived SIGKILL or that an earlier hang blocked.
+        named: for a failing pair, the node whose own process printed the failure (the tool's
+            failure line, a path fault in its warnings) when only one did ("" otherwise).
     """
 
     pair: Pair
@@ -86,6 +91,7 @@ class PairOutcome:
     command: str = ""
     hung: tuple[str, ...] = ()
     pinned: str = ""
+    named: str = ""
 
     def peer(self, node: str) -> str:
         """The other node of the pair."""
@@ -182,6 +188,12 @@ def find_suspects(nodes: Sequence[str], outcomes: Iterable[PairOutcome]) -> Susp
     unexplained = set(failing)
     explained_by: dict[Pair, str] = {}
     common: set[str] = set()
+    # a failure the tool's own words put on one node's process is that node's (rule 1)
+    for o in outs:
+        if o.status == "fail" and o.named in o.pair and _key(o.pair) in unexplained:
+            common.add(o.named)
+            explained_by[_key(o.pair)] = o.named
+            unexplained.discard(_key(o.pair))
     while unexplained:
         counts = Counter(n for p in unexplained for n in p)
         node, count = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -300,10 +312,12 @@ def _finding(
                 outs,
             )
         if n in sus.common:
+            own = any(o.named == n for o in fails)
+            how = "its own process printed the failure" if own else f"common to {len(fails)} failing pairs"
             return NodeFinding(
                 n,
                 "fail",
-                f"{_lead(fails)}common to {len(fails)} failing pairs (no known-good node to re-pair with): {listed}",
+                f"{_lead(fails)}{how} (no known-good node to re-pair with): {listed}",
                 outs,
             )
         return NodeFinding(
@@ -315,6 +329,14 @@ def _finding(
     if fails:
         blamed = sorted({sus.explained_by.get(_key(o.pair), o.peer(n)) for o in fails})
         if all(b in confirmed or (b in sus.common and b not in cleared) for b in blamed):
+            if not any(o.status == "pass" for o in outs):  # nothing measured proves it good
+                return NodeFinding(
+                    n,
+                    "error",
+                    f"not measured: failing pair(s) attributed to {', '.join(blamed)} and no "
+                    f"passing pair: {listed}",
+                    outs,
+                )
             return NodeFinding(
                 n, "pass", f"failing pair(s) attributed to {', '.join(blamed)}", outs
             )

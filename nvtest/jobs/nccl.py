@@ -10,7 +10,10 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
 1. ``#wrong > 0`` in any row, or ``Out of bounds values`` non-zero or FAILED: **fail**. Wrong
    results are final: nothing retries them into a pass.
 2. A failure line (``Test NCCL failure common.cu:959 'internal error'``): **fail**, with the
-   error site, host and message, and the ``NCCL WARN`` lines, in the reason.
+   error site, host and message, and the ``NCCL WARN`` lines, in the reason. An ``NCCL WARN``
+   line that names a fault on the network path (a port that went down, completions with
+   retry-exceeded status 12, :func:`nvtest.playbook.signatures.path_faults`) is **fail** naming
+   the line, also when the collective completed (NCCL may fail over to another NIC, nccl#2157).
 3. No result row: **error**. Fewer ranks listed than expected: **error**. The correctness gate
    switched off (``validation: 0`` in the tool's parameter line, ``-c 0``): **error**, never a
    pass (``#wrong`` was not checked). The tool moved its own maximum below the threshold's
@@ -23,7 +26,9 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
    IB verbs saw no HCA) is **fail** naming NCCL's line; ``GPU Direct RDMA Disabled for HCA``
    on any HCA is **fail** naming the line (the SKU's NICs are GPUDirect NICs); no line saying
    which network NCCL used is **error** (nothing proves the path). ``effective.nccl_path``
-   records the transport, HCAs, GDR per HCA and channel transports.
+   records the transport, HCAs, GDR per HCA and channel transports. A channel over the RDMA
+   network without ``/GDRDMA`` (``via NET/IB/0``) where no HCA said Disabled is **fail** naming
+   the channel line (NCCL staged that traffic through host memory).
 5. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
 
 What ran is recorded beside what was asked (:attr:`NcclVerdict.effective`,
@@ -47,6 +52,7 @@ from nvtest.config.inventory import Node
 from nvtest.errors import ParseError
 from nvtest.parsers import nccl_tests
 from nvtest.parsers.nccl_tests import NcclTestRun
+from nvtest.playbook.signatures import path_faults
 from nvtest.text import last_words
 
 __all__ = [
@@ -236,6 +242,8 @@ class NcclVerdict:
         failure_site: ``common.cu:959`` style site of the first failure line, if any.
         requested: what the command asked for (``max_bytes``, ``plateau_bytes``, ``ranks``).
         effective: what the tool says it ran (sizes, validation, iterations, ranks, dtype).
+        logged_by: the one host whose process printed the failure (its ``Test NCCL failure``
+            line, its ``NCCL WARN`` of a path fault), None when none or several did.
     """
 
     op: str
@@ -251,6 +259,7 @@ class NcclVerdict:
     failure_site: str | None = None
     requested: Mapping[str, Any] = field(default_factory=dict)
     effective: Mapping[str, Any] = field(default_factory=dict)
+    logged_by: str | None = None
 
     @property
     def reason(self) -> str:
@@ -272,6 +281,7 @@ class NcclVerdict:
             "failure_site": self.failure_site,
             "requested": dict(self.requested),
             "effective": dict(self.effective),
+            "logged_by": self.logged_by,
         }
 
 
@@ -317,6 +327,13 @@ def _path_fails(run: NcclTestRun, rdma_nics: int) -> tuple[list[str], list[str]]
             f"GPUDirect RDMA disabled on {hca}: '{line.text}' (line {line.line}); {where}, "
             "GPUDirect expected"
         )
+    staged = path.net_without_gdrdma
+    if staged is not None and not path.gdr_disabled:
+        fails.append(
+            f"GPUDirect RDMA not used on an RDMA channel (no /GDRDMA): '{staged.text}' (line "
+            f"{staged.line}); {where}, GPUDirect expected (NCCL_NET_GDR_LEVEL, the GPU-NIC PCIe "
+            "distance)"
+        )
     return fails, errors
 
 
@@ -342,6 +359,20 @@ def _gaps(
             "(no line of the tool says why)"
         )
     return out
+
+
+#: The host of an NCCL line: ``gpu-node-0001:6899:6960 [0] ...`` (host:pid:tid).
+_HOST_RE = re.compile(r"^([\w.-]+):\d+:\d+ \[")
+
+
+def _host_of(line: str) -> str | None:
+    m = _HOST_RE.match(line.strip())
+    return m.group(1) if m else None
+
+
+def path_fails_of(run: NcclTestRun, rdma_nics: int | None) -> bool:
+    """True when the path NCCL took fails the run (a finding of the whole launch, no one host's)."""
+    return bool(rdma_nics and run.rows and _path_fails(run, rdma_nics)[0])
 
 
 def judge_run(
@@ -390,15 +421,26 @@ def judge_run(
         f = run.failures[0]
         site = f.site
         where = f" on {f.host}" if f.host else ""
-        fails.append(f"{f.kind} failure at {f.site}{where}: {f.message or 'no message'}")
+        # the first WARN says why (a generic "unhandled cuda error" does not): it leads with it
+        why = f" after NCCL WARN '{warns[0].split('NCCL WARN', 1)[-1].strip()[:100]}'" if warns else ""
+        fails.append(f"{f.kind} failure at {f.site}{where}{why}: {(f.message or 'no message').strip()}")
     path_errors: list[str] = []
     if rdma_nics and run.rows:
         path_fails, path_errors = _path_fails(run, rdma_nics)
         fails += path_fails
+    faults = path_faults(run.nccl_warnings)
+    fails += [f"NCCL WARN during the run: {w}" for w in faults[:2]]
     if fails:
-        if warns:
+        if warns and warns[0] not in faults[:2]:
             fails.append(f"NCCL WARN: {warns[0]}")
-        return NcclVerdict(status="fail", reasons=tuple(fails), failure_site=site, **common)  # type: ignore[arg-type]
+        logged = {f.host for f in run.failures if f.host} | {h for w in faults if (h := _host_of(w))}
+        return NcclVerdict(
+            status="fail",
+            reasons=tuple(fails),
+            failure_site=site,
+            logged_by=logged.pop() if len(logged) == 1 and not path_fails_of(run, rdma_nics) else None,
+            **common,
+        )  # type: ignore[arg-type]
     errors: list[str] = []
     if run.failure is not None:  # a launcher's words, or a table cut before its summary
         errors.append(f"nccl-tests: {run.failure.reason}")

@@ -272,7 +272,10 @@ class NcclPairJob(PairJob):
             rdma_nics=min(both) if len(both) == len(nics) else None,
         )
         if v.status != "pass":
-            return PairOutcome(pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=command)
+            named = v.logged_by if v.status == "fail" and v.logged_by in pair else ""
+            return PairOutcome(
+                pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=command, named=named or ""
+            )
         node = self.ctx.states[a].node
         return outcome_from_value(
             self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", v.busbw_gbps, "GB/s", command

@@ -195,6 +195,8 @@ class NcclPath:
             over an ``Enabled`` one (one rank without GDR is a path without GDR).
         channels: the transport of each ``Channel NN ... via <transport>`` line, counted
             (``NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``SHM``...).
+        channel_lines: per channel transport, its first ``Channel`` line, keyed ``[send]
+            NET/IB/0`` (the direction NCCL printed, when it did, then the transport).
     """
 
     networks: tuple[NcclLine, ...] = ()
@@ -203,6 +205,7 @@ class NcclPath:
     hca_lines: tuple[NcclLine, ...] = ()
     gdr: Mapping[str, tuple[bool, NcclLine]] = effective_field()
     channels: Mapping[str, int] = effective_field()
+    channel_lines: Mapping[str, NcclLine] = effective_field()
 
     @property
     def net_transport(self) -> str | None:
@@ -226,6 +229,21 @@ class NcclPath:
     def socket_line(self) -> NcclLine | None:
         """The first ``Using network Socket`` line, or None."""
         return next((n for n in self.networks if n.text.rstrip().endswith("Socket")), None)
+
+    @property
+    def net_without_gdrdma(self) -> NcclLine | None:
+        """A channel line over the RDMA network that does not say ``/GDRDMA`` (``via
+        NET/IB/0``: that channel's traffic is staged through host memory), or None: the first
+        receive channel without it, else the first channel where no RDMA channel says it.
+
+        A send channel alone without ``/GDRDMA`` beside receive channels with it is NCCL's
+        default where GPUs have no NVLink (GPUDirect RDMA reads off, ``NCCL_NET_GDR_READ``)."""
+        net = {k: ln for k, ln in self.channel_lines.items() if "NET/IB/" in k}
+        staged = {k: ln for k, ln in net.items() if "GDRDMA" not in k}
+        recv = [ln for k, ln in staged.items() if k.startswith("[receive]")]
+        if recv:
+            return recv[0]
+        return next(iter(staged.values()), None) if len(staged) == len(net) else None
 
     @property
     def gdr_disabled(self) -> tuple[tuple[str, NcclLine], ...]:
@@ -521,6 +539,7 @@ class _Builder:
         self.hca_lines: list[NcclLine] = []
         self.gdr: dict[str, tuple[bool, NcclLine]] = {}
         self.channels: dict[str, int] = {}
+        self.channel_lines: dict[str, NcclLine] = {}
 
     def path(self) -> NcclPath:
         """The NCCL path lines read so far, frozen."""
@@ -531,6 +550,7 @@ class _Builder:
             hca_lines=tuple(self.hca_lines),
             gdr=types.MappingProxyType(dict(self.gdr)),
             channels=types.MappingProxyType(dict(self.channels)),
+            channel_lines=types.MappingProxyType(dict(self.channel_lines)),
         )
 
     @property
@@ -836,6 +856,8 @@ def _read_path(b: _Builder, no: int, line: str) -> None:
             b.gdr[name] = (on, here)
     elif m := _CHANNEL_RE.search(line):
         b.channels[m.group(1)] = b.channels.get(m.group(1), 0) + 1
+        way = re.search(r"\[(send|receive)\] via", line)
+        b.channel_lines.setdefault(f"[{way.group(1)}] {m.group(1)}" if way else m.group(1), here)
 
 
 class _Reader:

@@ -16,9 +16,10 @@ driver's NVML errors; nvidia-smi's Fabric section.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ACROSS_NICS", "SIGNATURES", "Signature", "find_signature"]
+__all__ = ["ACROSS_NICS", "PATH_FAULTS", "SIGNATURES", "Signature", "find_signature", "path_faults"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,28 @@ class Signature:
     also: str | None = None
     quote: str | None = None
     checks: tuple[str, ...] | None = None
+    generic: bool = False
+
+    def rank(self, text: str) -> int:
+        """Where this signature's words stand among those found in ``text`` (lower first): 0
+        where ``pattern`` matches on a tool's failure line (a WARN or an error, not an INFO or
+        state line), 1 where it matches only state lines (``NCCL INFO``, a status field), 2 for
+        a ``generic`` signature (words that say only that the tool failed, not why)."""
+        if self.generic:
+            return 2
+        for m in re.finditer(self.pattern, text, re.IGNORECASE):
+            start = text.rfind("\n", 0, m.start()) + 1
+            end = text.find("\n", m.end())
+            line = text[start : end if end >= 0 else len(text)]
+            # the level of the NCCL line the words sit in: the last marker up to their end (a
+            # reason may quote several of NCCL's lines on one line of its own)
+            level = _LEVEL.findall(text[start : m.end()])
+            if level:
+                if level[-1] == "WARN":
+                    return 0
+            elif _FAILURE_LINE.search(line) and not _LEVEL.search(line):
+                return 0
+        return 1
 
     def matches(self, text: str, check: str | None = None) -> bool:
         """True when the tool's words in ``text`` carry this signature (case-insensitive) and,
@@ -55,6 +78,17 @@ class Signature:
         found = re.findall(self.quote, text)
         return f"{self.cause} (last: '{found[-1].strip()}')" if found else self.cause
 
+
+#: A tool's failure line: its own words for something that went wrong (NCCL's WARN, an error
+#: status, a failed call), as opposed to a line that reports a state.
+_FAILURE_LINE = re.compile(
+    r"\bWARN\b|error|fail|exceeded|unable|cannot|can't|couldn't|mismatch|not permitted|refused"
+    r"|violation|not responding|abort",
+    re.IGNORECASE,
+)
+#: NCCL's level words: INFO lines say what it found and chose (a state, whatever words they
+#: carry), WARN lines what went wrong.
+_LEVEL = re.compile(r"\bNCCL INFO\b|\bWARN\b")
 
 #: Checks whose traffic must cross a NIC (check-name prefixes): the network path NCCL took is a
 #: cause for them only.
@@ -300,7 +334,8 @@ SIGNATURES: tuple[Signature, ...] = (
     Signature(
         "retry_exceeded",
         r"transport retry counter exceeded|retry count exceeded|Failed status 12\b"
-        r"|Got completion from peer \S+ with (error |status=)12\b",
+        # NCCL >= 2.12 names the peer; older ones say "Got completion with error 12" (nccl#426)
+        r"|Got completion (from peer \S+ )?with (error |status=)12\b",
         "RDMA packets were lost on the path until the retry counter ran out (link, cable, "
         "switch or a peer that stopped answering)",
         "check the port counters (symbol errors, link downed) on both ends and the switch; "
@@ -335,6 +370,20 @@ SIGNATURES: tuple[Signature, ...] = (
         "CONFIG",
     ),
     Signature(
+        "cuda_gpu_fault",
+        r"an illegal memory access was encountered|unspecified launch failure"
+        r"|an illegal instruction was encountered|misaligned address|uncorrectable ECC error "
+        r"encountered|hardware stack error",
+        "a GPU kernel faulted (CUDA's error for a memory access, instruction or ECC fault on the "
+        "GPU): a GPU or driver fault when the test binary is known good",
+        "read the node's kernel log for the Xid that names the GPU (`dmesg | grep Xid`: 13 or "
+        "31 for a faulting kernel, 43 for a stopped channel, 48/63/94/95 for ECC); rerun on the "
+        "node alone; a repeat on the same GPU with a known-good binary is a GPU fault (reset, "
+        "then RMA)",
+        "RETEST",
+        quote=r"Cuda failure '[^'\n]{1,120}'|CUDA failure [^\n]{0,60}'[^'\n]{1,120}'",
+    ),
+    Signature(
         "shm_too_small",
         r"Error while creating shared memory segment|failed to extend /dev/shm",
         "NCCL could not create its shared-memory segments: /dev/shm is too small (a "
@@ -349,6 +398,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "'Last error' line and the peer node's log say which",
         "read the peer node's log for a crash, and the port counters of both ends; rerun",
         "RETEST",
+        generic=True,
     ),
     Signature(
         "nccl_system_error",
@@ -359,6 +409,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "none): /dev/shm, ulimits, interfaces, NCCL_* settings in /etc/nccl.conf; rerun",
         "CONFIG",
         quote=r"NCCL WARN [^\n]{1,240}",
+        generic=True,
     ),
     Signature(
         "dcgm_thermal",
@@ -376,6 +427,30 @@ SIGNATURES: tuple[Signature, ...] = (
 
 
 def find_signature(text: str, check: str | None = None) -> Signature | None:
-    """The first signature ``text`` (a tool's output or words it printed) carries, or None;
-    with ``check``, only signatures that are a cause for that check (``Signature.checks``)."""
-    return next((s for s in SIGNATURES if s.matches(text, check)), None)
+    """The signature ``text`` (a tool's output or words it printed) carries, or None; with
+    ``check``, only signatures that are a cause for that check (``Signature.checks``).
+
+    Of several, the one found on the tool's own failure line wins over one found only on a
+    state line (an NCCL INFO line), which wins over a generic one (``Signature.rank``); the
+    table's order breaks ties. A run that died of lost packets on a node with GPUDirect RDMA
+    off names the lost packets (nccl#1405 beside nccl#1537).
+    """
+    found = [s for s in SIGNATURES if s.matches(text, check)]
+    return min(found, key=lambda s: s.rank(text)) if found else None
+
+
+#: Signatures of a fault on the network path (a port that went down, RDMA completions that ran
+#: out of retries, the HCA rejecting work requests): the tool's words fail a run even where
+#: the collective completed (NCCL may fail a connection over to another NIC, nccl#2157).
+PATH_FAULTS = frozenset({"ib_port_error", "retry_exceeded", "ib_mtu_mismatch"})
+
+
+def path_faults(lines: Sequence[str]) -> list[str]:
+    """The lines of ``lines`` (a tool's warning lines, e.g. ``NCCL WARN``) that carry a
+    :data:`PATH_FAULTS` signature, in order."""
+    out = []
+    for line in lines:
+        sig = find_signature(line)
+        if sig is not None and sig.name in PATH_FAULTS:
+            out.append(line)
+    return out

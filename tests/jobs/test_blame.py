@@ -115,3 +115,18 @@ def test_the_words_failing_pairs_share_lead_the_node_reason_within_its_bound():
     line, _ = bound_reason(found["a"].reason, {})
     assert found["a"].verdict == "fail" and line.startswith(words) and len(line) <= REASON_MAX_CHARS
     assert "cannot isolate" in found["a"].reason
+
+
+def test_a_failure_the_tool_printed_from_one_nodes_process_is_that_nodes():
+    # nccl#629: "gpu-node-0001: Test NCCL failure ... 'unhandled cuda error'", no word of b's
+    named = [PairOutcome(("a", "b"), "fail", None, "GB/s", "CUDA failure on a", named="a")]
+    sus = find_suspects(["a", "b"], named)
+    assert sus.suspects == ("a",) and "a" in sus.common
+    found = attribute(["a", "b"], named, suspicion=sus)
+    assert found["a"].verdict == "fail" and "cannot isolate" not in found["a"].reason
+    assert "its own process printed the failure" in found["a"].reason
+    # b is not blamed, and not proven good either: no pair of its own passed
+    assert found["b"].verdict == "error" and "attributed to a" in found["b"].reason
+    # with no process named, the two-node pair still cannot be isolated
+    anon = [PairOutcome(("a", "b"), "fail", None, "GB/s", "busbw below the floor")]
+    assert set(find_suspects(["a", "b"], anon).suspects) == {"a", "b"}

@@ -114,6 +114,51 @@ def test_ib_with_gdr_passes(tmp_path, h100_rdma_nics):
     }  # fmt: skip
 
 
+def test_an_rdma_channel_without_gdrdma_fails_naming_the_channel_line(tmp_path, h100_rdma_nics):
+    # every HCA says Enabled, but the channel is "via NET/IB/0": staged through host memory
+    # (NCCL_NET_GDR_LEVEL, the GPU-NIC distance; NCCL_NET_GDR_LEVEL docs, nccl#1537)
+    lines = [*GDR_ON[:4], GDR_ON[4].replace("/GDRDMA", "")]
+    v = _judge(_run_standin(tmp_path, _with_info(lines)), h100_rdma_nics)
+    assert v.status == "fail", v.reasons
+    assert "no /GDRDMA" in v.reason and "via NET/IB/0' (line" in v.reason
+    # a send channel without it beside receive channels with it: GDR reads off, NCCL's default
+    # without NVLink (NCCL_NET_GDR_READ); a receive channel without it is staged
+    recv = "Channel 00/0 : 8[0] -> 7[7] [receive] via NET/IB/0/GDRDMA"
+    assert _judge(_with_info([*lines, recv]), h100_rdma_nics).status == "pass"
+    staged = _judge(_with_info([*GDR_ON, recv.replace("/GDRDMA", "")]), h100_rdma_nics)
+    assert staged.status == "fail" and "[receive] via NET/IB/0' (line" in staged.reason
+    # one finding per fault: a Disabled HCA already names the path
+    off = _judge(_with_info(GDR_OFF), h100_rdma_nics)
+    assert "no /GDRDMA" not in off.reason and "GPUDirect RDMA disabled on mlx5_0" in off.reason
+
+
+#: NCCL's WARN lines of a fault on the network path, mid-run (nccl#2157, nccl#1405, nccl#426,
+#: nccl#1524): they fail the run even when the collective completed
+PATH_FAULT_WARNS = [
+    "gpu-node-0001:6899:6917 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : mlx5_0:1 Got async event : port error",
+    "gpu-node-0001:6899:6960 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+    "10.0.0.2<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)",
+    "gpu-node-0001:6899:6960 [0] transport/net_ib.cc:1021 NCCL WARN NET/IB : Got completion with error 12, "
+    "opcode 0, len 0, vendor err 129",
+    "gpu-node-0001:6899:6960 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async event : "
+    "local access violation work queue error",
+]
+
+
+@pytest.mark.parametrize("warn", PATH_FAULT_WARNS, ids=range(len(PATH_FAULT_WARNS)))
+def test_a_path_fault_warning_fails_a_run_that_completed(warn, h100_rdma_nics):
+    head, sep, rest = _with_info(GDR_ON).partition("#       size")
+    text = head + sep + rest.replace("\n", "\n" + warn + "\n", 10)  # mid-sweep, as NCCL prints it
+    for rdma in (h100_rdma_nics, None):  # the run, and `nvtest parse nccl-tests` (no SKU)
+        v = _judge(text, rdma)
+        assert v.busbw_gbps == pytest.approx(338.82)
+        assert v.status == "fail", v.reasons
+        assert f"NCCL WARN during the run: {warn}" in v.reasons
+    # a benign warning does not
+    benign = "gpu-node-0001:6899:6899 [0] NCCL WARN NET/Plugin : Plugin load returned 2 : libnccl-net.so"
+    assert _judge(_with_info(GDR_ON).replace("#\n#  ", benign + "\n#\n#  ", 1), h100_rdma_nics).status == "pass"
+
+
 def test_no_line_naming_the_network_is_an_error_not_a_pass(h100_rdma_nics):
     v = _judge(NORMAL, h100_rdma_nics)
     assert v.status == "error" and "NCCL did not say which network it used" in v.reason
@@ -162,3 +207,13 @@ def test_corpus_runs_name_the_network_they_used(name, transport, line, status, h
     assert v.status == status, v.reasons
     if status == "fail":
         assert "'test-nccl-worker-0:22:22 [0] NCCL INFO Using network Socket' (line 2)" in v.reason
+
+
+def test_the_host_whose_process_printed_the_failure_is_named(h100_rdma_nics):
+    warn = PATH_FAULT_WARNS[0]
+    head, sep, rest = _with_info(GDR_ON).partition("#       size")
+    v = _judge(head + sep + rest.replace("\n", "\n" + warn + "\n", 1), h100_rdma_nics)
+    assert v.status == "fail" and v.logged_by == "gpu-node-0001"
+    # a fault of the whole launch's path names no one host
+    off = _judge(_with_info(GDR_OFF).replace("#       size", warn + "\n#       size", 1), h100_rdma_nics)
+    assert off.status == "fail" and off.logged_by is None

@@ -249,7 +249,65 @@ REAL_LINES = [
         "https://github.com/EasonXiao-888/MambaTree/issues/14",
         "nccl_socket_ifname_unmatched",
     ),
+    (
+        "node1:6899:6899 [0] enqueue.cc:1556 NCCL WARN Cuda failure 'an illegal memory access was encountered'\n"
+        "node1: Test NCCL failure common.cu:303 'unhandled cuda error (run with NCCL_DEBUG=INFO for details) / '",
+        "https://github.com/NVIDIA/nccl/issues/629",
+        "cuda_gpu_fault",
+    ),
+    (
+        "b3:2103:2302 [0] NCCL INFO NET/IB : Got completion with error 12, opcode 0, len 0, vendor err 129",
+        "https://github.com/NVIDIA/nccl/issues/426",
+        "retry_exceeded",
+    ),
 ]
+
+#: Two causes in one log (nccl#1405 beside nccl#1537; nccl#629): the tool's failure line names
+#: the cause, a state line (NCCL INFO) only where no failure line names one, a generic failure
+#: ("unhandled system error") last.
+RANKED = [
+    (
+        "n1:6899:6899 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n"
+        "n1:6899:6917 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.0.2<54862> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n"
+        "n1: Test NCCL failure common.cu:303 'unhandled system error'",
+        "retry_exceeded",
+    ),
+    (
+        "n1:6899:6899 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n"
+        "n1: Test NCCL failure common.cu:303 'unhandled system error'",
+        "gdr_disabled",
+    ),
+    (
+        "n1:6899:6899 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'\n"
+        "n1:6899:6899 [0] enqueue.cc:1556 NCCL WARN Cuda failure 'an illegal memory access was encountered'",
+        "cuda_gpu_fault",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "name"), RANKED, ids=[n for _, n in RANKED])
+def test_the_tools_failure_line_outranks_a_state_line_for_every_signature(text, name):
+    sig = find_signature(text, "nccl_multinode")
+    assert sig is not None and sig.name == name, sig
+    # the table's order decides nothing here: reversed, the same cause comes first
+    assert min(
+        (s for s in reversed(SIGNATURES) if s.matches(text, "nccl_multinode")), key=lambda s: s.rank(text)
+    ).name == name
+
+
+@pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.name)
+def test_each_signature_on_a_failure_line_outranks_every_state_only_one(sig):
+    # every signature's real line: a failure line ranks 0, a state line 1, a generic one 2;
+    # none of the generic ones may rank before a specific one on the same words
+    lines = [text for text, _, n in REAL_LINES if n == sig.name]
+    for text in lines:
+        r = sig.rank(text)
+        assert (r == 2) == sig.generic
+        if r == 0:
+            state = "n1:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'"
+            assert find_signature(f"{state}\n{text}") is not None
+            assert find_signature(f"{state}\n{text}").name != "gdr_disabled"
 
 
 @pytest.mark.parametrize(
