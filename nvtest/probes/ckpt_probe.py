@@ -180,7 +180,10 @@ def check_writable(directory: str, step: Any = _no_step) -> dict[str, Any] | Non
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.remove(marker)
+        try:
+            os.remove(marker)
+        except FileNotFoundError:  # a node of the same host name (containers) removed it first
+            pass
     except OSError as exc:
         return unreachable("writable", f"not writable: {exc.strerror or exc}", writable=False)
     return None

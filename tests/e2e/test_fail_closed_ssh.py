@@ -76,7 +76,8 @@ def test_the_golden_hca_shape_is_the_fleets_majority_and_says_so(run):
     assert missing["diagnosis"]["rule"] == "hca_missing", missing
     renamed = by[("ib_ports", "gpu05")]
     assert renamed["verdict"] == "fail"
-    assert "HCA mlx5_9 not in the golden shape" in renamed["reason"] and "HCA mlx5_1 missing" in renamed["reason"]
+    whole = (renamed.get("details") or {}).get("reason_full") or renamed["reason"]  # the reason is one line
+    assert "HCA mlx5_9 not in the golden shape" in whole and "HCA mlx5_1 missing" in renamed["reason"]
     assert renamed["diagnosis"]["rule"] == "hca_renamed", renamed
     shape = by[("ib_ports", "gpu01")]["details"]["shape"]["hcas"]
     assert shape["origin"] == "fleet majority: 3 of 5 nodes of SKU h100-sxm-80gb"

@@ -57,6 +57,7 @@ def run_on_ssh_cluster(
 def cluster_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("resil-ssh")
     sku = tiny_sku(d)
+    (d / "shared").mkdir()  # a declared shared path must exist (an unmounted one is not created)
     sku["recipe"]["ckpt"]["shared_path"] = str(d / "shared")
     sku["recipe"]["resilience"]["straggler_min_score"] = OVERSUBSCRIBED_MIN_SCORE
     checks = ["resilience/test_ckpt_tiers.py::test_ckpt_shared", "resilience/test_stragglers.py"]

@@ -39,6 +39,7 @@ def cluster() -> Iterator[SlurmCluster]:
 
 def test_resilience_checks_under_slurm(cluster: SlurmCluster, tmp_path: Path) -> None:
     sku = tiny_sku(tmp_path)
+    (tmp_path / "shared").mkdir()  # a declared shared path must exist (an unmounted one is not created)
     sku["recipe"]["ckpt"]["shared_path"] = str(tmp_path / "shared")
     sku["recipe"]["resilience"]["targets"] = {"injob_recovery_s": 600}  # a busy 2-core machine
     sku["recipe"]["resilience"]["straggler_min_score"] = OVERSUBSCRIBED_MIN_SCORE
