@@ -160,10 +160,11 @@ def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(ho
     prepared = base / "prepared" / "node2" / "bin"
     FAULTS["fatal_xid"][0](healthy_h100(StandInTools(prepared)))
     # the job "makes" its GPU fall off the bus: node2's kernel log becomes the recorded one; its
-    # clock is of another boot, so the job also starts node2's cursor afresh (as after a reboot)
+    # clock is of another boot, so the job also starts node2's cursor afresh (as after a reboot:
+    # both generations of the state, or the gate reads the previous one's cursor)
     job = cluster.client(
         "sbatch", "--parsable", "-N1", "-w", "node2", "-o", str(base / "job-%j.out"), "--wrap",
-        f"cp -a {prepared}/. {base}/nodes/node2/bin/ && rm -f {base}/state/gate-node2.json && echo ran on $SLURMD_NODENAME",
+        f"cp -a {prepared}/. {base}/nodes/node2/bin/ && rm -f {base}/state/gate-node2.json {base}/state/gate-node2.json.prev && echo ran on $SLURMD_NODENAME",
     ).stdout.strip()  # fmt: skip
     _wait("node2 drained by its Epilog", lambda: _node(cluster, "node2")[1].startswith("nvtest: xid_scan"))
     assert "fell off the bus (Xid 79)" in _node(cluster, "node2")[1]
