@@ -12,9 +12,11 @@ A node's verdict is the worst of its checks; a check's the worst of its metrics.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["Verdict", "worst"]
+__all__ = ["Measured", "Outcome", "Verdict", "worst"]
 
 
 class Verdict(StrEnum):
@@ -50,3 +52,66 @@ def worst(verdicts: Iterable[Verdict], default: Verdict = Verdict.SKIP) -> Verdi
         if best is None or v.rank > best.rank:
             best = v
     return best if best is not None else default
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One value to judge: ``name`` (with its unit in it), value, unit, labels."""
+
+    name: str
+    value: float | None
+    unit: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Outcome:
+    """What a check found on one node.
+
+    ``failures`` fail the item, ``warnings`` warn it, ``notes`` are shown only;
+    ``skip`` (not applicable, with the reason) and ``error`` (could not judge)
+    replace every other finding. ``cause`` is the key of the cause where the code that made
+    the outcome knows it (``transport:auth``, ``tool:init_failure``, ``xid:79``; see
+    :mod:`nvtest.playbook`), None where only the reason's words say it.
+
+    This is the one record of what a check found, on every floor: the health and config
+    functions, the collective jobs and the gate build it; :func:`nvtest.checks.health.apply`
+    records it on a check's Judge.
+    """
+
+    metrics: list[Measured] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    skip: str | None = None
+    error: str | None = None
+    cause: str | None = None
+
+    def measure(self, name: str, value: float | None, unit: str, **labels: Any) -> None:
+        self.metrics.append(Measured(name, value, unit, {k: str(v) for k, v in labels.items()}))
+
+    def fail(self, reason: str) -> None:
+        self.failures.append(reason)
+
+    def warn(self, reason: str) -> None:
+        self.warnings.append(reason)
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The verdict of the findings alone (metric thresholds are the Judge's)."""
+        if self.skip is not None:
+            return Verdict.SKIP
+        if self.failures:
+            return Verdict.FAIL
+        if self.error is not None:
+            return Verdict.ERROR
+        return Verdict.WARN if self.warnings else Verdict.PASS
+
+    def text(self) -> str:
+        """Every finding on one line (for assertions and logs)."""
+        parts = [self.skip or "", self.error or "", *self.failures, *self.warnings, *self.notes]
+        return "; ".join(p for p in parts if p)

@@ -21,72 +21,15 @@ module             checks
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from nvtest.errors import ProbeError, ProbeSkip
-from nvtest.verdict import Verdict
+from nvtest.verdict import Measured, Outcome
 
 if TYPE_CHECKING:
     from nvtest.checks.api import Judge
 
 __all__ = ["Measured", "Outcome", "apply"]
-
-
-@dataclass(frozen=True)
-class Measured:
-    """One value to judge: ``name`` (with its unit in it), value, unit, labels."""
-
-    name: str
-    value: float | None
-    unit: str
-    labels: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class Outcome:
-    """What a health function found on one node.
-
-    ``failures`` fail the item, ``warnings`` warn it, ``notes`` are shown only;
-    ``skip`` (not applicable, with the reason) and ``error`` (could not judge)
-    replace every other finding.
-    """
-
-    metrics: list[Measured] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    skip: str | None = None
-    error: str | None = None
-
-    def measure(self, name: str, value: float | None, unit: str, **labels: Any) -> None:
-        self.metrics.append(Measured(name, value, unit, {k: str(v) for k, v in labels.items()}))
-
-    def fail(self, reason: str) -> None:
-        self.failures.append(reason)
-
-    def warn(self, reason: str) -> None:
-        self.warnings.append(reason)
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-    @property
-    def verdict(self) -> Verdict:
-        """The verdict of the findings alone (metric thresholds are the Judge's)."""
-        if self.skip is not None:
-            return Verdict.SKIP
-        if self.failures:
-            return Verdict.FAIL
-        if self.error is not None:
-            return Verdict.ERROR
-        return Verdict.WARN if self.warnings else Verdict.PASS
-
-    def text(self) -> str:
-        """Every finding on one line (for assertions and logs)."""
-        parts = [self.skip or "", self.error or "", *self.failures, *self.warnings, *self.notes]
-        return "; ".join(p for p in parts if p)
 
 
 def skipped(reason: str) -> Outcome:
