@@ -70,13 +70,18 @@ def test_a_hung_mount_is_the_storage_client_the_kernel_log_names(tmp_path: Path,
 
 def test_the_tools_own_signature_outranks_the_nodes_other_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """NVML says "Driver/library version mismatch" on a node whose kernel log also shows an Xid
-    79: each NVML check keeps the tool's own cause (reboot for the mismatch)."""
+    79: each NVML check, the fabric manager's too, keeps the tool's own cause (reboot for the
+    mismatch)."""
     tools = node_bin(tmp_path, "n1")
     install("h100_nvml_mismatch", tmp_path / "n1" / "bin")
     checks = by_check(gate(tmp_path, monkeypatch, fatal_xid(tools)))
     assert checks["xid_scan"]["verdict"] == "fail"
-    for name in ("gpus", "driver_stack", "ecc", "clocks"):
+    for name in ("gpus", "driver_stack", "ecc", "clocks", "fabric_manager"):
         assert {s["rule"] for s in steps(checks[name])} == {"driver_library_mismatch"}, name
+    # the fabric manager runs at its version, NVML is down: the GPUs' fabric state is not
+    # reported (never a pass), and the next step is the mismatch, not "install the package"
+    fm = checks["fabric_manager"]
+    assert fm["verdict"] == "fail" and "nvidia-smi said: Failed to initialize NVML" in fm["reason"], fm
 
 
 def test_a_thermal_slowdown_stays_a_cooling_matter_beside_a_lost_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
