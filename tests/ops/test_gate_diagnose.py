@@ -122,6 +122,15 @@ def test_a_data_path_failure_names_the_nodes_configuration_finding_unless_its_to
     assert dcgm.decisions[0].next_step is not None and dcgm.decisions[0].next_step["rule"] == "dcgm_thermal"
 
 
+def test_the_next_step_reads_the_whole_reason_where_the_line_was_cut() -> None:
+    """The tool's words past the one-line bound (kept whole in the check's notes) still count."""
+    words = "\n".join(f"package nvidia-driver-{i} 570.{i} differs from the fleet's 565.57.01" for i in range(40))
+    res = _result("driver_stack", "fail", f"nvidia-smi -q gives no reading:\n{words}\nFailed to initialize NVML: Driver/library version mismatch")
+    assert "mismatch" not in res.decisions[0].reason
+    diagnose_gate([res])
+    assert res.decisions[0].next_step is not None and res.decisions[0].next_step["rule"] == "driver_library_mismatch"
+
+
 def test_a_fatal_xid_the_state_remembers_explains_when_xid_scan_did_not_run() -> None:
     """``nvtest gate --only gpus`` on a node whose state remembers an Xid 79 of this boot."""
     state = GateState(fatal_events=[{"code": 79, "pci": "0000:b3:00.0", "ts": 12.5, "verdict": "fail"}])

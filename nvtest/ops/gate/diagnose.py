@@ -85,9 +85,10 @@ class Finding:
 
 def _reason(res: CheckResult, d: Decision) -> str:
     """The decision's whole reason: kept in the check's notes where the one-line reason was cut."""
+    head = " ".join(d.reason.split("(", 1)[0].split())[:40]  # the one line's start (whitespace joined)
     for note in res.notes:
         m = _WHOLE.match(note)
-        if m and m["what"] == d.what and m["reason"].startswith(d.reason.rstrip(".… ")[:60]):
+        if m and m["what"] == d.what and " ".join(m["reason"].split()).startswith(head):
             return m["reason"]
     return d.reason
 
