@@ -58,9 +58,11 @@ def test_a_hung_mount_is_the_storage_client_the_kernel_log_names(tmp_path: Path,
     overlay.write_text("schema_version: 1\nname: site\nrecipe:\n  gate:\n    mounts: ['/mnt/nfs']\n")
     tools = node_bin(tmp_path, "n1")
     tools.add("dmesg", Recording.of_file(CORPUS / "dmesg-xid/dmesg-nfs-server-flap-ok-then-hung-task-nfs-file-fsync-rpi3.txt"))
+    tools.add("mountpoint", Recording(stdout=""))  # it is mounted, and its stat hangs
     tools.add("stat", Recording(stdout="", sleep_s=60))
     checks = by_check(gate(tmp_path, monkeypatch, tools, overlay=overlay, budget_s=2.0))
     assert checks["xid_scan"]["verdict"] == "warn" and "nfs client" in checks["xid_scan"]["reason"]
+    assert checks["mounts"]["verdict"] == "unknown", checks["mounts"]["reason"]
     (step,) = steps(checks["mounts"])
     assert step["rule"] == "node_xid_scan:hung_task_in_storage", step
     assert "nfs client" in step["cause"] and "GPU is not implicated" in step["cause"]
