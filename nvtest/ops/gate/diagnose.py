@@ -55,13 +55,16 @@ CHECK_DOMAINS: dict[str, frozenset[str]] = {
 }
 
 #: The checks whose findings explain another's symptom, lowest layer first: what the kernel
-#: logged, the driver, the GPUs the driver sees, the fabric manager over them, the services and
-#: mounts the site requires (a path not mounted explains its free space unread). A check is explained only by a finding of a check listed before it
-#: or by another decision of its own.
+#: logged, the driver, the GPUs the driver sees, the fabric manager over them, the mounts the
+#: site requires (a hung mount explains its free space unread). A check is explained only by a
+#: finding of a check listed before it, or by another decision of its own.
 BENEATH = ("xid_scan", "driver_stack", "gpus", "fabric_manager", "mounts")
 
 #: Rules of the kernel log's findings that are not the GPU's (the rest of the kernel log's are).
-_RULE_DOMAINS = {"storage_client_lost": "storage", "hung_task_in_storage": "storage", "unkillable_storage": "storage", "uncorrected_memory_error": "host"}
+_RULE_DOMAINS = {
+    "storage_client_lost": "storage", "hung_task_in_storage": "storage", "unkillable_storage": "storage",
+    "uncorrected_memory_error": "host",
+}  # fmt: skip
 _WHOLE = re.compile(r"^whole reason \((?P<what>.*?)\): (?P<reason>.*)$", re.DOTALL)
 
 
@@ -77,6 +80,7 @@ class Finding:
 
     @property
     def domain(self) -> str:
+        """What the finding is about: the kernel log's by its rule, another check's by what it reads."""
         if self.check in ("xid_scan", "state"):
             return _RULE_DOMAINS.get(self.diagnosis.rule, "gpu")
         doms = CHECK_DOMAINS.get(self.check, frozenset({"host"}))
