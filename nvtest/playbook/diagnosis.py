@@ -382,6 +382,19 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "driver is wedged; drain the node and reboot it",
     ),
     _r(
+        "hung_task_in_storage",
+        r"blocked for more than .* waiting in the (?:nfs|lustre|gpfs) client",
+        "a task is stuck in the kernel's client of a shared filesystem (the kernel's hung-task "
+        "report, its call trace in the NFS, Lustre or GPFS client): the filesystem's server or "
+        "the storage network does not answer; the GPU is not implicated",
+        "check the filesystem's server and the storage network from this node (NFS: rpcinfo -p, "
+        "showmount -e; Lustre: lctl ping <nid>, lfs check servers; GPFS: mmgetstate -a); the "
+        "task ends when the storage answers, else drain and reboot the node; rerun",
+        "RETEST",
+        example="task objcopy:24916 blocked for more than 120 seconds waiting in the nfs client: find "
+        "what it waits on (cat /proc/<pid>/stack); a storage client in the trace points at that filesystem",
+    ),
+    _r(
         "uncorrected_memory_error",
         r"uncorrected (?:machine check|EDAC)",
         "the CPU or host memory reported an uncorrected hardware error (machine check, EDAC UE)",

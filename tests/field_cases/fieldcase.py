@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from nvtest.report.model import build_view
 from nvtest.testing.standin import Recording, StandInTools
 from tests.conftest import PROBES, run_nvtest
-from tests.standin_nodes import PROFILES, NodeProfile, Tool
+from tests.standin_nodes import H100, PROFILES, NodeProfile, Tool
 
 __all__ = [
     "CASES", "Case", "CaseError", "CaseRun", "Clusters", "all_case_dirs", "check_expectations",
@@ -93,6 +93,9 @@ class Arrangement(_Strict):
     """How the case is run: backend, nodes, SKU, suite, the checks (``-k``), more options."""
 
     backend: Literal["local", "ssh", "slurm"] = "local"
+    #: the verb: ``nvtest run`` (``checks``: ``-k``), or ``nvtest gate`` on the one local node
+    #: (``checks``: ``--check``; ``options``: more gate options, ``{case}`` is the case folder)
+    verb: Literal["run", "gate"] = "run"
     nodes: list[str] = Field(default_factory=list)
     #: instead of ``nvtest run``: ``nvtest parse <these> --json`` in the case folder (a log
     #: collected elsewhere, read standalone); no nodes then
@@ -122,6 +125,8 @@ class Arrangement(_Strict):
             raise ValueError("nodes: name at least one node (or give parse)")
         if len(set(self.nodes)) != len(self.nodes):
             raise ValueError("nodes: a name appears twice")
+        if self.verb == "gate" and self.backend != "local":
+            raise ValueError("verb: gate runs on the node itself: the local backend only")
         if self.backend == "local" and len(self.nodes) != 1:
             raise ValueError("nodes: the local backend runs exactly one node")
         if self.backend == "ssh" and len(self.nodes) > SSH_NODES:
@@ -276,16 +281,20 @@ def all_case_dirs() -> list[Path]:
 # -- building the nodes ------------------------------------------------------------------------
 
 
-def node_tools(nc: NodeCase, folder: Path, bin_dir: Path) -> StandInTools:
+def node_tools(nc: NodeCase, folder: Path, bin_dir: Path, *, gate: bool = False) -> StandInTools:
     """Write the node's stand-ins into ``bin_dir`` (emptied first): its profile's tools with
     the case's overrides: an override with a ``default`` replaces the profile's tool (its
     argument globs, then the default); one without is layered on the profile's (its globs
-    tried first, then the profile's globs and default)."""
+    tried first, then the profile's globs and default). ``gate``: ``h100_healthy`` answers
+    the gate's ``nvidia-smi -q`` (text) too, with the real H100 capture of the gate's stand-ins."""
     if bin_dir.exists():
         shutil.rmtree(bin_dir)
     tools = StandInTools(bin_dir)
     prof: NodeProfile = PROFILES[nc.profile]
     merged: dict[str, Tool | None] = dict(prof.tools)
+    smi = merged.get("nvidia-smi")
+    if gate and nc.profile == "h100_healthy" and smi is not None:
+        merged["nvidia-smi"] = Tool(smi.default, {"-q": Recording.of_file(H100["smi_q"]), **smi.by_args})
     for name, spec in nc.tools.items():
         if spec == "missing":
             merged[name] = None
@@ -405,6 +414,8 @@ class CaseRun:
     doc: dict[str, Any] | None
     names: dict[str, str]
     wall_s: float = 0.0
+    #: ``nvtest gate``: node -> its verdict (the gate's ``unknown`` as the run's ``error``)
+    verdicts: dict[str, str] | None = None
 
 
 def _args(case: Case, out: Path) -> list[str]:
@@ -424,6 +435,34 @@ def _run_local(case: Case, folder: Path, work: Path) -> CaseRun:
     env = {"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1", **_node_env(nc, folder)}
     proc = run_nvtest(*_args(case, work / "r"), env=env, timeout=case.arrangement.timeout_s + 60)
     return _finish(proc, work / "r", {name: ""})
+
+
+#: The gate's verdicts in the run's words.
+GATE_VERDICT = {"unknown": "error"}
+
+
+def _run_gate(case: Case, folder: Path, work: Path) -> CaseRun:
+    """``nvtest gate`` on the one node; its document read as results: one per decision (the
+    check, verdict, reason, and its next step as the diagnosis: cause and action)."""
+    (name,) = case.arrangement.nodes
+    nc = case.nodes.get(name, NodeCase())
+    tools = node_tools(nc, folder, work / "bin", gate=True)
+    env = {"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1", **_node_env(nc, folder)}
+    args = ["gate", "--node", name, "--state-dir", str(work / "state"), "--history", "off"]
+    args += [a for c in case.arrangement.checks for a in ("--check", c)]
+    args += [o.replace("{case}", str(folder)) for o in case.arrangement.options]
+    proc = run_nvtest(*args, env=env, timeout=case.arrangement.timeout_s + 60)
+    try:
+        gate = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return CaseRun(proc.returncode, proc.stdout[-6000:] + proc.stderr[-4000:], None, {name: name}, verdicts={})
+    results = [
+        {"node": name, "check": c["check"], "verdict": GATE_VERDICT.get(d["verdict"], d["verdict"]),
+         "reason": d["reason"], "diagnosis": d.get("next_step")}
+        for c in gate.get("checks", []) for d in c.get("decisions", [])
+    ]  # fmt: skip
+    verdict = GATE_VERDICT.get(gate.get("verdict"), gate.get("verdict"))
+    return CaseRun(proc.returncode, proc.stderr[-4000:], {"results": results}, {name: name}, verdicts={name: str(verdict)})
 
 
 def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRun:
@@ -506,6 +545,8 @@ def run_case(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
         args = [str(folder / a) if (folder / a).is_file() else a for a in case.arrangement.parse]
         proc = run_nvtest("parse", *args, "--json", timeout=case.arrangement.timeout_s)
         run = CaseRun(proc.returncode, proc.stdout[-20000:] + proc.stderr[-4000:], None, {})
+    elif case.arrangement.verb == "gate":
+        run = _run_gate(case, folder, work)
     elif backend == "local":
         run = _run_local(case, folder, work)
     elif backend == "ssh":
@@ -584,15 +625,15 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
         drained = sorted((run.doc.get("run") or {}).get("drained") or {})
         if drained != sorted(exp.drained):
             problems.append(f"drained {drained}, expected {sorted(exp.drained)}")
-    view = build_view(run.doc)
+    nodes = {n: {"verdict": v} for n, v in run.verdicts.items()} if run.verdicts is not None else build_view(run.doc).nodes
     results = list(run.doc.get("results") or [])
     for name, ne in exp.nodes.items():
         node = run.names.get(name, name)
         items = [r for r in results if r["node"] == node]
-        if node not in view.nodes:
-            problems.append(f"{name}: not in the report (nodes: {sorted(view.nodes)})")
+        if node not in nodes:
+            problems.append(f"{name}: not in the report (nodes: {sorted(nodes)})")
             continue
-        verdict = str(view.nodes[node].get("verdict") or _worst(items))
+        verdict = str(nodes[node].get("verdict") or _worst(items))
         problems += _expect_items(name, items, ne, verdict)
         for check, ce in ne.checks.items():
             ce = CheckExpect(verdict=ce) if isinstance(ce, str) else ce

@@ -249,8 +249,14 @@ def nvlink(ctx: GateContext) -> CheckResult:
     return res
 
 
+#: nvidia-smi's words for a driver NVML cannot reach: the GPUs' fabric state is then not
+#: reported (fail closed, with the tool's words), not that of a driver too old to have one.
+_NVML_DOWN = re.compile(r"NVML|couldn't communicate with the NVIDIA driver")
+
+
 def fabric(ctx: GateContext) -> CheckResult:
-    """The fabric manager on an NVSwitch system: active, the driver's version, GPUs registered."""
+    """The fabric manager on an NVSwitch system: active, the driver's version, GPUs registered
+    (a GPU fabric state nvidia-smi could not read because NVML is down fails with its words)."""
     res = CheckResult("fabric_manager")
     switches = ctx.sku.expect.nvswitches if ctx.sku and ctx.sku.expect.nvswitches is not None else None
     if switches is None:
@@ -271,7 +277,8 @@ def fabric(ctx: GateContext) -> CheckResult:
         return res
     query, _ = ctx.smi
     sections = split_sections(ctx.sources.get("fm").stdout)
-    if not sections.get("fabric", "").lstrip().startswith("index"):
+    said = sections.get("fabric", "")
+    if not said.lstrip().startswith("index") and not _NVML_DOWN.search(said):
         sections.pop("fabric", None)  # no CSV from --query-gpu: read the fabric state from -q
     out = fabric_manager(sections, query.driver_version if query else None, nvswitches=switches)
     if "fabric" not in sections:

@@ -53,7 +53,9 @@ def worst(verdicts: Iterable[str], default: str = "skip") -> str:
 
 
 def next_step(check: str, verdict: str, reason: str) -> dict[str, str] | None:
-    """The playbook's cause, action and class for a bad decision (None for pass/skip/warn)."""
+    """The playbook's cause, action and class for a bad decision (None for pass/skip/warn),
+    from the decision's own reason; the engine chooses it again once every check answered, from
+    everything the gate found on the node (:func:`nvtest.ops.gate.diagnose.diagnose_gate`)."""
     if verdict not in ("fail", "unknown"):
         return None
     d = diagnose({"check": check, "verdict": "fail" if verdict == "fail" else "error", "reason": reason})

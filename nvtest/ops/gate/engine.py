@@ -4,7 +4,8 @@
 matches the node to its SKU profile from ``nvidia-smi -q`` and ``lspci``, runs each check
 (:data:`CHECKS`) in its own thread, and at the deadline stops waiting: a check that has not
 answered is ``unknown`` ("did not answer within the budget"), never a hang and never a drain
-by itself. The checks that need no GPU (:data:`SKU_FREE`) start at once with the provisional
+by itself. Once all have answered, every bad decision's next step is chosen from everything the
+gate found on the node (:func:`~nvtest.ops.gate.diagnose.diagnose_gate`). The checks that need no GPU (:data:`SKU_FREE`) start at once with the provisional
 recipe, never waiting for the match (which waits for nvidia-smi). Then, opt-in, it drains or
 resumes the node (:mod:`~nvtest.ops.gate.slurm`: its outcome belongs in the document), keeps
 its cursor (:mod:`~nvtest.ops.gate.state`), hands the document out (``GateOptions.emit``)
@@ -43,6 +44,7 @@ from nvtest.ops.gate.config import (
     gate_exit_code,
 )
 from nvtest.ops.gate.context import GateContext, base_commands, recipe_commands
+from nvtest.ops.gate.diagnose import diagnose_gate
 from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, exit_code, worst
 from nvtest.ops.gate.recipe import gate_recipe, provisional_recipe
 from nvtest.ops.gate.slurm import SlurmAction, drain_node, resume_node
@@ -347,6 +349,7 @@ def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]
         checks.start(ctx, [n for n in wanted if n in REJUDGED])
     budget.wait(checks.done, budget.at(CHECKS_SHARE))
     results = config_verdicts(site, sku, checks.collect(budget))
+    diagnose_gate(results, state)  # the next steps from everything this gate found on the node
     duration = time.monotonic() - budget.t0
     verdict = worst(c.verdict for c in results)
     code = gate_exit_code(results, strict=opts.strict, mode=opts.mode, site=site, sku=sku)
