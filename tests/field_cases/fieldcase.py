@@ -599,7 +599,7 @@ def _expect_items(
             yield f"{label}: reason {exp.reason!r} in none of {[t[:300] for t in reasons]}"
 
 
-def _whole_reason(r: dict) -> str:
+def _whole_reason(r: Mapping[str, Any]) -> str:
     """A result's reason as a whole: its one bounded line, or where words were left out of
     it (nvtest.results.REASON_MAX_CHARS) the whole text kept in ``details.reason_full``."""
     return str((r.get("details") or {}).get("reason_full") or r.get("reason") or "")
