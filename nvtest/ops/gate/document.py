@@ -34,8 +34,8 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "VERDICTS",
-    "CheckResult",
     "Decision",
+    "GateCheck",
     "exit_code",
     "next_step",
     "worst",
@@ -87,8 +87,11 @@ class Decision:
 
 
 @dataclass
-class CheckResult:
+class GateCheck:
     """One gate check: its verdict (worst decision), decisions, evidence and numbers.
+
+    The gate's own record, written as one ``checks`` entry of the gate's document; a check
+    of ``nvtest run`` is :class:`nvtest.results.CheckResult`.
 
     ``metrics``: (name, value, unit, labels) recorded in the history.
     """
