@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import and_, func, select, union
 
+from nvtest.config.metrics import lower_is_better
 from nvtest.history.schema import events, metrics, results, runs
 from nvtest.history.store import HistoryStore, day_of
 from nvtest.verdict import Verdict, rank_of, worst_of
@@ -41,8 +42,6 @@ __all__ = [
     "trend",
 ]
 
-#: Units where a larger value is worse (seconds): a "fall" is a rise. As nvtest.analysis.outliers.
-_LOWER_IS_BETTER = frozenset({"s", "ms", "us", "ns"})
 #: SQLite's default limit of host parameters is 999 (before 3.32): IN lists are chunked.
 _CHUNK = 500
 
@@ -301,7 +300,7 @@ def trend(
         base = statistics.median(earlier) if earlier else None
         drop = None
         if base:
-            sign = -1.0 if units[(node, labels)] in _LOWER_IS_BETTER else 1.0
+            sign = -1.0 if lower_is_better(units[(node, labels)]) else 1.0  # a time's drop is a rise
             drop = round(sign * (base - latest) / abs(base) * 100.0, 2)
         out.append(
             TrendSeries(node, labels, units[(node, labels)], tuple(pts), base, latest, drop, drop is not None and drop > drop_pct)
