@@ -160,6 +160,10 @@ class MetricResult:
         bound: the physical bound the value was checked against before any threshold
             (rule, min, max, basis; :mod:`nvtest.config.metrics`), with ``implausible``
             true when the value was outside it; None when no bound applied.
+        lower_is_better: which way the value is better, written by the Judge from the metric
+            catalog (:func:`nvtest.config.metrics.lower_is_better` of the unit): True for a
+            time, False for a rate, None where neither. Not in results.json (derived from
+            the unit, which is): readers of results.json and of the history ask the catalog.
     """
 
     name: str
@@ -171,10 +175,13 @@ class MetricResult:
     labels: Mapping[str, str] = field(default_factory=dict)
     fleet: Mapping[str, Any] | None = None
     bound: Mapping[str, Any] | None = None
+    lower_is_better: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The metric as results.json writes it (docs/results.schema.json ``metric``)."""
         d = asdict(self)
         d["verdict"] = self.verdict.value
+        del d["lower_is_better"]
         return d
 
 

@@ -7,6 +7,12 @@
 - ``skip``: not applicable here, with the reason.
 
 A node's verdict is the worst of its checks; a check's the worst of its metrics.
+
+This module holds the one severity order of the package: ``skip < pass < warn < error <
+fail`` (:attr:`Verdict.rank`). Verdicts written as JSON words (results.json, the gate's
+document, the history's rows) are ranked with :func:`rank_of` and combined with
+:func:`worst_of`; the gate's public word ``unknown`` (could not be measured,
+``docs/gate.schema.json``) is the run's ``error`` under another name and ranks as it.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Measured", "Outcome", "Verdict", "worst"]
+__all__ = ["UNKNOWN", "Measured", "Outcome", "Verdict", "rank_of", "verdict_of", "worst", "worst_of"]
 
 
 class Verdict(StrEnum):
@@ -52,6 +58,43 @@ def worst(verdicts: Iterable[Verdict], default: Verdict = Verdict.SKIP) -> Verdi
         if best is None or v.rank > best.rank:
             best = v
     return best if best is not None else default
+
+
+#: The gate's public word for a check that could not be measured (``docs/gate.schema.json``):
+#: the run's ``error`` under another name, ranked as it.
+UNKNOWN = "unknown"
+_ALIASES = {UNKNOWN: Verdict.ERROR}
+
+
+def verdict_of(word: str) -> Verdict:
+    """The :class:`Verdict` a JSON word names (``"fail"`` -> FAIL; the gate's ``unknown`` -> ERROR).
+
+    Raises:
+        ValueError: ``word`` is no verdict.
+    """
+    alias = _ALIASES.get(word)
+    return alias if alias is not None else Verdict(word)
+
+
+def rank_of(word: str) -> int:
+    """The severity of a verdict written as a JSON word, as :attr:`Verdict.rank` (0 skip .. 4 fail).
+
+    The gate's ``unknown`` ranks as ``error``; a word that is no verdict ranks as ``error``
+    too (fail closed: what cannot be read is never better than a pass).
+    """
+    try:
+        return verdict_of(word).rank
+    except ValueError:
+        return Verdict.ERROR.rank
+
+
+def worst_of(words: Iterable[str], default: str = "skip") -> str:
+    """The most severe of ``words`` (JSON verdict words) as written, by :func:`rank_of`.
+
+    Of equally severe words the first is kept (``unknown`` before ``error`` stays
+    ``unknown``); ``default`` when ``words`` is empty.
+    """
+    return max(words, key=rank_of, default=default)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ from html import escape
 from typing import Any
 
 from nvtest.errors import ConfigError
-from nvtest.report.model import RANK, fmt_num, labels_text
+from nvtest.report.model import fmt_num, labels_text
+from nvtest.verdict import rank_of
 
 __all__ = ["Change", "compare_docs", "render_compare_html", "summarise"]
 
@@ -81,7 +82,7 @@ def _index(doc: Mapping[str, Any]) -> dict[tuple[str, str, str, str], dict[str, 
 
 
 def _kind(a: Mapping[str, Any], b: Mapping[str, Any], tolerance_pct: float) -> str:
-    ra, rb = RANK.get(str(a["verdict"]), 0), RANK.get(str(b["verdict"]), 0)
+    ra, rb = rank_of(str(a["verdict"])), rank_of(str(b["verdict"]))
     if a["verdict"] != b["verdict"] and "skip" not in (a["verdict"], b["verdict"]):
         return "better" if rb < ra else "worse"
     va, vb = a["value"], b["value"]

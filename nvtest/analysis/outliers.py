@@ -1,7 +1,8 @@
 """Fleet-relative outliers: each node (and each GPU) against its SKU's fleet.
 
-For every performance metric of a run (unit GB/s, Gb/s, TB/s, TFLOP/s, GFLOP/s,
-tokens/s: higher is better; s, ms, us: lower is better), values are grouped by
+For every performance metric of a run (a unit with a better direction, as the metric
+catalog's :func:`~nvtest.config.metrics.lower_is_better` says: GB/s, Gb/s, TB/s, TFLOP/s,
+GFLOP/s, tokens/s higher is better; s, ms, us, ns lower is better), values are grouped by
 SKU, check, metric name and the labels that say *what* was measured (dtype,
 library, message size), not *where* (``device``, ``gpu``, ``hca``, ``port``):
 every GPU of every node of a SKU is one population. Per value::
@@ -34,11 +35,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from nvtest.config.metrics import lower_is_better
 from nvtest.verdict import Verdict
 
 __all__ = [
-    "HIGHER_IS_BETTER",
-    "LOWER_IS_BETTER",
     "FleetPolicy",
     "FleetStats",
     "apply_fleet",
@@ -47,8 +47,6 @@ __all__ = [
     "systemic_failures",
 ]
 
-HIGHER_IS_BETTER = frozenset({"GB/s", "Gb/s", "TB/s", "TFLOP/s", "GFLOP/s", "tokens/s"})
-LOWER_IS_BETTER = frozenset({"s", "ms", "us", "ns"})
 #: Labels that say where a value was measured (not part of the comparison group).
 PLACE_LABELS = frozenset({"device", "gpu", "hca", "port", "node", "pci_bus_id", "rank"})
 
@@ -153,11 +151,8 @@ def apply_fleet(
         if r.get("verdict") in (Verdict.SKIP.value, Verdict.ERROR.value):
             continue
         for m in r.get("metrics") or []:
-            unit = m.get("unit")
-            if m.get("value") is None or (
-                unit not in HIGHER_IS_BETTER and unit not in LOWER_IS_BETTER
-            ):
-                continue
+            if m.get("value") is None or lower_is_better(m.get("unit")) is None:
+                continue  # no better direction (a count, a temperature): thresholds only
             if m.get("verdict") == Verdict.ERROR.value or (m.get("bound") or {}).get("implausible"):
                 continue  # implausible or unmeasured: not a member of the fleet
             groups.setdefault(group_key(sku_of.get(r["node"]), r["check"], m), []).append((r, m))
@@ -167,7 +162,7 @@ def apply_fleet(
         if len(members) < pol.min_samples:
             continue
         med, mad = robust_stats(float(m["value"]) for _, m in members)
-        lower = key[3] in LOWER_IS_BETTER
+        lower = lower_is_better(key[3]) is True
         for r, m in members:
             st = _judge(float(m["value"]), med, mad, len(members), lower, pol)
             m["fleet"] = st.to_json()

@@ -35,7 +35,7 @@ from typing import Any
 
 from nvtest.verdict import Verdict
 
-__all__ = ["Digest", "Finding", "Group", "SdcReport", "compare", "digests_from_docs", "run_warnings"]
+__all__ = ["Digest", "Group", "SdcFinding", "SdcReport", "compare", "digests_from_docs", "run_warnings"]
 
 #: Workload keys that are parameters of the computation (part of the group key).
 WORKLOAD_PARAMS = ("name", "dtype", "size", "chain", "steps", "seed")
@@ -126,7 +126,7 @@ class Group:
 
 
 @dataclass(frozen=True)
-class Finding:
+class SdcFinding:
     """The verdict of one GPU's digest of one workload, and why."""
 
     digest: Digest
@@ -140,11 +140,11 @@ class Finding:
 class SdcReport:
     """Every finding, the groups, and the configuration differences between groups."""
 
-    findings: list[Finding]
+    findings: list[SdcFinding]
     groups: list[Group]
     config_differences: list[str]
 
-    def for_node(self, node: str) -> list[Finding]:
+    def for_node(self, node: str) -> list[SdcFinding]:
         """The findings of ``node``'s devices (an index built on first use: one report
         serves every node's item without a pass over the fleet each)."""
         index = self.__dict__.get("_by_node")
@@ -182,14 +182,14 @@ def digests_from_docs(docs: Mapping[str, Mapping[str, Any]]) -> list[Digest]:
     return out
 
 
-def _judge_group(g: Group) -> list[Finding]:
+def _judge_group(g: Group) -> list[SdcFinding]:
     ok = [d for d in g.members if d.digest is not None]
-    found = [Finding(d, Verdict.ERROR, f"{d.where}: no digest: {d.error}", 0, 0)
+    found = [SdcFinding(d, Verdict.ERROR, f"{d.where}: no digest: {d.error}", 0, 0)
              for d in g.members if d.digest is None]
     n = len(ok)
     if n == 1:
         d = ok[0]
-        found.append(Finding(d, Verdict.WARN, (
+        found.append(SdcFinding(d, Verdict.WARN, (
             f"{d.workload_label} on {d.where}: the only {d.kind} of its configuration in this run, "
             "nothing could be compared"), 0, 0))
         return found
@@ -199,17 +199,17 @@ def _judge_group(g: Group) -> list[Finding]:
         same = counts[d.digest] - 1
         if major is None:
             split = "/".join(str(c) for _, c in counts.most_common())
-            found.append(Finding(d, Verdict.FAIL, (
+            found.append(SdcFinding(d, Verdict.FAIL, (
                 f"{d.workload_label} on {d.where}: no majority among the {n} {d.kind}s of the same "
                 f"configuration (outputs split {split}): silent data corruption suspected on at "
                 "least one; compare each with a known-good GPU"), same, n - 1))
         elif d.digest != major:
-            found.append(Finding(d, Verdict.FAIL, (
+            found.append(SdcFinding(d, Verdict.FAIL, (
                 f"{d.workload_label} on {d.where}: outputs differ from {counts[major]} other {d.kind}s "
                 f"of the same configuration: silent data corruption suspected "
                 f"(digest {d.digest[:12]}, majority {major[:12]})"), same, n - 1))
         else:
-            found.append(Finding(d, Verdict.PASS, (
+            found.append(SdcFinding(d, Verdict.PASS, (
                 f"{d.workload_label} on {d.where}: bit-identical to {same} other {d.kind}s of the "
                 "same configuration"), same, n - 1))
     return found

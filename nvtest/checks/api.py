@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from nvtest.config.metrics import Hardware, declare_metric
+from nvtest.config.metrics import Hardware, declare_metric, lower_is_better
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.results import MetricResult
@@ -129,6 +129,7 @@ class Judge:
             threshold=thr_json,
             labels=lab,
             bound=bound,
+            lower_is_better=lower_is_better(unit),
         )
         self.metrics.append(m)
         return m

@@ -11,6 +11,9 @@ a check may judge is known in advance. The catalog is the one place that says so
 - a threshold in a SKU profile or an overlay must name a declared (check, metric) in
   its declared unit (:func:`nvtest.config.thresholds.validate_thresholds`), with the
   nearest name suggested when not;
+- :func:`lower_is_better` says which way a value is better, from its unit: the Judge writes
+  it on every :class:`~nvtest.results.MetricResult`, the fleet outliers and the history's
+  trends ask it of results.json's and the history's metrics;
 - :func:`plausible_bounds` gives the physical bounds of a value from the hardware it
   ran on (:class:`Hardware`: the SKU profile's ``expect`` and ``peaks`` and the node's
   facts). A value outside them is ``error`` "implausible", never judged against a
@@ -78,7 +81,9 @@ if TYPE_CHECKING:
 __all__ = [
     "BOUND_RULES",
     "CATALOG",
+    "HIGHER_IS_BETTER",
     "KNOWN_UNITS",
+    "LOWER_IS_BETTER",
     "PEAK_KEYS",
     "PEAK_MARGIN",
     "PLACEHOLDERS",
@@ -89,6 +94,7 @@ __all__ = [
     "declare_metric",
     "declared",
     "hardware_from_facts",
+    "lower_is_better",
     "metric_names",
     "plausible_bounds",
     "suggest",
@@ -121,6 +127,24 @@ KNOWN_UNITS = frozenset(
         "loss",  # a difference of training loss values
     }
 )
+
+#: Units of rates (bandwidth, throughput): a larger value is better.
+HIGHER_IS_BETTER = frozenset({"GB/s", "Gb/s", "TB/s", "TFLOP/s", "GFLOP/s", "tokens/s"})
+#: Units of times (latency, duration): a smaller value is better.
+LOWER_IS_BETTER = frozenset({"s", "ms", "us", "ns"})
+
+
+def lower_is_better(unit: str | None) -> bool | None:
+    """Which way a value in ``unit`` is better: True for a time (:data:`LOWER_IS_BETTER`),
+    False for a rate (:data:`HIGHER_IS_BETTER`), None for a unit with no better direction
+    (``count``, ``C``, ``%``, ``ratio``...: judged against thresholds only, never against the
+    fleet, never a trend's drop)."""
+    if unit in LOWER_IS_BETTER:
+        return True
+    if unit in HIGHER_IS_BETTER:
+        return False
+    return None
+
 
 #: Values of each name placeholder, from the probes and tools that produce them:
 #: dtype (probes/gemm_probe.py UNIT_ROUNDOFF), kernel (probes/stream_probe.py, STREAM's four
@@ -235,6 +259,11 @@ class MetricSpec:
             pos = m.end()
         parts.append(re.escape(self.pattern[pos:]))
         return re.compile("".join(parts))
+
+    @property
+    def lower_is_better(self) -> bool | None:
+        """Which way its values are better (:func:`lower_is_better` of its unit)."""
+        return lower_is_better(self.unit)
 
     def values(self, name: str) -> dict[str, str]:
         """The placeholders' values in ``name`` ({} when ``name`` does not fit)."""

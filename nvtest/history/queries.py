@@ -2,7 +2,7 @@
 
 Pure reads on a :class:`~nvtest.history.store.HistoryStore`; the same SQL on SQLite and
 PostgreSQL (no engine-specific function: days are the ``day`` integer written at ingest).
-Verdict order is nvtest's (``skip < pass < warn < unknown/error < fail``).
+Verdict order is nvtest's (:func:`nvtest.verdict.rank_of`: ``skip < pass < warn < unknown/error < fail``).
 
 A node is known by (cluster, node) (:mod:`nvtest.history.cluster`): every question that
 takes ``cluster`` reads that cluster's records only; ``cluster=None`` reads every cluster's
@@ -21,8 +21,10 @@ from typing import Any
 
 from sqlalchemy import and_, func, select, union
 
+from nvtest.config.metrics import lower_is_better
 from nvtest.history.schema import events, metrics, results, runs
 from nvtest.history.store import HistoryStore, day_of
+from nvtest.verdict import Verdict, rank_of, worst_of
 
 __all__ = [
     "Lemon",
@@ -40,15 +42,8 @@ __all__ = [
     "trend",
 ]
 
-_RANK = {"skip": 0, "pass": 1, "warn": 2, "unknown": 3, "error": 3, "fail": 4}
-#: Units where a larger value is worse (seconds): a "fall" is a rise. As nvtest.analysis.outliers.
-_LOWER_IS_BETTER = frozenset({"s", "ms", "us", "ns"})
 #: SQLite's default limit of host parameters is 999 (before 3.32): IN lists are chunked.
 _CHUNK = 500
-
-
-def _worst(verdicts: Iterable[str]) -> str:
-    return max(verdicts, key=lambda v: _RANK.get(v, 3), default="skip")
 
 
 def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
@@ -150,12 +145,12 @@ def timeline(
     for r in rows:
         items = per_run[r.id]
         bad = tuple(
-            sorted((i.check_name, i.verdict, i.reason or "") for i in items if _RANK.get(i.verdict, 3) >= 2)
+            sorted((i.check_name, i.verdict, i.reason or "") for i in items if rank_of(i.verdict) >= Verdict.WARN.rank)
         )
         family = (r.cluster, "gate" if r.kind == "gate" else "run")
         moved = _moved(vals.get(last_of[family], {}), vals.get(r.id, {}), moved_pct) if family in last_of else ()
         last_of[family] = r.id
-        verdict = _worst(i.verdict for i in items)
+        verdict = worst_of(i.verdict for i in items)
         text = f"{r.kind} {verdict}: " + (
             "; ".join(f"{c} {v}" for c, v, _ in bad[:5]) if bad else f"{len(items)} checks"
         )
@@ -305,7 +300,7 @@ def trend(
         base = statistics.median(earlier) if earlier else None
         drop = None
         if base:
-            sign = -1.0 if units[(node, labels)] in _LOWER_IS_BETTER else 1.0
+            sign = -1.0 if lower_is_better(units[(node, labels)]) else 1.0  # a time's drop is a rise
             drop = round(sign * (base - latest) / abs(base) * 100.0, 2)
         out.append(
             TrendSeries(node, labels, units[(node, labels)], tuple(pts), base, latest, drop, drop is not None and drop > drop_pct)

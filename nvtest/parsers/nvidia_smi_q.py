@@ -39,27 +39,29 @@ DESCRIPTION = (
     "nvidia-smi -q text: per-GPU identity, memory, ECC, remapping, PCIe, temperatures, power"
 )
 
-__all__ = ["FAILURES", "Node", "TreeNode", "SmiGpu", "SmiQuery", "detect", "gpu_from_tree", "gpu_values", "parse"]
+__all__ = ["FAILURES", "SmiGpu", "SmiQuery", "SmiTextNode", "TreeNode", "detect", "gpu_from_tree", "gpu_values", "parse"]
 
 #: A count: an int, a state such as N/A, or None when the field is absent.
 Count = int | ValueState | None
 
 
 @dataclass
-class Node:
-    """A tree of ``key -> value / children``; keys are lower_snake_case (``fb_memory_usage``)."""
+class SmiTextNode:
+    """A node of ``nvidia-smi -q``'s indented text read as a tree of ``key -> value / children``;
+    keys are lower_snake_case (``fb_memory_usage``). (A node of the inventory is
+    :class:`nvtest.config.inventory.Node`.)"""
 
     value: str | None = None
-    children: list[tuple[str, Node]] = field(default_factory=list)
+    children: list[tuple[str, SmiTextNode]] = field(default_factory=list)
 
-    def child(self, key: str) -> Node | None:
+    def child(self, key: str) -> SmiTextNode | None:
         """First child called ``key``."""
         return next((n for k, n in self.children if k == key), None)
 
-    def get(self, *paths: str) -> Node | None:
+    def get(self, *paths: str) -> SmiTextNode | None:
         """The node at the first of ``paths`` (``"a/b/c"``) that exists."""
         for path in paths:
-            node: Node | None = self
+            node: SmiTextNode | None = self
             for part in path.split("/"):
                 node = node.child(part) if node is not None else None
             if node is not None:
@@ -73,7 +75,7 @@ class Node:
 
 
 class TreeNode(Protocol):
-    """What :func:`gpu_from_tree` needs of a node: :class:`Node` (text) or an XML element view."""
+    """What :func:`gpu_from_tree` needs of a node: :class:`SmiTextNode` (text) or an XML element view."""
 
     @property
     def value(self) -> str | None: ...
@@ -359,16 +361,16 @@ _GPU_RE = re.compile(r"^GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-
 
 def _tree(
     text: str, skipped: list[str] | None = None
-) -> tuple[Node, list[tuple[str, Node]], list[str], ToolFailure | None]:
+) -> tuple[SmiTextNode, list[tuple[str, SmiTextNode]], list[str], ToolFailure | None]:
     """Build the indentation tree; returns (top level, GPU blocks, lost GPU bus ids, the first
     failure line of :data:`FAILURES`). An unindented line inside a GPU block (a poster's
     ``[...]``, a prompt) is none of the report's: it is skipped, noted in ``skipped``, and the
     block goes on after it."""
-    root = Node()
-    gpus: list[tuple[str, Node]] = []
+    root = SmiTextNode()
+    gpus: list[tuple[str, SmiTextNode]] = []
     lost: list[str] = []
     failure: ToolFailure | None = None
-    stack: list[tuple[int, Node]] = [(-1, root)]
+    stack: list[tuple[int, SmiTextNode]] = [(-1, root)]
     for no, line in numbered_lines(text):
         if not line.strip() or line.lstrip().startswith("===="):
             continue
@@ -388,12 +390,12 @@ def _tree(
                 skipped.append(f"line {no}: not part of the GPU block, skipped: {s[:60]}")
             continue
         if gm:
-            node = Node()
+            node = SmiTextNode()
             gpus.append((gm.group(1), node))
             stack = [(-1, root), (0, node)]
             continue
         key, sep, value = s.partition(":")
-        node = Node(value.strip() if sep else None)
+        node = SmiTextNode(value.strip() if sep else None)
         while len(stack) > 1 and stack[-1][0] >= indent:
             stack.pop()
         stack[-1][1].children.append((snake(key), node))

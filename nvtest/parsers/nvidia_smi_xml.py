@@ -44,7 +44,7 @@ __all__ = ["FAILURES", "GpuIdentity", "XmlNode", "detect", "identities", "parse"
 
 
 class XmlNode:
-    """A read-only view of an Element with the :class:`~nvtest.parsers.nvidia_smi_q.Node` API.
+    """A read-only view of an Element with the :class:`~nvtest.parsers.nvidia_smi_q.SmiTextNode` API.
 
     No tree is copied: lookups go through ElementTree's own ``find`` (tag paths ``a/b/c``).
     """

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from nvtest.verdict import Verdict, rank_of, worst_of
+
 __all__ = [
     "VERDICTS",
     "collapse",
@@ -37,11 +39,9 @@ __all__ = [
     "threshold_text",
 ]
 
-#: Verdicts in display order.
-VERDICTS = ("pass", "warn", "fail", "error", "skip")
+#: Verdicts in display order (:class:`nvtest.verdict.Verdict`'s).
+VERDICTS = tuple(v.value for v in Verdict)
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_.~-][A-Za-z0-9_.~/-]*")
-#: Severity, as :class:`nvtest.verdict.Verdict.rank`: skip < pass < warn < error < fail.
-RANK = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
 
 
 def safe_log_link(path: str | None) -> str | None:
@@ -345,11 +345,7 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
         matrix[r["node"]][r["check"]] = r
     for n, nd in nodes.items():
         if not nd.get("verdict"):
-            worst = max(
-                (matrix[n][c]["verdict"] for c in matrix[n]),
-                key=lambda v: RANK.get(v, 0),
-                default="skip",
-            )
+            worst = worst_of(matrix[n][c]["verdict"] for c in matrix[n])
             nd["verdict"] = "error" if nd.get("down_reason") else worst
     diagnoses: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
@@ -359,7 +355,7 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
         c.series = _series_of(c.name, items, index)
         c.bad = sorted(
             (r for r in items if r["verdict"] in ("fail", "error", "warn")),
-            key=lambda r: (-RANK.get(r["verdict"], 0), r["node"]),
+            key=lambda r: (-rank_of(r["verdict"]), r["node"]),
         )
         skip_groups: dict[str, list[str]] = defaultdict(list)
         for r in items:
@@ -389,13 +385,13 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
             g["checks"].append(r["check"])
         if r["node"] not in g["nodes"]:
             g["nodes"].append(r["node"])
-        if RANK.get(r["verdict"], 0) > RANK.get(g["verdict"], 0):
+        if rank_of(r["verdict"]) > rank_of(g["verdict"]):
             g["verdict"] = r["verdict"]
     for g in groups.values():
         g["check"] = g["checks"][0]
         g["nodes"].sort()
     diagnoses = sorted(
-        groups.values(), key=lambda g: (-RANK.get(g["verdict"], 0), -len(g["nodes"]), g["check"])
+        groups.values(), key=lambda g: (-rank_of(g["verdict"]), -len(g["nodes"]), g["check"])
     )
     evidence: dict[str, list[tuple[str, str]]] = {}
     for n in node_names:
@@ -475,5 +471,5 @@ def rack_sku_rows(view: ReportView) -> list[dict[str, Any]]:
         if verdict in ("fail", "error"):
             g["bad"].append(n)
     for g in groups.values():
-        g["verdict"] = max(g["counts"], key=lambda v: RANK.get(v, 0)) if g["counts"] else "skip"
+        g["verdict"] = worst_of(g["counts"])
     return [groups[k] for k in sorted(groups, key=lambda k: (k[0] == "", k[0], k[1]))]

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from nvtest.verdict import worst_of
+
 __all__ = [
     "DrillTable",
     "EstimateRow",
@@ -269,15 +271,12 @@ def _injob(items: Sequence[Mapping[str, Any]]) -> DrillTable:
         nodes = job.get("nodes") or []
         scope = f"job ({job.get('world_size', '?')} ranks on {len(nodes)} nodes)"
         verdicts = [row.verdict for row in table.rows]
-        worst = max(verdicts, key=lambda v: _RANK.get(v, 0), default="skip")
+        worst = worst_of(verdicts)
         table.rows.insert(
             0,
             FigureRow(scope, worst, values, target, f"launcher {job.get('launcher')}", job=True),
         )
     return table
-
-
-_RANK = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
 
 
 def _simple(

@@ -15,6 +15,8 @@ import random
 import statistics
 from typing import Any
 
+from nvtest.verdict import Verdict, rank_of, worst_of
+
 __all__ = ["HOSTILE_GPU", "HOSTILE_NODE", "HOSTILE_TOOL", "synthetic_doc"]
 
 HOSTILE_NODE = "<script>alert(1)</script>"
@@ -90,10 +92,8 @@ _THRESHOLDS: dict[str, dict[str, dict[str, Any]]] = {
 _SKU = "h100-sxm-80gb"
 _STARTED = 1_790_000_000.0
 _DOWN_REASON = "ssh: connect timed out after 10 s (no route to host)"
-_VERDICTS = ("pass", "warn", "fail", "error", "skip")
-#: Worst-of ranks: of a metric's verdicts, and of a result's (for the node and run verdicts).
-_METRIC_RANK = {"pass": 0, "warn": 1, "fail": 2}
-_RESULT_RANK = {"skip": 0, "pass": 1, "warn": 2, "error": 3, "fail": 4}
+#: The verdict words in results.json's order of counts (nvtest.verdict.Verdict's).
+_VERDICTS = tuple(v.value for v in Verdict)
 _UNREACHABLE = {
     "cause": "node unreachable over SSH",
     "action": "check the BMC console, power and the management network",
@@ -368,7 +368,7 @@ def _judge(
     bad: list[str] = []
     for m in metrics:
         _judge_metric(m, *stats[(c, m["name"])])
-        if _METRIC_RANK[m["verdict"]] > _METRIC_RANK[worst]:
+        if rank_of(m["verdict"]) > rank_of(worst):
             worst = m["verdict"]
         if m["verdict"] != "pass":
             bad.append(
@@ -424,7 +424,7 @@ def _summary(
     verdict_of: dict[str, str] = {}
     for r in results:
         cur = verdict_of.get(r["node"], "skip")
-        if _RESULT_RANK[r["verdict"]] > _RESULT_RANK[cur]:
+        if rank_of(r["verdict"]) > rank_of(cur):
             verdict_of[r["node"]] = r["verdict"]
     for n in names:
         node_docs[n]["verdict"] = verdict_of.get(n, "skip")
@@ -434,7 +434,7 @@ def _summary(
     item_counts = dict.fromkeys(_VERDICTS, 0)
     for r in results:
         item_counts[r["verdict"]] += 1
-    overall = max(verdict_of.values(), key=lambda v: _RESULT_RANK[v]) if verdict_of else "skip"
+    overall = worst_of(verdict_of.values())
     return {"verdict": overall, "nodes": node_counts, "items": item_counts}
 
 

@@ -170,3 +170,20 @@ def test_an_implausible_value_is_left_out_of_the_fleet():
     assert bad["metrics"][0]["fleet"] is None and bad["metrics"][0]["verdict"] == "error"
     medians = {r["metrics"][0]["fleet"]["median"] for r in doc["results"][:3]}
     assert medians == {731.0} and {r["metrics"][0]["fleet"]["n"] for r in doc["results"][:3]} == {3}
+
+
+def test_a_slow_time_is_the_outlier_not_a_fast_one():
+    """Which way is better is the metric catalog's (lower_is_better of the unit): among step
+    times (s), the node 20 % slower is flagged, the one 20 % faster is not; a count has no
+    better direction and is not judged against the fleet."""
+    doc = _doc(_fleet(slow={3: 1.2, 5: 0.8}), floor=0)
+    for r in doc["results"]:
+        m = r["metrics"][0]
+        m.update(name="step_time_s", unit="s", threshold=None, reason="")
+        r["metrics"].append({"name": "wrong", "value": 7.0 if r["node"] == "gpu009" else 0.0, "unit": "count",
+                             "verdict": "pass", "labels": {}})  # fmt: skip
+    doc = post_process(doc, policies=POLICY)
+    assert {o["node"] for o in doc["fleet"]["outliers"]} == {"gpu003"}
+    r = next(r for r in doc["results"] if r["node"] == "gpu003")
+    assert "slower than the fleet median" in r["reason"]
+    assert all(r["metrics"][1].get("fleet") is None for r in doc["results"])

@@ -49,7 +49,7 @@ FLOOR_RULES: dict[str, frozenset[str]] = {
     "nvtest.testing": frozenset({"nvtest.config", "nvtest.transports"}),
     # the record of every run, gate and sweep: written by finish_run (analysis) and the
     # operating verbs (ops), so it sits on the floor below both and knows only the results
-    "nvtest.history": frozenset({"nvtest.results"}),
+    "nvtest.history": frozenset({"nvtest.results", "nvtest.config"}),
 }
 
 #: Apart: shipped to nodes, they import nothing of nvtest.

@@ -14,7 +14,14 @@ import pytest
 
 from nvtest.checks.api import Judge
 from nvtest.config.loader import load_model
-from nvtest.config.metrics import CATALOG, PLACEHOLDERS, Hardware, declared, plausible_bounds
+from nvtest.config.metrics import (
+    CATALOG,
+    PLACEHOLDERS,
+    Hardware,
+    declared,
+    lower_is_better,
+    plausible_bounds,
+)
 from nvtest.config.resources import configs_dir
 from nvtest.config.skus import Catalog
 from nvtest.config.thresholds import SkuProfile, assess
@@ -296,3 +303,19 @@ def test_open_ended_patterns_match_any_whole_number():
     j = Judge(None, "site_serve", "n1", None)
     assert j("bf16_bs16_decode_tokens_per_s", 1200.0, "tokens/s").verdict == Verdict.PASS
     assert j("bf16_bs16_decode_tokens_per_s", -1.0, "tokens/s").verdict == Verdict.ERROR
+
+
+def test_which_way_is_better_is_the_catalogs_and_the_judge_writes_it(catalog: Catalog, h100: Hardware):
+    """One decision of "lower is better" (config.metrics.lower_is_better, from the unit), in
+    step with each declared metric's kind; the Judge writes it on the MetricResult, and
+    results.json does not carry it (readers derive it from the unit)."""
+    direction = {"latency": True, "duration": True, "bandwidth": False, "throughput": False}
+    for spec in CATALOG:
+        assert spec.lower_is_better is direction.get(spec.kind), (spec.pattern, spec.unit, spec.kind)
+    assert lower_is_better("ms") is True and lower_is_better("TFLOP/s") is False
+    assert lower_is_better("count") is None and lower_is_better(None) is None
+    j = Judge(None, "train_smoke", "n1", None, hardware=h100)
+    step, tokens = j("step_time_s", 0.2, "s"), j("tokens_per_s", 5000.0, "tokens/s")
+    assert step.lower_is_better is True and tokens.lower_is_better is False
+    assert j("final_loss_ratio", 0.3, "ratio").lower_is_better is None
+    assert "lower_is_better" not in step.to_json()

@@ -229,3 +229,19 @@ def test_what_is_no_target_is_refused_without_repeating_it(value: str, tmp_path:
     assert list(tmp_path.iterdir()) == []
     assert resolve_target("h.sqlite") == f"sqlite:///{tmp_path / 'h.sqlite'}"
     assert resolve_target("dir/h") == f"sqlite:///{tmp_path / 'dir' / 'h'}"
+
+
+def test_a_time_that_rises_is_a_trends_drop(tmp_path: Path) -> None:
+    """Which way a trend's value is better is the metric catalog's (config.metrics.lower_is_better
+    of the unit): a step time (s) 30 % longer is a 30 % drop, a shorter one is none."""
+    with HistoryStore(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
+        for day in range(4):
+            doc = run_doc(day)
+            for r in doc["results"]:
+                slow = day == 3 and r["node"] == "n001"
+                r["metrics"] = [{"name": "step_time_s", "value": 1.3 if slow else 1.0, "unit": "s", "verdict": "pass",
+                                 "labels": {}}]  # fmt: skip
+            store.ingest_results(doc)
+        got = {s.node: (s.drop_pct, s.flagged) for s in q.trend(store, "gemm", "step_time_s", drop_pct=10)}
+    assert got["n001"] == (30.0, True)
+    assert got["n002"] == (0.0, False)

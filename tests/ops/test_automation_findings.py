@@ -25,7 +25,7 @@ from nvtest.config.site import SiteConfig
 from nvtest.config.skus import load_catalog
 from nvtest.ops.gate.budget import Budget
 from nvtest.ops.gate.config import gate_exit_code
-from nvtest.ops.gate.document import CheckResult
+from nvtest.ops.gate.document import GateCheck
 from nvtest.ops.gate.engine import GateOptions, _slurm
 from nvtest.ops.sweep import SweepOptions, _drain
 from tests.conftest import REPO
@@ -76,11 +76,11 @@ def _sweep_drain(doc: Mapping[str, Any]) -> list[str]:
 _GATE_VERDICT = {"fail": "fail", "error": "unknown", "unknown": "unknown"}
 
 
-def _gate_checks(doc: Mapping[str, Any], node: str) -> list[CheckResult]:
+def _gate_checks(doc: Mapping[str, Any], node: str) -> list[GateCheck]:
     out = []
     for r in doc["results"]:
         if r["node"] == node:
-            c = CheckResult(r["check"])
+            c = GateCheck(r["check"])
             c.add(_GATE_VERDICT.get(r["verdict"], r["verdict"]), r["check"], r["reason"])
             out.append(c)
     return out

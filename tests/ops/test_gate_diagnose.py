@@ -12,7 +12,7 @@ import pytest
 
 from nvtest.ops.gate.config import CONFIG_CHECK
 from nvtest.ops.gate.diagnose import BENEATH, CHECK_DOMAINS, WEAK, diagnose_gate
-from nvtest.ops.gate.document import CheckResult
+from nvtest.ops.gate.document import GateCheck
 from nvtest.ops.gate.engine import CHECKS
 from nvtest.ops.gate.state import GateState
 from nvtest.ops.gate.tools import ToolOutput
@@ -101,8 +101,8 @@ def test_a_thermal_slowdown_stays_a_cooling_matter_beside_a_lost_gpu(tmp_path: P
     assert not step["rule"].startswith("node_") and "cooling" in step["cause"], step
 
 
-def _result(check: str, verdict: str, reason: str, evidence: str = "") -> CheckResult:
-    res = CheckResult(check)
+def _result(check: str, verdict: str, reason: str, evidence: str = "") -> GateCheck:
+    res = GateCheck(check)
     res.add(verdict, check, reason)
     if evidence:
         res.evidence.append(ToolOutput(("tool",), stdout=evidence, exit_code=1))

@@ -13,7 +13,7 @@ from tests.e2e.test_fail_closed import all_checks
 
 def test_every_gate_gpu_check_is_a_run_check() -> None:
     source = open(checks_gpu.__file__, encoding="utf-8").read()
-    gate = set(re.findall(r'CheckResult\("(\w+)"\)', source))
+    gate = set(re.findall(r'GateCheck\("(\w+)"\)', source))
     assert {"gpus", "ecc", "clocks", "nvlink"} <= gate, gate
     missing = sorted(gate - set(all_checks()))
     assert not missing, f"gate GPU checks with no nvtest run check: {missing}"

@@ -33,13 +33,13 @@ from typing import Literal
 
 from nvtest.checks.health import Outcome
 
-__all__ = ["Finding", "Severity", "absent", "record"]
+__all__ = ["ConfigFinding", "Severity", "absent", "record"]
 
 Severity = Literal["fail", "warn", "note"]
 
 
 @dataclass(frozen=True)
-class Finding:
+class ConfigFinding:
     """One audit finding.
 
     Attributes:
@@ -67,7 +67,7 @@ class Finding:
         return f"{self.message} (source: {self.source}{nxt})"
 
 
-def record(out: Outcome, finding: Finding) -> None:
+def record(out: Outcome, finding: ConfigFinding) -> None:
     """Add ``finding`` to ``out`` (failures, warnings or notes) and to ``details["findings"]``."""
     {"fail": out.fail, "warn": out.warn, "note": out.note}[finding.severity](finding.text())
     findings = out.details.setdefault("findings", [])

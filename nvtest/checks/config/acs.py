@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from nvtest.checks.config import Finding, absent, record
+from nvtest.checks.config import ConfigFinding, absent, record
 from nvtest.checks.config.platform import Platform, bus_source
 from nvtest.checks.health import Outcome
 from nvtest.playbook.config_audit import REMEDIATION
@@ -114,31 +114,31 @@ def _judge_bridge(out: Outcome, p: Platform, bdf: str, blk: AcsBlock | None, beh
     """Judge one bridge; True when it is a switch port that redirects."""
     where = f"bridge {bdf} (above {behind})"
     if blk is None:
-        record(out, Finding("fail", f"{where}: lspci -vvv lists no such function", source, REMEDIATION["acs_unreadable"]))
+        record(out, ConfigFinding("fail", f"{where}: lspci -vvv lists no such function", source, REMEDIATION["acs_unreadable"]))
         return False
     if blk.access_denied:
-        record(out, Finding("fail", f"{where}: lspci cannot read its capabilities (Capabilities: <access denied>)",
+        record(out, ConfigFinding("fail", f"{where}: lspci cannot read its capabilities (Capabilities: <access denied>)",
                             source, REMEDIATION["acs_unreadable"]))  # fmt: skip
         return False
     if not blk.has_acs:
-        record(out, Finding("note", f"{where}: no ACS capability", source))
+        record(out, ConfigFinding("note", f"{where}: no ACS capability", source))
         return False
     if not blk.control:
-        record(out, Finding("fail", f"{where}: ACS capability listed but no ACSCtl line", source,
+        record(out, ConfigFinding("fail", f"{where}: ACS capability listed but no ACSCtl line", source,
                             REMEDIATION["acs_unreadable"]))  # fmt: skip
         return False
     redirect, guard = blk.bits_on(REDIRECT_BITS), blk.bits_on(GUARD_BITS)
     ctl = " ".join(f"{n}{'+' if v else '-'}" for n, v in blk.control)
     port = blk.port or "port of unknown type"
     if redirect and blk.port == "Root Port":
-        record(out, Finding("note", f"{where}: root port with ACSCtl {ctl} (peer traffic between root ports "
+        record(out, ConfigFinding("note", f"{where}: root port with ACSCtl {ctl} (peer traffic between root ports "
                             "crosses the root complex anyway)", source))  # fmt: skip
     elif redirect:
-        record(out, Finding("fail", f"{where}, {port}: ACS redirects peer traffic (ACSCtl {ctl})", source,
+        record(out, ConfigFinding("fail", f"{where}, {port}: ACS redirects peer traffic (ACSCtl {ctl})", source,
                             REMEDIATION["acs_redirect"].format(bdf=bdf)))  # fmt: skip
         return True
     elif guard:
-        record(out, Finding("warn", f"{where}, {port}: ACSCtl {ctl}", source,
+        record(out, ConfigFinding("warn", f"{where}, {port}: ACSCtl {ctl}", source,
                             REMEDIATION["acs_source_validation"].format(bdf=bdf)))  # fmt: skip
     return False
 
@@ -153,7 +153,7 @@ def pcie_acs(p: Platform) -> Outcome:
         for bdf in d.path:
             behind.setdefault(bdf, []).append(d.label)
     if not behind:
-        record(out, Finding("note", "every GPU and NIC sits directly on the root complex: no bridge to judge",
+        record(out, ConfigFinding("note", "every GPU and NIC sits directly on the root complex: no bridge to judge",
                             p.sysfs("sys/bus/pci/devices")))  # fmt: skip
         out.measure("acs_redirect_bridges", 0, "count")
         return out
@@ -161,7 +161,7 @@ def pcie_acs(p: Platform) -> Outcome:
     source = f"{lspci.command if lspci and lspci.cmd else 'lspci -D -vvv'} (ACSCtl); bridges from {p.sysfs('sys/bus/pci/devices')}"
     if lspci is None or not lspci.reported:
         why = lspci.words() if lspci else "the probe did not run lspci"
-        record(out, Finding("fail", f"{len(behind)} PCIe bridge(s) above the GPUs/NICs, and lspci -vvv could not "
+        record(out, ConfigFinding("fail", f"{len(behind)} PCIe bridge(s) above the GPUs/NICs, and lspci -vvv could not "
                             f"report on them: {why}", source, REMEDIATION["acs_unreadable"]))  # fmt: skip
         return out
     blocks = acs_blocks(lspci.stdout)

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nvtest.checks.config import Finding, record
+from nvtest.checks.config import ConfigFinding, record
 from nvtest.checks.health import Outcome
 from nvtest.playbook.config_audit import REMEDIATION
 
@@ -88,23 +88,23 @@ def judge_identities(
         out = outs[node]
         r = got.get(rank)
         if r is None:
-            record(out, Finding("fail", f"rank {rank} (launched on {node}) printed no identity line", source,
+            record(out, ConfigFinding("fail", f"rank {rank} (launched on {node}) printed no identity line", source,
                                 REMEDIATION["rank_missing"]))  # fmt: skip
             continue
         where = f"rank {rank} on {r.node}"
         if r.node != node:
-            record(out, Finding("fail", f"{where}: launched on {node}", source, REMEDIATION["rank_missing"]))
+            record(out, ConfigFinding("fail", f"{where}: launched on {node}", source, REMEDIATION["rank_missing"]))
         if r.image is None:
-            record(out, Finding("fail", f"{where} ran on the host: no {DEFAULT_MARKER} and no NVTEST_IMAGE_ID", source,
+            record(out, ConfigFinding("fail", f"{where} ran on the host: no {DEFAULT_MARKER} and no NVTEST_IMAGE_ID", source,
                                 REMEDIATION["rank_on_host"]))  # fmt: skip
         elif want is not None and r.image != want:
             whose = "the run asks for" if expected else "the other ranks report"
-            record(out, Finding("fail", f"{where} ran in image {r.image!r}; {whose} {want!r}", source,
+            record(out, ConfigFinding("fail", f"{where} ran in image {r.image!r}; {whose} {want!r}", source,
                                 REMEDIATION["rank_wrong_image"]))  # fmt: skip
     for node, out in outs.items():
         mine = [got[k] for k, n in sorted(layout.items()) if n == node and k in got]
         out.details["ranks"] = [{"rank": r.rank, "node": r.node, "image": r.image, "source": r.source} for r in mine]
         out.details["expected_image"] = want
         if not out.failures:
-            record(out, Finding("note", f"{len(mine)} rank(s) ran in image {want!r}", source))
+            record(out, ConfigFinding("note", f"{len(mine)} rank(s) ran in image {want!r}", source))
     return outs

@@ -15,7 +15,7 @@ no RDMA NIC on the bus: skip, naming sysfs.
 
 from __future__ import annotations
 
-from nvtest.checks.config import Finding, absent, record
+from nvtest.checks.config import ConfigFinding, absent, record
 from nvtest.checks.config.platform import Platform, bus_source
 from nvtest.checks.health import Outcome
 from nvtest.playbook.config_audit import REMEDIATION
@@ -30,16 +30,16 @@ def gpudirect_rdma(p: Platform) -> Outcome:
         missing = "NVIDIA GPU" if not p.gpus else "RDMA NIC"
         return absent(out, f"no {missing}", bus_source(p), "GPUDirect RDMA does not apply")
     if not p.module_loaded("nvidia"):
-        record(out, Finding("fail", f"{len(p.gpus)} NVIDIA GPU(s) on the bus but the nvidia kernel module is not loaded",
+        record(out, ConfigFinding("fail", f"{len(p.gpus)} NVIDIA GPU(s) on the bus but the nvidia kernel module is not loaded",
                             p.sysfs("sys/module/nvidia"), REMEDIATION["nvidia_missing"]))  # fmt: skip
     if p.module_loaded("nvidia_peermem"):
         version = (p.modules.get("nvidia_peermem") or {}).get("version")
-        record(out, Finding("note", f"nvidia_peermem loaded{' (' + version + ')' if version else ''}",
+        record(out, ConfigFinding("note", f"nvidia_peermem loaded{' (' + version + ')' if version else ''}",
                             p.sysfs("sys/module/nvidia_peermem")))  # fmt: skip
     elif p.module_loaded("nv_peer_mem"):
-        record(out, Finding("note", "nv_peer_mem (Mellanox's legacy module) loaded", p.sysfs("sys/module/nv_peer_mem")))
+        record(out, ConfigFinding("note", "nv_peer_mem (Mellanox's legacy module) loaded", p.sysfs("sys/module/nv_peer_mem")))
     else:
-        record(out, Finding("fail", f"nvidia_peermem not loaded: {len(p.gpus)} GPU(s) and {len(p.nics)} RDMA NIC(s) "
+        record(out, ConfigFinding("fail", f"nvidia_peermem not loaded: {len(p.gpus)} GPU(s) and {len(p.nics)} RDMA NIC(s) "
                             "without GPUDirect RDMA", p.sysfs("sys/module/nvidia_peermem") + " (absent)",
                             REMEDIATION["peermem_missing"]))  # fmt: skip
     out.details["gpudirect"] = {

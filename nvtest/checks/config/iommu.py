@@ -19,7 +19,7 @@ Sources, in order:
 
 from __future__ import annotations
 
-from nvtest.checks.config import Finding, absent, record
+from nvtest.checks.config import ConfigFinding, absent, record
 from nvtest.checks.config.platform import Platform, bus_source
 from nvtest.checks.health import Outcome
 from nvtest.playbook.config_audit import REMEDIATION
@@ -51,7 +51,7 @@ def iommu_mode(p: Platform) -> Outcome:
         src = p.sysfs("sys/bus/pci/devices", d.bdf, "iommu_group/type")
         if d.iommu_group is None:
             if p.iommu_groups:
-                record(out, Finding("fail", f"{d.label}: no IOMMU group while {p.iommu_groups} groups exist",
+                record(out, ConfigFinding("fail", f"{d.label}: no IOMMU group while {p.iommu_groups} groups exist",
                                     p.sysfs("sys/bus/pci/devices", d.bdf, "iommu_group"), REMEDIATION["iommu_unknown"]))  # fmt: skip
                 modes[d.bdf] = "unknown"
             else:
@@ -60,20 +60,20 @@ def iommu_mode(p: Platform) -> Outcome:
         if d.iommu_group_type:
             modes[d.bdf] = d.iommu_group_type
             if d.iommu_group_type in TRANSLATED_TYPES:
-                record(out, Finding("fail", f"{d.label}: IOMMU group {d.iommu_group} translates DMA "
+                record(out, ConfigFinding("fail", f"{d.label}: IOMMU group {d.iommu_group} translates DMA "
                                     f"(type {d.iommu_group_type})", src, REMEDIATION["iommu_translated"]))  # fmt: skip
             continue
         if arg:
             modes[d.bdf] = f"passthrough ({arg})"
             continue
         modes[d.bdf] = "unknown"
-        record(out, Finding("fail", f"{d.label}: in IOMMU group {d.iommu_group}, and neither the group's type "
+        record(out, ConfigFinding("fail", f"{d.label}: in IOMMU group {d.iommu_group}, and neither the group's type "
                             "nor the kernel command line proves passthrough",
                             f"{src} (absent), {p.sysfs('proc/cmdline')}", REMEDIATION["iommu_unknown"]))  # fmt: skip
     if all(m == "off" for m in modes.values()):
-        record(out, Finding("note", "IOMMU off: no IOMMU group on this node", p.sysfs("sys/kernel/iommu_groups")))
+        record(out, ConfigFinding("note", "IOMMU off: no IOMMU group on this node", p.sysfs("sys/kernel/iommu_groups")))
     elif not out.failures:
-        record(out, Finding("note", "IOMMU in passthrough for every GPU and NIC", p.sysfs("sys/kernel/iommu_groups/*/type")))
+        record(out, ConfigFinding("note", "IOMMU in passthrough for every GPU and NIC", p.sysfs("sys/kernel/iommu_groups/*/type")))
     out.details["iommu"] = {"modes": modes, "cmdline_arg": arg, "groups": p.iommu_groups,
                             "iommu_classes": list(p.iommu_classes)}  # fmt: skip
     return out

@@ -33,7 +33,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nvtest.checks.config import Finding, record
+from nvtest.checks.config import ConfigFinding, record
 from nvtest.checks.health import Outcome
 from nvtest.playbook.config_audit import REMEDIATION
 
@@ -199,7 +199,7 @@ def judge_interfaces(
         what = f"NCCL {u.role} interface {u.name}" + (f" ({u.address})" if u.address else "")
         if is_virtual(u.name, (kinds or {}).get(u.name)):
             kind = (kinds or {}).get(u.name) or "bridge/veth/tunnel by its name"
-            record(out, Finding("fail", f"{what} is a container or VM link ({kind})", source,
+            record(out, ConfigFinding("fail", f"{what} is a container or VM link ({kind})", source,
                                 REMEDIATION["nccl_bridge"].format(name="<the node's data interface>")))  # fmt: skip
             continue
         if not networks:
@@ -207,10 +207,10 @@ def judge_interfaces(
             continue
         link_local = u.address is not None and u.address.lower().startswith("fe80:")
         if u.address and not link_local and not _in_networks(u.address, networks):
-            record(out, Finding("fail", f"{what} is outside the node's networks {', '.join(networks)}", source,
+            record(out, ConfigFinding("fail", f"{what} is outside the node's networks {', '.join(networks)}", source,
                                 REMEDIATION["nccl_outside_networks"]))  # fmt: skip
     if undeclared:
-        record(out, Finding("warn", "the inventory declares no networks: for this node, so the address NCCL uses "
+        record(out, ConfigFinding("warn", "the inventory declares no networks: for this node, so the address NCCL uses "
                             "is judged for bridges only", "inventory (networks:)", REMEDIATION["nccl_networks_undeclared"]))  # fmt: skip
 
 
@@ -224,7 +224,7 @@ def _hca_findings(out: Outcome, env: Mapping[str, str], infiniband: Sequence[str
     have = set(infiniband or ())
     for name in names:
         if name not in have:
-            record(out, Finding("fail", f"NCCL_IB_HCA={spec} names {name}, which this node does not have "
+            record(out, ConfigFinding("fail", f"NCCL_IB_HCA={spec} names {name}, which this node does not have "
                                 f"(it has: {', '.join(sorted(have)) or 'no HCA'})", source,
                                 REMEDIATION["nccl_hca_missing"].format(name=name)))  # fmt: skip
 
@@ -263,7 +263,7 @@ def nccl_interfaces(
         "networks": list(networks),
     }
     if not chosen:
-        record(out, Finding("fail", f"NCCL would find no usable interface ({rule}): running interfaces with an "
+        record(out, ConfigFinding("fail", f"NCCL would find no usable interface ({rule}): running interfaces with an "
                             f"address: {', '.join(i.name for i in ifaces if i.running and i.addresses) or 'none'}",
                             source, REMEDIATION["nccl_no_interface"]))  # fmt: skip
     else:
@@ -271,7 +271,7 @@ def nccl_interfaces(
                 for n, i in enumerate(chosen)]  # fmt: skip
         judge_interfaces(out, uses, networks, source, {i.name: i.kind for i in ifaces})
         if not out.failures:
-            record(out, Finding("note", f"NCCL bootstrap on {chosen[0].name} ({rule})", source))
+            record(out, ConfigFinding("note", f"NCCL bootstrap on {chosen[0].name} ({rule})", source))
     _hca_findings(out, env, infiniband, ib_source)
     return out
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nvtest.checks.config import Finding, absent, record
+from nvtest.checks.config import ConfigFinding, absent, record
 from nvtest.checks.config.platform import Platform, bus_source, format_cpulist
 from nvtest.checks.health import Outcome
 from nvtest.playbook.config_audit import REMEDIATION
@@ -50,7 +50,7 @@ def numa_affinity(p: Platform, binding: str = "none") -> Outcome:
     allowed = p.cpus_allowed
     status = p.sysfs("proc/self/status") + " (Cpus_allowed_list)"
     if allowed is None:
-        record(out, Finding("fail", "cannot read the CPUs the harness's processes may use", status,
+        record(out, ConfigFinding("fail", "cannot read the CPUs the harness's processes may use", status,
                             REMEDIATION["numa_far"]))  # fmt: skip
     multi = len(p.numa_nodes) > 1
     rows = []
@@ -60,19 +60,19 @@ def numa_affinity(p: Platform, binding: str = "none") -> Outcome:
         rows.append({"device": d.bdf, "kind": d.kind, "numa_node": d.numa_node,
                      "local_cpus": format_cpulist(local) if local else None})  # fmt: skip
         if d.numa_node is None:
-            record(out, Finding("fail", f"{d.label}: numa_node unreadable", src, REMEDIATION["numa_unknown"]))
+            record(out, ConfigFinding("fail", f"{d.label}: numa_node unreadable", src, REMEDIATION["numa_unknown"]))
             continue
         if d.numa_node < 0 and multi:
-            record(out, Finding("fail", f"{d.label}: firmware reports no NUMA node (numa_node -1) on a machine "
+            record(out, ConfigFinding("fail", f"{d.label}: firmware reports no NUMA node (numa_node -1) on a machine "
                                 f"with {len(p.numa_nodes)} NUMA nodes", src, REMEDIATION["numa_unknown"]))  # fmt: skip
             continue
         if allowed is not None and local and not (allowed & local):
-            record(out, Finding("fail", f"{d.label} (NUMA {d.numa_node}, CPUs {format_cpulist(local)}): the harness's "
+            record(out, ConfigFinding("fail", f"{d.label} (NUMA {d.numa_node}, CPUs {format_cpulist(local)}): the harness's "
                                 f"processes may run only on CPUs {format_cpulist(allowed)}, none local to it",
                                 f"{status}, {p.sysfs('sys/bus/pci/devices', d.bdf, 'local_cpulist')}",
                                 REMEDIATION["numa_far"]))  # fmt: skip
     if not multi:
-        record(out, Finding("note", "one NUMA node: every CPU is local to every device", p.sysfs("sys/devices/system/node")))
+        record(out, ConfigFinding("note", "one NUMA node: every CPU is local to every device", p.sysfs("sys/devices/system/node")))
     out.details["binding"] = {
         "policy": binding,
         "cpus_allowed": format_cpulist(allowed) if allowed else None,

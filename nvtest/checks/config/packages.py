@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nvtest.checks.config import Finding, record
+from nvtest.checks.config import ConfigFinding, record
 from nvtest.checks.config.platform import Platform
 from nvtest.checks.health import Outcome
 from nvtest.playbook.config_audit import REMEDIATION
@@ -108,7 +108,7 @@ def _date(ts: int | None) -> str:
 def _against_fleet(out: Outcome, mine: Mapping[str, Package], fleet: Mapping[str, Mapping[str, Package]],
                    source: str, drifted: set[str]) -> None:  # fmt: skip
     if len(fleet) < 2:
-        record(out, Finding("note", "one node of this SKU: packages not compared with a fleet", source))
+        record(out, ConfigFinding("note", "one node of this SKU: packages not compared with a fleet", source))
         return
     for name, (version, count, total) in fleet_versions(fleet).items():
         have = mine.get(name)
@@ -121,14 +121,14 @@ def _against_fleet(out: Outcome, mine: Mapping[str, Package], fleet: Mapping[str
             msg = f"{name} {have.version} (installed {_date(have.installed_at)}) is on this node, on no other of the {count} nodes"
         else:
             msg = f"{name} {have.version} (installed {_date(have.installed_at)}); {count} of {total} nodes have {version}"
-        record(out, Finding("fail", msg, source, REMEDIATION["package_fleet"].format(package=name)))
+        record(out, ConfigFinding("fail", msg, source, REMEDIATION["package_fleet"].format(package=name)))
 
 
 def _against_time(out: Outcome, p: Platform, mine: Mapping[str, Package], source: str, drifted: set[str]) -> None:
     marker = p.image_marker or {}
     built = marker.get("mtime")
     if built is None:
-        record(out, Finding("note", f"no image marker ({marker.get('path') or '/etc/nvtest-image-id'}: "
+        record(out, ConfigFinding("note", f"no image marker ({marker.get('path') or '/etc/nvtest-image-id'}: "
                             f"{marker.get('reason') or 'absent'}): changes since the image was built are not dated",
                             str(marker.get("path") or p.sysfs("etc/nvtest-image-id"))))  # fmt: skip
     for pkg in sorted(mine.values(), key=lambda k: k.name):
@@ -136,13 +136,13 @@ def _against_time(out: Outcome, p: Platform, mine: Mapping[str, Package], source
             continue
         if built is not None and pkg.installed_at > int(built) + IMAGE_SLACK_S:
             drifted.add(pkg.name)
-            record(out, Finding("fail", f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after image "
+            record(out, ConfigFinding("fail", f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after image "
                                 f"{marker.get('id')!r} was built ({_date(int(built))})",
                                 f"{source}; {marker.get('path')} (mtime)",
                                 REMEDIATION["package_after_image"].format(package=pkg.name)))  # fmt: skip
         elif p.boot_time is not None and pkg.installed_at > p.boot_time:
             drifted.add(pkg.name)
-            record(out, Finding("fail", f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after the "
+            record(out, ConfigFinding("fail", f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after the "
                                 f"running kernel booted ({_date(p.boot_time)})", f"{source}; {p.sysfs('proc/stat')} (btime)",
                                 REMEDIATION["package_after_boot"].format(package=pkg.name)))  # fmt: skip
 
@@ -160,7 +160,7 @@ def _against_running(out: Outcome, p: Platform, mine: Mapping[str, Package], sou
                 what = f"{pkgs[0].name} {pkgs[0].version} is installed"
             else:
                 what = f"{len(pkgs)} driver packages ({', '.join(k.name for k in pkgs)}) are installed at {pkgs[0].upstream}"
-            record(out, Finding("fail", f"{what}, the loaded nvidia module is {module}",
+            record(out, ConfigFinding("fail", f"{what}, the loaded nvidia module is {module}",
                                 f"{source}; {p.sysfs('sys/module/nvidia/version')}",
                                 REMEDIATION["driver_module_mismatch"]))  # fmt: skip
     kernels = [k for k in mine if k.startswith(("linux-image-", "kernel"))]
@@ -168,11 +168,11 @@ def _against_running(out: Outcome, p: Platform, mine: Mapping[str, Package], sou
     if kernels and running:
         ours = [k for k in kernels if k.endswith(running) or running.startswith(mine[k].version)]
         if not ours:
-            record(out, Finding("fail", f"the running kernel {running} has no installed package (installed: "
+            record(out, ConfigFinding("fail", f"the running kernel {running} has no installed package (installed: "
                                 f"{', '.join(sorted(kernels))})", f"{source}; {p.sysfs('proc/sys/kernel/osrelease')}",
                                 REMEDIATION["package_after_boot"].format(package="the kernel")))  # fmt: skip
     elif not kernels:
-        record(out, Finding("note", f"no kernel package installed (running {running or '?'}): a container or a custom kernel", source))
+        record(out, ConfigFinding("note", f"no kernel package installed (running {running or '?'}): a container or a custom kernel", source))
 
 
 def package_drift(p: Platform, fleet: Mapping[str, Mapping[str, Package]]) -> Outcome:
@@ -186,7 +186,7 @@ def package_drift(p: Platform, fleet: Mapping[str, Mapping[str, Package]]) -> Ou
     mine = packages_of(p)
     if mine is None:
         out.error = f"the kernel and driver packages could not be listed: {run.words() if run else 'not queried'}"
-        record(out, Finding("note", out.error, source))
+        record(out, ConfigFinding("note", out.error, source))
         return out
     drifted: set[str] = set()
     # the loaded module against the packages first: the one-line reason (results.REASON_MAX_CHARS)

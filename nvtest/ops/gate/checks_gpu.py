@@ -21,7 +21,7 @@ from nvtest.checks.health.gpus import driver_stack, gpu_inventory, lost_gpus
 from nvtest.checks.health.nvlink import fabric_manager, nvlink_status, split_sections
 from nvtest.checks.health.pcie import PcieHop, hops_from_sysfs, pcie_links
 from nvtest.ops.gate.context import GateContext, from_outcome
-from nvtest.ops.gate.document import CheckResult
+from nvtest.ops.gate.document import GateCheck
 from nvtest.parsers import nvidia_smi_nvlink
 from nvtest.parsers.nvidia_smi_q import SmiQuery, gpu_values
 from nvtest.playbook.xid import recovery_step
@@ -65,7 +65,7 @@ def _facts(ctx: GateContext, query: SmiQuery) -> NodeFacts:
     )  # fmt: skip
 
 
-def _smi_or_fail(ctx: GateContext, res: CheckResult, what: str) -> SmiQuery | None:
+def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None:
     """The parsed ``nvidia-smi -q``; None after a decision when there is none to judge."""
     if ctx.need(res, "smi", "lspci") is None:
         return None
@@ -111,10 +111,10 @@ def recovery_actions(smi_q: str) -> list[str]:
     return out
 
 
-def gpus(ctx: GateContext) -> CheckResult:
+def gpus(ctx: GateContext) -> GateCheck:
     """GPU count and model against the SKU; GPUs on the bus that nvidia-smi lost; a recovery
     action the driver asks for."""
-    res = CheckResult("gpus")
+    res = GateCheck("gpus")
     query = _smi_or_fail(ctx, res, "gpu_count")
     if query is None:
         return res
@@ -135,10 +135,10 @@ def gpus(ctx: GateContext) -> CheckResult:
 _KMOD_RE = re.compile(r"Kernel Module(?: for \S+)?\s+([\d.]+)")
 
 
-def driver(ctx: GateContext) -> CheckResult:
+def driver(ctx: GateContext) -> GateCheck:
     """NVML answers, the driver is at least the SKU's, and the kernel module is the same
     version as the user-space library (``/proc/driver/nvidia/version`` vs nvidia-smi)."""
-    res = CheckResult("driver_stack")
+    res = GateCheck("driver_stack")
     query = _smi_or_fail(ctx, res, "driver")
     if query is None:
         return res
@@ -161,9 +161,9 @@ def driver(ctx: GateContext) -> CheckResult:
     return res
 
 
-def ecc(ctx: GateContext) -> CheckResult:
+def ecc(ctx: GateContext) -> GateCheck:
     """Uncorrectable ECC errors, pending or failed row remaps, pending page retirement."""
-    res = CheckResult("ecc")
+    res = GateCheck("ecc")
     query = _smi_or_fail(ctx, res, "ecc")
     if query is None:
         return res
@@ -176,9 +176,9 @@ def ecc(ctx: GateContext) -> CheckResult:
     return res
 
 
-def clocks(ctx: GateContext) -> CheckResult:
+def clocks(ctx: GateContext) -> GateCheck:
     """Clock-throttle reasons at idle: a hardware slowdown fails, a software thermal one warns."""
-    res = CheckResult("clocks")
+    res = GateCheck("clocks")
     query = _smi_or_fail(ctx, res, "clock_event_reasons")
     if query is None:
         return res
@@ -205,10 +205,10 @@ def _smi_hops(query: SmiQuery) -> list[PcieHop]:
     return hops
 
 
-def pcie(ctx: GateContext) -> CheckResult:
+def pcie(ctx: GateContext) -> GateCheck:
     """PCIe width and speed per hop (sysfs, GPUs and NICs); nvidia-smi's links where sysfs
     lists none. Idle GPUs lower their speed: that is a note, not a failure."""
-    res = CheckResult("pcie_link")
+    res = GateCheck("pcie_link")
     if ctx.need(res, "pcie") is None:
         return res
     hops = hops_from_sysfs(ctx.sources.get("pcie").stdout)
@@ -228,9 +228,9 @@ def pcie(ctx: GateContext) -> CheckResult:
     return res
 
 
-def nvlink(ctx: GateContext) -> CheckResult:
+def nvlink(ctx: GateContext) -> GateCheck:
     """Every expected NVLink active at the SKU's speed (``nvidia-smi nvlink -s``)."""
-    res = CheckResult("nvlink")
+    res = GateCheck("nvlink")
     want = ctx.sku.expect.nvlinks_per_gpu if ctx.sku else None
     if want == 0:
         res.add("skip", "nvlinks_active", f"SKU {ctx.sku.name if ctx.sku else '?'} has no NVLink (expect.nvlinks_per_gpu 0)",
@@ -254,10 +254,10 @@ def nvlink(ctx: GateContext) -> CheckResult:
 _NVML_DOWN = re.compile(r"NVML|couldn't communicate with the NVIDIA driver")
 
 
-def fabric(ctx: GateContext) -> CheckResult:
+def fabric(ctx: GateContext) -> GateCheck:
     """The fabric manager on an NVSwitch system: active, the driver's version, GPUs registered
     (a GPU fabric state nvidia-smi could not read because NVML is down fails with its words)."""
-    res = CheckResult("fabric_manager")
+    res = GateCheck("fabric_manager")
     switches = ctx.sku.expect.nvswitches if ctx.sku and ctx.sku.expect.nvswitches is not None else None
     if switches is None:
         if ctx.need(res, "lspci") is None:

@@ -20,7 +20,7 @@ from nvtest.checks.health.kernel_log import UNREADABLE, judge_xid, split_probe, 
 from nvtest.checks.interconnect.rdma import port_problems
 from nvtest.errors import ParseError
 from nvtest.ops.gate.context import GateContext, df_key, from_outcome
-from nvtest.ops.gate.document import CheckResult
+from nvtest.ops.gate.document import GateCheck
 from nvtest.ops.gate.state import GateState
 from nvtest.parsers import dmesg, ibstat
 from nvtest.parsers.ibstat import IbReport
@@ -124,10 +124,10 @@ def _memory_lost(st: GateState, text: str, stamped: bool, source: str) -> str | 
     )
 
 
-def xid(ctx: GateContext) -> CheckResult:
+def xid(ctx: GateContext) -> GateCheck:
     """Xid/SXid events logged since the last gate; fatal ones not cleared since this boot;
     ``unknown`` while the memory of them was lost and the kernel log cannot rebuild it."""
-    res = CheckResult("xid_scan")
+    res = GateCheck("xid_scan")
     if ctx.need(res, "kernel_log") is None:
         return res
     source, text = split_probe(ctx.sources.get("kernel_log").stdout)
@@ -178,7 +178,7 @@ def _counters(text: str) -> tuple[dict[str, int], list[str]]:
     return values, devices
 
 
-def _counter_rates(ctx: GateContext, res: CheckResult, out: Outcome, values: dict[str, int]) -> None:
+def _counter_rates(ctx: GateContext, res: GateCheck, out: Outcome, values: dict[str, int]) -> None:
     st = ctx.state
     prev, prev_t = st.ib_counters, st.ib_counters_at
     limits = ctx.recipe.ib_counter_max_per_h
@@ -221,10 +221,10 @@ def _fabric_ports(ctx: GateContext, report: IbReport, out: Outcome) -> int:
     return len(good)
 
 
-def ib(ctx: GateContext) -> CheckResult:
+def ib(ctx: GateContext) -> GateCheck:
     """IB/RoCE ports Active at the SKU's rate (``ibstat``) and their error counters' rates
     since the last gate (``/sys/class/infiniband/*/ports/*/counters``)."""
-    res = CheckResult("ib_ports")
+    res = GateCheck("ib_ports")
     outs = ctx.need(res, "ibstat", "ib_counters")
     if outs is None:
         return res
@@ -271,9 +271,9 @@ def _bus_rdma_nics(ctx: GateContext) -> list | None:
     ]
 
 
-def disk(ctx: GateContext) -> CheckResult:
+def disk(ctx: GateContext) -> GateCheck:
     """Free space on each of the recipe's paths (``df -P -k``), GiB."""
-    res = CheckResult("disk")
+    res = GateCheck("disk")
     if ctx.need(res, df_key(ctx.recipe)) is None:
         return res
     out = ctx.sources.get(df_key(ctx.recipe))
@@ -297,9 +297,9 @@ def disk(ctx: GateContext) -> CheckResult:
     return res
 
 
-def memory(ctx: GateContext) -> CheckResult:
+def memory(ctx: GateContext) -> GateCheck:
     """``MemAvailable`` of ``/proc/meminfo`` against the recipe's minimum, GiB."""
-    res = CheckResult("memory")
+    res = GateCheck("memory")
     if ctx.need(res, "meminfo") is None:
         return res
     m = re.search(r"^MemAvailable:\s+(\d+) kB", ctx.sources.get("meminfo").stdout, re.M)
@@ -314,9 +314,9 @@ def memory(ctx: GateContext) -> CheckResult:
     return res
 
 
-def mounts(ctx: GateContext) -> CheckResult:
+def mounts(ctx: GateContext) -> GateCheck:
     """Each required mount mounted, and answering ``stat -f`` within the budget."""
-    res = CheckResult("mounts")
+    res = GateCheck("mounts")
     if not ctx.recipe.mounts:
         res.add("skip", "mounts", "no required mount configured (recipe.gate.mounts)", source=ctx.recipe_source)
     for path in ctx.recipe.mounts:
@@ -332,9 +332,9 @@ def mounts(ctx: GateContext) -> CheckResult:
     return res
 
 
-def services(ctx: GateContext) -> CheckResult:
+def services(ctx: GateContext) -> GateCheck:
     """Each required service ``active`` (``systemctl is-active``)."""
-    res = CheckResult("services")
+    res = GateCheck("services")
     if not ctx.recipe.services:
         res.add("skip", "services", "no required service configured (recipe.gate.services)", source=ctx.recipe_source)
     for name in ctx.recipe.services:

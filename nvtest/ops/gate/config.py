@@ -28,7 +28,7 @@ from typing import Any
 from nvtest.config.site import ConfigProblem, SiteConfig
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import EXIT_CONFIG
-from nvtest.ops.gate.document import CheckResult, exit_code, worst
+from nvtest.ops.gate.document import GateCheck, exit_code, worst
 
 __all__ = [
     "CONFIG_CHECK",
@@ -132,14 +132,14 @@ def _stem(path: str) -> str:
     return Path(path).stem
 
 
-def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[CheckResult]) -> list[CheckResult]:
+def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[GateCheck]) -> list[GateCheck]:
     """``checks`` with those that depend on a broken part replaced by ``unknown`` (naming
     it), and the ``configuration`` check appended (see the module docstring)."""
     blocking = _blocking(site, sku)
-    out: list[CheckResult] = []
+    out: list[GateCheck] = []
     for c in checks:
         if c.check in blocking:
-            res = CheckResult(c.check, duration_s=c.duration_s)
+            res = GateCheck(c.check, duration_s=c.duration_s)
             for p, whole in blocking[c.check]:
                 what = ("its settings (recipe.gate) come from a file with a configuration error" if whole
                         else "a setting it reads (recipe.gate) has a configuration error")  # fmt: skip
@@ -147,7 +147,7 @@ def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[C
             out.append(res)
         else:
             out.append(c)
-    conf = CheckResult(CONFIG_CHECK)
+    conf = GateCheck(CONFIG_CHECK)
     for p in site.problems:
         conf.add("unknown", p.key or p.kind, f"configuration error ({p.kind}): {p}", threshold=FIX,
                  source=p.file or NO_FILE)
@@ -161,7 +161,7 @@ def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[C
 
 
 def gate_exit_code(
-    checks: Sequence[CheckResult], *, strict: bool, mode: str, site: SiteConfig, sku: SkuProfile | None
+    checks: Sequence[GateCheck], *, strict: bool, mode: str, site: SiteConfig, sku: SkuProfile | None
 ) -> int:
     """1 on a proven failure (whatever the configuration); 1 with ``strict`` on an ``unknown``
     of a measurement (not one caused by the configuration); 2 for a configuration problem in

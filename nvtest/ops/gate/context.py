@@ -18,7 +18,7 @@ from nvtest.checks.health.pcie import SYSFS_SCRIPT
 from nvtest.config.skus import Catalog
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ParseError
-from nvtest.ops.gate.document import CheckResult
+from nvtest.ops.gate.document import GateCheck
 from nvtest.ops.gate.recipe import GateRecipe
 from nvtest.ops.gate.state import GateState
 from nvtest.ops.gate.tools import Sources, ToolOutput
@@ -113,7 +113,7 @@ class GateContext:
     budget_s: float
     notes: list[str] = field(default_factory=list)
 
-    def need(self, res: CheckResult, *names: str) -> list[ToolOutput] | None:
+    def need(self, res: GateCheck, *names: str) -> list[ToolOutput] | None:
         """The outputs of ``names`` (kept as the check's evidence); None when one of them did
         not answer within the budget, or printed more than the capture limit (a part of an
         output is not judged), after recording ``unknown`` for it."""
@@ -205,7 +205,7 @@ def read_smi(out: ToolOutput) -> tuple[SmiQuery | None, str]:
 
 
 def from_outcome(
-    res: CheckResult,
+    res: GateCheck,
     out: Outcome,
     *,
     what: str,

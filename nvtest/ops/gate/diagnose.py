@@ -31,11 +31,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nvtest.ops.gate.checks_node import _remembered
-from nvtest.ops.gate.document import CheckResult, Decision
+from nvtest.ops.gate.document import Decision, GateCheck
 from nvtest.ops.gate.state import GateState
 from nvtest.playbook.diagnosis import GENERIC, NODE_SYMPTOMS, Diagnosis, diagnose
 
-__all__ = ["BENEATH", "CHECK_DOMAINS", "WEAK", "Finding", "diagnose_gate", "node_findings"]
+__all__ = ["BENEATH", "CHECK_DOMAINS", "WEAK", "GateFinding", "diagnose_gate", "node_findings"]
 
 #: Rules that name no cause, only that something did not work: the tool did not answer, a
 #: figure is off its floor, wrong results on a path, no valid reading, nothing matched.
@@ -69,7 +69,7 @@ _WHOLE = re.compile(r"^whole reason \((?P<what>.*?)\): (?P<reason>.*)$", re.DOTA
 
 
 @dataclass(frozen=True)
-class Finding:
+class GateFinding:
     """One thing the gate found on the node that names a cause: the check (``state`` for an
     event the gate's state remembers), its decision's reason and its own diagnosis."""
 
@@ -87,7 +87,7 @@ class Finding:
         return "gpu" if "gpu" in doms else min(doms)
 
 
-def _reason(res: CheckResult, d: Decision) -> str:
+def _reason(res: GateCheck, d: Decision) -> str:
     """The decision's whole reason: kept in the check's notes where the one-line reason was cut."""
     head = " ".join(d.reason.split("(", 1)[0].split())[:40]  # the one line's start (whitespace joined)
     for note in res.notes:
@@ -97,11 +97,11 @@ def _reason(res: CheckResult, d: Decision) -> str:
     return d.reason
 
 
-def _evidence(res: CheckResult) -> str:
+def _evidence(res: GateCheck) -> str:
     return "\n".join(e.tail(2000) for e in res.evidence)
 
 
-def _own(res: CheckResult, d: Decision, node_results: Iterable[Mapping[str, Any]] = ()) -> Diagnosis | None:
+def _own(res: GateCheck, d: Decision, node_results: Iterable[Mapping[str, Any]] = ()) -> Diagnosis | None:
     """The decision's diagnosis from its own words, its check's evidence and (for a data-path
     check) the node's configuration findings: :func:`~nvtest.playbook.diagnosis.diagnose`."""
     verdict = {"fail": "fail", "unknown": "error"}.get(d.verdict)
@@ -111,12 +111,12 @@ def _own(res: CheckResult, d: Decision, node_results: Iterable[Mapping[str, Any]
     return diagnose(result, evidence=_evidence(res), node_results=node_results)
 
 
-def node_findings(results: Sequence[CheckResult], state: GateState | None = None) -> list[Finding]:
+def node_findings(results: Sequence[GateCheck], state: GateState | None = None) -> list[GateFinding]:
     """The node's findings that name a cause, in :data:`BENEATH` order: each ``fail`` decision
     (and each ``warn`` of the kernel log) whose own diagnosis is not :data:`WEAK`; then the fatal
     GPU events ``state`` remembers from this boot where ``xid_scan`` did not report them."""
     by_check = {r.check: r for r in results}
-    found: list[Finding] = []
+    found: list[GateFinding] = []
     for name in BENEATH:
         res = by_check.get(name)
         if res is not None:
@@ -124,18 +124,18 @@ def node_findings(results: Sequence[CheckResult], state: GateState | None = None
                 if d.verdict == "fail" or (d.verdict == "warn" and name == "xid_scan"):
                     diag = _own(res, replace(d, verdict="fail"))
                     if diag is not None and diag.rule not in WEAK:
-                        found.append(Finding(name, _reason(res, d), diag, d))
+                        found.append(GateFinding(name, _reason(res, d), diag, d))
         if name == "xid_scan" and state is not None and (res is None or res.verdict != "fail"):
             for e in state.fatal_events:
                 if e.get("verdict") != "unknown":
                     text = _remembered(e)
                     diag = diagnose({"check": "xid_scan", "verdict": "fail", "reason": text})
                     if diag is not None and diag.rule not in WEAK:
-                        found.append(Finding("state", text, diag))
+                        found.append(GateFinding("state", text, diag))
     return found
 
 
-def _explained(check: str, d: Decision, own: Diagnosis, findings: Sequence[Finding]) -> Diagnosis | None:
+def _explained(check: str, d: Decision, own: Diagnosis, findings: Sequence[GateFinding]) -> Diagnosis | None:
     """The node's finding that explains ``d``'s symptom, as its next step (None: none does)."""
     if own.rule not in WEAK:
         return None
@@ -156,7 +156,7 @@ def _explained(check: str, d: Decision, own: Diagnosis, findings: Sequence[Findi
     return None
 
 
-def diagnose_gate(results: Sequence[CheckResult], state: GateState | None = None) -> None:
+def diagnose_gate(results: Sequence[GateCheck], state: GateState | None = None) -> None:
     """Set the next step of every bad decision of ``results`` (one gate of one node) from
     everything the gate knows, in the module's rank order; ``state``: the node's gate state
     (its remembered fatal events). Changes ``results`` in place; a pass, warn or skip keeps

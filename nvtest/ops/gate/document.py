@@ -15,7 +15,8 @@ One JSON document on stdout per gate::
 Verdicts of a check and of the gate: ``pass``, ``warn``, ``fail``, ``unknown`` (could not be
 measured: it did not answer within the budget, or its tool could not be read), ``skip``
 (provably absent, with the source that proved it). The gate's verdict is the worst of its
-checks (``skip < pass < warn < unknown < fail``).
+checks (``skip < pass < warn < unknown < fail``): nvtest's one severity order
+(:mod:`nvtest.verdict`), where the gate's ``unknown`` is the run's ``error`` under another name.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from typing import Any
 from nvtest.ops.gate.tools import ToolOutput
 from nvtest.playbook.diagnosis import diagnose
 from nvtest.results import one_line_reason
+from nvtest.verdict import UNKNOWN, verdict_of, worst_of
 
 __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "VERDICTS",
-    "CheckResult",
     "Decision",
+    "GateCheck",
     "exit_code",
     "next_step",
     "worst",
@@ -42,23 +44,32 @@ __all__ = [
 SCHEMA = "nvtest-gate"
 #: Version of the gate document; bumped on any incompatible change.
 SCHEMA_VERSION = 1
-#: Verdicts in severity order.
+#: The gate's verdict words (``docs/gate.schema.json``), in severity order (nvtest.verdict's:
+#: ``unknown`` ranks as ``error``; tests/architecture holds the two to the same order).
 VERDICTS = ("skip", "pass", "warn", "unknown", "fail")
-_RANK = {v: i for i, v in enumerate(VERDICTS)}
 
 
 def worst(verdicts: Iterable[str], default: str = "skip") -> str:
-    """The most severe of ``verdicts`` (``default`` when empty)."""
-    return max(verdicts, key=lambda v: _RANK[v], default=default)
+    """The most severe of the gate's ``verdicts`` (``default`` when empty), in nvtest's order.
+
+    Raises:
+        ValueError: a word that is none of :data:`VERDICTS` (``error`` is the run's word:
+            the gate says ``unknown``).
+    """
+    words = list(verdicts)
+    for v in words:
+        if v not in VERDICTS:
+            raise ValueError(f"{v!r} is not a gate verdict (one of {', '.join(VERDICTS)})")
+    return worst_of(words, default)
 
 
 def next_step(check: str, verdict: str, reason: str) -> dict[str, str] | None:
     """The playbook's cause, action and class for a bad decision (None for pass/skip/warn),
     from the decision's own reason; the engine chooses it again once every check answered, from
     everything the gate found on the node (:func:`nvtest.ops.gate.diagnose.diagnose_gate`)."""
-    if verdict not in ("fail", "unknown"):
+    if verdict not in ("fail", UNKNOWN):
         return None
-    d = diagnose({"check": check, "verdict": "fail" if verdict == "fail" else "error", "reason": reason})
+    d = diagnose({"check": check, "verdict": verdict_of(verdict).value, "reason": reason})
     return None if d is None else {"cause": d.cause, "action": d.action, "class": d.cls, "rule": d.rule}
 
 
@@ -78,8 +89,11 @@ class Decision:
 
 
 @dataclass
-class CheckResult:
+class GateCheck:
     """One gate check: its verdict (worst decision), decisions, evidence and numbers.
+
+    The gate's own record, written as one ``checks`` entry of the gate's document; a check
+    of ``nvtest run`` is :class:`nvtest.results.CheckResult`.
 
     ``metrics``: (name, value, unit, labels) recorded in the history.
     """
@@ -93,7 +107,7 @@ class CheckResult:
 
     @property
     def verdict(self) -> str:
-        return worst((d.verdict for d in self.decisions), default="unknown")
+        return worst((d.verdict for d in self.decisions), default=UNKNOWN)
 
     @property
     def reason(self) -> str:

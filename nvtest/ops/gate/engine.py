@@ -45,7 +45,7 @@ from nvtest.ops.gate.config import (
 )
 from nvtest.ops.gate.context import GateContext, base_commands, recipe_commands
 from nvtest.ops.gate.diagnose import diagnose_gate
-from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, CheckResult, exit_code, worst
+from nvtest.ops.gate.document import SCHEMA, SCHEMA_VERSION, GateCheck, exit_code, worst
 from nvtest.ops.gate.recipe import gate_recipe, provisional_recipe
 from nvtest.ops.gate.slurm import SlurmAction, drain_node, resume_node
 from nvtest.ops.gate.state import GateState, default_state_dir, load_state, save_state
@@ -55,7 +55,7 @@ from nvtest.ops.gate.witnesses import Witness, gpu_witnesses, no_gpu_on_the_bus,
 __all__ = ["CHECKS", "MODES", "GateOptions", "run_gate"]
 
 #: Every passive check, in report order.
-CHECKS: tuple[tuple[str, Callable[[GateContext], CheckResult]], ...] = (*GPU_CHECKS, *NODE_CHECKS)
+CHECKS: tuple[tuple[str, Callable[[GateContext], GateCheck]], ...] = (*GPU_CHECKS, *NODE_CHECKS)
 #: The longest the state file's lock is waited for, s: another gate holds it for milliseconds,
 #: so a longer hold is a stuck process, not worth holding the document back for.
 STATE_LOCK_S = 2.0
@@ -186,19 +186,19 @@ class _Checks:
     """Checks running, each in its own thread, their results by name as they come."""
 
     def __init__(self) -> None:
-        self.results: dict[str, CheckResult] = {}
+        self.results: dict[str, GateCheck] = {}
         self.order: list[str] = []
         self.gen: dict[str, int] = {}
 
     def start(self, ctx: GateContext, names: Sequence[str]) -> None:
         """Start ``names`` (in :data:`CHECKS` order) on ``ctx``; a name started again replaces its result."""
 
-        def one(name: str, fn: Callable[[GateContext], CheckResult], gen: int) -> None:
+        def one(name: str, fn: Callable[[GateContext], GateCheck], gen: int) -> None:
             t0 = time.monotonic()
             try:
                 res = fn(ctx)
             except Exception as exc:  # a check's own bug is unknown for that check, never a crash
-                res = CheckResult(name)
+                res = GateCheck(name)
                 res.add("unknown", name, f"internal error in the gate check: {type(exc).__name__}: {exc}")
             res.duration_s = time.monotonic() - t0
             if self.gen[name] == gen:  # a judgement by a recipe since replaced is dropped
@@ -215,7 +215,7 @@ class _Checks:
     def done(self, names: Sequence[str] | None = None) -> bool:
         return all(n in self.results for n in (self.order if names is None else names))
 
-    def collect(self, budget: Budget) -> list[CheckResult]:
+    def collect(self, budget: Budget) -> list[GateCheck]:
         """Every check's result in :data:`CHECKS` order; ``unknown`` for one that has not answered."""
         out = []
         for name, _ in CHECKS:
@@ -223,7 +223,7 @@ class _Checks:
                 continue
             res = self.results.get(name)
             if res is None:
-                res = CheckResult(name)
+                res = GateCheck(name)
                 why = (f"{name}: the gate was interrupted by {budget.interrupted} before it answered" if budget.stopped
                        else f"{name} did not answer within the gate's budget ({budget.budget_s:g} s)")
                 res.add("unknown", name, f"{why}; not a verdict on the node")
@@ -231,7 +231,7 @@ class _Checks:
         return out
 
 
-def _slurm(opts: GateOptions, node: str, verdict: str, checks: list[CheckResult], budget: Budget) -> dict[str, Any]:
+def _slurm(opts: GateOptions, node: str, verdict: str, checks: list[GateCheck], budget: Budget) -> dict[str, Any]:
     """Drain or resume (opt-in), each scontrol call bounded by what the budget has left;
     nothing after a signal (the gate is being stopped: its verdict is incomplete)."""
     out: dict[str, Any] = {"drain": None, "resume": None}
@@ -294,7 +294,7 @@ def _stopped_before_start(opts: GateOptions, budget: Budget) -> dict[str, Any]:
     results = []
     for name, _ in CHECKS:
         if not opts.only or name in opts.only:
-            res = CheckResult(name)
+            res = GateCheck(name)
             res.add("unknown", name, why)
             results.append(res)
     if opts.drain or opts.resume:
