@@ -5,7 +5,8 @@ addresses, one per simulated node, for transport tests, the fan-out benchmark
 and ``make demo-cluster``; :mod:`nvtest.testing.standin` puts stand-ins for the field's
 tools on a node's PATH; :mod:`nvtest.testing.instant` is a transport whose nodes answer
 at once, for measuring the harness's own cost per item; :mod:`nvtest.testing.blackhole` is a
-loopback TCP listener that accepts and never answers (a hung pgbouncer).
+loopback TCP listener that accepts and never answers (a hung pgbouncer); :mod:`nvtest.testing.synthetic`
+builds results.json documents of any fleet size for the report tests and benchmarks.
 """
 
 from __future__ import annotations
