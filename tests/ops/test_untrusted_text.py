@@ -21,7 +21,7 @@ from rich.text import Text
 
 from nvtest.ops.gate.slurm import gate_reason
 from nvtest.ops.sweep_report import render_sweep_html
-from nvtest.run.console import make_console, print_table
+from nvtest.report.console import make_console, print_table
 from nvtest.run.drain import drain_reason
 from nvtest.testing.standin import Recording
 from nvtest.text import has_controls, one_line, visible
