@@ -2,9 +2,10 @@
 evidence back in one directory (the first thing to run on a GPU machine: docs/gpu-evidence.md).
 
 The steps are :mod:`nvtest.ops.evidence.steps`; :class:`~nvtest.ops.evidence.kit.Kit` runs
-them (the command, ``nvtest.cli.evidence``, only parses its options). Each runs under ``timeout -k`` at
-``min(its deadline, what is left of the budget)`` (8 minutes in all, by default), with its
-stdout kept verbatim, its stderr, exit code, duration and the tool's version; a step that
+them (the command, ``nvtest.cli.evidence``, only parses its options). Each runs through the
+local transport's runner (:func:`nvtest.transports.local.run_argv`: at its deadline its whole
+task is killed) at ``min(its deadline, what is left of the budget)`` (8 minutes in all, by
+default), with its stdout kept verbatim, its stderr, exit code, duration and the tool's version; a step that
 cannot run says why (tool not on PATH, no device, deadline, budget spent). OUT is the only
 place written: every step runs with ``HOME``, ``TMPDIR`` and the caches in ``OUT/.scratch``
 (removed at the end) and without bytecode files.

@@ -11,9 +11,9 @@ import re
 import shutil
 import signal
 import site
-import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from nvtest.ops.evidence.steps import (
 )
 from nvtest.parsers import nvidia_smi_xml
 from nvtest.report.console import make_console
-from nvtest.transports.local import kill_process_group, local_hostname
+from nvtest.transports.local import LocalTask, local_hostname, run_argv
 
 __all__ = ["KIT_ENTRIES", "Kit", "StepOutcome", "check_steps", "run_with_deadline"]
 
@@ -71,45 +71,35 @@ def check_steps(only: frozenset[str] | None, out: Path, *, short: bool) -> None:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """How one command ended: its exit code (None when killed by the backstop), seconds,
-    and whether its deadline stopped it."""
+    """How one command ended: its exit code (None when its deadline killed it), seconds,
+    whether its deadline stopped it, and, when a process of it survived SIGKILL, the
+    transport's words for it (``unkillable (still alive after SIGKILL: ...)``)."""
 
     exit_code: int | None
     duration_s: float
     timed_out: bool
+    unkillable: str | None = None
 
 
 def run_with_deadline(
     argv: list[str], stdout: Path, stderr: Path, *, deadline_s: float, kill_after_s: float,
-    env: dict[str, str], cwd: Path, on_start: Any = None,
+    env: dict[str, str], cwd: Path, on_start: Callable[[LocalTask], None] | None = None,
 ) -> StepOutcome:  # fmt: skip
-    """Run ``argv`` with its output in files, stopped at ``deadline_s`` by ``timeout -k``
-    (TERM, then KILL ``kill_after_s`` later, to its whole process group); where coreutils'
-    ``timeout`` is missing, or as a backstop, the process group is killed from here.
+    """Run ``argv`` with its output in files (verbatim, whole) through the local transport's
+    runner (:func:`~nvtest.transports.local.run_argv`): at ``deadline_s`` its whole task
+    (group, session, descendants, task token) gets SIGTERM, then SIGKILL ``kill_after_s``
+    later; a process alive ``kill_after_s`` after SIGKILL is abandoned as unkillable.
 
-    ``on_start(proc)`` is called with the process once started (the kit's signal handler
-    uses it to stop the step).
+    ``on_start(task)`` is called with the running task (the kit's signal handler uses it to
+    stop the step).
 
     Raises:
         OSError: the command cannot be started.
     """
-    wrapper = shutil.which("timeout", path=env.get("PATH"))
-    cmd = [wrapper, "-k", f"{kill_after_s:g}", f"{deadline_s:g}", *argv] if wrapper else argv
-    t0 = time.monotonic()
-    with stdout.open("wb") as out, stderr.open("wb") as err:
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=cwd, start_new_session=True
-        )
-        if on_start is not None:
-            on_start(proc)
-        try:
-            code: int | None = proc.wait(timeout=deadline_s + kill_after_s + 5)
-        except subprocess.TimeoutExpired:
-            kill_process_group(proc)
-            code = None
-    duration = time.monotonic() - t0
-    timed_out = code is None or (code in (124, 137, -9, -15) and duration >= deadline_s - 0.5)
-    return StepOutcome(code, duration, timed_out)
+    res = run_argv(argv, timeout_s=deadline_s, env=env, cwd=cwd, stdout=stdout, stderr=stderr,
+                   kill_grace_s=kill_after_s, on_start=on_start)  # fmt: skip
+    unkillable = (res.error or "").partition("; ")[2] if res.failure == "unkillable" else None
+    return StepOutcome(res.exit_code, res.duration_s, res.timed_out, unkillable)
 
 
 def _first_line(*texts: str) -> str:
@@ -163,7 +153,7 @@ class Kit:
     _t0: float = 0.0
     _started_at: str = ""
     kit_error: str | None = None
-    _current: Any = None
+    _current: LocalTask | None = None
     _stop_reason: str | None = None
 
     # ------------------------------------------------------------ setup
@@ -256,8 +246,8 @@ class Kit:
         stderr = stdout.with_name(stdout.name.rsplit(".", 1)[0] + ".stderr.txt")
         stdout.parent.mkdir(parents=True, exist_ok=True)
 
-        def started(proc: Any) -> None:
-            self._current = proc
+        def started(task: LocalTask) -> None:
+            self._current = task
 
         try:
             outcome = run_with_deadline(
@@ -269,8 +259,9 @@ class Kit:
         return outcome, str(stdout.relative_to(self.out)), str(stderr.relative_to(self.out))
 
     @staticmethod
-    def _timed_out_reason(deadline: float) -> str:
-        return f"deadline of {deadline:.0f} s reached; its process group was killed (timeout -k)"
+    def _timed_out_reason(deadline: float, outcome: StepOutcome) -> str:
+        killed = outcome.unkillable or "its process group was killed"
+        return f"deadline of {deadline:.0f} s reached; {killed}"
 
     # ------------------------------------------------------------ versions
 
@@ -331,7 +322,7 @@ class Kit:
         if self._stop_reason:
             rec.update(status="stopped", reason=f"stopped: {self._stop_reason}")
         elif outcome.timed_out:
-            rec.update(status="timed-out", reason=self._timed_out_reason(deadline))
+            rec.update(status="timed-out", reason=self._timed_out_reason(deadline, outcome))
         elif outcome.exit_code != 0:
             rec.update(status="failed", reason=f"exit {outcome.exit_code}: {_first_line(err_text, out_text) or 'no output'}")
         elif not out_text.strip():
@@ -386,7 +377,7 @@ class Kit:
         if self._stop_reason:
             rec.update(status="stopped", reason=f"stopped: {self._stop_reason}")
         elif outcome.timed_out:
-            rec.update(status="timed-out", reason=self._timed_out_reason(deadline))
+            rec.update(status="timed-out", reason=self._timed_out_reason(deadline, outcome))
         elif not isinstance(doc, dict):
             tail = _last_line(_read(self.out / err_rel))
             rec.update(status="failed", reason=f"exit {outcome.exit_code}: no JSON document on stdout" + (f": {tail}" if tail else ""))
@@ -425,7 +416,7 @@ class Kit:
         if self._stop_reason:
             rec.update(status="stopped", reason=f"stopped: {self._stop_reason}")
         elif outcome.timed_out:
-            rec.update(status="timed-out", reason=self._timed_out_reason(min(deadline, fitted.deadline_s)))
+            rec.update(status="timed-out", reason=self._timed_out_reason(min(deadline, fitted.deadline_s), outcome))
         elif outcome.exit_code in (0, 1):
             rec.update(status="ok")
         else:
@@ -488,7 +479,7 @@ class Kit:
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._stop_reason = f"the kit received {signal.Signals(signum).name}"
         if self._current is not None:
-            kill_process_group(self._current, grace_s=2.0)
+            self._current.kill(grace_s=2.0)
 
     def collect(self) -> dict[str, Any]:
         """Run every step, write manifest.json and summary.md, sanitise OUT; the manifest.
