@@ -30,7 +30,7 @@ from nvtest.transports._deadline import TASK_ENV, KillReport, kill_task, new_tok
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 from nvtest.transports.capture import BoundedCapture, joined_note, pump_process
 
-__all__ = ["LocalTask", "LocalTransport", "kill_process_group", "local_hostname", "run_argv"]
+__all__ = ["LocalTask", "LocalTransport", "local_hostname", "run_argv"]
 
 #: Seconds between SIGTERM and SIGKILL of a timed-out task (and after SIGKILL, before
 #: a survivor is declared unkillable).
@@ -40,14 +40,6 @@ KILL_GRACE_S = 3.0
 def local_hostname() -> str:
     """This machine's short host name (the node name of the local backend)."""
     return socket.gethostname().split(".")[0] or "localhost"
-
-
-def kill_process_group(
-    proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S, token: str | None = None
-) -> KillReport:
-    """Kill the task of ``proc`` (its group, session, descendants and ``token`` holders):
-    SIGTERM, SIGKILL after ``grace_s``; returns what was found (see :func:`kill_task`)."""
-    return kill_task(proc.pid, token, grace_s)
 
 
 @dataclass(frozen=True)
