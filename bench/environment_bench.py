@@ -1,6 +1,6 @@
 """Cost of the per-result effective environment (``details.environment``) at fleet scale.
 
-For 64 and 1,024 synthetic nodes (``nvtest.report.synthetic``), side by side in one run:
+For 64 and 1,024 synthetic nodes (``nvtest.testing.synthetic``), side by side in one run:
 results.json size and the time to serialise it and to render report.html, without and with
 an environment record on every result (six variables, as an 8-GPU node with an NCCL/UCX
 setup carries). Prints a table.
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nvtest.report.html import render_html  # noqa: E402
 from nvtest.report.model import build_view  # noqa: E402
-from nvtest.report.synthetic import synthetic_doc  # noqa: E402
+from nvtest.testing.synthetic import synthetic_doc  # noqa: E402
 
 ENV = {
     "variables": {

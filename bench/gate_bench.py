@@ -3,7 +3,7 @@
 Three cases, each run ``--repeat`` times (median, min, max):
 
 - ``h100 stand-ins, in-process``: :func:`nvtest.ops.gate.engine.run_gate` on a simulated
-  healthy HGX H100 (recorded nvidia-smi -q / nvlink -s, lspci, ibstat; tests/standin_nodes.py)
+  healthy HGX H100 (recorded nvidia-smi -q / nvlink -s, lspci, ibstat; nvtest/testing/standin_nodes.py)
   with every check, the state file and a SQLite history write: the gate's own cost;
 - ``h100 stand-ins, nvtest gate process``: the same as Slurm's Prolog runs it, a new
   ``python -m nvtest.cli gate`` process (interpreter start and imports included);
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nvtest.ops.gate.engine import GateOptions, run_gate  # noqa: E402
-from tests.standin_nodes import node_bin  # noqa: E402
+from nvtest.testing.standin_nodes import node_bin  # noqa: E402
 
 
 def _stats(xs: list[float]) -> str:

@@ -2,7 +2,7 @@
 a side effect can meet, against the promise ``budget + 2 s``.
 
 Every case is a new ``python -m nvtest.cli gate`` process, as Slurm's Prolog runs it, on a
-simulated healthy HGX H100 (tests/standin_nodes.py):
+simulated healthy HGX H100 (nvtest/testing/standin_nodes.py):
 
 - ``healthy``: a SQLite history that answers;
 - ``silent PostgreSQL``: ``--history postgresql://`` to a listener that accepts and never
@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from nvtest.testing.blackhole import BlackHole  # noqa: E402
-from tests.standin_nodes import FAULTS, hung, node_bin  # noqa: E402
+from nvtest.testing.standin_nodes import FAULTS, hung, node_bin  # noqa: E402
 
 MARK_S = 4242.5  # the hung stand-ins' sleep: how their leftovers are found
 

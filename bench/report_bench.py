@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nvtest.report.chromium import Chromium, find_chromium  # noqa: E402
 from nvtest.report.html import render_html  # noqa: E402
-from nvtest.report.synthetic import synthetic_doc  # noqa: E402
+from nvtest.testing.synthetic import synthetic_doc  # noqa: E402
 
 #: nodes -> (render s, size MB, load s): the most each may take.
 TARGETS = {1024: (1.0, 5.0, 1.0), 4096: (4.0, 15.0, 4.0)}

@@ -1,6 +1,6 @@
 """Signals against a run over the ssh cluster, many times: does every stop end well?
 
-Runs the scenario of ``tests/e2e/test_signals.py`` (a 3-node simulated cluster, the
+Runs the scenario of ``tests/e2e/test_signals.py`` (:mod:`nvtest.testing.signal_rig`: a 3-node simulated cluster, the
 ``host`` and ``sw_uniformity`` checks, the latter's probe sleeping on every node) ``--repeat``
 times per kind: two SIGINT 50 ms apart, two SIGTERM 50 ms apart, SIGINT to the process
 group. Each run must exit 130 (SIGINT) or 3 (SIGTERM) with a complete results.json,
@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nvtest.testing.signal_rig import KINDS, SignalRig  # noqa: E402
 from nvtest.testing.sshd_cluster import sshd_unavailable_reason  # noqa: E402
-from tests.e2e.test_signals import KINDS, SignalRig  # noqa: E402
 
 
 def main() -> int:

@@ -21,7 +21,7 @@ member                   what it is
 
 Nothing of another node goes in: only results whose node is this one, only log files under
 this node's log directory. Host names (every node of the run, the controller) and addresses
-(IP, MAC) are replaced by :class:`~nvtest.testing.sanitise.Sanitiser` as ``nvtest evidence``
+(IP, MAC) are replaced by :class:`~nvtest.analysis.sanitise.Sanitiser` as ``nvtest evidence``
 replaces them; the parts' own identities (serials, UUIDs, GUIDs) are kept: they are what the
 vendor's RMA asks for.
 """
@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from nvtest.analysis.asbuilt import SOURCES, written
+from nvtest.analysis.sanitise import Sanitiser
 from nvtest.errors import ConfigError, OutputWriteError
 from nvtest.results import load_results
-from nvtest.testing.sanitise import Sanitiser
 
 __all__ = ["Bundle", "default_path", "resolve_run_dir", "target_path", "write_bundle"]
 

@@ -14,7 +14,7 @@ inventory       :mod:`nvtest.cli.inventory`
 parse           :mod:`nvtest.cli.parse`
 list            :mod:`nvtest.cli.list`
 skus            :mod:`nvtest.cli.skus`
-evidence        :mod:`nvtest.cli.evidence` (its steps: :mod:`nvtest.cli.evidence_steps`)
+evidence        :mod:`nvtest.cli.evidence` (the kit: :mod:`nvtest.ops.evidence`)
 gate            :mod:`nvtest.cli.gate`
 sweep           :mod:`nvtest.cli.sweep`
 history         :mod:`nvtest.cli.history`

@@ -29,7 +29,7 @@ from rich.console import Console
 
 from nvtest import __version__
 from nvtest.errors import NvtestError, OutputWriteError, exit_code_of
-from nvtest.run.console import make_console
+from nvtest.report.console import make_console
 
 __all__ = [
     "app",
@@ -54,7 +54,7 @@ list_app = typer.Typer(help="List suites, checks or SKU profiles.", no_args_is_h
 app.add_typer(list_app, name="list")
 
 #: stdout and stderr: data printed as it is (no markup, emoji or highlighting, see
-#: :func:`nvtest.run.console.make_console`)
+#: :func:`nvtest.report.console.make_console`)
 console: Console = make_console()
 err_console: Console = make_console(stderr=True)
 

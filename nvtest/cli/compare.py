@@ -17,7 +17,7 @@ from rich.text import Text
 
 from nvtest.cli.app import app, console, fail
 from nvtest.errors import EXIT_OK, NvtestError, OutputWriteError
-from nvtest.run.console import print_table
+from nvtest.report.console import print_table
 
 __all__ = ["compare"]
 

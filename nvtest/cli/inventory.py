@@ -20,7 +20,7 @@ from rich.console import Console
 from nvtest.cli.app import app, console, fail, new_run_id
 from nvtest.cli.options import with_options
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_OK, NvtestError
-from nvtest.run.console import fmt_counts, print_table
+from nvtest.report.console import fmt_counts, print_table
 from nvtest.session.context import RunConfig, RunContext
 from nvtest.transports.options import SshOptions
 
@@ -123,7 +123,7 @@ def gather_inventory(
 
 def print_inventory(console: Console, data: dict[str, Any]) -> None:
     """Print the per-node table and the fleet summary (plain text in a pipe, see
-    :func:`nvtest.run.console.print_table`)."""
+    :func:`nvtest.report.console.print_table`)."""
     headers = ("node", "SKU", "CPU", "cores", "mem GiB", "GPUs", "driver", "CUDA", "OS / kernel")
     rows: list[tuple[str, ...]] = []
     for name, d in data["nodes"].items():

@@ -9,7 +9,7 @@ import typer
 
 from nvtest.cli.app import console, fail, list_app
 from nvtest.errors import NvtestError
-from nvtest.run.console import print_table
+from nvtest.report.console import print_table
 
 __all__ = ["list_checks_cmd", "list_skus_cmd", "list_suites_cmd"]
 

@@ -30,7 +30,7 @@ from nvtest.config.loader import read_bounded
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
 from nvtest.parsers import PARSERS, detect, parse, readable, to_jsonable, tool_names
 from nvtest.parsers._binary import binary_reason
-from nvtest.run.console import make_console, print_table
+from nvtest.report.console import make_console, print_table
 
 __all__ = ["DEFAULT_MAX_BYTES", "parse_command"]
 

@@ -471,8 +471,8 @@ def print_summary(run_dir: Path) -> None:
     Items with the same verdict, check and reason are one line naming their nodes;
     skips (not applicable) come after the rest, one line per reason naming its items.
     """
+    from nvtest.report.console import wrap_text
     from nvtest.results import load_results
-    from nvtest.run.console import wrap_text
 
     try:
         doc = load_results(run_dir)

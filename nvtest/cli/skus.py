@@ -15,7 +15,7 @@ from nvtest.cli.app import app, console, fail
 from nvtest.cli.options import with_options
 from nvtest.config.skus import Catalog, GpuSummary, MatchResult
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_OK, ConfigError, NvtestError
-from nvtest.run.console import print_table
+from nvtest.report.console import print_table
 from nvtest.transports.options import SshOptions
 
 __all__ = ["fields_text", "gpus_from_text", "match", "show", "unknown_sku_help"]

@@ -11,22 +11,40 @@
 so ``nvtest report RUN_DIR`` works on a copied run directory. The reports show the run's
 evidence digest (:func:`nvtest.report.manifest.evidence_digest`), taken after every other
 file is written; ``finish_run`` then writes ``manifest.sha256`` over all of them.
+
+The terminal's consoles and plain tables, which every verb prints with, are
+:mod:`nvtest.report.console`. The renderers (Jinja2, pandas) load only when a report is
+rendered: ``render_html`` and ``render_junit`` are named here lazily, so a verb that imports
+the consoles does not pay for them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nvtest.errors import OutputWriteError
-from nvtest.report.html import render_html
-from nvtest.report.junit import render_junit
 from nvtest.report.manifest import evidence_digest
-from nvtest.report.model import build_view
-from nvtest.report.tables import write_tables
 from nvtest.results import load_results, write_atomic
 
+if TYPE_CHECKING:
+    from nvtest.report.html import render_html
+    from nvtest.report.junit import render_junit
+
 __all__ = ["render_all", "render_html", "render_junit", "render_pdf"]
+
+
+def __getattr__(name: str) -> Any:
+    """``render_html`` and ``render_junit``, imported on first use."""
+    if name == "render_html":
+        from nvtest.report.html import render_html
+
+        return render_html
+    if name == "render_junit":
+        from nvtest.report.junit import render_junit
+
+        return render_junit
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def render_pdf(run_dir: Path, doc: dict[str, Any] | None = None, evidence: str | None = None) -> Path:
@@ -66,6 +84,11 @@ def render_all(
         OutputWriteError: a file could not be written (its path and errno).
         ReportError: ``pdf`` was asked and no PDF engine is available.
     """
+    from nvtest.report.html import render_html
+    from nvtest.report.junit import render_junit
+    from nvtest.report.model import build_view
+    from nvtest.report.tables import write_tables
+
     if doc is None:
         doc = load_results(run_dir)
     view = build_view(doc)

@@ -1,2 +1,2 @@
-"""One run from pytest's side: the plugin (hooks only), stopping on signals, the live view
-and the consoles (data printed as it is), drain."""
+"""One run from pytest's side: the plugin (hooks only), stopping on signals, the live view,
+drain. (The consoles every verb prints with are :mod:`nvtest.report.console`.)"""

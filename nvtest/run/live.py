@@ -4,7 +4,7 @@ Shows the current check, items done out of total, verdict counts so far, the lat
 items that did not pass, and every run warning (a changed host key accepted, a node
 with no SKU profile) the moment it is known. Data strings (node names, PCI bus ids,
 tools' words) are printed as they are: no markup, no emoji codes
-(:func:`nvtest.run.console.make_console`).
+(:func:`nvtest.report.console.make_console`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from nvtest.run.console import make_console
+from nvtest.report.console import make_console
 from nvtest.text import visible
 
 if TYPE_CHECKING:

@@ -6,25 +6,31 @@ the task (group, session, token, descendants: a child that calls ``setsid()`` to
 SIGTERM included) gets SIGTERM, then SIGKILL after a grace; our ends of its pipes are
 closed and the call returns whatever the children do. A process still alive after SIGKILL
 makes the result ``unkillable`` and is left to a background reaper: the run moves on.
+
+:func:`run_argv` is the same discipline for one argv run here outside a run (no node, no
+shell): the one local runner of the gate's tools and the evidence kit's steps.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from nvtest.config.inventory import Node
-from nvtest.transports._deadline import TASK_ENV, KillReport, kill_task, new_token
+from nvtest.transports._deadline import TASK_ENV, KillReport, kill_task, new_token, task_processes
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 from nvtest.transports.capture import BoundedCapture, joined_note, pump_process
 
-__all__ = ["LocalTransport", "kill_process_group", "local_hostname"]
+__all__ = ["LocalTask", "LocalTransport", "local_hostname", "run_argv"]
 
 #: Seconds between SIGTERM and SIGKILL of a timed-out task (and after SIGKILL, before
 #: a survivor is declared unkillable).
@@ -36,12 +42,30 @@ def local_hostname() -> str:
     return socket.gethostname().split(".")[0] or "localhost"
 
 
-def kill_process_group(
-    proc: subprocess.Popen[bytes], grace_s: float = KILL_GRACE_S, token: str | None = None
-) -> KillReport:
-    """Kill the task of ``proc`` (its group, session, descendants and ``token`` holders):
-    SIGTERM, SIGKILL after ``grace_s``; returns what was found (see :func:`kill_task`)."""
-    return kill_task(proc.pid, token, grace_s)
+@dataclass(frozen=True)
+class LocalTask:
+    """A command running here as the leader of its own session and process group, every
+    process of it carrying ``token`` (what :func:`run_argv` hands its ``on_start``)."""
+
+    proc: subprocess.Popen[bytes]
+    token: str
+
+    def kill(self, grace_s: float = KILL_GRACE_S) -> KillReport:
+        """SIGTERM every process of the task, SIGKILL after ``grace_s`` (:func:`kill_task`)."""
+        return kill_task(self.proc.pid, self.token, grace_s)
+
+    def kill_now(self) -> None:
+        """SIGKILL every process of the task now and return at once (no wait, no lock:
+        safe in a signal handler); the deadline's own kill still follows."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in task_processes(self.proc.pid, self.token):
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _reap_later(proc: subprocess.Popen[bytes]) -> None:
@@ -55,6 +79,138 @@ def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
         return True
     except subprocess.TimeoutExpired:
         return False
+
+
+def _task_env(env: Mapping[str, str] | None, token: str) -> dict[str, str]:
+    full = dict(os.environ if env is None else env)
+    full[TASK_ENV] = token
+    return full
+
+
+def _follow(
+    task: LocalTask, stdin: bytes | None, deadline: float, grace_s: float, *, piped: bool
+) -> tuple[BoundedCapture, BoundedCapture, KillReport | None, bool]:
+    """Read (``piped``) and wait for ``task`` until it ends or ``deadline`` (a
+    ``time.monotonic()`` value); at the deadline kill the whole task (:func:`kill_task`).
+    Returns (stdout, stderr, the kill report or None, reaped); a process that would not be
+    reaped is left to a background reaper."""
+    proc = task.proc
+    try:
+        try:
+            if piped:
+                out, err, done = pump_process(proc, stdin, deadline)
+            else:  # the output goes to files: there is nothing to read
+                out, err, done = BoundedCapture(), BoundedCapture(), True
+            report: KillReport | None = None
+            if done:  # output closed: the command exits now, or at the latest by the deadline
+                done = _wait(proc, max(0.0, deadline - time.monotonic()))
+            if not done:
+                report = task.kill(grace_s)
+            reaped = done or _wait(proc, grace_s)
+        except BaseException:  # KeyboardInterrupt (a second Ctrl-C): leave nothing running
+            task.kill(min(1.0, grace_s))
+            raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr, proc.stdin):
+            if pipe is not None:
+                pipe.close()  # our side: a survivor holding the other end cannot stall us
+    if not reaped:
+        _reap_later(proc)
+    return out, err, report, reaped
+
+
+def _result(
+    node_name: str,
+    line: str,
+    started: float,
+    t0: float,
+    timeout_s: float,
+    proc: subprocess.Popen[bytes],
+    captured: tuple[BoundedCapture, BoundedCapture, KillReport | None, bool],
+    interrupted: bool = False,
+) -> CommandResult:
+    out, err, report, reaped = captured
+    error: str | None = None
+    failure: str | None = None
+    exit_code: int | None = proc.returncode if reaped else None
+    if report is not None:
+        exit_code = None
+        failure = "unkillable" if report.unkillable else "timeout"
+        error = f"timed out after {timeout_s:g} s; " + report.describe()
+    elif interrupted:
+        error, failure = "interrupted", "interrupted"
+    return CommandResult(
+        node=node_name,
+        command=line,
+        stdout=out.take().decode("utf-8", "replace"),
+        stderr=err.take().decode("utf-8", "replace"),
+        exit_code=exit_code,
+        duration_s=time.monotonic() - t0,
+        started_at=started,
+        error=error,
+        timed_out=report is not None,
+        failure=failure,
+        hung=report.hung_names() if report else (),
+        truncated=joined_note(out, err),
+    )
+
+
+def run_argv(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    stdout: Path | None = None,
+    stderr: Path | None = None,
+    kill_grace_s: float = KILL_GRACE_S,
+    on_start: Callable[[LocalTask], None] | None = None,
+    node: str | None = None,
+) -> CommandResult:
+    """Run ``argv`` (no shell) here under the local transport's deadline discipline: the
+    leader of its own session and group, a task token in its environment, and at
+    ``timeout_s`` seconds the whole task killed (SIGTERM, SIGKILL ``kill_grace_s`` later; a
+    survivor ``kill_grace_s`` after SIGKILL makes the result ``unkillable`` and is not
+    waited for). The call returns by ``timeout_s + 2 * kill_grace_s``.
+
+    The one local runner for what is not a node's probe: the gate's tools
+    (:mod:`nvtest.ops.gate.tools`) and the evidence kit's steps (:mod:`nvtest.ops.evidence`).
+
+    Args:
+        argv: the command and its arguments.
+        timeout_s: seconds from the start.
+        env: the whole environment of the command (None: ours); the task token is added.
+        cwd: its working directory (None: ours).
+        stdout, stderr: files the output is written to, verbatim and whole (created or
+            truncated); None: read through the bounded capture into the result.
+        on_start: told the :class:`LocalTask` as soon as it runs (who holds it can kill it).
+        node: the result's ``node`` (default: :func:`local_hostname`).
+
+    Returns:
+        The :class:`CommandResult` (``command``: ``argv`` shell-quoted; ``stdout``/``stderr``
+        empty where they went to files).
+
+    Raises:
+        OSError: the command cannot be started (``FileNotFoundError``: not installed).
+        ValueError: only one of ``stdout`` and ``stderr`` is given.
+    """
+    if (stdout is None) != (stderr is None):
+        raise ValueError("give both stdout and stderr files, or neither")
+    line = render_command(list(argv))
+    started, t0 = time.time(), time.monotonic()
+    token = new_token()
+    with ExitStack() as files:
+        out_fh = files.enter_context(stdout.open("wb")) if stdout is not None else subprocess.PIPE
+        err_fh = files.enter_context(stderr.open("wb")) if stderr is not None else subprocess.PIPE
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=out_fh, stderr=err_fh, cwd=cwd,
+            start_new_session=True, env=_task_env(env, token),
+        )  # fmt: skip
+    task = LocalTask(proc, token)
+    if on_start is not None:
+        on_start(task)
+    captured = _follow(task, None, t0 + timeout_s, kill_grace_s, piped=stdout is None)
+    return _result(node or local_hostname(), line, started, t0, timeout_s, proc, captured)
 
 
 class LocalTransport(Transport):
@@ -114,7 +270,6 @@ class LocalTransport(Transport):
         full_env = dict(os.environ)
         if env:
             full_env.update({k: str(v) for k, v in env.items()})
-        full_env[TASK_ENV] = token
         try:
             proc = subprocess.Popen(
                 ["/bin/sh", "-c", line],
@@ -122,7 +277,7 @@ class LocalTransport(Transport):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
-                env=full_env,
+                env=_task_env(full_env, token),
             )
         except OSError as exc:
             return CommandResult(
@@ -131,65 +286,12 @@ class LocalTransport(Transport):
             )  # fmt: skip
         with self._lock:
             self._running[proc] = token
-        deadline = t0 + timeout_s
         try:
-            try:
-                out, err, done = pump_process(proc, stdin, deadline)
-                report: KillReport | None = None
-                if done:  # output closed: the shell exits now, or at the latest by the deadline
-                    done = _wait(proc, max(0.0, deadline - time.monotonic()))
-                if not done:
-                    report = kill_task(proc.pid, token, self.kill_grace_s)
-                reaped = done or _wait(proc, self.kill_grace_s)
-            except BaseException:  # KeyboardInterrupt (a second Ctrl-C): leave nothing running
-                kill_task(proc.pid, token, min(1.0, self.kill_grace_s))
-                raise
+            captured = _follow(LocalTask(proc, token), stdin, t0 + timeout_s, self.kill_grace_s, piped=True)
         finally:
-            for pipe in (proc.stdout, proc.stderr, proc.stdin):
-                if pipe is not None:
-                    pipe.close()  # our side: a survivor holding the other end cannot stall us
             with self._lock:
                 self._running.pop(proc, None)
-        if not reaped:
-            _reap_later(proc)
-        return self._result(node_name, line, started, t0, timeout_s, proc, out, err, report, reaped)
-
-    def _result(
-        self,
-        node_name: str,
-        line: str,
-        started: float,
-        t0: float,
-        timeout_s: float,
-        proc: subprocess.Popen[bytes],
-        out: BoundedCapture,
-        err: BoundedCapture,
-        report: KillReport | None,
-        reaped: bool,
-    ) -> CommandResult:
-        error: str | None = None
-        failure: str | None = None
-        exit_code: int | None = proc.returncode if reaped else None
-        if report is not None:
-            exit_code = None
-            failure = "unkillable" if report.unkillable else "timeout"
-            error = f"timed out after {timeout_s:g} s; " + report.describe()
-        elif self._interrupted:
-            error, failure = "interrupted", "interrupted"
-        return CommandResult(
-            node=node_name,
-            command=line,
-            stdout=out.take().decode("utf-8", "replace"),
-            stderr=err.take().decode("utf-8", "replace"),
-            exit_code=exit_code,
-            duration_s=time.monotonic() - t0,
-            started_at=started,
-            error=error,
-            timed_out=report is not None,
-            failure=failure,
-            hung=report.hung_names() if report else (),
-            truncated=joined_note(out, err),
-        )
+        return _result(node_name, line, started, t0, timeout_s, proc, captured, self._interrupted)
 
     def stage(self, nodes: Sequence[Node], local_dir: Path) -> dict[str, str]:
         """Local nodes read the probes where they are."""

@@ -13,11 +13,11 @@ import jsonschema
 import pytest
 
 from nvtest.analysis.asbuilt import SOURCES, drift
+from nvtest.analysis.sanitise import Sanitiser
 from nvtest.history import HistoryStore
 from nvtest.history.asbuilt import diff_records, since_last_acceptance, write_asbuilt
 from nvtest.session.asbuilt import asbuilt_record
 from nvtest.session.facts import facts_from_probe
-from nvtest.testing.sanitise import Sanitiser
 from tests.conftest import DATA, REPO
 
 SCHEMA = json.loads((REPO / "docs" / "asbuilt.schema.json").read_text())

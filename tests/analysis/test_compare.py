@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from nvtest.analysis.compare import compare_docs, summarise
-from nvtest.report.synthetic import HOSTILE_NODE, synthetic_doc
+from nvtest.testing.synthetic import HOSTILE_NODE, synthetic_doc
 from tests.conftest import run_nvtest
 
 

@@ -18,8 +18,8 @@ import pytest
 from nvtest.config.skus import load_catalog
 from nvtest.config.thresholds import RecipeSections
 from nvtest.errors import ConfigError
+from nvtest.testing.standin_nodes import node_bin
 from tests.conftest import REPO, run_nvtest
-from tests.standin_nodes import node_bin
 
 HEAD = "schema_version: 1\nname: site\n"
 #: The ways a section is read from a recipe (a profile's mapping, node_recipe, a suite's helper).

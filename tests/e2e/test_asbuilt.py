@@ -1,5 +1,5 @@
 """End to end, issue 27: the as-built record and the RMA bundle on stand-in HGX H100 nodes
-(tests/standin_nodes.py), locally and over a cluster of real sshd nodes.
+(nvtest/testing/standin_nodes.py), locally and over a cluster of real sshd nodes.
 
 - asbuilt.json validates against docs/asbuilt.schema.json and names what the stand-ins report:
   the GPUs' serials, UUIDs, VBIOS and InfoROM (nvidia-smi -q -x), the HCAs' firmware (ibstat)
@@ -25,8 +25,8 @@ import pytest
 
 from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
 from nvtest.testing.standin import Recording
+from nvtest.testing.standin_nodes import PROFILES, NodeProfile, Tool, install
 from tests.conftest import DATA, REPO, run_nvtest
-from tests.standin_nodes import PROFILES, NodeProfile, Tool, install
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""End to end, issue 16: `nvtest run` on stand-in GPU nodes (tests/standin_nodes.py) gives the
+"""End to end, issue 16: `nvtest run` on stand-in GPU nodes (nvtest/testing/standin_nodes.py) gives the
 right verdicts and diagnoses, never a skip or a pass by default.
 
 - Rule 1, fail closed, over every check of every suite: on an HGX H100 whose nvidia-smi cannot
@@ -22,8 +22,8 @@ import pytest
 
 from nvtest.config.suites import check_mark_name
 from nvtest.results import REASON_MAX_CHARS
+from nvtest.testing.standin_nodes import install
 from tests.conftest import REPO, run_nvtest
-from tests.standin_nodes import install
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""End to end over a cluster of real sshd nodes, each a stand-in HGX H100 (tests/standin_nodes.py):
+"""End to end over a cluster of real sshd nodes, each a stand-in HGX H100 (nvtest/testing/standin_nodes.py):
 two healthy, one whose driver is not loaded, one with an HCA missing, one whose HCAs are named
 differently. Rule 1: the faulty node fails with the tool's words, the others pass. Rule 4: the
 golden shape of the HCAs is the fleet's majority (3 of 5), shown as such, and the odd nodes
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
+from nvtest.testing.standin_nodes import install
 from tests.conftest import run_nvtest
-from tests.standin_nodes import install
 
 pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 

@@ -20,8 +20,8 @@ from nvtest.config.suites import list_suites, suite_targets
 from nvtest.run.plugin import check_name, order_items
 from nvtest.session.kernel_log import NVML_NEEDS
 from nvtest.session.probe import Probe
+from nvtest.testing.standin_nodes import XID79_WEDGED, install
 from tests.conftest import run_nvtest
-from tests.standin_nodes import XID79_WEDGED, install
 
 #: Seconds the run may take on this machine's 2 shared cores: the inventory's short nvidia-smi
 #: deadline (10 s) and the run's own cost, far below the NVML timeouts (60 s, 120 s; the

@@ -2,7 +2,7 @@
 ``CUDA_ERROR_NOT_PERMITTED`` reached the report as "nvbandwidth exited 1:" with its words
 dropped; nccl-tests' words were replaced by "unreadable nccl-tests output").
 
-One ``nvtest run`` on a stand-in GPU node (tests/standin_nodes.py, HGX H100 judged as a GB200
+One ``nvtest run`` on a stand-in GPU node (nvtest/testing/standin_nodes.py, HGX H100 judged as a GB200
 tray so the IMEX checks run too) where every tool the checks run prints its own error on
 stderr and exits 3: each tool-running check fails or errors, and its reason (or, when the
 reason is bounded, ``details.reason_full``) carries that tool's words.
@@ -15,8 +15,8 @@ import json
 import pytest
 
 from nvtest.testing.standin import Recording
+from nvtest.testing.standin_nodes import PROFILES, NodeProfile, Tool, install
 from tests.conftest import run_nvtest
-from tests.standin_nodes import PROFILES, NodeProfile, Tool, install
 
 #: check -> the tool whose words its reason must carry.
 TOOL_CHECKS = {

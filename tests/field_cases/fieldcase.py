@@ -3,7 +3,7 @@
 A case is a folder ``cases/<id>/`` holding ``case.yaml`` and the files its stand-in tools
 print. :func:`load_case` validates ``case.yaml`` (pydantic: a bad file fails naming the
 file and the key); :func:`run_case` builds each node's stand-in tools (a profile of
-``tests/standin_nodes.py`` plus the case's overrides), runs the real ``nvtest run`` CLI on
+``nvtest/testing/standin_nodes.py`` plus the case's overrides), runs the real ``nvtest run`` CLI on
 the case's backend and returns what it wrote; :func:`check_expectations` lists every way
 the run differs from the case's ``expect:``.
 """
@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from nvtest.report.model import build_view
 from nvtest.testing.standin import Recording, StandInTools
+from nvtest.testing.standin_nodes import H100, PROFILES, NodeProfile, Tool
 from tests.conftest import PROBES, run_nvtest
-from tests.standin_nodes import H100, PROFILES, NodeProfile, Tool
 
 __all__ = [
     "CASES", "Case", "CaseError", "CaseRun", "Clusters", "all_case_dirs", "check_expectations",
@@ -147,7 +147,7 @@ class Arrangement(_Strict):
 
 
 class NodeCase(_Strict):
-    """One node: its base profile (``tests/standin_nodes.py``), tool overrides (tool ->
+    """One node: its base profile (``nvtest/testing/standin_nodes.py``), tool overrides (tool ->
     ``missing`` or {``default`` | an argument glob: :class:`Output`}), environment
     (``{case}`` is the case folder), and inventory settings (ssh)."""
 
@@ -160,7 +160,7 @@ class NodeCase(_Strict):
     @classmethod
     def _known_profile(cls, v: str) -> str:
         if v not in PROFILES:
-            raise ValueError(f"unknown profile {v!r} (tests/standin_nodes.py has {', '.join(sorted(PROFILES))})")
+            raise ValueError(f"unknown profile {v!r} (nvtest/testing/standin_nodes.py has {', '.join(sorted(PROFILES))})")
         return v
 
 

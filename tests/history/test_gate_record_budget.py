@@ -20,9 +20,9 @@ from nvtest.ops.gate.budget import GRACE_S
 from nvtest.ops.gate.engine import GateOptions, run_gate
 from nvtest.testing.blackhole import BlackHole
 from nvtest.testing.postgres import PostgresServer
+from nvtest.testing.standin_nodes import node_bin
 from tests.conftest import REPO, run_nvtest
 from tests.history.conftest import fresh_pg_database
-from tests.standin_nodes import node_bin
 
 SCHEMA = json.loads((REPO / "docs" / "gate.schema.json").read_text())
 BUDGET = 3.0

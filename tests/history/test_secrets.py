@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from nvtest.testing.postgres import PostgresServer
+from nvtest.testing.standin_nodes import node_bin
 from tests.conftest import run_nvtest
 from tests.history.conftest import fresh_pg_database
-from tests.standin_nodes import node_bin
 
 PLANTED = "pw-PLANTED-7c1e"
 

@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nvtest.history import HistoryStore
 from nvtest.ops.gate.engine import GateOptions, run_gate
+from nvtest.testing.standin_nodes import FAULTS, node_bin
 from tests.conftest import run_nvtest
-from tests.standin_nodes import FAULTS, node_bin
 
 
 def _fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:

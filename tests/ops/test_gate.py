@@ -18,8 +18,8 @@ from nvtest.history import queries as q
 from nvtest.ops.gate.checks_gpu import GPU_CHECKS
 from nvtest.ops.gate.engine import CHECKS, GateOptions, run_gate
 from nvtest.testing.standin import Recording, StandInTools
+from nvtest.testing.standin_nodes import FAULTS, healthy_h100, hung, node_bin
 from tests.conftest import REPO, run_nvtest
-from tests.standin_nodes import FAULTS, healthy_h100, hung, node_bin
 
 SCHEMA = json.loads((REPO / "docs" / "gate.schema.json").read_text())
 GPUD_SYSFS = REPO / "tests" / "data" / "sysfs" / "class-infiniband-h100"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nvtest.ops.gate.engine import GateOptions, run_gate
-from tests.standin_nodes import node_bin
+from nvtest.testing.standin_nodes import node_bin
 
 
 @pytest.mark.parametrize("tool", ["nvidia-smi", "dmesg"])

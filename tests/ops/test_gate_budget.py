@@ -25,8 +25,8 @@ from nvtest.cli.limits import LIMITS
 from nvtest.history import HistoryStore
 from nvtest.ops.gate.budget import GRACE_S
 from nvtest.ops.gate.engine import GateOptions, run_gate
+from nvtest.testing.standin_nodes import FAULTS, hung, node_bin
 from tests.conftest import NVTEST, REPO
-from tests.standin_nodes import FAULTS, hung, node_bin
 
 SCHEMA = json.loads((REPO / "docs" / "gate.schema.json").read_text())
 #: A hung stand-in's sleep, unique to these tests: its processes are found by it.

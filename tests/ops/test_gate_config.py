@@ -25,8 +25,8 @@ from nvtest.history.queries import latest_per_node
 from nvtest.ops.export import prometheus_text
 from nvtest.ops.gate.config import RECIPE_CHECKS, RECIPE_FIELDS, recipe_checks_of
 from nvtest.ops.gate.engine import GateOptions, run_gate
+from nvtest.testing.standin_nodes import FAULTS, node_bin
 from tests.conftest import REPO, run_nvtest
-from tests.standin_nodes import FAULTS, node_bin
 
 SCHEMA = json.loads((REPO / "docs" / "gate.schema.json").read_text())
 HEAD = "schema_version: 1\nname: site\n"

@@ -1,7 +1,7 @@
 """The gate's memory (its state file) is validated and losing it is loud; a node whose GPUs
 vanished from the bus is judged against a second witness; operator requests are manual only.
 
-Stand-in nodes replay recorded real outputs (tests/standin_nodes.py); the kernel log of a node
+Stand-in nodes replay recorded real outputs (nvtest/testing/standin_nodes.py); the kernel log of a node
 whose ring buffer no longer holds the Xid is this machine's own dmesg without its first
 lines (a real log that does not reach back to the boot, as a wrapped ring buffer is).
 """
@@ -19,8 +19,8 @@ from nvtest.history import HistoryStore
 from nvtest.ops.gate.state import load_state, read_state, save_state, state_path
 from nvtest.ops.gate.witnesses import gres_gpus
 from nvtest.testing.standin import Recording, StandInTools
+from nvtest.testing.standin_nodes import FAULTS, node_bin
 from tests.ops.test_gate import by_check, gate
-from tests.standin_nodes import FAULTS, node_bin
 
 #: What a lost state file looks like: truncated by a crash, zeroed by a disk, valid JSON of
 #: the wrong shape or types.
@@ -206,7 +206,7 @@ def test_operator_options_in_a_hook_are_refused_not_an_exit_2(tmp_path: Path) ->
 def test_a_recovery_action_in_nvidia_smi_fails_the_gpus_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``GPU Recovery Action : Reset`` is what nvidia-smi -q showed on a node after Xid 154 (PF
     FLR, corpus INDEX.md): the healthy H100's -q with GPU 0's line as that node printed it."""
-    from tests.standin_nodes import H100
+    from nvtest.testing.standin_nodes import H100
 
     text = H100["smi_q"].read_text()
     i = text.index("GPU Recovery Action")

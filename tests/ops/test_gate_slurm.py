@@ -17,8 +17,8 @@ import pytest
 
 from nvtest.testing.slurm_cluster import SlurmCluster
 from nvtest.testing.standin import StandInTools
+from nvtest.testing.standin_nodes import FAULTS, healthy_h100, node_bin
 from tests.conftest import REPO, run_nvtest, started_slurm_cluster
-from tests.standin_nodes import FAULTS, healthy_h100, node_bin
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

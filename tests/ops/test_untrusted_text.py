@@ -21,13 +21,13 @@ from rich.text import Text
 
 from nvtest.ops.gate.slurm import gate_reason
 from nvtest.ops.sweep_report import render_sweep_html
-from nvtest.run.console import make_console, print_table
+from nvtest.report.console import make_console, print_table
 from nvtest.run.drain import drain_reason
 from nvtest.testing.standin import Recording
+from nvtest.testing.standin_nodes import SMI_DRIVER_NOT_LOADED, install
 from nvtest.text import has_controls, one_line, visible
 from nvtest.transports._slurm_cmd import drain_argv
 from tests.conftest import DATA, run_nvtest
-from tests.standin_nodes import SMI_DRIVER_NOT_LOADED, install
 
 HOSTILE = "\x1b[2J\x1b]0;x\x07\r"
 RAW = frozenset({"\x1b", "\x07", "\r"})

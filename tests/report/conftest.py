@@ -12,7 +12,7 @@ import pytest
 
 from nvtest.report import render_all
 from nvtest.report.chromium import Chromium, find_chromium
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 from tests.conftest import REPO, run_nvtest
 
 ARTIFACTS = REPO / "test-artifacts"

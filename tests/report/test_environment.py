@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from nvtest.report.model import build_view, environment_groups
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 from tests.report.conftest import write_run
 
 ENV = {

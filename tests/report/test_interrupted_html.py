@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from nvtest.report.html import render_html
-from nvtest.report.synthetic import synthetic_doc
 from nvtest.results import summarize
+from nvtest.testing.synthetic import synthetic_doc
 
 
 def _clean_doc(**run: object) -> dict:

@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from nvtest.report.junit import render_junit
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 
 
 def _cases(path: Path):

@@ -30,7 +30,7 @@ from nvtest.report.manifest import (
     verify_manifest,
     write_manifest,
 )
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 from tests.conftest import run_nvtest
 
 

@@ -21,7 +21,7 @@ from nvtest.checks.resilience.recipe import TARGET_SOURCES
 from nvtest.report.html import render_html
 from nvtest.report.pdf import pdf_html
 from nvtest.report.resilience import fmt_pct, resilience_view
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 from tests.conftest import DATA as DATA_DIR
 
 DATA = DATA_DIR / "resilience_results.json"

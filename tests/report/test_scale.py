@@ -16,7 +16,7 @@ import pytest
 
 from nvtest.report.html import render_html
 from nvtest.report.model import threshold_text
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 
 NODES, DOWN = 1024, 500
 CODE = {"pass": "p", "warn": "w", "fail": "f", "error": "e", "skip": "s"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 from tests.report.conftest import SCHEMA
 
 

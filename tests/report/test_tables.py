@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from nvtest.report import tables
-from nvtest.report.synthetic import synthetic_doc
+from nvtest.testing.synthetic import synthetic_doc
 
 
 def _expected_rows(doc: dict) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nvtest.report.html import json_for_script
 from nvtest.report.model import safe_log_link
-from nvtest.report.synthetic import HOSTILE_GPU, HOSTILE_NODE
+from nvtest.testing.synthetic import HOSTILE_GPU, HOSTILE_NODE
 from nvtest.text import visible
 from tests.report.conftest import ARTIFACTS
 

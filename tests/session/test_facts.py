@@ -16,8 +16,8 @@ import pytest
 
 from nvtest.config.skus import load_catalog
 from nvtest.session.facts import NodeFacts, facts_from_json, facts_from_probe
+from nvtest.testing.standin_nodes import PROFILES, install
 from tests.conftest import CORPUS, PROBES
-from tests.standin_nodes import PROFILES, install
 
 #: profile -> the words of nvidia-smi its facts must carry (None: it reports every GPU).
 SMI_WORDS = {

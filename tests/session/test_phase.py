@@ -49,7 +49,7 @@ def test_two_nodes_whose_names_differ_in_a_replaced_character_write_two_files(tm
 
 
 def test_the_report_shows_each_nodes_directory() -> None:
-    from nvtest.report.synthetic import synthetic_doc
+    from nvtest.testing.synthetic import synthetic_doc
 
     doc = synthetic_doc(2)
     for name, node in doc["nodes"].items():

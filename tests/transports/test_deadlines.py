@@ -1,5 +1,6 @@
 """Rule 5 on the local transport and over ssh (real sshd): a command's deadline holds whatever
-its children do, and a process that survives SIGKILL makes the result ``unkillable``.
+its children do, and a process that survives SIGKILL makes the result ``unkillable``; the
+local runner outside a run (the gate's tools, the evidence kit's steps) holds it too.
 
 The unkillable process is real: a child frozen in a cgroup-v1 freezer cgroup sleeps
 uninterruptibly (state D) and ignores SIGKILL until thawed, as a process stuck in a wedged
@@ -9,12 +10,16 @@ driver does (:mod:`nvtest.testing.wedged`). The Slurm cases are in
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from nvtest.config.inventory import Node
+from nvtest.ops.evidence.kit import run_with_deadline
+from nvtest.ops.gate.tools import run_tool
 from nvtest.testing.sshd_cluster import SSHDCluster
 from nvtest.testing.wedged import Freezer, freezer_unavailable_reason
 from nvtest.transports.base import Transport
@@ -87,3 +92,41 @@ def test_a_process_that_survives_sigkill_is_unkillable_and_the_run_moves_on(
         assert all(r.stdout == "next\n" for r in again.values()), again
     assert took < timeout + OVER_DEADLINE_S
     assert wait_until(lambda: not any(pid_alive(p) for p in frozen), 5)
+
+
+# ------------------------------------------------------------------ the local runner outside a run
+
+
+def _gate_tool(argv: list[str], timeout: float, out: Path) -> tuple[bool, int | None, str]:
+    res = run_tool(argv, time.monotonic() + timeout)
+    return res.timed_out, res.exit_code, res.stdout
+
+
+def _evidence_step(argv: list[str], timeout: float, out: Path) -> tuple[bool, int | None, str]:
+    res = run_with_deadline(argv, out / "step.txt", out / "step.stderr.txt", deadline_s=timeout,
+                            kill_after_s=GRACE_S, env=dict(os.environ), cwd=out)  # fmt: skip
+    return res.timed_out, res.exit_code, (out / "step.txt").read_text()
+
+
+#: Every caller that runs a command here outside a run, each through ``run_argv``.
+LOCAL_RUNNERS = {"gate tool": _gate_tool, "evidence step": _evidence_step}
+
+
+@pytest.mark.parametrize("runner", sorted(LOCAL_RUNNERS))
+def test_every_local_runner_kills_the_whole_task_at_its_deadline(runner: str, tmp_path: Path) -> None:
+    """The gate's tools and the evidence kit's steps run under the local transport's deadline
+    discipline: children that left the group and session and ignore SIGTERM die too."""
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    timeout = 1.5
+    (timed_out, exit_code, stdout), took = within(
+        timeout + OVER_DEADLINE_S,
+        lambda: LOCAL_RUNNERS[runner](["/bin/sh", "-c", escaping_children(pid_dir)], timeout, tmp_path),
+    )
+    assert timed_out and exit_code is None, (timed_out, exit_code)
+    assert stdout.startswith("started"), stdout  # what came before the deadline is kept
+    assert took < timeout + OVER_DEADLINE_S
+    pids = escaped_pids(pid_dir)
+    assert wait_until(lambda: not any(pid_alive(p) for p in pids), 5), (
+        f"an escaped child survived the deadline: {[p for p in pids if pid_alive(p)]}"
+    )

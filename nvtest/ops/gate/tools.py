@@ -1,10 +1,12 @@
 """Running the node's tools for the gate: all at once, each under the gate's deadline.
 
 A :class:`Sources` starts every command it is given in its own thread at once; a check asks
-for an output with :meth:`Sources.get`, which waits at most until the gate's deadline. A
-command still running at the deadline has its process group killed (SIGKILL: a tool in a
-wedged driver call ignores SIGTERM) and is reported as timed out; a process that cannot be
-reaped (a D-state ``stat`` on a hung NFS mount) is abandoned, never waited for.
+for an output with :meth:`Sources.get`, which waits at most until the gate's deadline. Each
+tool runs through the local transport's runner (:func:`nvtest.transports.local.run_argv`):
+a command still running at the deadline has its whole task killed (group, session, token,
+descendants: SIGTERM, SIGKILL :data:`KILL_GRACE_S` later, since a tool in a wedged driver
+call ignores SIGTERM) and is reported as timed out; a process that cannot be reaped (a
+D-state ``stat`` on a hung NFS mount) is abandoned, never waited for.
 
 When ``PATH`` is unset (slurmd runs Prolog and HealthCheckProgram with a bare environment)
 the tools are looked up in :data:`DEFAULT_PATH`.
@@ -14,19 +16,20 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nvtest.transports.capture import joined_note, pump_process
+from nvtest.transports.local import LocalTask, run_argv
 
-__all__ = ["DEFAULT_PATH", "Sources", "ToolOutput", "run_tool", "tool_env"]
+__all__ = ["DEFAULT_PATH", "KILL_GRACE_S", "Sources", "ToolOutput", "run_tool", "tool_env"]
 
 #: The PATH of a bare environment (slurmd's Prolog/HealthCheckProgram have none).
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Seconds between SIGTERM and SIGKILL of a tool at the gate's deadline, and after SIGKILL
+#: before it is abandoned as unkillable: small, since the gate answers within its budget.
+KILL_GRACE_S = 0.2
 
 
 def tool_env() -> dict[str, str]:
@@ -68,56 +71,25 @@ class ToolOutput:
         return (self.stderr.strip() or self.stdout.strip())[-n:]
 
 
-def run_tool(argv: Sequence[str], deadline: float, started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> ToolOutput:
-    """Run ``argv`` until it exits or ``deadline`` (a ``time.monotonic()`` value) passes.
-    ``started`` is told the process as soon as it runs (in its own process group: whoever
-    holds it can kill the whole group)."""
+def run_tool(argv: Sequence[str], deadline: float, started: Callable[[LocalTask], None] | None = None) -> ToolOutput:
+    """Run ``argv`` until it exits or ``deadline`` (a ``time.monotonic()`` value) passes,
+    with :func:`tool_env`, through :func:`~nvtest.transports.local.run_argv` (the tool's
+    whole task is killed at the deadline; the output read through the bounded capture, so a
+    tool printing without end costs the gate at most the capture limit per stream).
+    ``started`` is told the running :class:`~nvtest.transports.local.LocalTask` at once
+    (whoever holds it can kill the whole task)."""
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            env=tool_env(),
-        )
+        res = run_argv(argv, timeout_s=max(0.0, deadline - t0), env=tool_env(), kill_grace_s=KILL_GRACE_S,
+                       on_start=started)  # fmt: skip
     except FileNotFoundError as exc:
         return ToolOutput(tuple(argv), missing=True, error=f"{argv[0]}: not found ({exc.strerror})")
     except OSError as exc:
         return ToolOutput(tuple(argv), error=f"{argv[0]}: cannot run: {exc.strerror or exc}")
-    if started is not None:
-        started(proc)
-    # read through the bounded reader: a tool printing without end costs the gate at most
-    # the capture limit per stream (nvtest.transports.capture), never its memory
-    out, err, done = pump_process(proc, None, deadline)
-    if done:
-        try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            done = False
-    if not done:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        pump_process(proc, None, time.monotonic() + 0.2, into=(out, err))
-        try:
-            proc.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:  # unkillable (D state): abandon it
-            pass
-    for pipe in (proc.stdout, proc.stderr):
-        if pipe is not None:
-            pipe.close()
     return ToolOutput(
-        tuple(argv),
-        out.take().decode("utf-8", "replace"),
-        err.take().decode("utf-8", "replace"),
-        proc.returncode if done else None,
-        time.monotonic() - t0,
-        timed_out=not done,
-        truncated=joined_note(out, err),
-    )
+        tuple(argv), res.stdout, res.stderr, res.exit_code, time.monotonic() - t0,
+        timed_out=res.timed_out, truncated=res.truncated,
+    )  # fmt: skip
 
 
 class Sources:
@@ -133,25 +105,23 @@ class Sources:
         self.commands: dict[str, tuple[str, ...]] = {}
         self._done: dict[str, ToolOutput] = {}
         self._events: dict[str, threading.Event] = {}
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._tasks: dict[str, LocalTask] = {}
         #: Why every tool was killed before its deadline (``interrupted by SIGTERM``), else None.
         self.stopped: str | None = None
         self.start(commands)
 
     def kill_all(self, why: str) -> None:
-        """Kill the process group of every tool still running (SIGKILL) and answer every
-        later :meth:`get` at once; safe in a signal handler (no lock taken)."""
+        """Kill every tool still running, its whole task (SIGKILL:
+        :meth:`~nvtest.transports.local.LocalTask.kill_now`), and answer every later
+        :meth:`get` at once; safe in a signal handler (no lock taken, no wait)."""
         self.stopped = why
-        for proc in list(self._procs.values()):
-            if proc.returncode is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        for task in list(self._tasks.values()):
+            if task.proc.returncode is None:
+                task.kill_now()
 
     def running(self) -> list[int]:
         """The process ids of the tools not reaped yet."""
-        return [p.pid for p in list(self._procs.values()) if p.poll() is None]
+        return [t.proc.pid for t in list(self._tasks.values()) if t.proc.poll() is None]
 
     def start(self, commands: Mapping[str, Sequence[str]]) -> None:
         """Start more commands now (those whose name is already known are not run twice)."""
@@ -167,8 +137,8 @@ class Sources:
             threading.Thread(target=self._run, args=(name, tuple(argv)), daemon=True, name=f"gate-{name}").start()
 
     def _run(self, name: str, argv: tuple[str, ...]) -> None:
-        def started(proc: subprocess.Popen[bytes]) -> None:
-            self._procs[name] = proc
+        def started(task: LocalTask) -> None:
+            self._tasks[name] = task
             if self.stopped:  # the signal came while it was starting
                 self.kill_all(self.stopped)
 

@@ -1,6 +1,6 @@
 """``pcie_link`` end to end on stand-in nodes (issue 24, class 7): the check's sysfs script reads
 ``sys/`` under ``$NVTEST_SYSFS_ROOT`` (the config probe's seam), so ``nvtest run`` on an HGX
-H100 stand-in (tests/standin_nodes.py) judges a recorded tree: all eight GPUs at Gen5 x16 pass;
+H100 stand-in (nvtest/testing/standin_nodes.py) judges a recorded tree: all eight GPUs at Gen5 x16 pass;
 one trained at x8 under an x16 capability (LnkSta x8, LnkCap x16) fails, naming the GPU."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from nvtest.testing.standin_nodes import install, pcie_sysfs
 from tests.conftest import run_nvtest
-from tests.standin_nodes import install, pcie_sysfs
 
 DEGRADED = "0000:9d:00.0"
 

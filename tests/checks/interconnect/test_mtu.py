@@ -72,8 +72,8 @@ def test_ib_ports_on_a_standin_h100_fails_the_hca_at_1024_naming_its_line(tmp_pa
     import json
 
     from nvtest.testing.standin import Recording
+    from nvtest.testing.standin_nodes import install
     from tests.conftest import run_nvtest
-    from tests.standin_nodes import install
 
     (tmp_path / "s.yaml").write_text("name: ib\ndescription: ib_ports\nchecks:\n  - interconnect/test_ib.py\n")
     verdicts = {}

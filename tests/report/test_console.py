@@ -1,6 +1,6 @@
 """Terminal output prints data as it is and stays readable in a pipe at 80 columns.
 
-Two walks: every console nvtest creates comes from :func:`nvtest.run.console.make_console`
+Two walks: every console nvtest creates comes from :func:`nvtest.report.console.make_console`
 (rich's markup, emoji codes and highlighting off), read from the source of every module;
 and every printer (the run summary, the inventory, the tables of ``nvtest list``, the
 live view in both modes, the error line) is fed data strings that rich would otherwise
@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from nvtest.run.console import make_console, plain_table, print_table
+from nvtest.report.console import make_console, plain_table, print_table
 from tests.architecture.layers import all_modules, module_name
 
 HOSTILE = ["0000:ab:00.0", ":thumbs_up: :ab:", "[bold]not bold[/bold]", "[red]x", "a[/]b", "[link=http://x]y[/link]"]
@@ -36,7 +36,7 @@ def test_every_console_comes_from_make_console() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 name = ast.unparse(node.func)
-                if name in ("Console", "rich.console.Console", "rich.print", "print_json") and mod != "nvtest.run.console":
+                if name in ("Console", "rich.console.Console", "rich.print", "print_json") and mod != "nvtest.report.console":
                     found.append(f"{mod}:{node.lineno}: {name}(...)")
                 for kw in node.keywords:
                     if kw.arg in ("markup", "emoji", "highlight") and not (
@@ -55,7 +55,7 @@ def test_no_markup_in_the_strings_printed() -> None:
     found = []
     for path in all_modules():
         mod = module_name(path)
-        if not mod.startswith(("nvtest.cli", "nvtest.run")):
+        if not mod.startswith(("nvtest.cli", "nvtest.run", "nvtest.ops.evidence", "nvtest.report.console")):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {

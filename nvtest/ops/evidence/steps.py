@@ -15,11 +15,11 @@ back the figures):
 
 Read-only: nothing here changes clocks, power limits, persistence, compute mode, ECC or
 MIG, or resets a GPU; :func:`read_only_nvidia_smi` accepts the only nvidia-smi argument
-lists the kit runs and ``tests/cli/test_evidence.py`` holds every planned step and every
+lists the kit runs and ``tests/ops/test_evidence.py`` holds every planned step and every
 call the kit made to it.
 
 Deadlines (seconds) fit the whole kit in 8 minutes on one GPU node: each step stops at
-``min(its deadline, what is left of the budget)`` (``timeout -k``); the short form
+``min(its deadline, what is left of the budget)`` (its whole task killed then); the short form
 (``--short``, for machines without a GPU and the kit's own test) uses small sizes, a
 3-second burn-in and a subset of the delivery suite.
 """

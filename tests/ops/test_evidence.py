@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from nvtest.checks.health.nvlink import FM_SCRIPT
-from nvtest.cli.evidence_steps import (
+from nvtest.config.resources import probes_dir
+from nvtest.ops.evidence.steps import (
     FABRIC_QUERY,
     capture_steps,
     probe_steps,
     read_only_nvidia_smi,
     run_steps,
 )
-from nvtest.config.resources import probes_dir
 from nvtest.testing.standin import Recording, StandInTools
 from tests.conftest import CORPUS, REPO, run_nvtest
 
@@ -272,7 +272,7 @@ NVML_SETTERS = re.compile(r"nvmlDevice(?:Set|Reset|Clear)\w*|nvmlGpuInstance(?:C
 
 def _kit_sources() -> list[Path]:
     kit = [REPO / "scripts" / name for name in ("gpu_evidence.sh", "gpu_evidence_install.sh", "gpu_evidence_bundle.sh")]
-    kit += [REPO / "nvtest" / "cli" / "evidence.py", REPO / "nvtest" / "cli" / "evidence_steps.py"]
+    kit += [REPO / "nvtest" / "cli" / "evidence.py", *sorted((REPO / "nvtest" / "ops" / "evidence").glob("*.py"))]
     return kit + sorted((REPO / "nvtest" / "probes").glob("*.py"))
 
 

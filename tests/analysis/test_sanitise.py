@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from nvtest.analysis.sanitise import Sanitiser
 from nvtest.parsers import detect, parse, to_jsonable
-from nvtest.testing.sanitise import Sanitiser
 from tests.parsers.conftest import corpus_files
 
 HOST = "gpu-a17-03.cluster.example.com"

@@ -15,7 +15,9 @@ makes the lspci recording's GPUs expected.
 
 Recordings are files under ``tests/data/corpus`` (real captures, see its INDEX.md) and
 ``tests/data/standin`` (real failure outputs no parser reads yet, and outputs assembled
-from real captures where no whole capture was public; each with its source in INDEX.md).
+from real captures where no whole capture was public; each with its source in INDEX.md):
+the profiles are read from a checkout (the tests and ``bench/gate_bench.py``,
+``bench/gate_faults_bench.py`` use them), not from an installed wheel.
 
 =====================  ===================================================================
 profile                what the node is
@@ -46,13 +48,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nvtest.testing.standin import Recording, StandInTools
-from tests.conftest import CORPUS, DATA
 
 __all__ = [
     "FAULTS", "PROFILES", "NodeProfile", "Tool", "fatal_xid", "healthy_h100", "hung", "ib_port_down",
     "XID79_WEDGED", "install", "lost_gpu", "node_bin", "pcie_sysfs", "recovery_action",
 ]  # fmt: skip
 
+#: The checkout's test data: recorded real tool outputs (a profile reads them from a checkout).
+DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+CORPUS = DATA / "corpus"
 STANDIN = DATA / "standin"
 
 #: nvidia-smi's exit codes (nvidia-smi(1) "RETURN VALUE"; NVML's nvmlReturn_t for 18).
