@@ -17,9 +17,9 @@ from nvtest.ops.gate.engine import CHECKS
 from nvtest.ops.gate.state import GateState
 from nvtest.ops.gate.tools import ToolOutput
 from nvtest.testing.standin import Recording
+from nvtest.testing.standin_nodes import H100, XID79_WEDGED, fatal_xid, install, node_bin
 from tests.conftest import CORPUS
 from tests.ops.test_gate import by_check, gate
-from tests.standin_nodes import H100, XID79_WEDGED, fatal_xid, install, node_bin
 
 XID79 = "GPU 0000:b3:00.0 fell off the bus (Xid 79): Drain the node; power-cycle or reseat; check PCIe/AER and power; RMA if repeated"
 NFS_LOST = (
