@@ -1197,8 +1197,10 @@ def parse(text: str) -> NcclLog:
     for no, line in numbered_lines(text, strip_prefix=True):
         s = line.lstrip()
         if s:
-            _LINES(reader, no, s)
-            if "NCCL INFO" not in s:
+            read = _LINES(reader, no, s)
+            # the last line printed: one the parser read, or a row cut off mid-line; not a
+            # poster's line nothing reads ("[... snipped ...]" after the rank list of an excerpt)
+            if "NCCL INFO" not in s and (read or s[0].isdigit()):
                 reader.b.last = (no, s.strip())
     return reader.log(text)
 
