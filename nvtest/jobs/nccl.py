@@ -31,10 +31,10 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
    the channel line (NCCL staged that traffic through host memory).
    NVLink SHARP and CollNet where the SKU expects them (``expect.nvls``, ``expect.collnet``;
    :func:`nvls_collnet_fails`), for all_reduce inside a node or across nodes, whatever the
-   bandwidth: a ``NVLS multicast support is not available on dev N`` line, or an NVLS
-   ``NCCL WARN`` (``Failed to bind NVLink SHARP (NVLS) Multicast memory``, a CUDA failure at
-   ``transport/nvls.cc``), is **fail** naming NCCL's line. Only a log taken at
-   ``NCCL_DEBUG=INFO`` (nvtest sets it) is judged so; one with INFO lines and no NVLS line at all
+   bandwidth: an NVLS ``NCCL WARN`` (``Failed to bind NVLink SHARP (NVLS) Multicast memory``, a
+   CUDA failure at ``transport/nvls.cc``), and on a log taken at ``NCCL_DEBUG=INFO`` (nvtest sets
+   it) a ``NVLS multicast support is not available on dev N`` line, is **fail** naming NCCL's
+   line; a log with INFO lines and no NVLS line at all
    (NCCL < 2.17, two GPUs or fewer, ``NCCL_NVLS_ENABLE=0``) is a note in
    ``effective.nvls_note``, not a failure. With ``expect.collnet``, a multi-node all_reduce at
    INFO with no CollNet connected line fails.
@@ -352,24 +352,24 @@ def nvls_collnet_fails(run: NcclTestRun, op: str, *, nvls: bool, collnet: bool) 
     (``nvls``: ``expect.nvls``; ``collnet``: ``expect.collnet``), from NCCL's INFO and WARN
     lines (:class:`~nvtest.parsers.nccl_tests.NcclPath`).
 
-    The rule: only ``all_reduce``, and only a log taken at ``NCCL_DEBUG=INFO`` (at least one
-    ``NCCL INFO`` line; without one, nothing is said and the note says so). An NVLS ``NCCL WARN``
-    (bind or CUDA failure of the multicast memory) or a ``not available on dev N`` line fails,
-    naming the line. A log with INFO lines and no NVLS line at all (an NCCL older than 2.17
-    prints none; nor does one with ``NCCL_NVLS_ENABLE=0`` or two GPUs or fewer) is a note, not
-    a failure. CollNet: a multi-node run with no CollNet connected line fails.
+    The rule: only ``all_reduce``. An NVLS ``NCCL WARN`` (bind or CUDA failure of the multicast
+    memory; NCCL prints it at WARN level too) fails, naming the line. The rest only on a log taken
+    at ``NCCL_DEBUG=INFO`` (at least one ``NCCL INFO`` line; without one, the note says so): a
+    ``not available on dev N`` line fails, naming the line. A log with INFO lines and no NVLS
+    line at all (an NCCL older than 2.17 prints none; nor does one with ``NCCL_NVLS_ENABLE=0``
+    or two GPUs or fewer) is a note, not a failure. CollNet: a multi-node run with no CollNet
+    connected line fails.
     """
     path = run.path
     if op != "all_reduce" or not (nvls or collnet):
         return [], None
+    said = " the SKU expects NVLink SHARP (expect.nvls)"
+    # NCCL prints its WARN lines at WARN level too: a failure of NVLS is judged at any level
+    fails = [f"NVLS failed: '{ln.text}' (line {ln.line});{said}" for ln in path.nvls_failures[:2] if nvls]
     if not path.info_lines:
-        return [], "NCCL printed no INFO line (NCCL_DEBUG not INFO): NVLS/CollNet not judged"
-    fails: list[str] = []
+        return fails, "NCCL printed no INFO line (NCCL_DEBUG not INFO): NVLS/CollNet availability not judged"
     note = None
     if nvls:
-        said = " the SKU expects NVLink SHARP (expect.nvls)"
-        for line in path.nvls_failures[:2]:
-            fails.append(f"NVLS failed: '{line.text}' (line {line.line});{said}")
         for dev, line in path.nvls_unavailable[:2]:
             fails.append(f"NVLS not available on {dev}: '{line.text}' (line {line.line});{said}")
         if not path.nvls and not path.nvls_failures and path.nvls_channels is None:

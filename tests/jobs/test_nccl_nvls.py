@@ -118,6 +118,10 @@ def test_no_nvls_line_is_a_note_and_no_info_level_is_not_judged():
     assert "NCCL printed no NVLS line" in v.effective["nvls_note"]
     quiet = _judge(NORMAL, nvls=True)  # no NCCL INFO line at all
     assert quiet.status == "pass" and "NCCL_DEBUG not INFO" in quiet.effective["nvls_note"]
+    # an NVLS WARN is printed at WARN level too: judged without INFO lines (DCGM#304)
+    head, sep, rest = NORMAL.partition("#\n#  ")
+    warned = _judge(head + BIND + "\n" + sep + rest, nvls=True)
+    assert warned.status == "fail" and "NVLS failed" in warned.reason
     # another collective is not judged on NVLS
     other = judge_output(_with(["NVLS multicast support is not available on dev 3"]), op="all_gather", max_bytes=8 * GIB, nvls=True)
     assert "NVLS" not in other.reason
