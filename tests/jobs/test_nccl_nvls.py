@@ -140,3 +140,21 @@ def test_parse_applies_the_same_rule_where_the_sku_is_known():
     assert judge_reading(log, text).verdict == "pass"  # no SKU: not judged
     r = judge_reading(log, text, nvls=True)
     assert r.verdict == "fail" and any("NVLS not available" in f for f in r.failures)
+
+
+def test_nvtest_parse_with_the_sku_judges_nvls(tmp_path):
+    from typer.testing import CliRunner
+
+    from nvtest.cli.app import app
+
+    log = tmp_path / "nccl.log"
+    log.write_text(_with(["NVLS multicast support is not available on dev 3"]))
+    runner = CliRunner()
+    plain = runner.invoke(app, ["parse", "nccl-tests", str(log), "--json"])
+    assert plain.exit_code == 0, plain.output
+    res = runner.invoke(app, ["parse", "nccl-tests", str(log), "--json", "--sku", "h100-sxm-80gb"])
+    assert res.exit_code == 1 and "NVLS not available on gpu-node-0001 dev 3" in res.output
+    a100 = runner.invoke(app, ["parse", "nccl-tests", str(log), "--json", "--sku", "a100-sxm-80gb"])
+    assert a100.exit_code == 0, a100.output  # the same line is healthy where NVLS is not expected
+    bad = runner.invoke(app, ["parse", "nccl-tests", str(log), "--sku", "no-such-sku"])
+    assert bad.exit_code == 2 and "unknown SKU 'no-such-sku'" in bad.output
