@@ -248,7 +248,7 @@ def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     job = NcclPairJob(
         ctx, check="nccl_multinode", op=op, recipe=recipe, gpus=lambda n: _gpus(ctx, n),
         env=nccl_env(recipe, os.environ, nodes=gpu_nodes), mpi=mpi_options(ctx, node),
-        rdma_nics=lambda n: _rdma_nics(ctx, n),
+        rdma_nics=lambda n: _rdma_nics(ctx, n), nvls=lambda n: _expects(ctx, n, "nvls"),
     )  # fmt: skip
     judge.metrics.clear()
     judge.failures.clear()

@@ -158,3 +158,27 @@ def test_nvtest_parse_with_the_sku_judges_nvls(tmp_path):
     assert a100.exit_code == 0, a100.output  # the same line is healthy where NVLS is not expected
     bad = runner.invoke(app, ["parse", "nccl-tests", str(log), "--sku", "no-such-sku"])
     assert bad.exit_code == 2 and "unknown SKU 'no-such-sku'" in bad.output
+
+
+def test_the_pair_retest_judges_nvls_too():
+    """A fleet run that failed on NVLS is re-run in pairs: a pair of NVLS nodes whose log says
+    NVLS is not available fails with NCCL's line too (else the pairs would clear the failure)."""
+    from types import SimpleNamespace
+    from typing import Any
+
+    from nvtest.config.inventory import Node
+    from nvtest.jobs.launch import MpiOptions
+    from nvtest.jobs.nccl import NcclRecipe
+    from nvtest.jobs.pair_jobs import NcclPairJob
+    from nvtest.transports.base import CommandResult
+
+    nodes = {n: Node(name=n, address="127.0.0.1") for n in ("gpu-node-0001", "gpu-node-0002")}
+    ctx: Any = SimpleNamespace(states={n: SimpleNamespace(node=node) for n, node in nodes.items()})
+    text = _with(["NVLS multicast support is not available on dev 3"])
+    res = {"gpu-node-0001": CommandResult(node="gpu-node-0001", command="mpirun", stdout=text, stderr="", exit_code=0)}
+    job = NcclPairJob(
+        ctx, check="nccl_multinode", op="all_reduce", recipe=NcclRecipe(max_bytes=8 * GIB),
+        gpus=lambda n: 8, env={}, mpi=MpiOptions(), nvls=lambda n: True,
+    )  # fmt: skip
+    outcome = job.judge_complete(("gpu-node-0001", "gpu-node-0002"), "p", res, "mpirun")
+    assert outcome.status == "fail" and "NVLS not available on gpu-node-0001 dev 3" in outcome.reason, outcome
