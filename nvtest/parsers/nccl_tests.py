@@ -212,6 +212,10 @@ class NcclPath:
         collnet_plugin: ``NET/Plugin: Loaded collnet plugin SHARP (v8)`` (the IB SHARP plugin).
         collnet: lines saying CollNet was connected (``Collnet Chains``, ``Connected Collnet
             Chains``, ``CollNet ... connected``, channels ``via COLLNET``).
+        algorithms: the algorithm of each ``AllReduce: N Bytes -> Algo NVLS proto SIMPLE
+            channel{Lo..Hi}={0..15}`` tuning line (NCCL 2.19+ with ``NCCL_DEBUG_SUBSYS`` holding
+            TUNING; rank 0 only), counted, upper case (``RING``, ``TREE``, ``NVLS``, ``NVLSTREE``,
+            ``COLLNETDIRECT``...).
     """
 
     networks: tuple[NcclLine, ...] = ()
@@ -228,6 +232,7 @@ class NcclPath:
     nvls_failures: tuple[NcclLine, ...] = ()
     collnet_plugin: NcclLine | None = None
     collnet: tuple[NcclLine, ...] = ()
+    algorithms: Mapping[str, int] = effective_field()
 
     @property
     def nvls_unavailable(self) -> tuple[tuple[str, NcclLine], ...]:
@@ -242,6 +247,8 @@ class NcclPath:
         if self.nvls_failures or self.nvls_unavailable:
             return False
         if self.nvls_setup is not None or (self.nvls_channels and self.nvls_channels[0] > 0):
+            return True
+        if any(a.startswith("NVLS") for a in self.algorithms):
             return True
         return False if self.nvls_channels is not None else None
 
@@ -301,6 +308,7 @@ class NcclPath:
             "nvls_failures": [ln.text for ln in self.nvls_failures[:3]],
             "collnet": bool(self.collnet),
             "collnet_plugin": self.collnet_plugin.text if self.collnet_plugin else None,
+            "algorithms": dict(self.algorithms),
         }
 
 
@@ -591,6 +599,7 @@ class _Builder:
         self.nvls_failures: list[NcclLine] = []
         self.collnet_plugin: NcclLine | None = None
         self.collnet: list[NcclLine] = []
+        self.algorithms: dict[str, int] = {}
 
     def path(self) -> NcclPath:
         """The NCCL path lines read so far, frozen."""
@@ -609,6 +618,7 @@ class _Builder:
             nvls_failures=tuple(self.nvls_failures),
             collnet_plugin=self.collnet_plugin,
             collnet=tuple(self.collnet),
+            algorithms=types.MappingProxyType(dict(self.algorithms)),
         )
 
     @property
@@ -904,6 +914,8 @@ _NVLS_WARN_RE = re.compile(r"Failed to bind NVLink SHARP \(NVLS\)|transport/nvls
 _COLLNET_PLUGIN_RE = re.compile(r"NCCL INFO NET/Plugin ?: Loaded collnet plugin")
 _COLLNET_RE = re.compile(r"NCCL INFO (?:Connected )?Collnet Chains|NCCL INFO CollNet .*[Cc]onnected|via COLLNET", re.I)
 #: the host of an NCCL line: ``gpu-node-0001:6899:6960 [0] ...`` (host:pid:tid)
+#: NCCL's tuning line (src/enqueue.cc, NCCL_DEBUG_SUBSYS=TUNING): ``AllReduce: 8 Bytes -> Algo RING proto LL``
+_ALGO_RE = re.compile(r"NCCL INFO \w+: \d+ Bytes -> Algo ([A-Za-z_]+) proto ")
 _LINE_HOST_RE = re.compile(r"^(?:\[[^\]]*\]\s*)?([\w.-]+):\d+:\d+ \[")
 
 
@@ -926,6 +938,9 @@ def _read_nvls(b: _Builder, here: NcclLine) -> bool:
         b.collnet_plugin = b.collnet_plugin or here
     elif _COLLNET_RE.search(line):
         b.collnet.append(here)
+    elif m := _ALGO_RE.search(line):
+        algo = m.group(1).upper()
+        b.algorithms[algo] = b.algorithms.get(algo, 0) + 1
     else:
         return False
     return True

@@ -182,3 +182,13 @@ def test_the_pair_retest_judges_nvls_too():
     )  # fmt: skip
     outcome = job.judge_complete(("gpu-node-0001", "gpu-node-0002"), "p", res, "mpirun")
     assert outcome.status == "fail" and "NVLS not available on gpu-node-0001 dev 3" in outcome.reason, outcome
+
+
+def test_the_tuning_lines_name_the_algorithm():
+    # nccl-tests#309: on one HGX H100 node, 2 MB..16 GB ran "Algo NVLS proto SIMPLE"
+    lines = [
+        "AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..15}",
+        "AllReduce: 8589934592 Bytes -> Algo NVLS proto SIMPLE channel{Lo..Hi}={0..15}",
+    ]
+    p = nccl_tests.parse(_with(lines)).tests[0].path
+    assert dict(p.algorithms) == {"RING": 1, "NVLS": 1} and p.nvls_used is True
