@@ -32,6 +32,7 @@ Pure: a record and its text in, a :class:`Reading` out; raises nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -79,13 +80,16 @@ def _of(failures: list[str], warnings: list[str], errors: list[str]) -> Reading:
     return Reading(verdict, tuple(failures), tuple(warnings), tuple(errors))
 
 
-def _nccl(log: NcclLog, text: str) -> Reading:
+def _nccl(log: NcclLog, text: str, nvls: bool = False) -> Reading:
     m = REDUCED_RE.search(text)
     reduced = (int(m.group(1)), m.group(2)) if m else None
     failures: list[str] = []
     errors: list[str] = []
     for i, t in enumerate(log.tests):
-        v = judge_run(t, op=t.test_name or f"tests[{i}]", reduced=reduced)
+        op = t.test_name or f"tests[{i}]"
+        if nvls and (t.test_name or "all_reduce").startswith("all_reduce"):
+            op = "all_reduce"  # NVLS is judged on all_reduce (an unnamed test: this command's)
+        v = judge_run(t, op=op, reduced=reduced, nvls=nvls)
         where = f"tests[{i}]: "
         (failures if v.status == "fail" else errors if v.status == "error" else []).extend(where + r for r in v.reasons)
     if not log.tests:
@@ -166,10 +170,16 @@ RUN_JUDGES: dict[type, Callable[[Any, str], Reading]] = {
 }
 
 
-def judge_reading(record: Any, text: str) -> Reading:
+def judge_reading(record: Any, text: str, *, nvls: bool = False) -> Reading:
     """The verdict ``nvtest parse`` gives ``record`` (a parser's record of ``text``): the
-    run's rules for its tool (:data:`RUN_JUDGES`), else the tool's own verdict and states."""
+    run's rules for its tool (:data:`RUN_JUDGES`), else the tool's own verdict and states.
+
+    ``nvls``: the SKU is known and expects NVLink SHARP (``expect.nvls``): an all_reduce
+    nccl-tests output is judged on NCCL's NVLS lines as the run judges it
+    (:func:`nvtest.jobs.nccl.nvls_collnet_fails`); without a SKU they are not judged."""
     judge = RUN_JUDGES.get(type(record), _generic)
+    if nvls and isinstance(record, NcclLog):
+        judge = functools.partial(_nccl, nvls=True)
     try:
         return judge(record, text)
     except Exception as exc:  # noqa: BLE001 - a judgement that breaks is not a pass

@@ -27,6 +27,7 @@ from rich.text import Text
 from nvtest.checks.standalone import judge_reading
 from nvtest.cli.app import app
 from nvtest.config.loader import read_bounded
+from nvtest.config.skus import load_catalog
 from nvtest.errors import EXIT_CHECK_FAILED, EXIT_CONFIG, ConfigError, ParseError
 from nvtest.parsers import PARSERS, detect, parse, readable, to_jsonable, tool_names
 from nvtest.parsers._binary import binary_reason
@@ -53,6 +54,8 @@ parsed (larger than --max-bytes, binary data), else 0 (exit 1: not passed).
 Examples:
 
   nvtest parse nccl-tests logs/node017/nccl.log --json
+
+  nvtest parse nccl-tests nccl.log --sku h100-sxm-80gb
 
   nvtest parse dmesg.txt
 
@@ -136,6 +139,10 @@ def parse_command(
     max_bytes: Annotated[
         int, typer.Option("--max-bytes", min=1, help="Largest input read, bytes (a larger one is an error).")
     ] = DEFAULT_MAX_BYTES,
+    sku: Annotated[
+        str | None,
+        typer.Option("--sku", help="The SKU profile the output came from: its expect.nvls judges NCCL's NVLS lines as a run does."),
+    ] = None,
 ) -> None:
     out = make_console()
     err = make_console(stderr=True)
@@ -167,11 +174,15 @@ def parse_command(
         record = parse(tool, text)
     except ParseError as exc:
         raise _fail(err, f"{file}: {exc}") from None
+    try:
+        expect = load_catalog().get(sku).expect if sku is not None else None
+    except ConfigError as exc:
+        raise _fail(err, f"--sku: {exc.reason}") from None
     verdict = _Verdict()
     data = _with_signals(record, to_jsonable(record), "", verdict)
     # the run's own judgement of this output (completeness, plausibility, the Xid catalog as
     # xid_scan applies it; else the tool's verdict and the states its reading shows)
-    reading = judge_reading(record, readable(tool, text))
+    reading = judge_reading(record, readable(tool, text), nvls=bool(expect and expect.nvls))
     said = verdict.failures  # the record's own signals (passed/completed false, with why)
     errors = list(dict.fromkeys([*reading.errors, *(said if reading.verdict == "error" else [])]))
     verdict.failures = list(dict.fromkeys([*reading.failures, *(said if reading.verdict == "fail" else [])]))

@@ -200,6 +200,17 @@ class SkuExpect(BaseModel):
         "NVL72): an IMEX channel, the nvidia-imex service and its domain are checked, and the "
         "multi-node NVLink bandwidth is measured",
     )
+    nvls: bool | None = Field(
+        default=None,
+        description="True: NVLink SHARP (NVSwitch multicast: HGX H100/H200/B200, GB200 NVL72) is "
+        "expected; an all_reduce whose NCCL INFO log says NVLS is not available, or failed to "
+        "bind its multicast memory, fails naming NCCL's line",
+    )
+    collnet: bool | None = Field(
+        default=None,
+        description="True: the site runs the IB SHARP (CollNet) plugin; a multi-node all_reduce "
+        "whose NCCL INFO log shows no CollNet connected fails (default off)",
+    )
     pcie_gen: int | None = None
     pcie_width: int | None = None
     min_driver: str | None = None

@@ -29,6 +29,15 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
    records the transport, HCAs, GDR per HCA and channel transports. A channel over the RDMA
    network without ``/GDRDMA`` (``via NET/IB/0``) where no HCA said Disabled is **fail** naming
    the channel line (NCCL staged that traffic through host memory).
+   NVLink SHARP and CollNet where the SKU expects them (``expect.nvls``, ``expect.collnet``;
+   :func:`nvls_collnet_fails`), for all_reduce inside a node or across nodes, whatever the
+   bandwidth: an NVLS ``NCCL WARN`` (``Failed to bind NVLink SHARP (NVLS) Multicast memory``, a
+   CUDA failure at ``transport/nvls.cc``), and on a log taken at ``NCCL_DEBUG=INFO`` (nvtest sets
+   it) a ``NVLS multicast support is not available on dev N`` line, is **fail** naming NCCL's
+   line; a log with INFO lines and no NVLS line at all
+   (NCCL < 2.17, two GPUs or fewer, ``NCCL_NVLS_ENABLE=0``) is a note in
+   ``effective.nvls_note``, not a failure. With ``expect.collnet``, a multi-node all_reduce at
+   INFO with no CollNet connected line fails.
 5. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
 
 What ran is recorded beside what was asked (:attr:`NcclVerdict.effective`,
@@ -64,6 +73,7 @@ __all__ = [
     "judge_output",
     "judge_run",
     "inventory_nccl_env",
+    "nvls_collnet_fails",
     "nccl_env",
     "perf_argv",
 ]
@@ -337,6 +347,39 @@ def _path_fails(run: NcclTestRun, rdma_nics: int) -> tuple[list[str], list[str]]
     return fails, errors
 
 
+def nvls_collnet_fails(run: NcclTestRun, op: str, *, nvls: bool, collnet: bool) -> tuple[list[str], str | None]:
+    """(fails, note) of NVLink SHARP and CollNet for a run of ``op`` on a SKU that expects them
+    (``nvls``: ``expect.nvls``; ``collnet``: ``expect.collnet``), from NCCL's INFO and WARN
+    lines (:class:`~nvtest.parsers.nccl_tests.NcclPath`).
+
+    The rule: only ``all_reduce``. An NVLS ``NCCL WARN`` (bind or CUDA failure of the multicast
+    memory; NCCL prints it at WARN level too) fails, naming the line. The rest only on a log taken
+    at ``NCCL_DEBUG=INFO`` (at least one ``NCCL INFO`` line; without one, the note says so): a
+    ``not available on dev N`` line fails, naming the line. A log with INFO lines and no NVLS
+    line at all (an NCCL older than 2.17 prints none; nor does one with ``NCCL_NVLS_ENABLE=0``
+    or two GPUs or fewer) is a note, not a failure. CollNet: a multi-node run with no CollNet
+    connected line fails.
+    """
+    path = run.path
+    if op != "all_reduce" or not (nvls or collnet):
+        return [], None
+    said = " the SKU expects NVLink SHARP (expect.nvls)"
+    # NCCL prints its WARN lines at WARN level too: a failure of NVLS is judged at any level
+    fails = [f"NVLS failed: '{ln.text}' (line {ln.line});{said}" for ln in path.nvls_failures[:2] if nvls]
+    if not path.info_lines:
+        return fails, "NCCL printed no INFO line (NCCL_DEBUG not INFO): NVLS/CollNet availability not judged"
+    note = None
+    if nvls:
+        for dev, line in path.nvls_unavailable[:2]:
+            fails.append(f"NVLS not available on {dev}: '{line.text}' (line {line.line});{said}")
+        if not path.nvls and not path.nvls_failures and path.nvls_channels is None:
+            note = "NCCL printed no NVLS line (NCCL < 2.17, <= 2 GPUs or NCCL_NVLS_ENABLE=0): NVLS unproven"
+    if collnet and len(run.hostnames) > 1 and not path.collnet:
+        plugin = f" ('{path.collnet_plugin.text}')" if path.collnet_plugin else " (no collnet plugin loaded)"
+        fails.append(f"CollNet not connected across nodes{plugin}; the site expects the IB SHARP plugin (expect.collnet)")
+    return fails, note
+
+
 def _gaps(
     run: NcclTestRun, requested: int | None, plateau_from: int | None, reduced: tuple[int, str] | None
 ) -> list[str]:
@@ -384,12 +427,16 @@ def judge_run(
     expected_ranks: int | None = None,
     reduced: tuple[int, str] | None = None,
     rdma_nics: int | None = None,
+    nvls: bool = False,
+    collnet: bool = False,
 ) -> NcclVerdict:
     """Judge one parsed run (see the module docstring for the order of the rules).
 
     ``reduced``: (bytes, cause) of the tool's own ``Reducing maxBytes to N due to <cause>``.
     ``rdma_nics``: the SKU's RDMA NIC count when this run's traffic must cross the network
     (across nodes, NICs only); None or 0 leaves the path unjudged (rule 4).
+    ``nvls``, ``collnet``: the SKU's ``expect.nvls`` / ``expect.collnet`` (rule 4,
+    :func:`nvls_collnet_fails`).
     """
     requested = max_bytes if max_bytes is not None else run.max_bytes
     plateau_from = plateau_bytes if plateau_bytes is not None else requested
@@ -428,6 +475,10 @@ def judge_run(
     if rdma_nics and run.rows:
         path_fails, path_errors = _path_fails(run, rdma_nics)
         fails += path_fails
+    nvls_fails, nvls_note = nvls_collnet_fails(run, op, nvls=nvls, collnet=collnet)
+    fails += nvls_fails
+    if nvls_note:
+        common["effective"]["nvls_note"] = nvls_note
     faults = path_faults(run.nccl_warnings)
     fails += [f"NCCL WARN during the run: {w}" for w in faults[:2]]
     if fails:
@@ -465,11 +516,13 @@ def judge_output(
     plateau_bytes: int | None = None,
     expected_ranks: int | None = None,
     rdma_nics: int | None = None,
+    nvls: bool = False,
+    collnet: bool = False,
 ) -> NcclVerdict:
     """Parse nccl-tests output and judge its first test (the one this command ran).
 
     Output that is not nccl-tests at all gives an ``error`` verdict naming the parse problem.
-    ``rdma_nics``: see :func:`judge_run`.
+    ``rdma_nics``, ``nvls``, ``collnet``: see :func:`judge_run`.
     """
     try:
         log = nccl_tests.parse(text)
@@ -484,6 +537,8 @@ def judge_output(
         expected_ranks=expected_ranks,
         reduced=(int(m.group(1)), m.group(2)) if m else None,
         rdma_nics=rdma_nics,
+        nvls=nvls,
+        collnet=collnet,
     )
 
 

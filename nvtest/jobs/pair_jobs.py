@@ -216,6 +216,8 @@ class NcclPairJob(PairJob):
     ``rdma_nics(node)``: the RDMA NICs the node's SKU expects (None: none, or no profile); where
     both nodes of a pair have them, the path NCCL took is judged as across the whole fleet
     (:func:`nvtest.jobs.nccl.judge_run`, rule 4: TCP sockets or GDR disabled fail the pair).
+    ``nvls(node)``: the node's SKU expects NVLink SHARP; where both nodes do, NCCL's NVLS lines
+    are judged as in the whole-fleet run.
     """
 
     server_client = False
@@ -233,9 +235,11 @@ class NcclPairJob(PairJob):
         mpi: MpiOptions,
         timeout_s: float = 1200.0,
         rdma_nics: Callable[[Node], int | None] | None = None,
+        nvls: Callable[[Node], bool] | None = None,
     ) -> None:
         self.ctx = ctx
         self.rdma_nics = rdma_nics
+        self.nvls = nvls
         self.name = f"{check}.pairs.{op}"
         self.check = check
         self.op = op
@@ -270,6 +274,7 @@ class NcclPairJob(PairJob):
             plateau_bytes=self.recipe.plateau_bytes,
             expected_ranks=ranks,
             rdma_nics=min(both) if len(both) == len(nics) else None,
+            nvls=self.nvls is not None and all(self.nvls(self.ctx.states[n].node) for n in pair),
         )
         if v.status != "pass":
             named = v.logged_by if v.status == "fail" and v.logged_by in pair else ""

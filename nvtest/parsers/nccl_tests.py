@@ -197,6 +197,25 @@ class NcclPath:
             (``NET/IB/0/GDRDMA``, ``NET/Socket/0``, ``P2P/IPC``, ``SHM``...).
         channel_lines: per channel transport, its first ``Channel`` line, keyed ``[send]
             NET/IB/0`` (the direction NCCL printed, when it did, then the transport).
+        info_lines: how many ``NCCL INFO`` lines were printed (0: the log was not taken at
+            ``NCCL_DEBUG=INFO``, and nothing of the path can be read).
+        nvls: NVLink SHARP (NVSwitch multicast) per device, from ``NVLS multicast support is
+            [not ]available on dev N`` (NCCL 2.17+, printed at init when more than two GPUs
+            share the NVLink domain and ``NCCL_NVLS_ENABLE`` is not 0), keyed ``host dev N``
+            (``dev N`` where the line carries no host); a ``not available`` line wins.
+        nvls_channels: the ``N nvls channels`` count of ``N coll channels, [N collnet channels,]
+            N nvls channels, ...`` (the smallest any rank printed) and its line.
+        nvls_setup: the first line saying NVLS buffers were set up or connected (``NVLS comm
+            0x... headRank``, ``Connected NVLS tree``): NVLS is in use.
+        nvls_failures: ``NCCL WARN`` lines of the NVLS transport: ``Failed to bind NVLink SHARP
+            (NVLS) Multicast memory ... CUDA error 401``, a CUDA failure at ``transport/nvls.cc``.
+        collnet_plugin: ``NET/Plugin: Loaded collnet plugin SHARP (v8)`` (the IB SHARP plugin).
+        collnet: lines saying CollNet was connected (``Collnet Chains``, ``Connected Collnet
+            Chains``, ``CollNet ... connected``, channels ``via COLLNET``).
+        algorithms: the algorithm of each ``AllReduce: N Bytes -> Algo NVLS proto SIMPLE
+            channel{Lo..Hi}={0..15}`` tuning line (NCCL 2.19+ with ``NCCL_DEBUG_SUBSYS`` holding
+            TUNING; rank 0 only), counted, upper case (``RING``, ``TREE``, ``NVLS``, ``NVLSTREE``,
+            ``COLLNETDIRECT``...).
     """
 
     networks: tuple[NcclLine, ...] = ()
@@ -206,6 +225,32 @@ class NcclPath:
     gdr: Mapping[str, tuple[bool, NcclLine]] = effective_field()
     channels: Mapping[str, int] = effective_field()
     channel_lines: Mapping[str, NcclLine] = effective_field()
+    info_lines: int = 0
+    nvls: Mapping[str, tuple[bool, NcclLine]] = effective_field()
+    nvls_channels: tuple[int, NcclLine] | None = None
+    nvls_setup: NcclLine | None = None
+    nvls_failures: tuple[NcclLine, ...] = ()
+    collnet_plugin: NcclLine | None = None
+    collnet: tuple[NcclLine, ...] = ()
+    algorithms: Mapping[str, int] = effective_field()
+
+    @property
+    def nvls_unavailable(self) -> tuple[tuple[str, NcclLine], ...]:
+        """Devices NCCL said NVLS multicast is not available on, with its line."""
+        return tuple((d, ln) for d, (on, ln) in self.nvls.items() if not on)
+
+    @property
+    def nvls_used(self) -> bool | None:
+        """True when NCCL set NVLS up (buffers, a tree, or nvls channels > 0 on every device
+        that said available); False when it said unavailable, failed, or gave 0 nvls channels;
+        None when it printed no NVLS line (NCCL < 2.17, two GPUs or fewer, NVLS switched off)."""
+        if self.nvls_failures or self.nvls_unavailable:
+            return False
+        if self.nvls_setup is not None or (self.nvls_channels and self.nvls_channels[0] > 0):
+            return True
+        if any(a.startswith("NVLS") for a in self.algorithms):
+            return True
+        return False if self.nvls_channels is not None else None
 
     @property
     def net_transport(self) -> str | None:
@@ -257,6 +302,13 @@ class NcclPath:
             "hcas": [f"{h}/{link}" for h, link in self.hcas],
             "gdr": {h: on for h, (on, _) in self.gdr.items()},
             "channels": dict(self.channels),
+            "nvls": {d: on for d, (on, _) in self.nvls.items()},
+            "nvls_channels": self.nvls_channels[0] if self.nvls_channels else None,
+            "nvls_used": self.nvls_used,
+            "nvls_failures": [ln.text for ln in self.nvls_failures[:3]],
+            "collnet": bool(self.collnet),
+            "collnet_plugin": self.collnet_plugin.text if self.collnet_plugin else None,
+            "algorithms": dict(self.algorithms),
         }
 
 
@@ -540,6 +592,14 @@ class _Builder:
         self.gdr: dict[str, tuple[bool, NcclLine]] = {}
         self.channels: dict[str, int] = {}
         self.channel_lines: dict[str, NcclLine] = {}
+        self.info_lines = 0
+        self.nvls: dict[str, tuple[bool, NcclLine]] = {}
+        self.nvls_channels: tuple[int, NcclLine] | None = None
+        self.nvls_setup: NcclLine | None = None
+        self.nvls_failures: list[NcclLine] = []
+        self.collnet_plugin: NcclLine | None = None
+        self.collnet: list[NcclLine] = []
+        self.algorithms: dict[str, int] = {}
 
     def path(self) -> NcclPath:
         """The NCCL path lines read so far, frozen."""
@@ -551,6 +611,14 @@ class _Builder:
             gdr=types.MappingProxyType(dict(self.gdr)),
             channels=types.MappingProxyType(dict(self.channels)),
             channel_lines=types.MappingProxyType(dict(self.channel_lines)),
+            info_lines=self.info_lines,
+            nvls=types.MappingProxyType(dict(self.nvls)),
+            nvls_channels=self.nvls_channels,
+            nvls_setup=self.nvls_setup,
+            nvls_failures=tuple(self.nvls_failures),
+            collnet_plugin=self.collnet_plugin,
+            collnet=tuple(self.collnet),
+            algorithms=types.MappingProxyType(dict(self.algorithms)),
         )
 
     @property
@@ -838,9 +906,52 @@ _GDR_RE = re.compile(r"GPU Direct RDMA (Enabled|Disabled) for (?:GPU \S+ / )?HCA
 _CHANNEL_RE = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : .* via (\S+)")
 
 
+_NVLS_SUPPORT_RE = re.compile(r"NVLS multicast support is (not )?available on dev (\d+)")
+_NVLS_CHANNELS_RE = re.compile(r"NCCL INFO \d+ coll channels, (?:\d+ collnet channels, )?(\d+) nvls channels")
+_NVLS_SETUP_RE = re.compile(r"NCCL INFO (?:NVLS comm 0x[0-9a-f]+ headRank|Connected NVLS)")
+#: NCCL WARN lines of the NVLS transport (transport/nvls.cc; NCCL 2.2x words the bind failure)
+_NVLS_WARN_RE = re.compile(r"Failed to bind NVLink SHARP \(NVLS\)|transport/nvls\.cc:\d+ (?:\(\w+\) )?NCCL WARN")
+_COLLNET_PLUGIN_RE = re.compile(r"NCCL INFO NET/Plugin ?: Loaded collnet plugin")
+_COLLNET_RE = re.compile(r"NCCL INFO (?:Connected )?Collnet Chains|NCCL INFO CollNet .*[Cc]onnected|via COLLNET", re.I)
+#: the host of an NCCL line: ``gpu-node-0001:6899:6960 [0] ...`` (host:pid:tid)
+#: NCCL's tuning line (src/enqueue.cc, NCCL_DEBUG_SUBSYS=TUNING): ``AllReduce: 8 Bytes -> Algo RING proto LL``
+_ALGO_RE = re.compile(r"NCCL INFO \w+: \d+ Bytes -> Algo ([A-Za-z_]+) proto ")
+_LINE_HOST_RE = re.compile(r"^(?:\[[^\]]*\]\s*)?([\w.-]+):\d+:\d+ \[")
+
+
+def _read_nvls(b: _Builder, here: NcclLine) -> bool:
+    """The NVLS and CollNet lines of an NCCL INFO line (:class:`NcclPath`), into ``b``; True
+    when the line was one."""
+    line = here.text
+    if m := _NVLS_SUPPORT_RE.search(line):
+        hm = _LINE_HOST_RE.match(line)
+        key = f"{hm.group(1)} dev {m.group(2)}" if hm else f"dev {m.group(2)}"
+        on = m.group(1) is None
+        if key not in b.nvls or (b.nvls[key][0] and not on):
+            b.nvls[key] = (on, here)
+    elif m := _NVLS_CHANNELS_RE.search(line):
+        if b.nvls_channels is None or int(m.group(1)) < b.nvls_channels[0]:
+            b.nvls_channels = (int(m.group(1)), here)
+    elif _NVLS_SETUP_RE.search(line):
+        b.nvls_setup = b.nvls_setup or here
+    elif _COLLNET_PLUGIN_RE.search(line):
+        b.collnet_plugin = b.collnet_plugin or here
+    elif _COLLNET_RE.search(line):
+        b.collnet.append(here)
+    elif m := _ALGO_RE.search(line):
+        algo = m.group(1).upper()
+        b.algorithms[algo] = b.algorithms.get(algo, 0) + 1
+    else:
+        return False
+    return True
+
+
 def _read_path(b: _Builder, no: int, line: str) -> None:
     """The path lines of an NCCL INFO line (:class:`NcclPath`), into ``b``."""
     here = NcclLine(no, line.strip())
+    b.info_lines += 1
+    if _read_nvls(b, here):
+        return
     if m := _NETWORK_RE.search(line):
         b.networks.append(here)
     elif _NO_IB_RE.search(line):
@@ -953,6 +1064,8 @@ class _Reader:
 
     def nccl_warning(self, no: int, line: str, _m: re.Match[str]) -> None:
         self.b.nccl_warnings.append(line)
+        if _NVLS_WARN_RE.search(line):
+            self.b.nvls_failures.append(NcclLine(no, line.strip()))
         hit = FAILURES.match(line)
         if hit and hit[0] is _K.PLUGIN_NOT_LOADED and self.b.plugin is None:
             self.b.plugin = (no, line)
@@ -1099,8 +1212,10 @@ def parse(text: str) -> NcclLog:
     for no, line in numbered_lines(text, strip_prefix=True):
         s = line.lstrip()
         if s:
-            _LINES(reader, no, s)
-            if "NCCL INFO" not in s:
+            read = _LINES(reader, no, s)
+            # the last line printed: one the parser read, or a row cut off mid-line; not a
+            # poster's line nothing reads ("[... snipped ...]" after the rank list of an excerpt)
+            if "NCCL INFO" not in s and (read or s[0].isdigit()):
                 reader.b.last = (no, s.strip())
     return reader.log(text)
 

@@ -286,6 +286,32 @@ SIGNATURES: tuple[Signature, ...] = (
         "REBOOT",
     ),
     Signature(
+        "nvls_cuda_failure",
+        r"transport/nvls\.cc:\d+ (?:\(\w+\) )?NCCL WARN Cuda failure",
+        "a CUDA call of NCCL's NVLink SHARP transport failed (creating or binding the NVSwitch "
+        "multicast object): the fabric manager was not restarted cleanly after the driver "
+        "loaded, or its version differs from the driver's (nccl#1338)",
+        "check `systemctl status nvidia-fabricmanager` and its log, its version against the "
+        "driver's, and `nvidia-smi -q` Fabric (State Completed, Status Success); restart the "
+        "fabric manager after the driver, else reboot; rerun",
+        "REBOOT",
+    ),
+    Signature(
+        "nvls_unavailable",
+        r"NVLS multicast support is not available on dev \d+",
+        "NCCL found no NVLink SHARP (NVSwitch multicast) on a SKU that has it: the fabric "
+        "manager has not registered the GPU with the NVSwitches (or its version differs from "
+        "the driver's), the driver or CUDA is older than 12.1, or the container hides it",
+        "check `nvidia-smi -q` Fabric (State Completed, Status Success), the fabric manager "
+        "(running, same version as the driver; IMEX on GB200) and the driver/CUDA versions; "
+        "rerun",
+        "CONFIG",
+        # the line is healthy on a SKU without NVSwitch multicast (A100, PCIe): a cause only
+        # beside the judge's words that the SKU expects NVLS (nvtest.jobs.nccl.nvls_collnet_fails)
+        also=r"expect\.nvls",
+        quote=r"NVLS multicast support is not available on dev \d+",
+    ),
+    Signature(
         "fabric_insufficient_resources",
         r"Insufficient Resources",
         "the fabric manager runs, but the NVLink fabric could not give this GPU its "

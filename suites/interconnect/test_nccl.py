@@ -15,7 +15,9 @@ the error site are in the reason; what ran (sizes, validation, ranks, GPUs, dtyp
 details beside what was asked. Across nodes and through the NICs only, on a SKU with RDMA NICs
 (``expect.ib_hcas``), the path NCCL says it took decides whatever the bandwidth: TCP sockets
 (``Using network Socket``) or GPUDirect RDMA disabled on an HCA fails naming NCCL's line; no
-line saying which network it used is an error. The GPUs a node must have come from its PCI bus and SKU:
+line saying which network it used is an error. all_reduce inside a node and across nodes, on a
+SKU with ``expect.nvls``: NCCL saying NVLink SHARP is not available, or failing to bind its
+multicast memory, fails naming the line (``expect.collnet``: no CollNet across nodes fails). The GPUs a node must have come from its PCI bus and SKU:
 nccl-tests missing there is an ``error``, never a skip. ``NCCL_DEBUG=INFO`` output goes to the evidence log. Binaries: the
 recipe's ``tests_dir``, ``$NVTEST_NCCL_TESTS_DIR``, or the node's PATH.
 """
@@ -76,6 +78,14 @@ def _rdma_nics(ctx, node) -> int | None:
     return profile.expect.ib_hcas if profile is not None and profile.expect else None
 
 
+def _expects(ctx, node, key: str) -> bool:
+    """The node's SKU profile ``expect.<key>`` (``nvls``, ``collnet``): NCCL's NVLS/CollNet
+    lines are judged where True (:func:`nvtest.jobs.nccl.nvls_collnet_fails`)."""
+    st = ctx.states[node.name]
+    profile = st.match.profile if st.match else None
+    return bool(profile is not None and profile.expect and getattr(profile.expect, key))
+
+
 def _require_tool(node_facts: NodeFacts, recipe: NcclRecipe, op: str, ctx, node) -> None:
     st = ctx.states[node.name]
     exp = require(expected_gpus(node_facts, st.match.profile if st.match else None))
@@ -130,6 +140,7 @@ def _intra(node, node_facts, ctx, judge: Judge, *, nics_only: bool, check: str) 
             plateau_bytes=recipe.plateau_bytes,
             expected_ranks=_gpus(ctx, node),
             rdma_nics=_rdma_nics(ctx, node) if nics_only else None,
+            nvls=not nics_only and _expects(ctx, node, "nvls"),
         )
         _judge(judge, v, ctx.phases.log_path(key, node.name))
 
@@ -207,6 +218,8 @@ def _multinode(ctx, op: str) -> tuple[NcclVerdict, str, str | None, dict[str, st
         plateau_bytes=recipe.plateau_bytes,
         expected_ranks=expected,
         rdma_nics=_rdma_nics(ctx, first),
+        nvls=_expects(ctx, first, "nvls"),
+        collnet=_expects(ctx, first, "collnet"),
     )
     return v, res.command, key, env, res.stdout + "\n" + res.stderr
 
@@ -235,7 +248,7 @@ def test_nccl_multinode(node, node_facts: NodeFacts, nvtest_context, judge: Judg
     job = NcclPairJob(
         ctx, check="nccl_multinode", op=op, recipe=recipe, gpus=lambda n: _gpus(ctx, n),
         env=nccl_env(recipe, os.environ, nodes=gpu_nodes), mpi=mpi_options(ctx, node),
-        rdma_nics=lambda n: _rdma_nics(ctx, n),
+        rdma_nics=lambda n: _rdma_nics(ctx, n), nvls=lambda n: _expects(ctx, n, "nvls"),
     )  # fmt: skip
     judge.metrics.clear()
     judge.failures.clear()

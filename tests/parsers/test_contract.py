@@ -279,6 +279,9 @@ NOTHING_LEFT = {
     ("ibstat/ibv_devinfo-no-userspace-driver-warnings-no-ib-devices-found.txt", "last"),
     ("lspci/nnk-rtx3080-vendor-device-ids.txt", "first"),
     ("lspci/vnn-kata-vfio-guest-gt1030-one-device-block.txt", "first"),
+    # excerpts without a table: the parameter line is what makes them nccl-tests
+    ("nccl-tests/all_reduce_perf-8xh800-nvls-cuda-failure-invalid-argument-fabric-manager-excerpt.txt", "first"),
+    ("nccl-tests/all_reduce_perf-8xh800-nvls-multicast-not-available-0-nvls-channels-excerpt.txt", "first"),
 }
 
 

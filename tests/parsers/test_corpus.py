@@ -58,9 +58,9 @@ def test_detect_names_the_right_tool(path):
     assert detect(path.read_text(encoding="utf-8")) == _expected_tool(path.name, path.parent.name)
 
 
-def test_corpus_has_144_samples_each_with_its_index_entry():
+def test_corpus_has_146_samples_each_with_its_index_entry():
     files = corpus_files()
-    assert len(files) == 144
+    assert len(files) == 146
     index = (CORPUS / "INDEX.md").read_text(encoding="utf-8")
     entries = set(re.findall(r"^### `([^`]+)`", index, re.M))
     assert entries == {f"{p.parent.name}/{p.name}" for p in files}
