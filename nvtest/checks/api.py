@@ -23,14 +23,17 @@ item; a probe that could not run gives it an ``error`` verdict; a probe that rep
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from nvtest.config.inventory import Node
 from nvtest.config.metrics import Hardware, declare_metric
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.results import MetricResult
+from nvtest.session.context import RunContext
 from nvtest.session.facts import NodeFacts, hardware_of
 from nvtest.session.probe import (
+    DRIVER,
     ArgsFn,
     Probe,
     each_node,
@@ -41,18 +44,19 @@ from nvtest.session.probe import (
 )
 from nvtest.verdict import Verdict, worst
 
-if TYPE_CHECKING:
-    from nvtest.config.inventory import Node
-    from nvtest.session.context import RunContext
-
 __all__ = [
+    "DRIVER",
     "ArgsFn",
     "Judge",
+    "Node",
     "NodeError",
     "NodeFacts",
     "Probe",
     "ProbeError",
     "ProbeSkip",
+    "RunContext",
+    "SkuProfile",
+    "Verdict",
     "declare_metric",
     "each_node",
     "measure_probe",
