@@ -313,14 +313,14 @@ def _check_nodes(ctx: RunContext, check: str) -> list[Node]:
 
 class _Requiring:
     """A fixture's callable that also requires a probe's declared hardware on its own
-    (``measure.require(probe)``, ``read.require(probe)``): for a check whose own findings
-    start before the probe runs, and must not start where the hardware is absent."""
+    (``measure.require_declared(probe)``, ``read.require_declared(probe)``): for a check whose
+    own findings start before the probe runs, and must not start where the hardware is absent."""
 
     def __init__(self, request: pytest.FixtureRequest, run: Callable[[Probe], Any]) -> None:
         self._request = request
         self._run = run
 
-    def require(self, probe: Probe) -> None:
+    def require_declared(self, probe: Probe) -> None:
         """:func:`~nvtest.checks.hardware.require_declared` on this item's node.
 
         Raises:
@@ -343,7 +343,7 @@ def measure(_nvtest_item: _Item, request: pytest.FixtureRequest) -> _Requiring:
 
     def _measure(probe: Probe) -> dict[str, Any]:
         if probe.expects:
-            measurer.require(probe)
+            measurer.require_declared(probe)
         doc = None
         try:
             doc = measure_probe(it.ctx, probe, node, _check_nodes(it.ctx, it.check))

@@ -32,6 +32,6 @@ def test_burnin(node, nvtest_context: RunContext, sku: SkuProfile | None, measur
         device="gpu",
         expects="gpu",
     )
-    measure.require(probe)  # a node without GPUs skips before the duration is recorded
+    measure.require_declared(probe)  # a node without GPUs skips before the duration is recorded
     judge.detail("duration_s", seconds)
     apply(thermal(measure(probe)), judge)

@@ -88,7 +88,7 @@ def test_fabric_manager(
     node, judge: Judge, node_facts: NodeFacts, read, sku: SkuProfile | None, nvtest_context: RunContext
 ) -> None:
     """Service active, version equal to the driver's, every GPU's fabric state Completed."""
-    read.require(FABRIC)  # the shape is judged on NVSwitch systems only, before the probe runs
+    read.require_declared(FABRIC)  # the shape is judged on NVSwitch systems only, before the probe runs
     judge_shape(judge, nvtest_context, node, ("nvswitches",))
     apply(fabric_manager_on(read(FABRIC), node_facts, sku), judge)
 
