@@ -49,14 +49,6 @@ __all__ = [
     "render_summary",
 ]
 
-#: nvbandwidth testcase -> h2d metric (as suites/memory/test_h2d.py judges them).
-NVB_HOST_CASES = {
-    "host_to_device_memcpy_ce": "h2d_gbps",
-    "device_to_host_memcpy_ce": "d2h_gbps",
-    "host_to_device_bidirectional_memcpy_ce": "bidir_gbps",
-}
-
-
 @dataclass(frozen=True)
 class Figure:
     """One measured figure of a probe.
@@ -207,9 +199,8 @@ def _nvbandwidth(text: str, rel: str) -> list[Figure]:
     except ParseError as exc:
         return [Figure("host link", "h2d", "-", "-", None, "GB/s", rel, f"nvbandwidth output unreadable: {exc}")]
     figs = []
-    for case, metric in NVB_HOST_CASES.items():
-        for gpu, value in result.per_gpu(case):
-            figs.append(Figure("host link", "h2d", metric, f"cuda:{gpu}", value, "GB/s", rel, None, "nvbandwidth"))
+    for direction, gpu, value in result.host_copies():  # as the h2d check judges them
+        figs.append(Figure("host link", "h2d", f"{direction}_gbps", f"cuda:{gpu}", value, "GB/s", rel, None, "nvbandwidth"))
     return figs
 
 

@@ -1,8 +1,10 @@
 """The API a check (a pytest function in ``suites/``) is written with: where a check author starts.
 
-A check names its probe, asks for this node's output with the ``measure``
-fixture (the probe runs on all target nodes at once on first use), and records
-judged metrics with the ``judge`` fixture::
+A check names its probe, asks for this node's output with the ``read`` fixture (a
+declared tool probe: its typed record, the fail-closed rules applied from the
+declaration, :func:`nvtest.checks.hardware.read_declared`) or the ``measure`` fixture
+(a probe script's JSON document); the probe runs on all target nodes at once on
+first use. It records judged metrics with the ``judge`` fixture::
 
     STREAM = Probe("stream", script="stream_probe.py", timeout_s=600, needs=("host-memory",))
 
@@ -18,19 +20,27 @@ Every metric a check judges is declared in the metric catalog
 ("implausible"), before any threshold. A metric outside its SKU threshold fails the
 item; a probe that could not run gives it an ``error`` verdict; a probe that reports
 ``skip`` skips it with the probe's reason.
+
+A suite imports only this module, ``nvtest.checks.<area>``, ``nvtest.parsers`` and
+``nvtest.errors`` (tests/architecture/test_suite_imports.py): the types a check's
+signature names (:class:`Node`, :class:`SkuProfile`, :class:`NodeFacts`,
+:class:`RunContext`, :class:`Verdict`) are handed out here.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from nvtest.config.inventory import Node
 from nvtest.config.metrics import Hardware, declare_metric, lower_is_better
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.results import MetricResult
+from nvtest.session.context import RunContext
 from nvtest.session.facts import NodeFacts, hardware_of
 from nvtest.session.probe import (
+    DRIVER,
     ArgsFn,
     Probe,
     each_node,
@@ -41,18 +51,19 @@ from nvtest.session.probe import (
 )
 from nvtest.verdict import Verdict, worst
 
-if TYPE_CHECKING:
-    from nvtest.config.inventory import Node
-    from nvtest.session.context import RunContext
-
 __all__ = [
+    "DRIVER",
     "ArgsFn",
     "Judge",
+    "Node",
     "NodeError",
     "NodeFacts",
     "Probe",
     "ProbeError",
     "ProbeSkip",
+    "RunContext",
+    "SkuProfile",
+    "Verdict",
     "declare_metric",
     "each_node",
     "measure_probe",

@@ -14,27 +14,46 @@ them (docs/writing-checks.md, "Fail closed"):
   words (:class:`~nvtest.errors.UnreportedHardware`), never ``skip``;
 - a **tool missing** on a node with the hardware (dcgmi, nccl-tests, perftest) is ``error``:
   the check could not measure, and nothing was proven good.
+
+A check does not write these steps: its :class:`~nvtest.session.probe.Probe` declares
+what it ``expects``, how its output is read (``parse``) and what ships the tool
+(``package``), and the ``read`` fixture (:func:`read_declared`) and the ``measure``
+fixture (:func:`require_declared`) apply them. :func:`require` and :func:`read_tool`
+stay for the orchestration in ``nvtest/checks/<area>/`` that reads several nodes' tools.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
+from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ParseError, ProbeError, ProbeSkip, UnreportedHardware
 from nvtest.session.expect import Expected, expected_gpus, expected_hcas, expected_nvswitches
 from nvtest.session.facts import NodeFacts
+from nvtest.session.probe import DRIVER, Probe
 from nvtest.transports.base import CommandResult
 
 T = TypeVar("T")
 
+#: How the run counts each kind of hardware a probe may expect (:data:`~nvtest.session.probe.EXPECTS`).
+EXPECTED: dict[str, Callable[[NodeFacts, SkuProfile | None], Expected]] = {
+    "gpu": expected_gpus,
+    "nvswitch": expected_nvswitches,
+    "hca": expected_hcas,
+}
+
 __all__ = [
+    "EXPECTED",
     "Expected",
     "expected_gpus",
     "expected_hcas",
     "expected_nvswitches",
+    "read_declared",
     "read_tool",
     "require",
+    "require_any",
+    "require_declared",
     "require_tool",
     "tool_words",
     "unreported",
@@ -53,6 +72,70 @@ def require(exp: Expected) -> Expected:
     if exp.absent is not None:
         raise ProbeSkip(exp.absent)
     raise ProbeError(exp.unknown or f"absence of {exp.what} not proven")
+
+
+def require_any(exps: Sequence[Expected], facts: NodeFacts) -> Expected:
+    """:func:`require` over several kinds of hardware, any of which the check judges: the
+    first that is expected; a skip only where the bus proves every one absent (the reason
+    names them all and the bus readings), else an ``error``.
+
+    Raises:
+        ProbeSkip: every kind proven absent.
+        ProbeError: none expected and the absence of one is not proven.
+    """
+    for exp in exps:
+        if exp.count:
+            return exp
+    if len(exps) == 1:
+        return require(exps[0])
+    if all(exp.absent is not None for exp in exps):
+        raise ProbeSkip(
+            f"not on this hardware: the PCI bus shows no {' and no '.join(e.what for e in exps)} "
+            f"({facts.bus_text()})"
+        )
+    return require(next(exp for exp in exps if exp.absent is None))
+
+
+def require_declared(probe: Probe, facts: NodeFacts, sku: SkuProfile | None) -> Expected:
+    """What ``probe`` declares it ``expects`` on this node (:func:`require_any`), then its
+    ``skip_if`` for the SKU; a tool from a ``package`` other than the driver must be on the
+    node's PATH (:func:`require_tool`).
+
+    Raises:
+        TypeError: the probe expects nothing (a check's mistake: nothing to require).
+        ProbeSkip: absence proven, or ``skip_if`` said so.
+        ProbeError: absence not proven; the tool is missing.
+    """
+    kinds = probe.expected_kinds()
+    if not kinds:
+        raise TypeError(f"probe {probe.name!r} declares no expects=: nothing to require")
+    exp = require_any([EXPECTED[k](facts, sku) for k in kinds], facts)
+    if probe.skip_if is not None and (why := probe.skip_if(sku)) is not None:
+        raise ProbeSkip(why)
+    if probe.command and probe.package and probe.package != DRIVER:
+        require_tool(facts, exp, probe.command[0], probe.package)
+    return exp
+
+
+def read_declared(
+    probe: Probe, facts: NodeFacts, sku: SkuProfile | None, run: Callable[[Probe], CommandResult]
+) -> Any:
+    """The typed record of a declared tool probe on one node: the one place the rules of the
+    module doc apply to a tool a check reads (the ``read`` fixture).
+
+    :func:`require_declared`, then ``run(probe)`` (this node's result), then
+    :func:`read_tool` with the probe's ``parse`` and ``stdout_only``.
+
+    Raises:
+        TypeError: the probe declares no ``parse`` or no ``expects``.
+        ProbeSkip, ProbeError: see :func:`require_declared`.
+        NodeError: the command did not complete (see :func:`~nvtest.session.probe.raw_output`).
+        UnreportedHardware: the tool's output is not its report, or it reported its own failure.
+    """
+    if probe.parse is None:
+        raise TypeError(f"probe {probe.name!r} declares no parse=: read it with raw()")
+    exp = require_declared(probe, facts, sku)
+    return read_tool(exp, probe.tool(), run(probe), probe.parse, stdout_only=probe.stdout_only)
 
 
 def tool_words(res: CommandResult, limit: int = 400) -> str:
@@ -86,7 +169,9 @@ def read_tool(
     """``parse`` the tool's output (stdout and stderr, or stdout only); output that is not
     the tool's report (nothing, another program's text) or the tool's own failure (the
     record's ``failure``: an error banner, an init failure, a crash after part of its
-    report) on a node with the hardware fails the check with the tool's words.
+    report) on a node with the hardware fails the check with the tool's words. A parse
+    that returns None (the tool reported nothing to read) is accepted from a tool that
+    exited 0 only.
 
     Raises:
         UnreportedHardware: the parser could not read the output, or the tool reported
@@ -96,6 +181,8 @@ def read_tool(
         record = parse(res.stdout if stdout_only else res.stdout + "\n" + res.stderr)
     except ParseError:
         raise unreported(exp, tool, tool_words(res)) from None
+    if record is None and res.exit_code != 0:
+        raise unreported(exp, tool, tool_words(res))
     failure = getattr(record, "failure", None)
     if failure is not None:
         raise unreported(exp, tool, f"exit {res.exit_code}: {failure.reason}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from nvtest.parsers._common import (
     FailureKind,
@@ -159,6 +160,36 @@ class NvbandwidthResult(ToolRecord):
     def testcase(self, name: str) -> NvbTestCase | None:
         """The testcase called ``name``, or None."""
         return next((t for t in self.testcases if t.name == name), None)
+
+    #: The copy-engine testcases between the host and each GPU that nvtest judges, by
+    #: direction (the h2d check's ``<direction>_gbps``; nvbandwidth v0.8+ names).
+    HOST_COPY_CE: ClassVar[Mapping[str, str]] = {
+        "h2d": "host_to_device_memcpy_ce",
+        "d2h": "device_to_host_memcpy_ce",
+        "bidir": "host_to_device_bidirectional_memcpy_ce",
+    }
+    #: The device-to-device read testcase whose slowest peer per GPU nvtest judges.
+    PEER_READ_CE: ClassVar[str] = "device_to_device_memcpy_read_ce"
+
+    def host_copies(self) -> list[tuple[str, int, float]]:
+        """(direction, GPU index, GB/s) of every GPU in each :data:`HOST_COPY_CE` testcase
+        that ran, direction by direction (``h2d``, ``d2h``, ``bidir``)."""
+        return [(d, gpu, v) for d, case in self.HOST_COPY_CE.items() for gpu, v in self.per_gpu(case)]
+
+    def slowest_peer_reads(self) -> list[tuple[int, float]]:
+        """(GPU index, GB/s) per reading GPU of :data:`PEER_READ_CE`'s first matrix: the
+        lowest read bandwidth from any other GPU (N/A cells and the diagonal left out; a GPU
+        with no such cell is left out); [] when the testcase did not run."""
+        peer = self.testcase(self.PEER_READ_CE)
+        if peer is None or not peer.matrices:
+            return []
+        m = peer.matrices[0]
+        out = []
+        for src, row in zip(m.row_ids, m.cells, strict=False):
+            values = [v for dst, v in zip(m.col_ids, row, strict=False) if v is not None and dst != src]
+            if values:
+                out.append((src, min(values)))
+        return out
 
     def per_gpu(self, name: str) -> list[tuple[int, float]]:
         """(GPU index, value) of each numeric cell of testcase ``name``'s first matrix, row by

@@ -12,7 +12,7 @@ Inert unless ``--nvtest-config FILE`` is given (``nvtest run`` does that). Then:
 - at the end, ``results.json``, ``junit.xml`` and ``report.html`` are written.
 
 State lives in ``config.stash`` (:data:`CONTEXT_KEY`). Fixtures: ``nodes``,
-``node``, ``sku``, ``run_dir``, ``measure``, ``raw``, ``judge``, ``nvtest_context``.
+``node``, ``sku``, ``run_dir``, ``measure``, ``raw``, ``read``, ``judge``, ``nvtest_context``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import pytest
 
 from nvtest.analysis.finish import finish_run
 from nvtest.checks.api import Judge, note_probe_run
+from nvtest.checks.hardware import read_declared, require_declared
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import (
@@ -310,13 +311,39 @@ def _check_nodes(ctx: RunContext, check: str) -> list[Node]:
     return ctx.check_targets(check)
 
 
+class _Requiring:
+    """A fixture's callable that also requires a probe's declared hardware on its own
+    (``measure.require_declared(probe)``, ``read.require_declared(probe)``): for a check whose
+    own findings start before the probe runs, and must not start where the hardware is absent."""
+
+    def __init__(self, request: pytest.FixtureRequest, run: Callable[[Probe], Any]) -> None:
+        self._request = request
+        self._run = run
+
+    def require_declared(self, probe: Probe) -> None:
+        """:func:`~nvtest.checks.hardware.require_declared` on this item's node.
+
+        Raises:
+            ProbeSkip: absence proven; ProbeError: not proven, or the tool is missing.
+        """
+        rq = self._request
+        require_declared(probe, rq.getfixturevalue("node_facts"), rq.getfixturevalue("sku"))
+
+    def __call__(self, probe: Probe) -> Any:
+        return self._run(probe)
+
+
 @pytest.fixture
-def measure(_nvtest_item: _Item) -> Callable[[Probe], dict[str, Any]]:
-    """``measure(probe) -> dict``: this node's JSON document from a probe script."""
+def measure(_nvtest_item: _Item, request: pytest.FixtureRequest) -> _Requiring:
+    """``measure(probe) -> dict``: this node's JSON document from a probe script. A probe that
+    ``expects`` hardware has it required first (:func:`~nvtest.checks.hardware.require_declared`:
+    skip where the bus proves it absent, error where absence is not proven)."""
     it = _nvtest_item
     node = it.need_node()
 
     def _measure(probe: Probe) -> dict[str, Any]:
+        if probe.expects:
+            measurer.require_declared(probe)
         doc = None
         try:
             doc = measure_probe(it.ctx, probe, node, _check_nodes(it.ctx, it.check))
@@ -327,7 +354,8 @@ def measure(_nvtest_item: _Item) -> Callable[[Probe], dict[str, Any]]:
             it.note_log(probe.name)
         return doc
 
-    return _measure
+    measurer = _Requiring(request, _measure)
+    return measurer
 
 
 @pytest.fixture
@@ -342,6 +370,18 @@ def raw(_nvtest_item: _Item) -> Callable[[Probe], CommandResult]:
         return res
 
     return _raw
+
+
+@pytest.fixture
+def read(
+    raw: Callable[[Probe], CommandResult], node_facts: Any, sku: SkuProfile | None, request: pytest.FixtureRequest
+) -> _Requiring:
+    """``read(probe) -> record``: this node's output of a declared tool probe, read by the
+    probe's ``parse``, with every fail-closed rule applied in one place
+    (:func:`~nvtest.checks.hardware.read_declared`): the hardware it ``expects`` required
+    (skip only where the bus proves it absent), a missing tool an ``error``, output that is not
+    the tool's report or its own failure a ``fail`` in the tool's words."""
+    return _Requiring(request, lambda probe: read_declared(probe, node_facts, sku, raw))
 
 
 @pytest.fixture

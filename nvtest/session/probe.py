@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEVICES",
+    "DRIVER",
+    "EXPECTS",
     "PEER_FAILURES",
     "EFFECTIVE_KEYS",
     "ArgsFn",
@@ -63,6 +65,15 @@ ArgsFn = Callable[["Node", "SkuProfile | None"], Sequence[str]]
 
 #: Devices a probe may need, besides the tools it runs (named as on PATH, ``nvidia-smi``).
 DEVICES = ("gpu", "hca", "pci", "host-memory", "storage", "network")
+
+#: Kinds of hardware a probe may expect (``Probe.expects``): the node's GPUs, NVSwitches, RDMA
+#: NICs, counted by :mod:`nvtest.session.expect` (PCI bus, SKU profile, the tools' reports).
+EXPECTS = ("gpu", "nvswitch", "hca")
+
+#: ``Probe.package`` of a tool the NVIDIA driver ships (nvidia-smi): without it the driver is
+#: not there to report on the GPUs, so its absence fails the check in the shell's words
+#: (a tool from another package missing is an ``error``: nothing measured).
+DRIVER = "NVIDIA driver"
 
 #: Launchers whose name says nothing of what the probe runs: such a probe declares ``needs``.
 _SHELLS = frozenset({"sh", "bash", "dash", "env", "timeout"})
@@ -93,6 +104,20 @@ class Probe:
             ``--device cuda``, and a skip or error there fails the item with the probe's
             words (:func:`measure_probe`); ``"any"`` probes get ``--device cpu`` where the
             bus proves there is no GPU.
+        expects: the hardware the check judges (:data:`EXPECTS`; several: any of them).
+            The ``read`` and ``measure`` fixtures require it before running the probe: a
+            PCI bus that proves it absent skips the item with the bus's words, a bus that
+            could not be read makes it an ``error`` (:func:`nvtest.checks.hardware.require`).
+        parse: how the ``read`` fixture reads the tool's output: text -> typed record
+            (a parser of :mod:`nvtest.parsers`). A ``ParseError``, or a record whose
+            ``failure`` is set, fails the item with the tool's words; None from it (the
+            tool reported nothing to read) is accepted only from a tool that exited 0.
+        package: what ships the tool (named when it is missing: the inventory found no
+            ``command[0]`` on the node's PATH, an ``error``), or :data:`DRIVER`.
+        stdout_only: ``parse`` reads stdout alone (default: stdout and stderr).
+        skip_if: after the hardware is required, the SKU (None: no profile matched) on
+            which the probe does not apply: the skip's words, else None (a PCIe SKU has no
+            NVLink to ask about).
     """
 
     name: str
@@ -103,6 +128,22 @@ class Probe:
     env: Mapping[str, str] = field(default_factory=dict)
     needs: tuple[str, ...] = ()
     device: Literal["any", "gpu"] | None = None
+    expects: str | tuple[str, ...] = ()
+    parse: Callable[[str], Any] | None = None
+    package: str | None = None
+    stdout_only: bool = False
+    skip_if: Callable[[SkuProfile | None], str | None] | None = None
+
+    def expected_kinds(self) -> tuple[str, ...]:
+        """``expects`` as a tuple (empty: the probe expects no hardware)."""
+        return (self.expects,) if isinstance(self.expects, str) else tuple(self.expects)
+
+    def tool(self) -> str:
+        """The tool as messages name it: the command's words (``nvidia-smi -q -x``), or the
+        probe's name for a script or a shell command."""
+        if self.command and PurePosixPath(self.command[0]).name not in _SHELLS:
+            return " ".join(self.command)
+        return self.name
 
     def all_needs(self) -> tuple[str, ...]:
         """``needs``, or the tool a ``command`` runs when none are declared (empty for a

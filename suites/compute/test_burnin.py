@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
-from nvtest.checks.hardware import expected_gpus, require
+from nvtest.checks.api import Judge, Probe, RunContext, SkuProfile
 from nvtest.checks.health import apply
 from nvtest.checks.health.thermal import thermal
-from nvtest.config.thresholds import SkuProfile
-from nvtest.session.facts import NodeFacts
 
 DEFAULT_SECONDS = 600.0
 
 
 @pytest.mark.check("burnin", area="compute", title="Burn-in: sustained GEMM with telemetry")
-def test_burnin(node, nvtest_context, sku: SkuProfile | None, node_facts: NodeFacts, measure, judge: Judge) -> None:
-    require(expected_gpus(node_facts, sku))
+def test_burnin(node, nvtest_context: RunContext, sku: SkuProfile | None, measure, judge: Judge) -> None:
     recipe = (sku.recipe.get("burnin") if sku else None) or {}
     seconds = nvtest_context.config.duration_s or float(recipe.get("seconds", DEFAULT_SECONDS))
     probe = Probe(
@@ -34,6 +30,8 @@ def test_burnin(node, nvtest_context, sku: SkuProfile | None, node_facts: NodeFa
         timeout_s=seconds + 600,
         needs=("gpu",),
         device="gpu",
+        expects="gpu",
     )
+    measure.require_declared(probe)  # a node without GPUs skips before the duration is recorded
     judge.detail("duration_s", seconds)
     apply(thermal(measure(probe)), judge)

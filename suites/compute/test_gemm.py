@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe, ProbeError
-from nvtest.config.inventory import Node
-from nvtest.config.thresholds import SkuProfile
+from nvtest.checks.api import Judge, Node, Probe, ProbeError, SkuProfile
 
 
 def _gemm_args(node: Node, sku: SkuProfile | None) -> list[str]:

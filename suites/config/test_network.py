@@ -10,31 +10,24 @@ same way.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from nvtest.checks.api import Judge
-from nvtest.checks.config.network import nccl_interfaces
+from nvtest.checks.api import Judge, NodeFacts, RunContext, SkuProfile
+from nvtest.checks.config.network import nccl_env_on, nccl_interfaces
 from nvtest.checks.config.platform import bus_source
 from nvtest.checks.config.probe import CONFIG_PROBE, platform
 from nvtest.checks.health import apply
-from nvtest.config.thresholds import SkuProfile
-from nvtest.jobs.base import node_recipe
-from nvtest.jobs.nccl import NcclRecipe, nccl_env
-from nvtest.session.facts import NodeFacts
 
 
 @pytest.mark.check("nccl_interfaces", area="config", title="Interfaces NCCL picks (bootstrap and socket)")
 def test_nccl_interfaces(
-    node, judge: Judge, measure, nvtest_context, node_facts: NodeFacts, sku: SkuProfile | None
+    node, judge: Judge, measure, nvtest_context: RunContext, node_facts: NodeFacts, sku: SkuProfile | None
 ) -> None:
     """NCCL on a container/VM bridge, outside the node's networks, or on no interface at all fails."""
     p = platform(measure(CONFIG_PROBE), node_facts, sku)
     if not p.gpus:
         pytest.skip(f"not on this hardware: the PCI bus shows no NVIDIA GPU: NCCL does not run here ({bus_source(p)})")
-    recipe = NcclRecipe.from_recipe(node_recipe(nvtest_context, node, "nccl"))
-    env = nccl_env(recipe, os.environ, nodes=[node])
+    env = nccl_env_on(nvtest_context, node)
     ip = p.tool("ip")
     out = nccl_interfaces(
         ip.stdout if ip is not None and ip.reported else None,

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge
+from nvtest.checks.api import Judge, NodeFacts, SkuProfile
 from nvtest.checks.config.acs import pcie_acs
 from nvtest.checks.config.gpudirect import gpudirect_rdma
 from nvtest.checks.config.iommu import iommu_mode
-from nvtest.checks.config.numa import harness_binding, numa_affinity
+from nvtest.checks.config.numa import harness_binding_on, numa_affinity
 from nvtest.checks.config.persistence import persistence_mode
 from nvtest.checks.config.probe import CONFIG_PROBE, platform
 from nvtest.checks.health import apply
-from nvtest.config.thresholds import SkuProfile
-from nvtest.jobs.launch import mpirun_argv
-from nvtest.session.facts import NodeFacts
 
 
 @pytest.mark.check("pcie_acs", area="config", title="PCIe ACS on the bridges between GPUs and NICs")
@@ -39,7 +36,7 @@ def test_iommu(node, judge: Judge, measure, node_facts: NodeFacts, sku: SkuProfi
 @pytest.mark.check("numa_affinity", area="config", title="NUMA node of each GPU and NIC vs the harness's CPUs")
 def test_numa_affinity(node, judge: Judge, measure, node_facts: NodeFacts, sku: SkuProfile | None) -> None:
     """No NUMA node on a multi-socket machine, or no usable CPU local to a device, fails; the binding is recorded."""
-    binding = harness_binding(mpirun_argv([(node.name, 1)], ["true"]))
+    binding = harness_binding_on(node)
     apply(numa_affinity(platform(measure(CONFIG_PROBE), node_facts, sku), binding), judge)
 
 

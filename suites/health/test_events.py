@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe, ProbeSkip
-from nvtest.checks.hardware import expected_gpus, expected_nvswitches
+from nvtest.checks.api import Judge, NodeFacts, Probe, SkuProfile
 from nvtest.checks.health import apply
-from nvtest.checks.health.kernel_log import KERNEL_LOG_SCRIPT, split_probe, xid_scan
-from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import ProbeError
-from nvtest.session.facts import NodeFacts
-from nvtest.session.kernel_log import KERNEL_LOG_KEY, KERNEL_LOG_NEEDS
+from nvtest.checks.health.kernel_log import (
+    KERNEL_LOG_KEY,
+    KERNEL_LOG_NEEDS,
+    KERNEL_LOG_SCRIPT,
+    require_nvidia_devices,
+    split_probe,
+    xid_scan,
+)
 
 #: The same phase the run reads first on every node (nvtest.session.kernel_log): cached, not rerun.
 KERNEL_LOG = Probe(
@@ -34,11 +36,7 @@ def test_xid_scan(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfil
     NVIDIA driver refusing or failing to bind to devices fails. The host's own events of the
     same log: a current NFS, Lustre or GPFS loss and an uncorrected machine check fail, a hung
     task and corrected memory errors warn, a storage loss that recovered is noted."""
-    gpus, switches = expected_gpus(node_facts, sku), expected_nvswitches(node_facts, sku)
-    if not gpus.count and not switches.count:
-        if gpus.absent is None:
-            raise ProbeError(gpus.unknown or "absence of NVIDIA devices not proven")
-        raise ProbeSkip(f"{gpus.absent}: no Xid to look for")
+    require_nvidia_devices(node_facts, sku)
     res = raw(KERNEL_LOG)
     source, text = split_probe(res.stdout)
     apply(xid_scan(text, source), judge)

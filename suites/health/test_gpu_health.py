@@ -12,36 +12,48 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
-from nvtest.checks.hardware import (
-    expected_gpus,
-    expected_hcas,
-    expected_nvswitches,
-    read_tool,
-    require,
-    tool_words,
-    unreported,
-)
+from nvtest.checks.api import DRIVER, Judge, NodeFacts, Probe, RunContext, SkuProfile
 from nvtest.checks.health import apply
 from nvtest.checks.health.clocks import idle_throttle
 from nvtest.checks.health.ecc import ecc_health
 from nvtest.checks.health.gpus import driver_stack
-from nvtest.checks.health.nvlink import FM_SCRIPT, fabric_manager, nvlink_status, split_sections
-from nvtest.checks.health.pcie import SYSFS_SCRIPT, hops_from_sysfs, missing_hops, pcie_links
+from nvtest.checks.health.nvlink import FM_SCRIPT, fabric_manager_on, nvlink_status, split_sections
+from nvtest.checks.health.pcie import SYSFS_SCRIPT, hops_from_sysfs, pcie_link_health
 from nvtest.checks.shape import judge_shape
-from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import ProbeSkip
 from nvtest.parsers import nvidia_smi_nvlink, nvidia_smi_xml
-from nvtest.session.facts import NodeFacts
+from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
+
+
+def _nvlink(stdout: str) -> NvLinkStatus | None:
+    """``nvidia-smi nvlink -s``'s report, or None where it printed none (a GPU without NVLink
+    prints nothing and exits 0; a non-zero exit without a report fails in its words)."""
+    return nvidia_smi_nvlink.parse(stdout) if nvidia_smi_nvlink.detect(stdout) else None
+
+
+def _no_nvlink(sku: SkuProfile | None) -> str | None:
+    if sku and sku.expect.nvlinks_per_gpu == 0:
+        return f"not on this hardware: PCIe SKU without NVLink ({sku.name} expect.nvlinks_per_gpu 0)"
+    return None
+
 
 # a hung nvidia-smi is a wedged driver: it blocks every later check of the GPUs on the node
 _SMI = ("nvidia-smi", "gpu")
-SMI_XML = Probe("nvidia-smi-q-x", command=("nvidia-smi", "-q", "-x"), timeout_s=120, needs=_SMI)
-NVLINK = Probe("nvidia-smi-nvlink", command=("nvidia-smi", "nvlink", "-s"), timeout_s=120, needs=_SMI)
-PCIE = Probe("pcie-sysfs", command=("sh", "-c", SYSFS_SCRIPT), timeout_s=60, needs=("pci",))
+SMI_XML = Probe(
+    "nvidia-smi-q-x", command=("nvidia-smi", "-q", "-x"), timeout_s=120, needs=_SMI,
+    expects="gpu", parse=nvidia_smi_xml.parse, package=DRIVER,
+)  # fmt: skip
+NVLINK = Probe(
+    "nvidia-smi-nvlink", command=("nvidia-smi", "nvlink", "-s"), timeout_s=120, needs=_SMI,
+    expects="gpu", parse=_nvlink, package=DRIVER, stdout_only=True, skip_if=_no_nvlink,
+)  # fmt: skip
+PCIE = Probe(
+    "pcie-sysfs", command=("sh", "-c", SYSFS_SCRIPT), timeout_s=60, needs=("pci",),
+    expects=("gpu", "hca"), parse=hops_from_sysfs, stdout_only=True,
+)  # fmt: skip
 FABRIC = Probe(
-    "fabric-manager", command=("sh", "-c", FM_SCRIPT), timeout_s=60, needs=(*_SMI, "systemctl")
-)
+    "fabric-manager", command=("sh", "-c", FM_SCRIPT), timeout_s=60, needs=(*_SMI, "systemctl"),
+    expects="nvswitch", parse=split_sections, stdout_only=True,
+)  # fmt: skip
 
 
 @pytest.mark.check("driver_stack", area="health", title="NVIDIA driver and CUDA versions")
@@ -53,68 +65,36 @@ def test_driver_stack(node, judge: Judge, node_facts: NodeFacts, sku: SkuProfile
 @pytest.mark.check(
     "ecc", area="health", title="ECC mode, uncorrectable errors, retired pages, row remapping"
 )
-def test_ecc(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
+def test_ecc(node, judge: Judge, read, sku: SkuProfile | None) -> None:
     """``nvidia-smi -q -x``: ECC on, no uncorrectable error, no pending or failed remap, no lost GPU."""
-    exp = require(expected_gpus(node_facts, sku))
-    query = read_tool(exp, "nvidia-smi -q -x", raw(SMI_XML), nvidia_smi_xml.parse)
-    apply(ecc_health(query, sku), judge)
+    apply(ecc_health(read(SMI_XML), sku), judge)
 
 
 @pytest.mark.check("clocks", area="health", title="Clock-throttle reasons at idle (heat, power delivery)")
-def test_clocks(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
+def test_clocks(node, judge: Judge, read) -> None:
     """``nvidia-smi -q -x`` Clocks Event Reasons of idle GPUs: a hardware slowdown (thermal, power
     brake) fails, a software thermal slowdown warns; the gate judges the same way."""
-    exp = require(expected_gpus(node_facts, sku))
-    query = read_tool(exp, "nvidia-smi -q -x", raw(SMI_XML), nvidia_smi_xml.parse)
-    apply(idle_throttle(query), judge)
+    apply(idle_throttle(read(SMI_XML)), judge)
 
 
 @pytest.mark.check("nvlink", area="health", title="NVLink: every expected link active at speed")
-def test_nvlink(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
+def test_nvlink(node, judge: Judge, read, sku: SkuProfile | None) -> None:
     """``nvidia-smi nvlink -s`` against the SKU's links per GPU and per-link speed."""
-    exp = require(expected_gpus(node_facts, sku))
-    if sku and sku.expect.nvlinks_per_gpu == 0:
-        raise ProbeSkip(f"not on this hardware: PCIe SKU without NVLink ({sku.name} expect.nvlinks_per_gpu 0)")
-    res = raw(NVLINK)
-    if nvidia_smi_nvlink.detect(res.stdout):
-        status = read_tool(exp, "nvidia-smi nvlink -s", res, nvidia_smi_nvlink.parse, stdout_only=True)
-    elif res.exit_code != 0:
-        raise unreported(exp, "nvidia-smi nvlink -s", tool_words(res))
-    else:
-        status = None
-    apply(nvlink_status(status, sku), judge)
+    apply(nvlink_status(read(NVLINK), sku), judge)
 
 
 @pytest.mark.check("fabric_manager", area="health", title="Fabric manager on NVSwitch systems")
 def test_fabric_manager(
-    node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None, nvtest_context
+    node, judge: Judge, node_facts: NodeFacts, read, sku: SkuProfile | None, nvtest_context: RunContext
 ) -> None:
     """Service active, version equal to the driver's, every GPU's fabric state Completed."""
-    switches = require(expected_nvswitches(node_facts, sku))
+    read.require_declared(FABRIC)  # the shape is judged on NVSwitch systems only, before the probe runs
     judge_shape(judge, nvtest_context, node, ("nvswitches",))
-    res = raw(FABRIC)
-    apply(
-        fabric_manager(split_sections(res.stdout), node_facts.driver_version, nvswitches=switches.count),
-        judge,
-    )
+    apply(fabric_manager_on(read(FABRIC), node_facts, sku), judge)
 
 
 @pytest.mark.check("pcie_link", area="health", title="PCIe width and speed per hop, GPUs and NICs")
-def test_pcie_link(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:
+def test_pcie_link(node, judge: Judge, node_facts: NodeFacts, read, sku: SkuProfile | None) -> None:
     """Trained width against what the device and its slot can do, per hop; idle speed is a note.
     Every GPU and Mellanox NIC on the PCI bus must have its link attributes read."""
-    gpus, nics = expected_gpus(node_facts, sku), expected_hcas(node_facts, sku)
-    if not gpus.count and not nics.count:
-        if gpus.absent and nics.absent:
-            raise ProbeSkip(
-                "not on this hardware: the PCI bus shows no NVIDIA GPU and no RDMA NIC (vendor 15b3) "
-                f"({node_facts.bus_text()})"
-            )
-        require(gpus if gpus.absent is None else nics)
-    hops = hops_from_sysfs(raw(PCIE).stdout)
-    for missing in missing_hops(hops, node_facts):
-        judge.fail(missing)
-    if hops:
-        apply(pcie_links(hops, sku), judge)
-    elif not judge.failures:
-        raise unreported(gpus if gpus.count else nics, "sysfs PCIe link attributes", "none read")
+    apply(pcie_link_health(read(PCIE), node_facts, sku), judge)

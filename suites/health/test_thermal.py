@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
-from nvtest.checks.hardware import expected_gpus, require
+from nvtest.checks.api import Judge, Node, Probe, SkuProfile
 from nvtest.checks.health import apply
 from nvtest.checks.health.thermal import thermal
-from nvtest.config.inventory import Node
-from nvtest.config.thresholds import SkuProfile
-from nvtest.session.facts import NodeFacts
 
 
 def _args(node: Node, sku: SkuProfile | None) -> list[str]:
@@ -27,13 +23,10 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     ]
 
 
-BURN = Probe("thermal-burn", script="burnin_probe.py", args=_args, timeout_s=1200, needs=("gpu",), device="gpu")
+BURN = Probe("thermal-burn", script="burnin_probe.py", args=_args, timeout_s=1200, needs=("gpu",), device="gpu", expects="gpu")
 
 
 @pytest.mark.check("thermal", area="health", title="Clocks, throttling and temperature under load")
-def test_thermal(
-    node, judge: Judge, node_facts: NodeFacts, measure, sku: SkuProfile | None
-) -> None:
+def test_thermal(node, judge: Judge, measure) -> None:
     """HW throttling fails, SW thermal throttling warns, temperature against the SKU maximum."""
-    require(expected_gpus(node_facts, sku))
     apply(thermal(measure(BURN)), judge)

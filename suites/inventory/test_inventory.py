@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge
+from nvtest.checks.api import Judge, NodeFacts, RunContext, SkuProfile
 from nvtest.checks.health import apply
 from nvtest.checks.health.gpus import gpu_inventory
 from nvtest.checks.health.host import host_inventory
 from nvtest.checks.shape import judge_shape
-from nvtest.config.thresholds import SkuProfile
-from nvtest.session.context import RunContext
-from nvtest.session.facts import NodeFacts
 
 
 @pytest.mark.check("host", area="inventory", title="Host: CPU, memory, OS")

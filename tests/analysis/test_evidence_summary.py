@@ -4,15 +4,15 @@ no profile."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nvtest.analysis.evidence import NVB_HOST_CASES, identify_node, probe_figures, render_summary
-from nvtest.config.resources import suites_dir
+from nvtest.analysis.evidence import _nvbandwidth, identify_node, probe_figures, render_summary
+from nvtest.checks.api import Judge
+from nvtest.checks.memory.h2d import judge_nvbandwidth
 from nvtest.config.skus import load_catalog
 from tests.conftest import CORPUS
 
@@ -99,11 +99,14 @@ def test_nvbandwidth_figures_per_gpu_as_the_h2d_check_reads_them(tmp_path: Path)
 
 
 def test_the_summary_maps_nvbandwidth_as_the_h2d_check_does() -> None:
-    spec = importlib.util.spec_from_file_location("h2d_check", suites_dir() / "memory" / "test_h2d.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.NVB_HOST_CASES == NVB_HOST_CASES
+    """Both read the testcases off the parsed result (NvbandwidthResult.host_copies): the
+    summary's figures are the h2d check's host-copy metrics, value for value."""
+    text = NVB.read_text()
+    judge = Judge(None, "h2d", "node001", None)
+    judge_nvbandwidth(judge, text)
+    judged = {(m.name, m.labels["device"], m.value) for m in judge.metrics if m.name != "d2d_read_ce_gbps"}
+    figures = {(f.metric, f.device, f.value) for f in _nvbandwidth(text, "probes/h2d.json")}
+    assert len(judged) == 21 and figures == judged
 
 
 def test_no_profile_matches_an_unknown_gpu(tmp_path: Path) -> None:

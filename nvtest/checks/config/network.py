@@ -29,18 +29,27 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nvtest.checks.config import ConfigFinding, record
 from nvtest.checks.health import Outcome
+from nvtest.jobs.base import node_recipe
+from nvtest.jobs.nccl import NcclRecipe, nccl_env
 from nvtest.playbook.config_audit import REMEDIATION
+
+if TYPE_CHECKING:
+    from nvtest.config.inventory import Node
+    from nvtest.session.context import RunContext
 
 __all__ = [
     "Interface",
     "NcclUse",
     "interfaces_from_ip_json",
+    "nccl_env_on",
     "interfaces_from_log",
     "is_virtual",
     "judge_interfaces",
@@ -288,3 +297,10 @@ def seen_interfaces(text: str, networks: Sequence[str], source: str = "NCCL INFO
     if uses:
         judge_interfaces(out, uses, networks, source)
     return out
+
+
+def nccl_env_on(ctx: RunContext, node: Node) -> dict[str, str]:
+    """The environment nvtest gives NCCL on ``node`` (:func:`~nvtest.jobs.nccl.nccl_env` of the
+    SKU recipe's ``nccl`` section, this process's NCCL variables and the node's inventory)."""
+    recipe = NcclRecipe.from_recipe(node_recipe(ctx, node, "nccl"))
+    return nccl_env(recipe, os.environ, nodes=[node])

@@ -22,13 +22,18 @@ No GPU or NIC: skip. One NUMA node: locality is trivially met (noted).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from nvtest.checks.config import ConfigFinding, absent, record
 from nvtest.checks.config.platform import Platform, bus_source, format_cpulist
 from nvtest.checks.health import Outcome
+from nvtest.jobs.launch import mpirun_argv
 from nvtest.playbook.config_audit import REMEDIATION
 
-__all__ = ["harness_binding", "numa_affinity"]
+if TYPE_CHECKING:
+    from nvtest.config.inventory import Node
+
+__all__ = ["harness_binding", "harness_binding_on", "numa_affinity"]
 
 
 def harness_binding(mpirun_argv: Sequence[str]) -> str:
@@ -37,6 +42,11 @@ def harness_binding(mpirun_argv: Sequence[str]) -> str:
     if "--bind-to" in argv and argv.index("--bind-to") + 1 < len(argv):
         return argv[argv.index("--bind-to") + 1]
     return "none"
+
+
+def harness_binding_on(node: Node) -> str:
+    """:func:`harness_binding` of the mpirun launch the harness makes on ``node``."""
+    return harness_binding(mpirun_argv([(node.name, 1)], ["true"]))
 
 
 def numa_affinity(p: Platform, binding: str = "none") -> Outcome:

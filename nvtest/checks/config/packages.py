@@ -32,13 +32,21 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from nvtest.checks.config import ConfigFinding, record
 from nvtest.checks.config.platform import Platform
+from nvtest.checks.config.probe import CONFIG_PROBE, platform
 from nvtest.checks.health import Outcome
+from nvtest.jobs.base import fleet_cache
 from nvtest.playbook.config_audit import REMEDIATION
+from nvtest.session.probe import each_node, measure_probe
 
-__all__ = ["DRIVER_PREFIXES", "Package", "fleet_versions", "package_drift", "packages_of"]
+if TYPE_CHECKING:
+    from nvtest.config.inventory import Node
+    from nvtest.session.context import RunContext
+
+__all__ = ["DRIVER_PREFIXES", "Package", "fleet_packages", "fleet_versions", "package_drift", "packages_of"]
 
 #: Packages whose upstream version must equal the loaded NVIDIA kernel module's.
 DRIVER_PREFIXES = (
@@ -197,3 +205,23 @@ def package_drift(p: Platform, fleet: Mapping[str, Mapping[str, Package]]) -> Ou
     out.measure("drifted_packages", len(drifted), "count")
     out.details["packages"] = {k: {"version": v.version, "installed": _date(v.installed_at)} for k, v in sorted(mine.items())}
     return out
+
+
+def fleet_packages(ctx: RunContext, node: Node, check: str = "package_drift") -> dict[str, dict[str, Package]]:
+    """node -> its packages, for every reachable node of ``node``'s SKU whose config probe
+    answered (once per run and SKU: an item compares, it does not walk the fleet)."""
+    match = ctx.states[node.name].match
+    sku_name = match.name if match else None
+    return fleet_cache(ctx).get(f"{check}:fleet:{sku_name}", lambda: _fleet_packages(ctx, sku_name, check))
+
+
+def _fleet_packages(ctx: RunContext, sku_name: str | None, check: str) -> dict[str, dict[str, Package]]:
+    by_name = ctx.inventory.by_name()
+    targets = [by_name[n] for n in (ctx.check_nodes.get(check) or list(by_name))]
+    same = [
+        n for n in targets
+        if not (st := ctx.states[n.name]).down_reason
+        and (st.match.name if st.match else None) == sku_name
+    ]  # fmt: skip
+    got, _ = each_node(same, lambda n: packages_of(platform(measure_probe(ctx, CONFIG_PROBE, n, targets))))
+    return {name: pk for name, pk in got.items() if pk is not None}

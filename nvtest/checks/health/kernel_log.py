@@ -38,14 +38,44 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nvtest.checks.health import Outcome
-from nvtest.errors import ParseError
+from nvtest.config.thresholds import SkuProfile
+from nvtest.errors import ParseError, ProbeError, ProbeSkip
 from nvtest.parsers import dmesg
 from nvtest.playbook.host_events import judge_host_events
 from nvtest.playbook.readings import FAILED_DRIVER, cause_code
 from nvtest.playbook.xid import describe_xid, recovery_request, recovery_step
-from nvtest.session.kernel_log import KERNEL_LOG_SCRIPT, UNREADABLE, split_probe
+from nvtest.session.expect import expected_gpus, expected_nvswitches
+from nvtest.session.facts import NodeFacts
+from nvtest.session.kernel_log import (
+    KERNEL_LOG_KEY,
+    KERNEL_LOG_NEEDS,
+    KERNEL_LOG_SCRIPT,
+    UNREADABLE,
+    split_probe,
+)
 
-__all__ = ["DRIVER_BINDING", "KERNEL_LOG_SCRIPT", "UNREADABLE", "driver_binding", "judge_xid", "split_probe", "xid_scan"]
+__all__ = [
+    "DRIVER_BINDING", "KERNEL_LOG_KEY", "KERNEL_LOG_NEEDS", "KERNEL_LOG_SCRIPT", "UNREADABLE",
+    "driver_binding", "judge_xid", "require_nvidia_devices", "split_probe", "xid_scan",
+]  # fmt: skip
+
+
+def require_nvidia_devices(facts: NodeFacts, sku: SkuProfile | None) -> None:
+    """The Xid scan applies where the node must have NVIDIA GPUs or NVSwitches (PCI bus, SKU,
+    the tools' reports); the kernel log is read by a shell probe, not a GPU tool, so its check
+    requires them here rather than through a probe's ``expects``.
+
+    Raises:
+        ProbeSkip: the PCI bus proves there is no NVIDIA GPU (its words, and that there is no
+            Xid to look for).
+        ProbeError: none expected and their absence not proven (the bus could not be read).
+    """
+    gpus, switches = expected_gpus(facts, sku), expected_nvswitches(facts, sku)
+    if gpus.count or switches.count:
+        return
+    if gpus.absent is None:
+        raise ProbeError(gpus.unknown or "absence of NVIDIA devices not proven")
+    raise ProbeSkip(f"{gpus.absent}: no Xid to look for")
 
 #: NVRM lines that say the driver did not take the devices (NVIDIA driver 4xx-5xx wording).
 DRIVER_BINDING = (

@@ -27,6 +27,8 @@ from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ParseError
 from nvtest.parsers import nvidia_smi_csv
 from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
+from nvtest.session.expect import expected_nvswitches
+from nvtest.session.facts import NodeFacts
 
 __all__ = ["FABRIC_GRACE_S", "FM_SCRIPT", "fabric_manager", "nvlink_status", "split_sections"]
 
@@ -170,6 +172,12 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
 
 #: a shell's words for a tool that is not installed (sh, bash, dash)
 _TOOL_MISSING = re.compile(r": not found|command not found|No such file or directory")
+
+
+def fabric_manager_on(sections: dict[str, str], facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
+    """:func:`fabric_manager` on one node: its driver version and the NVSwitches it must have
+    (PCI bus, SKU: :func:`~nvtest.session.expect.expected_nvswitches`)."""
+    return fabric_manager(sections, facts.driver_version, nvswitches=expected_nvswitches(facts, sku).count)
 
 
 def _uptime_s(text: str) -> float | None:

@@ -25,9 +25,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nvtest.checks.hardware import unreported
 from nvtest.checks.health import Outcome
 from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers.lspci import LspciReport
+from nvtest.session.expect import expected_gpus, expected_hcas
 from nvtest.session.facts import MELLANOX_VENDOR_ID, NodeFacts
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "hops_from_lspci",
     "hops_from_sysfs",
     "missing_hops",
+    "pcie_link_health",
     "pcie_links",
 ]
 
@@ -182,6 +185,25 @@ def missing_hops(hops: Sequence[PcieHop], facts: NodeFacts) -> list[str]:
                     "but sysfs gave no link attributes for it (current/max_link_speed and width)"
                 )
     return out
+
+
+def pcie_link_health(hops: Sequence[PcieHop], facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
+    """The pcie_link check on one node: a failure per GPU or Mellanox NIC on its bus whose link
+    was not read (:func:`missing_hops`, first), then :func:`pcie_links` of what was read.
+
+    Raises:
+        UnreportedHardware: no link read and none on the bus to name, while the SKU expects
+            GPUs or NICs (sysfs cannot report on them).
+    """
+    missing = missing_hops(hops, facts)
+    if hops:
+        out = pcie_links(hops, sku)
+        out.failures[:0] = missing
+        return out
+    if missing:
+        return Outcome(failures=missing)
+    gpus, nics = expected_gpus(facts, sku), expected_hcas(facts, sku)
+    raise unreported(gpus if gpus.count else nics, "sysfs PCIe link attributes", "none read")
 
 
 def pcie_links(

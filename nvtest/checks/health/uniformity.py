@@ -18,11 +18,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
+from nvtest.checks.api import NodeError, each_node, raw_output
 from nvtest.checks.health import Outcome
+from nvtest.jobs.base import fleet_cache
 from nvtest.session.facts import NodeFacts
+from nvtest.session.probe import Probe
 
-__all__ = ["VERSIONS_SCRIPT", "fleet_counts", "uniformity", "versions_from_facts", "versions_from_probe"]
+if TYPE_CHECKING:
+    from nvtest.config.inventory import Node
+    from nvtest.session.context import RunContext
+
+__all__ = [
+    "VERSIONS_SCRIPT", "fleet_counts", "fleet_versions", "uniformity", "versions_from_facts",
+    "versions_from_probe",
+]  # fmt: skip
 
 VERSIONS_SCRIPT = r"""
 echo "ofed=$(ofed_info -s 2>/dev/null | sed 's/:$//')"
@@ -111,3 +122,42 @@ def uniformity(
             out.fail(f"{key} differs across nodes with no majority: {spread} ({node}: {value})")
     out.measure("versions_differing", odd, "count")
     return out
+
+
+def fleet_versions(
+    ctx: RunContext, node: Node, probe: Probe, check: str = "sw_uniformity"
+) -> tuple[dict[str, Versions], dict[str, Counter[str]]]:
+    """The versions of ``node``'s fleet (the reachable nodes of its SKU whose ``probe``
+    answered: node -> facts' and probe's versions) and :func:`fleet_counts` of them, once per
+    run and SKU (an item compares, it does not walk the fleet).
+
+    Raises:
+        NodeError: ``node`` itself has no versions (its own probe's error when it has one).
+    """
+    mine = ctx.states[node.name].match
+    sku_name = mine.name if mine else None
+    targets = ctx.check_targets(check)
+    fleet, counts = fleet_cache(ctx).get(f"{check}:{sku_name}", lambda: _fleet(ctx, sku_name, targets, probe))
+    if node.name not in fleet:
+        raw_output(ctx, probe, node, targets)  # this node's own error, if its probe failed
+        raise NodeError("no versions gathered from this node")
+    return fleet, counts
+
+
+def _fleet(
+    ctx: RunContext, sku_name: str | None, targets: list[Node], probe: Probe
+) -> tuple[dict[str, Versions], dict[str, Counter[str]]]:
+    same = [
+        n for n in targets
+        if (st := ctx.states[n.name]).facts is not None and not st.down_reason
+        and (st.match.name if st.match else None) == sku_name
+    ]  # fmt: skip
+
+    def versions(n: Node) -> Versions:
+        facts = ctx.states[n.name].facts
+        assert facts is not None  # the nodes without facts are left out above
+        res = raw_output(ctx, probe, n, targets)
+        return {**versions_from_facts(facts), **versions_from_probe(res.stdout)}
+
+    fleet, _ = each_node(same, versions)
+    return fleet, fleet_counts(fleet)
