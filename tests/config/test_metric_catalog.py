@@ -84,7 +84,8 @@ def test_the_walk_finds_every_check_and_the_judgements_behind_helpers():
     assert (
         "bw_avg_gbit_s" in JUDGED["ib_write_bw"].templates
     )  # through the pair job's class attribute
-    assert {"h2d_gbps", "d2d_read_ce_gbps"} <= JUDGED["h2d"].templates  # a loop over a literal
+    # an f-string over the parsed result's testcase table (NvbandwidthResult.HOST_COPY_CE)
+    assert {"{}_gbps", "d2d_read_ce_gbps"} <= JUDGED["h2d"].templates
     assert "gpu_count" in JUDGED["gpus"].templates  # Outcome.measure behind apply()
 
 
