@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from nvtest.checks.fleet import Fleet
+from nvtest.config.inventory import Node
 from nvtest.config.metrics import Hardware, declare_metric
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
@@ -42,17 +44,19 @@ from nvtest.session.probe import (
 from nvtest.verdict import Verdict, worst
 
 if TYPE_CHECKING:
-    from nvtest.config.inventory import Node
     from nvtest.session.context import RunContext
 
 __all__ = [
     "ArgsFn",
+    "Fleet",
     "Judge",
+    "Node",
     "NodeError",
     "NodeFacts",
     "Probe",
     "ProbeError",
     "ProbeSkip",
+    "SkuProfile",
     "declare_metric",
     "each_node",
     "measure_probe",
@@ -94,6 +98,8 @@ class Judge:
         self.warnings: list[str] = []
         self.details: dict[str, Any] = {}
         self.log: str | None = None
+        #: why the judging started over (:meth:`restart`), in order
+        self.restarts: list[str] = []
         self._hardware = hardware
 
     @property
@@ -144,6 +150,15 @@ class Judge:
     def detail(self, key: str, value: Any) -> None:
         """Keep ``value`` (JSON-able) for the report under ``key``."""
         self.details[key] = value
+
+    def restart(self, reason: str) -> None:
+        """Start the judging over: drop the metrics and failures recorded so far (warnings,
+        details and the log stay), because ``reason`` says a second measurement replaces the
+        first (the pair re-run of a multi-node launch that did not pass); kept in
+        :attr:`restarts`."""
+        self.metrics.clear()
+        self.failures.clear()
+        self.restarts.append(reason)
 
     def unmeasured(self) -> list[str]:
         """The SKU's thresholds of this check that no judged metric met, each with its cause.
