@@ -87,7 +87,9 @@ def _nccl(log: NcclLog, text: str) -> Reading:
     for i, t in enumerate(log.tests):
         v = judge_run(t, op=t.test_name or f"tests[{i}]", reduced=reduced)
         where = f"tests[{i}]: "
-        (failures if v.status == "fail" else errors if v.status == "error" else []).extend(where + r for r in v.reasons)
+        (failures if v.verdict == Verdict.FAIL else errors if v.verdict == Verdict.ERROR else []).extend(
+            where + r for r in v.details["reasons"]
+        )
     if not log.tests:
         errors.append(f"no nccl-tests result{': ' + log.failure.reason if log.failure else ''}")
     return _of(failures, [], errors)

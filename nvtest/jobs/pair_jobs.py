@@ -271,14 +271,16 @@ class NcclPairJob(PairJob):
             expected_ranks=ranks,
             rdma_nics=min(both) if len(both) == len(nics) else None,
         )
-        if v.status != "pass":
-            named = v.logged_by if v.status == "fail" and v.logged_by in pair else ""
+        busbw = v.details["busbw_gbps"]
+        if v.verdict != Verdict.PASS:
+            logged_by = v.details["logged_by"]
+            named = logged_by if v.verdict == Verdict.FAIL and logged_by in pair else ""
             return PairOutcome(
-                pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=command, named=named or ""
+                pair, v.verdict.value, busbw, "GB/s", v.text(), command=command, named=named or ""
             )
         node = self.ctx.states[a].node
         return outcome_from_value(
-            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", v.busbw_gbps, "GB/s", command
+            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", busbw, "GB/s", command
         )
 
 
