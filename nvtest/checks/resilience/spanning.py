@@ -247,6 +247,7 @@ def _launchers(ctx: RunContext, nodes: Sequence[Node], wanted: str) -> dict[str,
             for n in nodes
         },
         timeout_s=300,
+        needs=(),  # asks the node's Python which launchers it has: no tool or device to block
     )
     out: dict[str, dict[str, Any]] = {}
     for n in nodes:
