@@ -41,6 +41,7 @@ from nvtest.session.probe import (
     parse_probe_json,
     raw_output,
 )
+from nvtest.transports.base import CommandResult
 from nvtest.verdict import Verdict, worst
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArgsFn",
+    "CommandResult",
     "Fleet",
     "Judge",
     "Node",
