@@ -17,7 +17,7 @@ it; a command that never completed (timeout, unreachable) is an ``error``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from nvtest.config.inventory import Node
 from nvtest.errors import ParseError, ProbeError
@@ -275,9 +275,8 @@ class NcclPairJob(PairJob):
         if v.verdict != Verdict.PASS:
             logged_by = v.details["logged_by"]
             named = logged_by if v.verdict == Verdict.FAIL and logged_by in pair else ""
-            return PairOutcome(
-                pair, v.verdict.value, busbw, "GB/s", v.text(), command=command, named=named or ""
-            )
+            status: Literal["fail", "error"] = "fail" if v.verdict == Verdict.FAIL else "error"
+            return PairOutcome(pair, status, busbw, "GB/s", v.text(), command=command, named=named or "")
         node = self.ctx.states[a].node
         return outcome_from_value(
             self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", busbw, "GB/s", command

@@ -82,8 +82,9 @@ def _fleet_hcas(fleet: Fleet) -> dict[str, dict[str, Any]]:
     ctx = fleet.ctx
 
     def compute() -> dict[str, dict[str, Any]]:
-        up = [n for n in ctx.nodes if ctx.states[n.name].facts is not None and not ctx.states[n.name].down_reason]
-        reports, _ = each_node(up, lambda n: _ports(fleet, n, ctx.states[n.name].facts)[0])
+        facts = {n.name: f for n in ctx.nodes if (f := ctx.states[n.name].facts) is not None}
+        up = [n for n in ctx.nodes if n.name in facts and not ctx.states[n.name].down_reason]
+        reports, _ = each_node(up, lambda n: _ports(fleet, n, facts[n.name])[0])
         return {name: {"hcas": hca_shape(r)} for name, r in reports.items() if r is not None and r.cas}
 
     return fleet.once("ib_ports:fleet-hcas", compute)
@@ -91,15 +92,24 @@ def _fleet_hcas(fleet: Fleet) -> dict[str, dict[str, Any]]:
 
 def _golden_hcas(fleet: Fleet, sku: SkuProfile | None) -> Any:
     """The golden HCA set of ``sku``'s nodes in this run (once per run and SKU)."""
-    ctx = fleet.ctx
     sku_name = sku.name if sku else None
 
     def compute() -> Any:
         hcas = _fleet_hcas(fleet)
-        same = {n: s for n, s in hcas.items() if (ctx.states[n].match.name if ctx.states[n].match else None) == sku_name}
+        same = {n: s for n, s in hcas.items() if _sku_name(fleet, n) == sku_name}
         return golden_for("hcas", same, sku)
 
     return fleet.once(f"ib_write_bw:golden-hcas:{sku_name}", compute)
+
+
+def _sku_name(fleet: Fleet, node: str) -> str | None:
+    match = fleet.ctx.states[node].match
+    return match.name if match else None
+
+
+def _gpu_count(fleet: Fleet, node: Node) -> int:
+    facts = fleet.ctx.states[node.name].facts
+    return len(facts.gpus) if facts else 0
 
 
 def _fleet_mtu(fleet: Fleet, sku: SkuProfile | None) -> int | None:
@@ -201,7 +211,7 @@ def write_bw(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile | 
         ctx,
         hcas=lambda n: _active_hcas(fleet, n),
         recipe=lambda n: node_recipe(ctx, n, "ib_write_bw"),
-        gpus=lambda n: len(ctx.states[n.name].facts.gpus) if ctx.states[n.name].facts else 0,
+        gpus=lambda n: _gpu_count(fleet, n),
     )
     report = pair_report(ctx, "ib_write_bw", job, rdma)
     gold = _golden_hcas(fleet, sku)
