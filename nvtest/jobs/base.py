@@ -2,7 +2,8 @@
 
 A fleet-level check (a pair schedule, an mpirun over all nodes, a torchrun job) runs once per
 run, when its first pytest item asks; the check's other items read their node's share from
-:func:`fleet_cache`, so the report stays one verdict per (check, node). Commands go through
+the run's :class:`~nvtest.session.context.FleetCache` (``ctx.fleet_cache``; a check's
+``fleet.once``), so the report stays one verdict per (check, node). Commands go through
 the run's :class:`~nvtest.session.phase.PhaseRunner` (``ctx.phases``), so every command's evidence
 lands under ``logs/<node>/<key>.log`` like any other probe's.
 """
@@ -46,8 +47,9 @@ __all__ = [
 ]
 
 def fleet_cache(ctx: RunContext) -> FleetCache:
-    """The :class:`~nvtest.session.context.FleetCache` of this run (``ctx.fleet_cache``; a
-    check asks the ``fleet`` fixture: ``fleet.once(key, fn)``)."""
+    """The :class:`~nvtest.session.context.FleetCache` of this run: ``ctx.fleet_cache``. Kept
+    for this round for callers not yet moved; a check asks the ``fleet`` fixture
+    (``fleet.once(key, fn)``), library code ``ctx.fleet_cache``."""
     return ctx.fleet_cache
 
 
@@ -112,7 +114,7 @@ def known_bad(ctx: RunContext, check: str) -> dict[str, str]:
                 out[n.name] = f"{c} failed on this node ({_short(r)}){more}"
         return out
 
-    return fleet_cache(ctx).get(f"known-bad:{check}", compute)
+    return ctx.fleet_cache.get(f"known-bad:{check}", compute)
 
 
 def launch_nodes(ctx: RunContext, check: str) -> list[Node]:

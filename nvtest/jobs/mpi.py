@@ -51,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 from nvtest.config.inventory import Node, fold_hostlist
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.jobs.base import (
-    fleet_cache,
     launch_nodes,
     node_recipe,
     pin_unkillable,
@@ -356,7 +355,7 @@ def run_mpi(
         again = _launch(ctx, check, f"{check}.rerun", rest, args, ranks_per_node, timeout_s)
         return replace(again, first=job, unreachable=unreachable)
 
-    return fleet_cache(ctx).get(f"mpi:{check}", compute)
+    return ctx.fleet_cache.get(f"mpi:{check}", compute)
 
 
 def mpirun_preflight(ctx: RunContext, key: str, nodes: Sequence[Node]) -> dict[str, str]:

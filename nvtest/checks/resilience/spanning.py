@@ -48,7 +48,6 @@ from nvtest.config.inventory import Node
 from nvtest.errors import ProbeError
 from nvtest.jobs.base import (
     check_nodes,
-    fleet_cache,
     launch_nodes,
     probe_argv,
     profile_of,
@@ -363,7 +362,7 @@ def run_span_drill(ctx: RunContext) -> SpanDrill:
             fault,
         )
 
-    return fleet_cache(ctx).get(f"{CHECK}:span", compute)
+    return ctx.fleet_cache.get(f"{CHECK}:span", compute)
 
 
 def _not_run(name: str) -> SpanRun:
