@@ -12,16 +12,22 @@ from __future__ import annotations
 from typing import Any
 
 from nvtest.checks.api import Fleet, Judge, Node
-from nvtest.jobs.base import launch_nodes, node_recipe, require_launched, require_up
+from nvtest.config.recipes import MpiRecipe
+from nvtest.jobs.base import launch_nodes, require_launched, require_up
 from nvtest.jobs.mpi import node_share, run_mpi
 
 __all__ = ["across"]
 
 
-def _args(recipe: dict[str, Any]) -> list[str]:
-    args = ["--iters", str(recipe.get("iters", 5)), "--barriers", str(recipe.get("barriers", 200))]
-    if recipe.get("sizes"):
-        args += ["--sizes", str(recipe["sizes"])]
+def _or(value: Any, default: Any) -> Any:
+    """The recipe's value, else the check's own default (a key the profile does not set)."""
+    return default if value is None else value
+
+
+def _args(recipe: MpiRecipe) -> list[str]:
+    args = ["--iters", str(_or(recipe.iters, 5)), "--barriers", str(_or(recipe.barriers, 200))]
+    if recipe.sizes:
+        args += ["--sizes", str(recipe.sizes)]
     return args
 
 
@@ -40,11 +46,9 @@ def across(fleet: Fleet, node: Node, judge: Judge) -> None:
     require_up(ctx, node)
     nodes = launch_nodes(ctx, "mpi")
     left_out = require_launched(ctx, "mpi", node, judge.detail, remaining=nodes)
-    recipe = node_recipe(ctx, nodes[0] if nodes else node, "mpi")
-    k = int(recipe.get("ranks_per_node", 2 if len(nodes) == 1 else 1))
-    job = run_mpi(
-        ctx, "mpi", _args(recipe), ranks_per_node=k, timeout_s=float(recipe.get("timeout_s", 600))
-    )
+    recipe: MpiRecipe = fleet.recipe(nodes[0] if nodes else node, "mpi")
+    k = int(_or(recipe.ranks_per_node, 2 if len(nodes) == 1 else 1))
+    job = run_mpi(ctx, "mpi", _args(recipe), ranks_per_node=k, timeout_s=float(_or(recipe.timeout_s, 600)))
     shown = job.first if job.first and node.name in job.excluded else job
     judge.log = ctx.phases.log_path(shown.key, shown.log_node) if shown.log_node else None
     if job.excluded or left_out:
