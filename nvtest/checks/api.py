@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from nvtest.checks.fleet import Fleet
 from nvtest.config.inventory import Node
 from nvtest.config.metrics import Hardware, declare_metric, lower_is_better
 from nvtest.config.thresholds import SkuProfile, assess
@@ -49,11 +50,14 @@ from nvtest.session.probe import (
     parse_probe_json,
     raw_output,
 )
+from nvtest.transports.base import CommandResult
 from nvtest.verdict import Verdict, worst
 
 __all__ = [
     "DRIVER",
     "ArgsFn",
+    "CommandResult",
+    "Fleet",
     "Judge",
     "Node",
     "NodeError",
@@ -105,6 +109,8 @@ class Judge:
         self.warnings: list[str] = []
         self.details: dict[str, Any] = {}
         self.log: str | None = None
+        #: why the judging started over (:meth:`restart`), in order
+        self.restarts: list[str] = []
         self._hardware = hardware
 
     @property
@@ -156,6 +162,15 @@ class Judge:
     def detail(self, key: str, value: Any) -> None:
         """Keep ``value`` (JSON-able) for the report under ``key``."""
         self.details[key] = value
+
+    def restart(self, reason: str) -> None:
+        """Start the judging over: drop the metrics and failures recorded so far (warnings,
+        details and the log stay), because ``reason`` says a second measurement replaces the
+        first (the pair re-run of a multi-node launch that did not pass); kept in
+        :attr:`restarts`."""
+        self.metrics.clear()
+        self.failures.clear()
+        self.restarts.append(reason)
 
     def unmeasured(self) -> list[str]:
         """The SKU's thresholds of this check that no judged metric met, each with its cause.

@@ -91,7 +91,9 @@ def _nccl(log: NcclLog, text: str, nvls: bool = False) -> Reading:
             op = "all_reduce"  # NVLS is judged on all_reduce (an unnamed test: this command's)
         v = judge_run(t, op=op, reduced=reduced, nvls=nvls)
         where = f"tests[{i}]: "
-        (failures if v.status == "fail" else errors if v.status == "error" else []).extend(where + r for r in v.reasons)
+        (failures if v.verdict == Verdict.FAIL else errors if v.verdict == Verdict.ERROR else []).extend(
+            where + r for r in v.details["reasons"]
+        )
     if not log.tests:
         errors.append(f"no nccl-tests result{': ' + log.failure.reason if log.failure else ''}")
     return _of(failures, [], errors)

@@ -2,7 +2,8 @@
 
 A fleet-level check (a pair schedule, an mpirun over all nodes, a torchrun job) runs once per
 run, when its first pytest item asks; the check's other items read their node's share from
-:func:`fleet_cache`, so the report stays one verdict per (check, node). Commands go through
+the run's :class:`~nvtest.session.context.FleetCache` (``ctx.fleet_cache``; a check's
+``fleet.once``), so the report stays one verdict per (check, node). Commands go through
 the run's :class:`~nvtest.session.phase.PhaseRunner` (``ctx.phases``), so every command's evidence
 lands under ``logs/<node>/<key>.log`` like any other probe's.
 """
@@ -10,16 +11,15 @@ lands under ``logs/<node>/<key>.log`` like any other probe's.
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from nvtest.analysis.outliers import SYSTEMIC_MIN_NODES
 from nvtest.config.inventory import Node
 from nvtest.config.resources import probes_dir
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError
+from nvtest.session.context import FleetCache
 from nvtest.session.facts import hardware_of
 from nvtest.session.phase import unkillable_owners
 from nvtest.transports.base import Command, CommandResult
@@ -46,52 +46,11 @@ __all__ = [
     "up_nodes",
 ]
 
-T = TypeVar("T")
-
-
-class FleetCache:
-    """Results computed once per run and key; a second caller waits for the first."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-        self._values: dict[str, Any] = {}
-        self._errors: dict[str, BaseException] = {}
-
-    def get(self, key: str, compute: Callable[[], T]) -> T:
-        """The value of ``key``, computing it on first use. A computation that raised raises
-        the same exception for every later caller (each node item gets the same error)."""
-        with self._lock:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
-            if key in self._errors:
-                # the same exception object, its traceback dropped: raised again as it was,
-                # each raise would add this frame to it, and every item of a 4,096-node
-                # check would carry (and format) the tracebacks of all the items before it
-                raise self._errors[key].with_traceback(None)
-            if key not in self._values:
-                try:
-                    self._values[key] = compute()
-                except Exception as exc:
-                    self._errors[key] = exc
-                    raise
-            return self._values[key]  # type: ignore[no-any-return]
-
-
-_CACHES: dict[int, tuple[weakref.ref[Any], FleetCache]] = {}
-_CACHES_LOCK = threading.Lock()
-
-
 def fleet_cache(ctx: RunContext) -> FleetCache:
-    """The :class:`FleetCache` of this run (one per :class:`~nvtest.session.context.RunContext`)."""
-    with _CACHES_LOCK:
-        entry = _CACHES.get(id(ctx))
-        if entry is None or entry[0]() is not ctx:
-            for k in [k for k, (ref, _) in _CACHES.items() if ref() is None]:
-                del _CACHES[k]
-            entry = (weakref.ref(ctx), FleetCache())
-            _CACHES[id(ctx)] = entry
-        return entry[1]
+    """The :class:`~nvtest.session.context.FleetCache` of this run: ``ctx.fleet_cache``. Kept
+    for this round for callers not yet moved; a check asks the ``fleet`` fixture
+    (``fleet.once(key, fn)``), library code ``ctx.fleet_cache``."""
+    return ctx.fleet_cache
 
 
 def check_nodes(ctx: RunContext, check: str) -> list[Node]:
@@ -155,7 +114,7 @@ def known_bad(ctx: RunContext, check: str) -> dict[str, str]:
                 out[n.name] = f"{c} failed on this node ({_short(r)}){more}"
         return out
 
-    return fleet_cache(ctx).get(f"known-bad:{check}", compute)
+    return ctx.fleet_cache.get(f"known-bad:{check}", compute)
 
 
 def launch_nodes(ctx: RunContext, check: str) -> list[Node]:

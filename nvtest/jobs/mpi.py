@@ -2,7 +2,8 @@
 
 How the job starts, by transport:
 
-- ``ssh`` (and any transport but ``slurm``): mpirun on the first node, one
+- ``ssh`` (and any transport without a multi-node launcher of its own,
+  :meth:`~nvtest.transports.base.Transport.multi_launcher`): mpirun on the first node, one
   app context per node (MPMD), so each node's ranks run that node's own Python and probe
   directory::
 
@@ -20,7 +21,7 @@ How the job starts, by transport:
   ``recipe.mpi`` (:func:`mpi_options`).
 - one node (``local``): mpirun with ``k`` ranks (default 2) on ``localhost`` of that node.
 - ``slurm`` with ``--mpi PLUGIN`` (``pmix``): one srun step with the plugin
-  (:meth:`SlurmTransport.launch_multi`), ``k`` tasks per node.
+  (the transport's :class:`~nvtest.transports.base.MultiLauncher`), ``k`` tasks per node.
 - ``slurm`` without a plugin: mpirun inside the allocation, as one task on the first node.
   A task of a step sees the step's one node in ``SLURM_NNODES``, ``SLURM_JOB_NODELIST`` and
   ``SLURM_TASKS_PER_NODE``; they are set back to the job's nodes (:func:`slurm_mpirun_env`)
@@ -50,7 +51,6 @@ from typing import TYPE_CHECKING, Any
 from nvtest.config.inventory import Node, fold_hostlist
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
 from nvtest.jobs.base import (
-    fleet_cache,
     launch_nodes,
     node_recipe,
     pin_unkillable,
@@ -60,6 +60,7 @@ from nvtest.jobs.base import (
 )
 from nvtest.jobs.launch import MpiOptions, mpirun_argv
 from nvtest.jobs.preflight import ssh_preflight
+from nvtest.parsers.launcher_words import SRUN_EXITED, SRUN_TASK_DIED
 from nvtest.session.phase import attribute_unkillable
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import CommandResult, render_command
@@ -230,7 +231,7 @@ _BLAME_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Open MPI: "while attempting to start process rank 5."
     (re.compile(r"start process rank (\d+)"), "rank"),
 )
-_SRUN_TASK = re.compile(r"srun: error: (\S+): tasks? [\d,\-]+: Exited with exit code [1-9]")
+_SRUN_TASK = re.compile(SRUN_TASK_DIED)
 
 
 def blame_from_output(
@@ -254,7 +255,10 @@ def blame_from_output(
                 blamed[name] = _line_at(text, m.start())
     if srun:
         for m in _SRUN_TASK.finditer(text):
-            name = node_for_token(m.group(1), nodes)
+            code = m.group("code")
+            if not code.startswith(SRUN_EXITED) or code[len(SRUN_EXITED)] == "0":
+                continue  # a task srun killed (its peers' fault, or the deadline's) names no node
+            name = node_for_token(m.group("device"), nodes)
             if name and name not in blamed:
                 blamed[name] = " ".join(m.group(0).split())
     return blamed
@@ -351,13 +355,13 @@ def run_mpi(
         again = _launch(ctx, check, f"{check}.rerun", rest, args, ranks_per_node, timeout_s)
         return replace(again, first=job, unreachable=unreachable)
 
-    return fleet_cache(ctx).get(f"mpi:{check}", compute)
+    return ctx.fleet_cache.get(f"mpi:{check}", compute)
 
 
 def mpirun_preflight(ctx: RunContext, key: str, nodes: Sequence[Node]) -> dict[str, str]:
     """node -> why the first node cannot ssh to it, where mpirun will ssh (not under Slurm,
     not on one node); see :func:`~nvtest.jobs.preflight.ssh_preflight`."""
-    if len(nodes) < 2 or getattr(ctx.transport, "name", "") == "slurm":
+    if len(nodes) < 2 or ctx.transport.multi_launcher() is not None:  # srun starts mpirun's daemons
         return {}
     opts = mpi_options(ctx, nodes[0])
     config = launcher_ssh_config(ctx) if opts.rsh_args else None
@@ -381,12 +385,11 @@ def _launch(
     expected = {i * k + j: n.name for i, n in enumerate(nodes) for j in range(k)}
     env = {"OMPI_MCA_mpi_yield_when_idle": "1", "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
     opts = mpi_options(ctx, first)
-    transport = ctx.transport
-    plugin = getattr(getattr(transport, "options", None), "mpi", None)
+    multi = ctx.transport.multi_launcher()
     log_node: str | None = first.name
-    if getattr(transport, "name", "") == "slurm" and plugin:
-        launcher = f"srun --mpi={plugin}"
-        res = transport.launch_multi(  # type: ignore[attr-defined]
+    if multi is not None and multi.mpi_plugin:
+        launcher = f"{multi.name} --mpi={multi.mpi_plugin}"
+        res = multi.launch(
             nodes,
             probe_argv(ctx, first, "mpi_probe.py", *args),
             k,
@@ -405,7 +408,7 @@ def _launch(
             )
             for n in nodes
         ]
-        if getattr(transport, "name", "") == "slurm":
+        if multi is not None:  # mpirun inside the launcher's (Slurm's) allocation
             launcher = "mpirun-in-allocation"
             mca = {**opts.mca, "plm_slurm_args": "--overlap"}
             opts = replace(opts, rsh_agent=None, rsh_args=None, mca=mca)

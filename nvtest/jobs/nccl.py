@@ -40,8 +40,10 @@ Verdict of one run (:func:`judge_run`), in this order, whatever the bandwidth:
    INFO with no CollNet connected line fails.
 5. Otherwise **pass**, and the plateau busbw is judged against the SKU threshold.
 
-What ran is recorded beside what was asked (:attr:`NcclVerdict.effective`,
-:attr:`NcclVerdict.requested`): the sizes swept, validation, iterations, ranks and hosts, the
+The verdict is the one outcome record, :class:`~nvtest.verdict.Outcome` (:func:`nccl_outcome`:
+failures, or an error, the metrics ``<op>_busbw_gbps`` and ``wrong``, the details the report
+reads). What ran is recorded beside what was asked (its details ``effective`` and
+``requested``): the sizes swept, validation, iterations, ranks and hosts, the
 GPUs and the data type.
 
 The plateau is the rows at or above the recipe's ``plateau_bytes`` (default: the largest size
@@ -63,15 +65,16 @@ from nvtest.parsers import nccl_tests
 from nvtest.parsers.nccl_tests import NcclTestRun
 from nvtest.playbook.signatures import path_faults
 from nvtest.text import last_words
+from nvtest.verdict import Outcome
 
 __all__ = [
     "NCCL_OPS",
     "NICS_ONLY_ENV",
     "PASSTHROUGH_ENV",
     "NcclRecipe",
-    "NcclVerdict",
     "judge_output",
     "judge_run",
+    "nccl_outcome",
     "inventory_nccl_env",
     "nvls_collnet_fails",
     "nccl_env",
@@ -236,63 +239,61 @@ def nccl_env(
     return env
 
 
-@dataclass(frozen=True)
-class NcclVerdict:
-    """The verdict of one nccl-tests run.
+def nccl_outcome(
+    op: str,
+    status: Literal["pass", "fail", "error"],
+    *,
+    reasons: Sequence[str] = (),
+    busbw_gbps: float | None = None,
+    plateau_sizes: Sequence[int] = (),
+    wrong: int = 0,
+    ranks: int = 0,
+    hosts: Sequence[str] = (),
+    max_size_bytes: int | None = None,
+    nccl_warnings: Sequence[str] = (),
+    failure_site: str | None = None,
+    requested: Mapping[str, Any] | None = None,
+    effective: Mapping[str, Any] | None = None,
+    logged_by: str | None = None,
+) -> Outcome:
+    """The :class:`~nvtest.verdict.Outcome` of one nccl-tests run.
 
-    Attributes:
-        status: ``pass`` (bandwidth still to be judged against the SKU), ``fail`` or ``error``.
-        busbw_gbps: plateau busbw, GB/s (None without plateau rows).
-        plateau_sizes: the sizes averaged, bytes.
-        wrong: total ``#wrong`` over all rows.
-        ranks, hosts: rank lines seen and their distinct hosts.
-        max_size_bytes: the largest size reached.
-        reasons: why not a pass.
-        nccl_warnings: ``NCCL WARN`` lines (first 20).
-        failure_site: ``common.cu:959`` style site of the first failure line, if any.
-        requested: what the command asked for (``max_bytes``, ``plateau_bytes``, ``ranks``).
-        effective: what the tool says it ran (sizes, validation, iterations, ranks, dtype).
-        logged_by: the one host whose process printed the failure (its ``Test NCCL failure``
-            line, its ``NCCL WARN`` of a path fault), None when none or several did.
+    ``status`` ``fail``: ``reasons`` are its failures; ``error``: its error (the reasons
+    joined with ``; ``); ``pass``: the bandwidth is still to be judged against the SKU.
+    The metrics are ``<op>_busbw_gbps`` (GB/s, the plateau busbw, None without plateau rows;
+    labelled with the plateau's largest size) and ``wrong`` (count, the total ``#wrong`` over
+    all rows, labelled with ``op``). The details, for the report, are
+    ``op, status, busbw_gbps, plateau_sizes, wrong, ranks, hosts, max_size_bytes, reasons,
+    nccl_warnings, failure_site`` (``common.cu:959`` of the first failure line),
+    ``requested`` (what the command asked: ``max_bytes, plateau_bytes, ranks``), ``effective``
+    (what the tool says it ran: sizes, validation, iterations, ranks, dtype) and
+    ``logged_by`` (the one host whose process printed the failure, None when none or several did).
     """
-
-    op: str
-    status: Literal["pass", "fail", "error"]
-    busbw_gbps: float | None = None
-    plateau_sizes: tuple[int, ...] = ()
-    wrong: int = 0
-    ranks: int = 0
-    hosts: tuple[str, ...] = ()
-    max_size_bytes: int | None = None
-    reasons: tuple[str, ...] = ()
-    nccl_warnings: tuple[str, ...] = ()
-    failure_site: str | None = None
-    requested: Mapping[str, Any] = field(default_factory=dict)
-    effective: Mapping[str, Any] = field(default_factory=dict)
-    logged_by: str | None = None
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(self.reasons)
-
-    def details(self) -> dict[str, Any]:
-        """JSON-able details for the report."""
-        return {
-            "op": self.op,
-            "status": self.status,
-            "busbw_gbps": self.busbw_gbps,
-            "plateau_sizes": list(self.plateau_sizes),
-            "wrong": self.wrong,
-            "ranks": self.ranks,
-            "hosts": list(self.hosts),
-            "max_size_bytes": self.max_size_bytes,
-            "reasons": list(self.reasons),
-            "nccl_warnings": list(self.nccl_warnings),
-            "failure_site": self.failure_site,
-            "requested": dict(self.requested),
-            "effective": dict(self.effective),
-            "logged_by": self.logged_by,
+    out = Outcome(
+        details={
+            "op": op,
+            "status": status,
+            "busbw_gbps": busbw_gbps,
+            "plateau_sizes": list(plateau_sizes),
+            "wrong": wrong,
+            "ranks": ranks,
+            "hosts": list(hosts),
+            "max_size_bytes": max_size_bytes,
+            "reasons": list(reasons),
+            "nccl_warnings": list(nccl_warnings),
+            "failure_site": failure_site,
+            "requested": dict(requested or {}),
+            "effective": dict(effective or {}),
+            "logged_by": logged_by,
         }
+    )
+    if status == "fail":
+        out.failures.extend(reasons)
+    elif status == "error":
+        out.error = "; ".join(reasons)
+    out.measure(f"{op}_busbw_gbps", busbw_gbps, "GB/s", size_bytes=max(plateau_sizes, default=0))
+    out.measure("wrong", wrong, "count", op=op)
+    return out
 
 
 #: nccl-tests' own line when it lowers the sweep's maximum (src/common.cu, nccl-tests 2.x).
@@ -429,7 +430,7 @@ def judge_run(
     rdma_nics: int | None = None,
     nvls: bool = False,
     collnet: bool = False,
-) -> NcclVerdict:
+) -> Outcome:
     """Judge one parsed run (see the module docstring for the order of the rules).
 
     ``reduced``: (bytes, cause) of the tool's own ``Reducing maxBytes to N due to <cause>``.
@@ -485,13 +486,13 @@ def judge_run(
         if warns and warns[0] not in faults[:2]:
             fails.append(f"NCCL WARN: {warns[0]}")
         logged = {f.host for f in run.failures if f.host} | {h for w in faults if (h := _host_of(w))}
-        return NcclVerdict(
+        return nccl_outcome(
             status="fail",
-            reasons=tuple(fails),
+            reasons=fails,
             failure_site=site,
             logged_by=logged.pop() if len(logged) == 1 and not path_fails_of(run, rdma_nics) else None,
             **common,
-        )  # type: ignore[arg-type]
+        )
     errors: list[str] = []
     if run.failure is not None:  # a launcher's words, or a table cut before its summary
         errors.append(f"nccl-tests: {run.failure.reason}")
@@ -504,8 +505,8 @@ def judge_run(
     if errors:
         if warns:
             errors.append(f"NCCL WARN: {warns[0]}")
-        return NcclVerdict(status="error", reasons=tuple(errors), **common)  # type: ignore[arg-type]
-    return NcclVerdict(status="pass", **common)  # type: ignore[arg-type]
+        return nccl_outcome(status="error", reasons=errors, **common)
+    return nccl_outcome(status="pass", **common)
 
 
 def judge_output(
@@ -518,7 +519,7 @@ def judge_output(
     rdma_nics: int | None = None,
     nvls: bool = False,
     collnet: bool = False,
-) -> NcclVerdict:
+) -> Outcome:
     """Parse nccl-tests output and judge its first test (the one this command ran).
 
     Output that is not nccl-tests at all gives an ``error`` verdict naming the parse problem.
@@ -527,7 +528,7 @@ def judge_output(
     try:
         log = nccl_tests.parse(text)
     except ParseError as exc:  # the tool's own last words first: why it printed no table
-        return NcclVerdict(op=op, status="error", reasons=(f"nccl-tests printed no report: {last_words(text)} ({exc})",))
+        return nccl_outcome(op, "error", reasons=(f"nccl-tests printed no report: {last_words(text)} ({exc})",))
     m = REDUCED_RE.search(text)
     return judge_run(
         log.tests[0],

@@ -17,7 +17,7 @@ it; a command that never completed (timeout, unreachable) is an ``error``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from nvtest.config.inventory import Node
 from nvtest.errors import ParseError, ProbeError
@@ -276,14 +276,15 @@ class NcclPairJob(PairJob):
             rdma_nics=min(both) if len(both) == len(nics) else None,
             nvls=self.nvls is not None and all(self.nvls(self.ctx.states[n].node) for n in pair),
         )
-        if v.status != "pass":
-            named = v.logged_by if v.status == "fail" and v.logged_by in pair else ""
-            return PairOutcome(
-                pair, v.status, v.busbw_gbps, "GB/s", v.reason, command=command, named=named or ""
-            )
+        busbw = v.details["busbw_gbps"]
+        if v.verdict != Verdict.PASS:
+            logged_by = v.details["logged_by"]
+            named = logged_by if v.verdict == Verdict.FAIL and logged_by in pair else ""
+            status: Literal["fail", "error"] = "fail" if v.verdict == Verdict.FAIL else "error"
+            return PairOutcome(pair, status, busbw, "GB/s", v.text(), command=command, named=named or "")
         node = self.ctx.states[a].node
         return outcome_from_value(
-            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", v.busbw_gbps, "GB/s", command
+            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", busbw, "GB/s", command
         )
 
 

@@ -28,7 +28,6 @@ from nvtest.config.inventory import Node
 from nvtest.errors import NodeError, NodeWedged, ProbeError
 from nvtest.jobs.base import (
     address,
-    fleet_cache,
     launch_nodes,
     pin_unkillable,
     probe_argv,
@@ -193,7 +192,7 @@ def run_torchrun(
             errors,
         )
 
-    return fleet_cache(ctx).get(f"torchrun:{key}", compute)
+    return ctx.fleet_cache.get(f"torchrun:{key}", compute)
 
 
 def _finished(job: TorchrunJob, node: Node) -> CommandResult:

@@ -56,6 +56,7 @@ from nvtest.parsers._common import (
     to_float,
     to_int,
 )
+from nvtest.parsers.launcher_words import MPIRUN_RANK_DIED, MPIRUN_RANK_NONZERO, SRUN_TASK_DIED
 
 TOOL = "nccl-tests"
 DESCRIPTION = "nccl-tests *_perf output: per-size algbw/busbw, #wrong, avg busbw, failures (one record per test)"
@@ -466,9 +467,7 @@ FAILURES = FailureTable(
             "NCCL 2.19+ net.cc: NCCL_NET names a network plugin that did not load",
         ),
         (
-            re.compile(
-                r"(?:mpirun|prterun) noticed that process rank \d+ with PID \d+ on node (?P<device>\S+) exited"
-            ),
+            re.compile(MPIRUN_RANK_DIED),
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
             "Open MPI 4.x/5.x",
         ),
@@ -481,14 +480,12 @@ FAILURES = FailureTable(
             "Open MPI 4.x/5.x launch failures",
         ),
         (
-            re.compile(r"Primary job\s+terminated normally, but \d+ process returned"),
+            re.compile(MPIRUN_RANK_NONZERO),
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
             "Open MPI 4.x: a rank exited non-zero",
         ),
         (
-            re.compile(
-                r"^srun: error: (?P<device>\S+): tasks? [\d,-]+: (?P<code>Exited with exit code \d+|Killed|Terminated)"
-            ),
+            re.compile("^" + SRUN_TASK_DIED),
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
             "Slurm srun: a task died",
         ),

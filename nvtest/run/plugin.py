@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from nvtest.analysis.finish import finish_run
-from nvtest.checks.api import Judge, note_probe_run
+from nvtest.checks.api import Fleet, Judge, note_probe_run
 from nvtest.checks.hardware import read_declared, require_declared
 from nvtest.config.inventory import Node
 from nvtest.config.thresholds import SkuProfile
@@ -258,6 +258,13 @@ def nvtest_context(request: pytest.FixtureRequest) -> RunContext:
 def nodes(nvtest_context: RunContext) -> list[Node]:
     """All nodes of the run, sorted."""
     return nvtest_context.nodes
+
+
+@pytest.fixture(scope="session")
+def fleet(nvtest_context: RunContext) -> Fleet:
+    """The run's :class:`~nvtest.checks.fleet.Fleet`: ``fleet.once(key, fn)`` (computed once per
+    run), ``fleet.nodes(check)``, ``fleet.recipe(node, section)`` (the typed section)."""
+    return Fleet(nvtest_context)
 
 
 @pytest.fixture(scope="session")

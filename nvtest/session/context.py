@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -126,6 +126,40 @@ class NodeState:
         return NodeError(self.down_message)
 
 
+T = TypeVar("T")
+
+
+class FleetCache:
+    """Results a fleet-level check computes once per run and key (a pair schedule, one
+    multi-node launch, the fleet's golden shape); a second caller waits for the first.
+    One per :class:`RunContext` (:attr:`RunContext.fleet_cache`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._values: dict[str, Any] = {}
+        self._errors: dict[str, BaseException] = {}
+
+    def get(self, key: str, compute: Callable[[], T]) -> T:
+        """The value of ``key``, computing it on first use. A computation that raised raises
+        the same exception for every later caller (each node item gets the same error)."""
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._errors:
+                # the same exception object, its traceback dropped: raised again as it was,
+                # each raise would add this frame to it, and every item of a 4,096-node
+                # check would carry (and format) the tracebacks of all the items before it
+                raise self._errors[key].with_traceback(None)
+            if key not in self._values:
+                try:
+                    self._values[key] = compute()
+                except Exception as exc:
+                    self._errors[key] = exc
+                    raise
+            return self._values[key]  # type: ignore[no-any-return]
+
+
 @dataclass
 class RunContext:
     """The live state of a run; one per pytest session."""
@@ -151,6 +185,8 @@ class RunContext:
     #: node -> (check, verdict, reason) of each item judged so far, in order (see :meth:`note_result`)
     verdicts: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     _verdicts_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: what fleet-level checks computed once for this run (``fleet.once``, :class:`FleetCache`)
+    fleet_cache: FleetCache = field(default_factory=FleetCache)
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> RunContext:

@@ -15,10 +15,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from nvtest.config.inventory import Node
 
-__all__ = ["FAILURES", "Command", "CommandResult", "Transport", "render_command"]
+__all__ = [
+    "FAILURES",
+    "Command",
+    "CommandResult",
+    "LaunchMulti",
+    "MultiLauncher",
+    "Transport",
+    "render_command",
+]
 
 #: A command is an argv list (quoted with shlex for shells) or a shell string.
 Command = Sequence[str] | str
@@ -103,6 +112,44 @@ class CommandResult:
         return self.error is None and self.exit_code is not None
 
 
+class LaunchMulti(Protocol):
+    """One launch over several nodes as one job (``srun -N``): ``ntasks_per_node`` tasks per
+    node, ``gpus_per_task`` GPUs each (None: the launcher's default), ``env`` set for every
+    task; one :class:`CommandResult` for the whole job (its ``node`` the nodes' hostlist)."""
+
+    def __call__(
+        self,
+        nodes: Sequence[Node],
+        command: Command,
+        ntasks_per_node: int,
+        gpus_per_task: int | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float = 600.0,
+    ) -> CommandResult: ...
+
+
+@dataclass(frozen=True)
+class MultiLauncher:
+    """What a transport launches over several nodes as one job itself (the workload
+    manager's launcher: srun), and how; :meth:`Transport.multi_launcher`.
+
+    Attributes:
+        name: the launcher's name for the record (``srun``).
+        launch: starts the job (:class:`LaunchMulti`).
+        mpi_plugin: the PMI plugin it wires MPI ranks with (``pmix``, ``pmi2``); None: an
+            MPI job is started by mpirun inside the launcher's allocation instead.
+        container_image: the container image every task runs in (pyxis), None: the host.
+        image_id: the identity every task must report from inside that image, None: unset.
+    """
+
+    name: str
+    launch: LaunchMulti
+    mpi_plugin: str | None = None
+    container_image: str | None = None
+    image_id: str | None = None
+
+
 class Transport(ABC):
     """Runs commands on nodes. Implementations: local, ssh, slurm.
 
@@ -154,6 +201,12 @@ class Transport(ABC):
         same on each of them, of an OpenSSH client config saying how to reach every one of
         them (address, port, user, key, known hosts); None when the transport has none
         (local: one node; slurm: srun starts the ranks)."""
+        return None
+
+    def multi_launcher(self) -> MultiLauncher | None:
+        """The launcher this transport starts multi-node jobs with itself (slurm: srun, one
+        step over the nodes); None where a job's own launcher (mpirun over ssh, torchrun)
+        starts it from one node (local, ssh)."""
         return None
 
     def staging_method(self, node_name: str) -> str | None:

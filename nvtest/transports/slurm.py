@@ -73,7 +73,7 @@ from nvtest.transports._slurm_parse import (
     states_from_records,
 )
 from nvtest.transports._slurm_step import SrunOutcome, SrunProcess, client_env, run_client
-from nvtest.transports.base import Command, CommandResult, Transport, render_command
+from nvtest.transports.base import Command, CommandResult, MultiLauncher, Transport, render_command
 from nvtest.transports.options import SlurmOptions, build_options, slurm_job_argv
 
 __all__ = [
@@ -390,6 +390,17 @@ class SlurmTransport(Transport):
         return {
             n: parse_kill_report(r.stdout) for n, r in results.items() if r.exit_code == 0
         }
+
+    def multi_launcher(self) -> MultiLauncher:
+        """srun: one step over the nodes (:meth:`launch_multi`), with the run's ``--mpi``
+        plugin and container image."""
+        return MultiLauncher(
+            name="srun",
+            launch=self.launch_multi,
+            mpi_plugin=self.options.mpi,
+            container_image=self.options.container_image,
+            image_id=self.options.image_id,
+        )
 
     def launch_multi(
         self,

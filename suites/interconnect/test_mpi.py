@@ -20,76 +20,18 @@ each result exactly. One item per node:
 On one node (``local``): ``ranks_per_node`` ranks (default 2) on that node. Recipe keys
 (``recipe.mpi``): ``ranks_per_node`` (default: 2 on one node, else 1), ``sizes``, ``iters``,
 ``barriers``, ``timeout_s``, and the launcher's ``rsh_agent``, ``tcp_if_include``, ``mca``.
+
+The orchestration is :mod:`nvtest.checks.interconnect.mpi`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge
-from nvtest.jobs.base import launch_nodes, node_recipe, require_launched, require_up
-from nvtest.jobs.mpi import node_share, run_mpi
-
-
-def _args(recipe: dict) -> list[str]:
-    args = ["--iters", str(recipe.get("iters", 5)), "--barriers", str(recipe.get("barriers", 200))]
-    if recipe.get("sizes"):
-        args += ["--sizes", str(recipe["sizes"])]
-    return args
+from nvtest.checks.api import Fleet, Judge, Node
+from nvtest.checks.interconnect import mpi
 
 
 @pytest.mark.check("mpi", area="interconnect", title="MPI across all nodes (barrier, allreduce)")
-def test_mpi(node, nvtest_context, judge: Judge) -> None:
-    ctx = nvtest_context
-    require_up(ctx, node)
-    nodes = launch_nodes(ctx, "mpi")
-    left_out = require_launched(ctx, "mpi", node, judge.detail, remaining=nodes)
-    recipe = node_recipe(ctx, nodes[0] if nodes else node, "mpi")
-    k = int(recipe.get("ranks_per_node", 2 if len(nodes) == 1 else 1))
-    job = run_mpi(
-        ctx, "mpi", _args(recipe), ranks_per_node=k, timeout_s=float(recipe.get("timeout_s", 600))
-    )
-    shown = job.first if job.first and node.name in job.excluded else job
-    judge.log = ctx.phases.log_path(shown.key, shown.log_node) if shown.log_node else None
-    if job.excluded or left_out:
-        judge.detail("left_out", {**left_out, **job.excluded})
-    judge.detail("launcher", job.launcher)
-    judge.detail("command", job.result.command)
-    judge.detail("rank_nodes", {str(r): n for r, n in sorted(job.observed.items())})
-    share = node_share(job, node)
-    doc = share.doc
-    judge.detail("node_ranks", share.ranks)
-    judge.detail("world_size", doc.get("world_size"))
-    judge.detail("mpi_library", doc.get("mpi_library"))
-    judge.detail("barrier", doc.get("barrier"))
-    judge.detail("results", doc.get("results"))
-    judge.detail(
-        "effective",
-        {
-            "launcher": job.launcher,
-            "world_size": doc.get("world_size"),
-            "ranks_per_node": k,
-            "nodes": sorted({n for n in job.observed.values() if n is not None}),
-            "sizes_bytes": [r.get("size_bytes") for r in doc.get("results") or []],
-            "barriers": (doc.get("barrier") or {}).get("count"),
-            "left_out": {**left_out, **job.excluded},
-        },
-    )
-    for why in share.misplaced:
-        judge.fail(why)
-    if share.unidentified:  # one address, one host name for several nodes: not blame
-        judge.detail(
-            "placement",
-            f"ranks {share.unidentified} not identifiable: their host name and address fit "
-            "several nodes of the run, or none (nodes behind one address)",
-        )
-    if doc.get("world_size") != len(job.expected):
-        judge.fail(f"world size {doc.get('world_size')}, {len(job.expected)} ranks launched")
-    results = doc.get("results") or []
-    wrong = sum(int(r.get("wrong") or 0) for r in results)
-    if wrong:
-        judge.fail(f"allreduce: {wrong} wrong elements (float64, exact check)")
-    judge("barrier_latency_us", (doc.get("barrier") or {}).get("median_us"), "us")
-    if results:
-        top = max(results, key=lambda r: r["size_bytes"])
-        judge("allreduce_busbw_gbps", top.get("busbw_gbps"), "GB/s", size_bytes=top["size_bytes"])
+def test_mpi(node: Node, fleet: Fleet, judge: Judge) -> None:
+    mpi.across(fleet, node, judge)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge
+from nvtest.checks.api import Judge, SkuProfile
 from nvtest.checks.resilience.ckpt import judge_tier, tier_entry
 from nvtest.checks.resilience.drills import judge_estimate
 from nvtest.checks.resilience.probes import CKPT_QUICK
 from nvtest.checks.resilience.recipe import resilience_recipe
-from nvtest.config.thresholds import SkuProfile
 
 
 @pytest.mark.check(

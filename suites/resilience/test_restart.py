@@ -20,85 +20,32 @@ the drill as a 2-rank job of its own.
 
 In-process: nvidia-resiliency-ext's in-process restart wrapper, where it
 supports the backend in use; otherwise skipped with the exact reason.
+
+The checks are :mod:`nvtest.checks.resilience.restart`'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
-from nvtest.checks.api import Judge
-from nvtest.checks.resilience.ckpt import tier_entry
-from nvtest.checks.resilience.drills import (
-    judge_estimate,
-    judge_injob,
-    judge_injob_span,
-    judge_target,
-)
-from nvtest.checks.resilience.probes import CKPT, INJOB, INPROCESS
-from nvtest.checks.resilience.recipe import resilience_recipe
-from nvtest.checks.resilience.spanning import run_span_drill, spans_nodes
-from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import NvtestError, ProbeSkip
-from nvtest.jobs.base import require_launched, require_up
+from nvtest.checks.api import Fleet, Judge, Node, Probe, SkuProfile
+from nvtest.checks.resilience import restart
 
 
 @pytest.mark.check("restart_injob", area="resilience", title="In-job restart after a killed rank")
-def test_restart_injob(node, measure, judge: Judge, sku: SkuProfile | None, nvtest_context) -> None:
-    rec = resilience_recipe(sku)
-    target = float(rec["targets"]["injob_recovery_s"])
-    ctx = nvtest_context
-    if spans_nodes(ctx):
-        require_up(ctx, node)
-        require_launched(ctx, "restart_injob", node, judge.detail)
-        drill = run_span_drill(ctx)
-        judge.log = ctx.phases.log_path("restart_injob.fault", node.name)
-        judge.detail("launcher_fallback_reason", drill.launcher_fallback_reason)
-        fig = judge_injob_span(judge, drill, node.name, target)
-        restart_source = "measured recovery_s of the whole job (all ranks of all nodes)"
-        job_nodes = len(drill.nodes)
-    else:
-        doc = measure(INJOB)
-        judge.detail("launcher_fallback_reason", doc.get("launcher_fallback_reason"))
-        fig = judge_injob(judge, doc["results"][0], target)
-        restart_source = "measured recovery_s of this node's in-job drill"
-        job_nodes = len(ctx.nodes)
-    if not fig:
-        return
-    drill_log = judge.log  # the tier probe below must not take the item's evidence link
-    est = rec["estimate"]
-    tier = str(est.get("tier", "local"))
-    why = "the tier probe reported no write_gbps"
-    try:
-        entry = tier_entry(measure(CKPT[tier]))
-        gbps = entry.get("write_gbps") if entry else None
-    except (NvtestError, ProbeSkip, KeyError) as exc:
-        gbps, why = None, str(exc)
-    if gbps:
-        save_s = float(est["save_gib"]) * 2**30 / (gbps * 1e9)
-        source = (
-            f"{est['save_gib']} GiB per node / {gbps:.3g} GB/s measured write on the {tier} tier"
-        )
-    else:
-        save_s, source = None, f"no {tier} tier bandwidth: {why}"
-    judge.log = drill_log
-    judge_estimate(judge, est, fig["recovery_s"], save_s, source, restart_source, job_nodes)
+def test_restart_injob(
+    node: Node, measure: Callable[[Probe], dict[str, Any]], judge: Judge, sku: SkuProfile | None, fleet: Fleet
+) -> None:
+    restart.injob(fleet, node, measure, sku, judge)
 
 
 @pytest.mark.check(
     "restart_inprocess", area="resilience", title="In-process restart (nvidia-resiliency-ext)"
 )
-def test_restart_inprocess(node, measure, judge: Judge, sku: SkuProfile | None) -> None:
-    rec = resilience_recipe(sku)
-    doc = measure(INPROCESS)
-    r = doc["results"][0]
-    judge("recovery_s", r.get("recovery_s"), "s")
-    judge.detail("inprocess", r)
-    if not r.get("resumed"):
-        judge.fail(f"training did not continue after the in-process restart: {r.get('reason')}")
-    judge_target(
-        judge,
-        "recovery_s",
-        r.get("recovery_s"),
-        float(rec["targets"]["inprocess_recovery_s"]),
-        "inprocess_recovery_s",
-    )
+def test_restart_inprocess(
+    node: Node, measure: Callable[[Probe], dict[str, Any]], judge: Judge, sku: SkuProfile | None
+) -> None:
+    restart.inprocess(measure, sku, judge)

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, ProbeSkip
+from nvtest.checks.api import Judge, ProbeSkip, SkuProfile
 from nvtest.checks.resilience.ckpt import judge_reach, judge_tier
 from nvtest.checks.resilience.probes import SHARED_FS
 from nvtest.checks.resilience.recipe import ckpt_recipe
-from nvtest.config.thresholds import SkuProfile
 
 
 @pytest.mark.check(

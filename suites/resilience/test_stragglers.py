@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge
+from nvtest.checks.api import Judge, SkuProfile
 from nvtest.checks.resilience.drills import judge_stragglers, node_scores
 from nvtest.checks.resilience.probes import STRAGGLER
 from nvtest.checks.resilience.recipe import resilience_recipe
-from nvtest.config.thresholds import SkuProfile
 
 
 @pytest.mark.check("straggler", area="resilience", title="Straggler scores per rank and node")

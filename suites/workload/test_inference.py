@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
+from nvtest.checks.api import Judge, Node, Probe, SkuProfile
 from nvtest.checks.workload.inference import judge_inference, judge_vllm
-from nvtest.config.inventory import Node
-from nvtest.config.thresholds import SkuProfile
 
 #: recipe.inference key -> probe option
 OPTIONS = (("width", "--width"), ("depth", "--depth"), ("heads", "--heads"), ("vocab", "--vocab"),

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from nvtest.checks.api import Judge, Probe
+from nvtest.checks.api import Judge, Node, Probe, SkuProfile
 from nvtest.checks.workload.training import judge_training_result
-from nvtest.config.inventory import Node
-from nvtest.config.thresholds import SkuProfile
 
 
 def _args(node: Node, sku: SkuProfile | None) -> list[str]:

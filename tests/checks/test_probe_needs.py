@@ -7,7 +7,9 @@ call, a function's own included) and by import (every Probe object the modules h
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
+import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
@@ -46,7 +48,7 @@ def _declares_needs(call: ast.Call) -> bool:
 def test_every_launch_of_the_suites_says_what_it_needs() -> None:
     """The checks that launch jobs themselves (``run_commands``) declare needs too."""
     missing = []
-    for path in sorted(suites_dir().rglob("*.py")):
+    for path in SOURCES:
         for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "run_commands":
                 if not any(k.arg == "needs" for k in n.keywords):
@@ -87,11 +89,14 @@ def _probes_of(module: ModuleType) -> list[Probe]:
 
 
 def _module_probes() -> list[Probe]:
-    import nvtest.checks.resilience.probes as resilience
+    """The probes the suites declare, and those of the check modules they call (nvtest/checks/)."""
+    import nvtest.checks
 
-    probes = _probes_of(resilience)
+    probes: list[Probe] = []
+    for info in pkgutil.walk_packages(nvtest.checks.__path__, "nvtest.checks."):
+        probes += [p for p in _probes_of(importlib.import_module(info.name)) if p not in probes]
     for path in sorted(suites_dir().rglob("test_*.py")):
-        probes += _probes_of(_load(path))
+        probes += [p for p in _probes_of(_load(path)) if p not in probes]
     return probes
 
 

@@ -30,7 +30,7 @@ ROOTS = ("suites", "nvtest/checks", "nvtest/jobs")
 #: the Judge itself forwards its callers' names; they are read at the callers
 SKIP_FILES = {"nvtest/checks/api.py"}
 #: judge calls whose names come from Outcome.measure calls (collected where they are made)
-FORWARDERS = {("nvtest.checks.health", "apply")}
+FORWARDERS = {("nvtest.checks.health", "apply"), ("nvtest.checks.interconnect.nccl", "_record")}
 
 
 @dataclass

@@ -248,8 +248,8 @@ def test_recorded_real_outputs_are_plausible_on_their_hardware(catalog: Catalog)
         text, op="all_reduce", max_bytes=8 << 30, plateau_bytes=1 << 30, expected_ranks=16
     )
     hw = Hardware(catalog.get("h100-sxm-80gb"), gpus=8)
-    assert v.busbw_gbps is not None
-    a = assess("nccl_multinode", "all_reduce_busbw_gbps", v.busbw_gbps, "GB/s", hw.profile, hw)
+    assert v.details["busbw_gbps"] is not None
+    a = assess("nccl_multinode", "all_reduce_busbw_gbps", v.details["busbw_gbps"], "GB/s", hw.profile, hw)
     assert not a.implausible and a.bound is not None and a.verdict != Verdict.ERROR, a.reason
     for path in sorted((CORPUS / "stream").glob("*.txt")):
         rec = stream.parse(path.read_text(encoding="utf-8", errors="replace"))

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import sys
 import time
@@ -44,7 +45,12 @@ from tests.conftest import PROBES
 from tests.jobs.conftest import SIM_SKU
 
 #: What a suite item calls to launch one job (or a pair schedule) over several nodes.
-LAUNCHERS = frozenset({"run_torchrun", "run_mpi", "pair_report", "launch_multi", "run_span_drill"})
+LAUNCHERS = frozenset({"run_torchrun", "run_mpi", "pair_report", "multi_launcher", "run_span_drill"})
+#: Launching checks that do not leave known-bad nodes out yet (each with why), so the walk
+#: names them instead of missing them: nvlink_multinode runs over every node of the NVLink
+#: domain in the run (its launch was hidden from this walk behind a getattr until the
+#: transports said what they launch).
+NOT_YET = {"nvlink_multinode": "one launch over the domain's nodes in the run (check_nodes)"}
 
 
 def _calls(tree: ast.Module) -> dict[str, set[str]]:
@@ -70,31 +76,84 @@ def _calls(tree: ast.Module) -> dict[str, set[str]]:
     return out
 
 
+def _check_functions(tree: ast.Module) -> dict[str, tuple[str, str | None]]:
+    """name -> (module, function or None for a module) imported from ``nvtest.checks.<area>``."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("nvtest.checks."):
+            for a in stmt.names:
+                sub = f"{stmt.module}.{a.name}"
+                is_module = importlib.util.find_spec(stmt.module) is not None and _is_module(sub)
+                out[a.asname or a.name] = (sub, None) if is_module else (str(stmt.module), a.name)
+    return out
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _module_tree_calls(module: str) -> dict[str, set[str]]:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin, module
+    return _calls(ast.parse(Path(spec.origin).read_text(encoding="utf-8")))
+
+
+def _followed(f: ast.FunctionDef, local: set[str], imported: dict[str, tuple[str, str | None]]) -> set[str]:
+    """The calls ``f`` makes into the check modules it imports (``nccl.multinode(...)``,
+    ``multinode(...)``), each followed through its own module's helpers."""
+    out: set[str] = set()
+    for c in ast.walk(f):
+        if not isinstance(c, ast.Call):
+            continue
+        target: tuple[str, str] | None = None
+        if isinstance(c.func, ast.Attribute) and isinstance(c.func.value, ast.Name):
+            mod, fn = imported.get(c.func.value.id, ("", ""))
+            if mod and fn is None:
+                target = (mod, c.func.attr)
+        elif isinstance(c.func, ast.Name) and c.func.id not in local:
+            mod, fn = imported.get(c.func.id, ("", None))
+            if mod and fn is not None:
+                target = (mod, fn)
+        if target is not None:
+            calls = _module_tree_calls(target[0])
+            out |= {target[1], *calls.get(target[1], set())}
+    return out
+
+
 def _suite_checks() -> dict[str, set[str]]:
-    """check name -> every name its suite item calls (the module's helpers followed)."""
+    """check name -> every name its suite item calls (the module's helpers followed, and the
+    functions of ``nvtest.checks.<area>`` it calls, through their own module's helpers)."""
     out: dict[str, set[str]] = {}
     for path in sorted(suites_dir().rglob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         calls = _calls(tree)
-        for f in tree.body:
-            if not isinstance(f, ast.FunctionDef):
-                continue
+        imported = _check_functions(tree)
+        funcs = [f for f in tree.body if isinstance(f, ast.FunctionDef)]
+        local = {f.name for f in funcs}
+        followed = {f.name: _followed(f, local, imported) for f in funcs}
+        for f in funcs:
             for dec in f.decorator_list:
                 if isinstance(dec, ast.Call) and getattr(dec.func, "attr", "") == "check" and dec.args:
-                    out[ast.literal_eval(dec.args[0])] = calls[f.name]
+                    reached = set(calls[f.name])
+                    for helper in {f.name} | (calls[f.name] & local):
+                        reached |= followed[helper]
+                    out[ast.literal_eval(dec.args[0])] = reached
     return out
 
 
 def test_every_multi_node_launch_leaves_known_bad_nodes_out_and_names_them():
     checks = _suite_checks()
-    launching = {c for c, calls in checks.items() if calls & LAUNCHERS}
+    launching = {c for c, calls in checks.items() if calls & LAUNCHERS} - set(NOT_YET)
     assert launching == set(MULTI_NODE_CHECKS), (launching, MULTI_NODE_CHECKS)
     for check in sorted(launching):
         calls = checks[check]
         # the item names the left-out nodes (its own error, or every item's `left_out`) ...
         assert "require_launched" in calls, f"{check}: its item never calls require_launched"
         # ... and the launch runs without them: chosen by launch_nodes, here or in the launcher
-        inside = {n for n in calls & LAUNCHERS if n != "launch_multi"}
+        inside = {n for n in calls & LAUNCHERS if n != "multi_launcher"}
         chosen = "launch_nodes" in calls or any(
             "launch_nodes(" in inspect.getsource(f)
             for f in (run_torchrun, run_mpi, run_span_drill, pair_report)

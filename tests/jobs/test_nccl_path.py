@@ -91,24 +91,24 @@ def test_parser_reads_the_path_into_typed_fields():
 
 def test_socket_across_nodes_fails_naming_nccls_line_whatever_the_busbw(tmp_path, h100_rdma_nics):
     v = _judge(_run_standin(tmp_path, _with_info(SOCKET)), h100_rdma_nics)
-    assert v.busbw_gbps == pytest.approx(338.82)  # a good number, obtained the wrong way
-    assert v.status == "fail", v.reasons
-    assert "Using network Socket" in v.reason and "NET/IB : No device found." in v.reason
-    assert "8 RDMA NICs" in v.reason
-    assert v.effective["nccl_path"]["net_transport"] == "Socket"
+    assert v.details["busbw_gbps"] == pytest.approx(338.82)  # a good number, obtained the wrong way
+    assert v.verdict == "fail", v.details["reasons"]
+    assert "Using network Socket" in v.text() and "NET/IB : No device found." in v.text()
+    assert "8 RDMA NICs" in v.text()
+    assert v.details["effective"]["nccl_path"]["net_transport"] == "Socket"
 
 
 def test_gdr_disabled_on_an_hca_fails_naming_it(tmp_path, h100_rdma_nics):
     v = _judge(_run_standin(tmp_path, _with_info(GDR_OFF)), h100_rdma_nics)
-    assert v.status == "fail", v.reasons
-    assert "GPUDirect RDMA disabled on mlx5_0" in v.reason
-    assert "GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" in v.reason and "mlx5_1" not in v.reason
+    assert v.verdict == "fail", v.details["reasons"]
+    assert "GPUDirect RDMA disabled on mlx5_0" in v.text()
+    assert "GPU Direct RDMA Disabled for HCA 0 'mlx5_0'" in v.text() and "mlx5_1" not in v.text()
 
 
 def test_ib_with_gdr_passes(tmp_path, h100_rdma_nics):
     v = _judge(_run_standin(tmp_path, _with_info(GDR_ON)), h100_rdma_nics)
-    assert v.status == "pass", v.reasons
-    assert {k: v.effective["nccl_path"][k] for k in ("net_transport", "hcas", "gdr", "channels")} == {
+    assert v.verdict == "pass", v.details["reasons"]
+    assert {k: v.details["effective"]["nccl_path"][k] for k in ("net_transport", "hcas", "gdr", "channels")} == {
         "net_transport": "IB", "hcas": ["mlx5_0:1/IB", "mlx5_1:1/IB"],
         "gdr": {"mlx5_0": True, "mlx5_1": True}, "channels": {"NET/IB/0/GDRDMA": 1},
     }  # fmt: skip
@@ -119,17 +119,17 @@ def test_an_rdma_channel_without_gdrdma_fails_naming_the_channel_line(tmp_path, 
     # (NCCL_NET_GDR_LEVEL, the GPU-NIC distance; NCCL_NET_GDR_LEVEL docs, nccl#1537)
     lines = [*GDR_ON[:4], GDR_ON[4].replace("/GDRDMA", "")]
     v = _judge(_run_standin(tmp_path, _with_info(lines)), h100_rdma_nics)
-    assert v.status == "fail", v.reasons
-    assert "no /GDRDMA" in v.reason and "via NET/IB/0' (line" in v.reason
+    assert v.verdict == "fail", v.details["reasons"]
+    assert "no /GDRDMA" in v.text() and "via NET/IB/0' (line" in v.text()
     # a send channel without it beside receive channels with it: GDR reads off, NCCL's default
     # without NVLink (NCCL_NET_GDR_READ); a receive channel without it is staged
     recv = "Channel 00/0 : 8[0] -> 7[7] [receive] via NET/IB/0/GDRDMA"
-    assert _judge(_with_info([*lines, recv]), h100_rdma_nics).status == "pass"
+    assert _judge(_with_info([*lines, recv]), h100_rdma_nics).verdict == "pass"
     staged = _judge(_with_info([*GDR_ON, recv.replace("/GDRDMA", "")]), h100_rdma_nics)
-    assert staged.status == "fail" and "[receive] via NET/IB/0' (line" in staged.reason
+    assert staged.verdict == "fail" and "[receive] via NET/IB/0' (line" in staged.text()
     # one finding per fault: a Disabled HCA already names the path
     off = _judge(_with_info(GDR_OFF), h100_rdma_nics)
-    assert "no /GDRDMA" not in off.reason and "GPUDirect RDMA disabled on mlx5_0" in off.reason
+    assert "no /GDRDMA" not in off.text() and "GPUDirect RDMA disabled on mlx5_0" in off.text()
 
 
 #: NCCL's WARN lines of a fault on the network path, mid-run (nccl#2157, nccl#1405, nccl#426,
@@ -151,22 +151,22 @@ def test_a_path_fault_warning_fails_a_run_that_completed(warn, h100_rdma_nics):
     text = head + sep + rest.replace("\n", "\n" + warn + "\n", 10)  # mid-sweep, as NCCL prints it
     for rdma in (h100_rdma_nics, None):  # the run, and `nvtest parse nccl-tests` (no SKU)
         v = _judge(text, rdma)
-        assert v.busbw_gbps == pytest.approx(338.82)
-        assert v.status == "fail", v.reasons
-        assert f"NCCL WARN during the run: {warn}" in v.reasons
+        assert v.details["busbw_gbps"] == pytest.approx(338.82)
+        assert v.verdict == "fail", v.details["reasons"]
+        assert f"NCCL WARN during the run: {warn}" in v.failures
     # a benign warning does not
     benign = "gpu-node-0001:6899:6899 [0] NCCL WARN NET/Plugin : Plugin load returned 2 : libnccl-net.so"
-    assert _judge(_with_info(GDR_ON).replace("#\n#  ", benign + "\n#\n#  ", 1), h100_rdma_nics).status == "pass"
+    assert _judge(_with_info(GDR_ON).replace("#\n#  ", benign + "\n#\n#  ", 1), h100_rdma_nics).verdict == "pass"
 
 
 def test_no_line_naming_the_network_is_an_error_not_a_pass(h100_rdma_nics):
     v = _judge(NORMAL, h100_rdma_nics)
-    assert v.status == "error" and "NCCL did not say which network it used" in v.reason
+    assert v.verdict == "error" and "NCCL did not say which network it used" in v.text()
 
 
 def test_without_rdma_nics_the_path_is_not_judged():
-    assert _judge(_with_info(SOCKET), None).status == "pass"
-    assert _judge(_with_info(SOCKET), 0).status == "pass"
+    assert _judge(_with_info(SOCKET), None).verdict == "pass"
+    assert _judge(_with_info(SOCKET), 0).verdict == "pass"
 
 
 def test_the_pair_retest_judges_the_path_too(tmp_path, h100_rdma_nics):
@@ -204,16 +204,16 @@ def test_corpus_runs_name_the_network_they_used(name, transport, line, status, h
     t = nccl_tests.parse(text).tests[0]
     assert t.path.net_transport == transport and t.path.networks[0].line == line
     v = judge_output(text, op="all_reduce", max_bytes=GIB, rdma_nics=h100_rdma_nics)
-    assert v.status == status, v.reasons
+    assert v.verdict == status, v.details["reasons"]
     if status == "fail":
-        assert "'test-nccl-worker-0:22:22 [0] NCCL INFO Using network Socket' (line 2)" in v.reason
+        assert "'test-nccl-worker-0:22:22 [0] NCCL INFO Using network Socket' (line 2)" in v.text()
 
 
 def test_the_host_whose_process_printed_the_failure_is_named(h100_rdma_nics):
     warn = PATH_FAULT_WARNS[0]
     head, sep, rest = _with_info(GDR_ON).partition("#       size")
     v = _judge(head + sep + rest.replace("\n", "\n" + warn + "\n", 1), h100_rdma_nics)
-    assert v.status == "fail" and v.logged_by == "gpu-node-0001"
+    assert v.verdict == "fail" and v.details["logged_by"] == "gpu-node-0001"
     # a fault of the whole launch's path names no one host
     off = _judge(_with_info(GDR_OFF).replace("#       size", warn + "\n#       size", 1), h100_rdma_nics)
-    assert off.status == "fail" and off.logged_by is None
+    assert off.verdict == "fail" and off.details["logged_by"] is None

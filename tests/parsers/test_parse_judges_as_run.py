@@ -49,7 +49,7 @@ def _run_nccl(text: str) -> str:
     log = nccl_tests.parse(text)
     m = REDUCED_RE.search(text)
     reduced = (int(m.group(1)), m.group(2)) if m else None
-    return _worst([judge_run(t, op="x", reduced=reduced).status for t in log.tests]) if log.tests else "error"
+    return _worst([judge_run(t, op="x", reduced=reduced).verdict.value for t in log.tests]) if log.tests else "error"
 
 
 def _run_perftest(text: str) -> str:

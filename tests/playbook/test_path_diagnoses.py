@@ -32,8 +32,8 @@ def _nccl(lines: list[str]) -> tuple[str, str]:
     v = judge_output(
         _with_info(lines), op="all_reduce", max_bytes=8 * GIB, expected_ranks=16, rdma_nics=8
     )
-    assert v.status == "fail", v.reasons
-    return "nccl_multinode", v.reason
+    assert v.verdict == "fail", v.details["reasons"]
+    return "nccl_multinode", v.text()
 
 
 def _mtu() -> tuple[str, str]:

@@ -15,4 +15,9 @@ One job per module:
   turn one launch into one share per node.
 - :mod:`~nvtest.checks.interconnect.imex`: multi-node NVLink (GB200 NVL72): the IMEX channel,
   service and domain, and one multi-node nvbandwidth run read per node, pure.
+
+The checks themselves, one function each that a suite item calls: :mod:`.nccl` (``intra``,
+``multinode``), :mod:`.ib` (``ports``, ``write_bw``, ``tcp_bw``), :mod:`.collectives`
+(``inside``, ``across``), :mod:`.mpi` (``across``), :mod:`.nvlink_multinode` (``imex``,
+``bandwidth``); :mod:`.nodes`: a node's expected GPUs and RDMA NICs.
 """

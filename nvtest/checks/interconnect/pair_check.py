@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from nvtest.checks.api import Judge, NodeError
 from nvtest.config.inventory import Node
-from nvtest.jobs.base import controller_env, fleet_cache, launch_nodes, node_recipe
+from nvtest.jobs.base import controller_env, launch_nodes, node_recipe
 from nvtest.jobs.pair_runner import PairJob, PairReport, node_value, run_pair_schedule
 from nvtest.jobs.pairs import build_schedule
 
@@ -52,7 +52,7 @@ def pair_report(
             max_concurrent_pairs=int(settings.get("max_concurrent_pairs", 32)),
         )
 
-    return fleet_cache(ctx).get(f"pairs:{check}", compute)
+    return ctx.fleet_cache.get(f"pairs:{check}", compute)
 
 
 def report_node(judge: Judge, report: PairReport, node: Node, metric: str, unit: str) -> None:

@@ -46,15 +46,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from nvtest.checks.api import Judge
+from nvtest.checks.api import Fleet, Judge, Node, ProbeSkip, SkuProfile
 from nvtest.checks.resilience.drills import judge_target
+from nvtest.checks.resilience.recipe import resilience_recipe
+from nvtest.config.resources import probes_dir
 from nvtest.errors import NodeError, TransportError
+from nvtest.jobs.base import check_nodes, profile_of, require_up
+from nvtest.session.phase import path_part
 from nvtest.transports.capture import read_capped
-from nvtest.transports.slurm import SlurmClient, requeue_batch_script
+from nvtest.transports.slurm import SlurmClient, SlurmTransport, requeue_batch_script
 
 __all__ = [
+    "drill",
     "DrillSpec",
     "RequeueFigures",
     "batch_script",
@@ -496,3 +501,67 @@ def judge_requeue(
     if not fig.completed:
         judge.fail(f"job {fig.job_id} did not finish after the requeue (state {fig.final_state})")
     judge_target(judge, "training_again_s", fig.training_s, target_s, "requeue_training_again_s")
+
+
+#: Drill ports start here, one per node (the test cluster's nodes share one host).
+BASE_PORT = 29650
+
+
+def _drills(fleet: Fleet) -> dict[str, RequeueFigures | NodeError]:
+    """Every node's drill, all at once (the check's first item runs it; the others wait)."""
+    ctx = fleet.ctx
+    nodes = check_nodes(ctx, "requeue")
+    index = {name: i for i, name in enumerate(sorted(n.name for n in ctx.nodes))}
+    specs = []
+    for n in nodes:
+        rec = resilience_recipe(profile_of(ctx, n))
+        specs.append(
+            DrillSpec(
+                node=n.name,
+                python=n.python,
+                probe_dir=ctx.probe_dirs.get(n.name, str(probes_dir())),
+                workdir=ctx.run_dir / "requeue" / path_part(n.name),
+                steps=int(rec["steps"]) + 10,
+                ckpt_every=int(rec["ckpt_every"]),
+                requeue_step=int(rec["ckpt_every"]) + 2,
+                port=BASE_PORT + index[n.name],
+                release_hold=bool(rec["requeue_release_hold"]),
+            )
+        )
+    timeout = 600 * ctx.config.timeout_scale
+    transport = cast(SlurmTransport, ctx.transport)  # the backend is slurm: drill() checked it
+    return run_requeue_drills(specs, timeout_s=timeout, sbatch_options=transport.side_job_options(timeout))
+
+
+def drill(fleet: Fleet, node: Node, sku: SkuProfile | None, judge: Judge) -> None:
+    """Check ``requeue`` on ``node``: its requeue drill's figures (every node's drill runs at
+    once, when the check's first item asks), judged by :func:`judge_requeue`.
+
+    Raises:
+        ProbeSkip: the run is not under Slurm (the drill is Slurm's ``scontrol requeue``), or
+            its allocation holds the nodes exclusively.
+        NodeError: the node was down at the start.
+    """
+    ctx = fleet.ctx
+    if ctx.config.backend != "slurm":  # the drill is Slurm's own requeue, not a launch
+        raise ProbeSkip(f"needs the slurm backend (this run: {ctx.config.backend})")
+    require_up(ctx, node)
+    if cast(SlurmTransport, ctx.transport).holds_nodes_exclusively:
+        raise ProbeSkip(
+            "the run's allocation holds the nodes exclusively (--exclusive): the drill's own "
+            "batch jobs could not start beside it; run the requeue check without --exclusive"
+        )
+    rec = resilience_recipe(sku)
+    result = fleet.once("requeue", lambda: _drills(fleet)).get(node.name)
+    if result is None:
+        judge.fail(f"no requeue drill ran on {node.name}")
+        return
+    if isinstance(result, NodeError):
+        judge.fail(str(result))
+        return
+    judge_requeue(
+        judge,
+        result,
+        rec["targets"].get("requeue_training_again_s"),
+        hold_released=bool(rec.get("requeue_release_hold")),
+    )

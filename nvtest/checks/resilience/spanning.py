@@ -48,7 +48,6 @@ from nvtest.config.inventory import Node
 from nvtest.errors import ProbeError
 from nvtest.jobs.base import (
     check_nodes,
-    fleet_cache,
     launch_nodes,
     probe_argv,
     profile_of,
@@ -247,6 +246,7 @@ def _launchers(ctx: RunContext, nodes: Sequence[Node], wanted: str) -> dict[str,
             for n in nodes
         },
         timeout_s=300,
+        needs=(),  # asks the node's Python which launchers it has: no tool or device to block
     )
     out: dict[str, dict[str, Any]] = {}
     for n in nodes:
@@ -362,7 +362,7 @@ def run_span_drill(ctx: RunContext) -> SpanDrill:
             fault,
         )
 
-    return fleet_cache(ctx).get(f"{CHECK}:span", compute)
+    return ctx.fleet_cache.get(f"{CHECK}:span", compute)
 
 
 def _not_run(name: str) -> SpanRun:
