@@ -77,61 +77,61 @@ def test_corpus_nvls_cuda_failure_lines_are_typed_fields():
 
 def test_nvls_available_and_set_up_passes_and_is_recorded():
     v = _judge(_with(NVLS_ON), nvls=True)
-    assert v.status == "pass", v.reasons
-    rec = v.effective["nccl_path"]
+    assert v.verdict == "pass", v.details["reasons"]
+    rec = v.details["effective"]["nccl_path"]
     assert rec["nvls"] == {"gpu-node-0001 dev 0": True} and rec["nvls_channels"] == 16 and rec["nvls_used"] is True
-    assert "nvls_note" not in v.effective
+    assert "nvls_note" not in v.details["effective"]
 
 
 def test_nvls_unavailable_fails_naming_nccls_line_whatever_the_busbw():
     text = _with(["NVLS multicast support is not available on dev 3", NVLS_ON[2].replace("16 nvls", "0 nvls")])
     v = _judge(text, nvls=True)
-    assert v.busbw_gbps == pytest.approx(338.82)
-    assert v.status == "fail", v.reasons
-    assert "NVLS not available on gpu-node-0001 dev 3" in v.reason
-    assert "NCCL INFO NVLS multicast support is not available on dev 3' (line" in v.reason
-    assert "expect.nvls" in v.reason
+    assert v.details["busbw_gbps"] == pytest.approx(338.82)
+    assert v.verdict == "fail", v.details["reasons"]
+    assert "NVLS not available on gpu-node-0001 dev 3" in v.text()
+    assert "NCCL INFO NVLS multicast support is not available on dev 3' (line" in v.text()
+    assert "expect.nvls" in v.text()
     # a SKU without NVLS (A100, PCIe) prints the same line at every init: not judged there
-    assert _judge(text).status == "pass"
-    d = diagnose({"check": "nccl", "verdict": "fail", "reason": v.reason}, evidence=text)
+    assert _judge(text).verdict == "pass"
+    d = diagnose({"check": "nccl", "verdict": "fail", "reason": v.text()}, evidence=text)
     assert d is not None and d.rule == "nvls_unavailable" and "fabric manager" in d.cause
 
 
 def test_nvls_bind_failure_fails_with_the_fabric_manager_diagnosis():
     v = _judge(_with(NVLS_ON[:1], warn=BIND), nvls=True)
-    assert v.status == "fail", v.reasons
-    assert "NVLS failed: '[2026-06-23 15:45:07] gpu-stress-dgc86-xfpt6" in v.reason
-    d = diagnose({"check": "nccl", "verdict": "fail", "reason": v.reason}, evidence=BIND)
+    assert v.verdict == "fail", v.details["reasons"]
+    assert "NVLS failed: '[2026-06-23 15:45:07] gpu-stress-dgc86-xfpt6" in v.text()
+    d = diagnose({"check": "nccl", "verdict": "fail", "reason": v.text()}, evidence=BIND)
     assert d is not None and d.rule == "nvls_multicast" and "fabric manager" in d.cause
 
 
 def test_nvls_cuda_failure_at_init_is_diagnosed_as_the_fabric_manager():
     v = judge_output(CUDA_FAILURE, op="all_reduce", nvls=True)
-    assert v.status == "fail" and "NVLS failed" in v.reason
-    d = diagnose({"check": "nccl", "verdict": "fail", "reason": v.reason}, evidence=CUDA_FAILURE)
+    assert v.verdict == "fail" and "NVLS failed" in v.text()
+    d = diagnose({"check": "nccl", "verdict": "fail", "reason": v.text()}, evidence=CUDA_FAILURE)
     assert d is not None and d.rule == "nvls_cuda_failure" and "fabric manager" in d.cause
 
 
 def test_no_nvls_line_is_a_note_and_no_info_level_is_not_judged():
     v = _judge(_with(["Using network IB"]), nvls=True)  # INFO lines, none about NVLS (NCCL < 2.17)
-    assert v.status == "pass", v.reasons
-    assert "NCCL printed no NVLS line" in v.effective["nvls_note"]
+    assert v.verdict == "pass", v.details["reasons"]
+    assert "NCCL printed no NVLS line" in v.details["effective"]["nvls_note"]
     quiet = _judge(NORMAL, nvls=True)  # no NCCL INFO line at all
-    assert quiet.status == "pass" and "NCCL_DEBUG not INFO" in quiet.effective["nvls_note"]
+    assert quiet.verdict == "pass" and "NCCL_DEBUG not INFO" in quiet.details["effective"]["nvls_note"]
     # an NVLS WARN is printed at WARN level too: judged without INFO lines (DCGM#304)
     head, sep, rest = NORMAL.partition("#\n#  ")
     warned = _judge(head + BIND + "\n" + sep + rest, nvls=True)
-    assert warned.status == "fail" and "NVLS failed" in warned.reason
+    assert warned.verdict == "fail" and "NVLS failed" in warned.text()
     # another collective is not judged on NVLS
     other = judge_output(_with(["NVLS multicast support is not available on dev 3"]), op="all_gather", max_bytes=8 * GIB, nvls=True)
-    assert "NVLS" not in other.reason
+    assert "NVLS" not in other.text()
 
 
 def test_collnet_expected_across_nodes():
     v = _judge(_with([*NVLS_ON, COLLNET_PLUGIN]), nvls=True, collnet=True)
-    assert v.status == "fail" and "CollNet not connected across nodes" in v.reason and "collnet plugin SHARP" in v.reason
+    assert v.verdict == "fail" and "CollNet not connected across nodes" in v.text() and "collnet plugin SHARP" in v.text()
     ok = _judge(_with([*NVLS_ON, COLLNET_PLUGIN, "Connected Collnet Chains  [0] 0->8->-1"]), nvls=True, collnet=True)
-    assert ok.status == "pass", ok.reasons and ok.effective["nccl_path"]["collnet"] is True
+    assert ok.verdict == "pass", ok.details["reasons"] and ok.details["effective"]["nccl_path"]["collnet"] is True
 
 
 def test_parse_applies_the_same_rule_where_the_sku_is_known():
