@@ -618,6 +618,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "reset the GPU and rerun; RMA if errors recur",
         "RESET",
         example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
+        keys=("xid:48", "xid:94", "xid:95"),
     ),
     _r(
         "ecc_disable_pending",
@@ -656,6 +657,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "drain; power-cycle the node (reseat the GPU if it stays missing); RMA if it happens again",
         "REBOOT",
         example='nvidia-smi reports 7: nvidia-smi cannot reach GPU 0000:DF:00.0: GPU lost',
+        keys=("xid:79",),
     ),
     _r(
         "nccl_wrong",
@@ -807,6 +809,10 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
 
 _XID_RE = re.compile(r"Xid (\d+)")
 
+#: Xid codes a rule of their own diagnoses (a GPU off the bus: lost_gpu; uncorrectable ECC:
+#: ecc_uncorrectable), by their ``xid:<code>`` key or the driver's words.
+OWN_RULE_XIDS = frozenset({79, 48, 94, 95})
+
 
 def _xid_class(code: int) -> str:
     if code in (64, 140, 143):
@@ -828,7 +834,17 @@ def _xid_class(code: int) -> str:
 _RECOVERY_ACTION_RE = re.compile(r"recovery action '([^']+)'")
 
 
-def _xid(reason: str) -> Diagnosis | None:
+def _xid_key(cause: str | None) -> int | None:
+    """The Xid code of a cause key ``xid:<code>`` (None for any other key or none)."""
+    if cause and cause.startswith("xid:") and cause[4:].isdigit():
+        return int(cause[4:])
+    return None
+
+
+def _xid(reason: str, code: int | None = None) -> Diagnosis | None:
+    """The Xid catalog's diagnosis of ``code`` (the result's ``xid:<code>`` key), else of the
+    first Xid the reason quotes (the driver's ``Xid N``); a recovery action the driver asks
+    for first."""
     ra = _RECOVERY_ACTION_RE.search(reason)
     action = ra.group(1) if ra else ""
     step = recovery_step(action) if action else None
@@ -836,9 +852,9 @@ def _xid(reason: str) -> Diagnosis | None:
         return Diagnosis(f"the NVIDIA driver asks for recovery action '{action}' (Xid 154, GPU Recovery Action)",
                          step[0], step[1], "xid_recovery_action")  # fmt: skip
     m = _XID_RE.search(reason)
-    if not m:
+    if code is None and not m:
         return None
-    info = describe_xid(int(m.group(1)))
+    info = describe_xid(code if code is not None else int(m.group(1)))  # type: ignore[union-attr]
     return Diagnosis(
         f"Xid {info.code}: {info.name}. {info.cause}",
         info.action,
@@ -933,9 +949,11 @@ def diagnose(
     sig = find_signature(words, check)
     if sig is not None:
         return Diagnosis(sig.cause_in(words), sig.action, sig.cls, sig.name)
-    if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:
-        x = _xid(reason)
-        if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
+    code = _xid_key(cause)
+    if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason or code is not None:
+        x = _xid(reason, code)
+        # a GPU off the bus and uncorrectable ECC have their own rules (lost_gpu, ecc_uncorrectable)
+        if x is not None and code not in OWN_RULE_XIDS and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
             return x
     found = next((r for r in RULES if r.matches(check, verdict, reason, cause)), None)
     if found is None or found.name in NODE_SYMPTOMS:

@@ -18,11 +18,13 @@ import pytest
 
 from nvtest.checks.hardware import read_tool
 from nvtest.checks.health import Outcome, apply
+from nvtest.checks.health.kernel_log import xid_scan
 from nvtest.config.inventory import Node
 from nvtest.errors import NodeError, NodeWedged, ParseError, ProbeError, UnreportedHardware
 from nvtest.parsers import FailureKind, ToolFailure
 from nvtest.playbook.diagnosis import CAUSES, RULES, diagnose
 from nvtest.playbook.stuck import DOMAINS, UNKNOWN
+from nvtest.playbook.xid import XID_CATALOG
 from nvtest.session.context import DOWN_WORDS, NodeState
 from nvtest.session.expect import Expected
 from nvtest.session.phase import Hang, attribute_unkillable, cause_of
@@ -191,3 +193,22 @@ def test_no_playbook_words_rule_reads_nvtests_own_sentence_for_a_keyed_cause(rea
     for verdict in ("fail", "error"):
         d = diagnose({"check": "x", "verdict": verdict, "reason": reason})
         assert d is not None and d.rule not in KEY_RULES, (reason, d)
+
+
+def test_every_xid_key_is_diagnosed_by_its_code() -> None:
+    """``xid:<code>`` (the first failing Xid of the kernel log, set by xid_scan): the Xid
+    catalog's diagnosis of that code, or the rule of its own for a GPU off the bus and
+    uncorrectable ECC; whatever the reason's words."""
+    for code in sorted(XID_CATALOG):
+        d = diagnose({"check": "xid_scan", "verdict": "fail", "reason": "", "cause": f"xid:{code}"})
+        own = {79: "lost_gpu", 48: "ecc_uncorrectable", 94: "ecc_uncorrectable", 95: "ecc_uncorrectable"}
+        assert d is not None and d.rule == own.get(code, f"xid_{code}"), (code, d)
+
+
+def test_xid_scan_sets_the_key_of_its_first_failing_xid() -> None:
+    log = (
+        "[  100.000000] NVRM: Xid (PCI:0000:18:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
+        "[  101.000000] NVRM: Xid (PCI:0000:2a:00): 48, pid=1234, name=python, An uncorrectable double bit error\n"
+    )
+    out = xid_scan(log)
+    assert out.failures and out.cause == "xid:79", (out.failures, out.cause)
