@@ -93,7 +93,7 @@ def rendezvous_port(ctx: RunContext, key: str, node: Node, start: int = 29500) -
     try:
         return int(parse_probe_json(res)["results"][0]["port"])
     except (ProbeError, KeyError, IndexError, ValueError) as exc:
-        raise NodeError(f"no free rendezvous port on {node.name}: {res.error or exc}") from None
+        raise NodeError(f"no free rendezvous port on {node.name}: {res.error or exc}", cause=cause_of(res)) from None
 
 
 def run_torchrun(

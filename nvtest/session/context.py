@@ -118,7 +118,7 @@ class NodeState:
         phase's result gave one, else from ``down_kind`` (``transport:<failure>``; a hung
         inventory probe ``transport:timeout:inventory``, an unkillable one (``node wedged``)
         ``transport:unkillable:gpu``, a node Slurm excluded ``scheduler:excluded``); None
-        for the probe's own failure (its words say it)."""
+        for the probe's own exit status (its words say it; output it printed unreadable: ``probe:error``)."""
         if self.down_cause is not None:
             return self.down_cause
         kind = self.down_kind
@@ -447,7 +447,7 @@ class RunContext:
                 state.facts = facts_from_probe(doc)
                 return doc
             except (ProbeError, ValueError, KeyError, TypeError) as exc:
-                state.down_kind = "probe"
+                state.down_kind, state.down_cause = "probe", "probe:error"
                 state.down_reason = f"inventory probe output unreadable: {exc}"
         return None
 

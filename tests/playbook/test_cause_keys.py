@@ -21,6 +21,7 @@ from nvtest.checks.health import Outcome, apply
 from nvtest.checks.health.kernel_log import xid_scan
 from nvtest.config.inventory import Node
 from nvtest.errors import NodeError, NodeWedged, ParseError, ProbeError, UnreportedHardware
+from nvtest.jobs.blame import PairOutcome, attribute
 from nvtest.parsers import FailureKind, ToolFailure
 from nvtest.playbook.diagnosis import CAUSES, RULES, diagnose
 from nvtest.playbook.stuck import DOMAINS, UNKNOWN
@@ -212,3 +213,23 @@ def test_xid_scan_sets_the_key_of_its_first_failing_xid() -> None:
     )
     out = xid_scan(log)
     assert out.failures and out.cause == "xid:79", (out.failures, out.cause)
+
+
+def test_a_pair_tests_transport_failure_keeps_its_cause_to_the_nodes_finding() -> None:
+    """A pair whose command did not complete carries its node's cause key; the node's finding
+    (error, or fail for a process of its own that survived SIGKILL) carries it on."""
+    names = ["n0", "n1", "n2", "n3"]
+    timed_out = PairOutcome(("n1", "n2"), "error", reason="n2: timed out after 60 s", hung=("n1", "n2"),
+                            cause="transport:timeout")  # fmt: skip
+    found = attribute(names, [PairOutcome(("n0", "n1"), "pass", 10.0, "Gb/s"), timed_out,
+                              PairOutcome(("n2", "n3"), "pass", 10.0, "Gb/s"),
+                              PairOutcome(("n3", "n0"), "pass", 10.0, "Gb/s")])  # fmt: skip
+    bad = [f for f in found.values() if f.verdict == "error"]
+    assert bad and all(f.cause == "transport:timeout" for f in bad), found
+    wedged = PairOutcome(("n1", "n2"), "error", reason="n2: timed out after 60 s; unkillable: stuck on storage on n2",
+                         hung=("n1", "n2"), pinned="n2", cause="transport:unkillable:storage")  # fmt: skip
+    found = attribute(names, [PairOutcome(("n0", "n1"), "pass", 10.0, "Gb/s"), wedged,
+                              PairOutcome(("n3", "n0"), "pass", 10.0, "Gb/s")])  # fmt: skip
+    assert found["n2"].verdict == "fail" and found["n2"].cause == "transport:unkillable:storage", found["n2"]
+    d = diagnose({"check": "ib_write_bw", "verdict": "fail", "reason": found["n2"].reason, "cause": found["n2"].cause})
+    assert d is not None and d.rule == "unkillable_storage", d
