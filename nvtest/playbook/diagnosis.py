@@ -1,8 +1,10 @@
 """Diagnosis: the likely cause of a failing or erroring (check, node) result, and what to do.
 
-A catalog of rules in code, tried in order on the result's check name and
-reason text (and, for Xids, the Xid catalog :mod:`nvtest.playbook.xid`); the
-first that matches gives::
+A catalog of rules in code, tried in order on the result's check name, its ``cause`` key
+(where the code that made the result knew the cause: ``transport:auth``, ``tool:missing``,
+``xid:79``; :data:`CAUSES` lists every key and its rules) and the tools' own words its
+reason quotes (and, for Xids, the Xid catalog :mod:`nvtest.playbook.xid`); the first that
+matches gives::
 
     {"cause": "...", "action": "...", "class": "RMA|RESET|REBOOT|RETEST|CONFIG|CABLING|FIRMWARE|MONITOR"}
 
@@ -24,7 +26,10 @@ Order is specificity: a rule that matches the tool's own words for a cause
 ``Error 802: system not yet initialized``, ``Torch not compiled with CUDA enabled``)
 comes before the rules that match only a symptom (fewer GPUs than the bus shows, a GPU
 lost, a value below its floor), so the diagnosis names the most specific cause the
-evidence names, with the Playbook's next step for it. Every rule carries a real
+evidence names, with the Playbook's next step for it. A cause nvtest itself knows is
+matched by its key, never by re-reading the sentence nvtest wrote for it (rewording a
+message changes no diagnosis); the word patterns are the tools' (NCCL, the kernel log,
+DCGM, verbs, the driver, ssh and the resolver). Every rule carries a real
 ``example`` of the evidence it is for; tests/playbook walks every rule and checks that
 its example, with any later rule's example beside it, is diagnosed as that rule.
 
@@ -51,6 +56,7 @@ from nvtest.playbook.stuck import DOMAINS, UNKNOWN
 from nvtest.playbook.xid import describe_xid, recovery_step
 
 __all__ = [
+    "CAUSES",
     "CLASSES",
     "DATA_PATH_CHECKS",
     "NODE_CAUSES",
