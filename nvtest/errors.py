@@ -26,6 +26,12 @@ import nothing of nvtest, aside); a test fails when a class outside this tree ap
         │                             tool that cannot report on it (the tool's words)
         └── NodeWedged               exit 1: a process survived SIGKILL on the node (unkillable)
 
+Each exception carries ``cause``: the key of its cause where the code that raised it knows
+one (``transport:auth``, ``tool:missing``, ``hardware:unreported``; the keys are listed in
+:data:`nvtest.playbook.diagnosis.CAUSES`), else None. A branch with one cause sets it for the
+class (:class:`UnreportedHardware`: ``hardware:unreported``); a raise site that knows a
+finer one passes ``cause=``. The run copies it to the result's ``cause``.
+
 Inside a run, transport, parse, probe and node errors never escape: they become the
 ``error`` verdict of the (check, node) they belong to, a :class:`ProbeSkip` its ``skip``
 verdict and a :class:`CheckFailed` its ``fail`` verdict, and the run goes on.
@@ -67,8 +73,22 @@ EXIT_HARNESS = 3
 EXIT_INTERRUPTED = 130
 
 
-class NvtestError(Exception):
-    """Base of every error nvtest raises on purpose."""
+class _Caused:
+    """The ``cause`` every exception of the tree carries (see the module text)."""
+
+    cause: str | None = None
+
+    def __init__(self, *args: object, cause: str | None = None) -> None:
+        super().__init__(*args)
+        if cause is not None:
+            self.cause = cause
+
+
+class NvtestError(_Caused, Exception):
+    """Base of every error nvtest raises on purpose.
+
+    ``cause``: the cause key (see the module text), from ``cause=`` or the class's default.
+    """
 
     exit_code = EXIT_HARNESS
 
@@ -131,6 +151,7 @@ class ConnectError(TransportError):
         self.kind = kind
         self.retryable = retryable
         super().__init__(message, node=node)
+        self.cause = f"transport:{kind}"
 
 
 class HostKeyRejected(ConnectError):
@@ -142,6 +163,8 @@ class HostKeyRejected(ConnectError):
 
 class CommandTimeout(TransportError):
     """The command ran past its timeout; its process group was killed."""
+
+    cause = "transport:timeout"
 
     def __init__(self, message: str, *, node: str | None = None, timeout_s: float = 0.0) -> None:
         self.timeout_s = timeout_s
@@ -157,6 +180,8 @@ class ParseError(NvtestError):
         expected: what the parser was looking for.
     """
 
+    cause = "tool:parse"
+
     def __init__(self, tool: str, message: str, *, line: int | None = None, expected: str | None = None) -> None:
         self.tool = tool
         self.line = line
@@ -167,7 +192,12 @@ class ParseError(NvtestError):
 
 
 class ProbeError(NvtestError):
-    """A probe ran but could not measure (its JSON says why, e.g. a CUDA error)."""
+    """A probe ran but could not measure (its JSON says why, e.g. a CUDA error).
+
+    ``cause`` is ``probe:error`` unless the raise site names a finer one (``tool:missing``).
+    """
+
+    cause = "probe:error"
 
 
 class NodeError(NvtestError):
@@ -216,7 +246,7 @@ class HistoryError(NvtestError):
     """
 
 
-class ProbeSkip(Exception):
+class ProbeSkip(_Caused, Exception):
     """The probe says this check does not apply here (the item is ``skip`` with this reason).
 
     Not an :class:`NvtestError`: a skip is not a harness error.
@@ -225,23 +255,35 @@ class ProbeSkip(Exception):
     exit_code = EXIT_OK
 
 
-class CheckFailed(AssertionError):
-    """Raised after a check function when its judged metrics fail (a ``fail`` verdict)."""
+class CheckFailed(_Caused, AssertionError):
+    """Raised after a check function when its judged metrics fail (a ``fail`` verdict).
+
+    ``cause``: the cause key (see the module text), from ``cause=`` or the class's default.
+    """
 
     exit_code = EXIT_CHECK_FAILED
 
 
-class NodeWedged(AssertionError):
+class NodeWedged(_Caused, AssertionError):
     """A process of the (check, node)'s command survived SIGKILL past its deadline: the
     GPU or driver is likely wedged. A ``fail`` verdict (the node needs a reboot), not an
-    ``error``: the node proved it is not good."""
+    ``error``: the node proved it is not good.
+
+    ``cause``: ``transport:unkillable``, or a finer key naming what the process was stuck on
+    (``transport:unkillable:storage``) where the raise site knows it.
+    """
 
     exit_code = EXIT_CHECK_FAILED
+    cause: str | None = "transport:unkillable"
 
 
 class UnreportedHardware(CheckFailed):
     """Hardware the PCI bus (or the SKU profile) shows is there, and a tool that cannot
-    report on it: the check's ``fail``, carrying the tool's own words. Never a skip."""
+    report on it: the check's ``fail``, carrying the tool's own words. Never a skip.
+
+    ``cause``: ``hardware:unreported``."""
+
+    cause: str | None = "hardware:unreported"
 
 
 def exit_code_of(exc: BaseException) -> int:

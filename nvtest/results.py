@@ -201,6 +201,10 @@ class CheckResult:
         details: check-specific extra data shown in the report (e.g. inventory tables).
         diagnosis: likely cause and next step, when failing or erroring.
         nodeid: the pytest node id.
+        cause: the key of the cause where the code that made the result knew it
+            (``transport:auth``, ``tool:missing``, ``hardware:unreported``; the keys are
+            :data:`nvtest.playbook.diagnosis.CAUSES`); None where only the reason says it.
+            Optional in results.json: a file written before it existed has none.
     """
 
     check: str
@@ -214,6 +218,7 @@ class CheckResult:
     details: Mapping[str, Any] | None = None
     diagnosis: Mapping[str, str] | None = None
     nodeid: str | None = None
+    cause: str | None = None
 
     def __post_init__(self) -> None:
         # a reason is one readable line (REASON_MAX_CHARS); the evidence keeps the rest
@@ -226,6 +231,8 @@ class CheckResult:
         d = asdict(self)
         d["verdict"] = self.verdict.value
         d["metrics"] = [m.to_json() for m in self.metrics]
+        if self.cause is None:  # optional: a result without a known cause reads as before
+            del d["cause"]
         return d
 
 

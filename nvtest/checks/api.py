@@ -86,7 +86,9 @@ class Judge:
     threshold for (check, name)) and keeps the result; ``raw`` is the tool's line the
     value was read from (shown when the value is implausible). ``judge.fail(reason)``
     records a failure the tool itself reported; ``judge.detail(key, value)`` keeps
-    extra data for the report.
+    extra data for the report; ``judge.cause`` is the key of the cause where the check knows
+    it (``tool:init_failure``, ``xid:79``; :data:`nvtest.playbook.diagnosis.CAUSES`), copied to
+    the item's result when it fails or errors.
 
     ``hardware`` (default: from the run context's facts of ``node`` and ``sku``) is what
     the plausibility bounds are computed from.
@@ -111,6 +113,7 @@ class Judge:
         self.log: str | None = None
         #: why the judging started over (:meth:`restart`), in order
         self.restarts: list[str] = []
+        self.cause: str | None = None
         self._hardware = hardware
 
     @property

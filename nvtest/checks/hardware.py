@@ -146,9 +146,10 @@ def tool_words(res: CommandResult, limit: int = 400) -> str:
     return f"exit {res.exit_code}: {said[:limit] or 'no output'}"
 
 
-def unreported(exp: Expected, tool: str, words: str) -> UnreportedHardware:
-    """The ``fail`` of a check whose tool cannot report on expected hardware (raise it)."""
-    return UnreportedHardware(f"{exp.text()}; {tool} cannot report on them: {words}")
+def unreported(exp: Expected, tool: str, words: str, cause: str | None = None) -> UnreportedHardware:
+    """The ``fail`` of a check whose tool cannot report on expected hardware (raise it);
+    ``cause``: its key where finer than ``hardware:unreported`` (``tool:init_failure``)."""
+    return UnreportedHardware(f"{exp.text()}; {tool} cannot report on them: {words}", cause=cause)
 
 
 def require_tool(facts: NodeFacts, exp: Expected, tool: str, package: str) -> None:
@@ -159,7 +160,8 @@ def require_tool(facts: NodeFacts, exp: Expected, tool: str, package: str) -> No
     """
     if not facts.tools.get(tool):
         raise ProbeError(
-            f"{tool} not found on the node's PATH ({package}): nothing measured on the {exp.text()}"
+            f"{tool} not found on the node's PATH ({package}): nothing measured on the {exp.text()}",
+            cause="tool:missing",
         )
 
 
@@ -185,5 +187,5 @@ def read_tool(
         raise unreported(exp, tool, tool_words(res))
     failure = getattr(record, "failure", None)
     if failure is not None:
-        raise unreported(exp, tool, f"exit {res.exit_code}: {failure.reason}")
+        raise unreported(exp, tool, f"exit {res.exit_code}: {failure.reason}", f"tool:{failure.kind}")
     return record

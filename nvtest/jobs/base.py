@@ -148,13 +148,14 @@ def require_launched(
     if note is not None and bad:
         note("left_out", dict(bad))
     if node.name in bad:
-        raise NodeError(f"left out of the multi-node launch: {bad[node.name]}")
+        raise NodeError(f"left out of the multi-node launch: {bad[node.name]}", cause="launch:left_out")
     left = list(remaining) if remaining is not None else launch_nodes(ctx, check)
     if bad and len(left) < minimum:
         others = "; ".join(f"{n}: {why}" for n, why in sorted(bad.items()))
         raise NodeError(
             f"too few nodes left for the multi-node launch: {len(left)} of "
-            f"{len(left) + len(bad)} ({', '.join(n.name for n in left) or 'none'}); left out: {others}"
+            f"{len(left) + len(bad)} ({', '.join(n.name for n in left) or 'none'}); left out: {others}",
+            cause="launch:too_few_nodes",
         )
     return bad
 

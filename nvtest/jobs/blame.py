@@ -77,6 +77,8 @@ class PairOutcome:
             process survived SIGKILL or that an earlier hang blocked.
         named: for a failing pair, the node whose own process printed the failure (the tool's
             failure line, a path fault in its warnings) when only one did ("" otherwise).
+        cause: the cause key of an ``error`` its node's command gave (``transport:timeout``,
+            ``transport:unkillable:storage``: :func:`nvtest.session.phase.cause_of`), else None.
     """
 
     pair: Pair
@@ -92,6 +94,7 @@ class PairOutcome:
     hung: tuple[str, ...] = ()
     pinned: str = ""
     named: str = ""
+    cause: str | None = None
 
     def peer(self, node: str) -> str:
         """The other node of the pair."""
@@ -122,12 +125,14 @@ class Suspicion:
 
 @dataclass(frozen=True)
 class NodeFinding:
-    """One node's verdict from the pair tests it took part in."""
+    """One node's verdict from the pair tests it took part in; ``cause``: the cause key of the
+    outcome its reason is made from, where that outcome has one."""
 
     node: str
     verdict: Status | Literal["warn"]
     reason: str
     outcomes: tuple[PairOutcome, ...]
+    cause: str | None = None
 
 
 def _lead(fails: list[PairOutcome] | tuple[PairOutcome, ...]) -> str:
@@ -276,12 +281,14 @@ def _finding(
         mine = [o for o in outs if o.status == "error" and (n in o.hung or o.pinned == n)]
         # a process of its own that survived SIGKILL proves the node bad (a fail, as anywhere)
         wedged = any(o.pinned == n and "unkillable" in o.reason for o in mine)
+        causes = [o.cause for o in sorted(mine, key=lambda o: o.pinned != n) if o.cause]
         return NodeFinding(
             n,
             "fail" if wedged else "error",
             f"the pair test hung on this node ({sus.pinned[n]}); no further pair was run with it: "
             + "; ".join(o.describe() for o in mine[:3]),
             outs,
+            causes[0] if causes else None,
         )
     if n in sus.orphans:
         return _orphan(n, outs, again, sus)
@@ -347,7 +354,7 @@ def _finding(
             outs,
         )
     if errors:
-        return NodeFinding(n, "error", "; ".join(o.describe() for o in errors[:3]), outs)
+        return NodeFinding(n, "error", "; ".join(o.describe() for o in errors[:3]), outs, errors[0].cause)
     if not outs:
         return NodeFinding(n, "error", "no pair test ran on this node", outs)
     hangs = sorted({c for o in outs if (c := _culprit(o, sus.pinned)) and c != n})
@@ -368,4 +375,4 @@ def _orphan(n: str, outs: tuple[PairOutcome, ...], again: list[PairOutcome], sus
         return NodeFinding(n, "pass", f"{where}; passed with known-good node {last.peer(n)}", outs)
     if last.status == "fail":
         return NodeFinding(n, "fail", f"{where}; fails with known-good node {last.peer(n)}: {last.describe()}", outs)
-    return NodeFinding(n, "error", f"{where}; the re-test could not run: {last.describe()}", outs)
+    return NodeFinding(n, "error", f"{where}; the re-test could not run: {last.describe()}", outs, last.cause)

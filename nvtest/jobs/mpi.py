@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from nvtest.config.inventory import Node, fold_hostlist
-from nvtest.errors import NodeError, ProbeError, ProbeSkip
+from nvtest.errors import CheckFailed, NodeError, ProbeError, ProbeSkip
 from nvtest.jobs.base import (
     launch_nodes,
     node_recipe,
@@ -61,7 +61,7 @@ from nvtest.jobs.base import (
 from nvtest.jobs.launch import MpiOptions, mpirun_argv
 from nvtest.jobs.preflight import ssh_preflight
 from nvtest.parsers.launcher_words import SRUN_EXITED, SRUN_TASK_DIED
-from nvtest.session.phase import attribute_unkillable
+from nvtest.session.phase import attribute_unkillable, cause_of
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import CommandResult, render_command
 
@@ -491,10 +491,10 @@ def node_share(job: MpiJob, node: Node) -> NodeShare:
     """
     res = job.result
     if node.name in job.unreachable:
-        raise AssertionError(job.unreachable[node.name])
+        raise CheckFailed(job.unreachable[node.name], cause="launch:node_ssh")
     if job.unreachable and res.failure == "launch" and not res.command:
         named = ", ".join(sorted(job.unreachable))
-        raise NodeError(f"mpirun not launched: the node-to-node ssh preflight failed on {named}")
+        raise NodeError(f"mpirun not launched: the node-to-node ssh preflight failed on {named}", cause="launch:node_ssh")
     if node.name in job.excluded:
         raise AssertionError(
             f"ranks could not start on {node.name}: {job.excluded[node.name]} "
@@ -508,7 +508,8 @@ def node_share(job: MpiJob, node: Node) -> NodeShare:
     if not res.completed:
         where = f"; the launcher named {others}" if others else ""
         raise NodeError(
-            f"{job.launcher} over {len(job.nodes)} nodes did not finish: {res.error}{where}"
+            f"{job.launcher} over {len(job.nodes)} nodes did not finish: {res.error}{where}",
+            cause=cause_of(res),
         )
     if job.blamed:
         raise ProbeError(f"MPI job not measured: ranks could not start on {others}")

@@ -37,6 +37,7 @@ from nvtest.jobs.blame import (
     repair_rounds,
 )
 from nvtest.jobs.pairs import Pair, Round, Schedule
+from nvtest.session.phase import cause_of
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import Command, CommandResult
 
@@ -100,7 +101,7 @@ class PairJob(ABC):
             n = undone[0]
             return PairOutcome(
                 pair, "error", reason=f"{n}: {results[n].error or 'did not complete'}", command=command,
-                hung=hung, pinned=pinned,
+                hung=hung, pinned=pinned, cause=cause_of(results[n]),
             )  # fmt: skip
         return self.judge_complete(pair, label, results, command)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from nvtest.config.inventory import Node
-from nvtest.errors import NodeError, NodeWedged, ProbeError
+from nvtest.errors import CheckFailed, NodeError, NodeWedged, ProbeError
 from nvtest.jobs.base import (
     address,
     launch_nodes,
@@ -35,6 +35,7 @@ from nvtest.jobs.base import (
 )
 from nvtest.jobs.launch import torchrun_commands, torchrun_rank_map
 from nvtest.jobs.preflight import rendezvous_preflight
+from nvtest.session.phase import cause_of
 from nvtest.session.probe import parse_probe_json
 from nvtest.transports.base import CommandResult
 
@@ -91,7 +92,7 @@ def rendezvous_port(ctx: RunContext, key: str, node: Node, start: int = 29500) -
     try:
         return int(parse_probe_json(res)["results"][0]["port"])
     except (ProbeError, KeyError, IndexError, ValueError) as exc:
-        raise NodeError(f"no free rendezvous port on {node.name}: {res.error or exc}") from None
+        raise NodeError(f"no free rendezvous port on {node.name}: {res.error or exc}", cause=cause_of(res)) from None
 
 
 def run_torchrun(
@@ -200,23 +201,24 @@ def _finished(job: TorchrunJob, node: Node) -> CommandResult:
     (or AssertionError: a ``fail``, for a node the rendezvous preflight named)."""
     if job.unreachable:
         if node.name in job.unreachable:
-            raise AssertionError(job.unreachable[node.name])
+            raise CheckFailed(job.unreachable[node.name], cause="launch:rendezvous")
         named = ", ".join(sorted(job.unreachable))
-        raise NodeError(f"{job.launcher} not launched: the rendezvous preflight failed on {named}")
+        raise NodeError(f"{job.launcher} not launched: the rendezvous preflight failed on {named}", cause="launch:rendezvous")
     res = job.results.get(node.name)
     if res is None:
         raise NodeError(f"{node.name} was not part of the {job.launcher} job (down at the start?)")
     if res.failure == "unkillable":
-        raise NodeWedged(f"ranks on {node.name}: {res.error}")
+        raise NodeWedged(f"ranks on {node.name}: {res.error}", cause=res.cause)
     wedged = sorted(n for n, r in job.results.items() if r.failure == "unkillable" and n != node.name)
     if not res.completed and res.failure == "timeout" and wedged:
         # its ranks waited for a node whose process survived SIGKILL: that node's fault, named
         raise NodeError(
             f"not judged: the job hung on {', '.join(wedged)} (a process there survived SIGKILL); "
-            f"the ranks on {node.name} waited for it until the deadline"
+            f"the ranks on {node.name} waited for it until the deadline",
+            cause="launch:peer_wedged",
         )
     if not res.completed:
-        raise NodeError(f"ranks on {node.name} did not finish: {res.error}")
+        raise NodeError(f"ranks on {node.name} did not finish: {res.error}", cause=cause_of(res))
     if res.exit_code != 0:
         tail = " | ".join(res.stderr.strip().splitlines()[-3:])[-400:]
         raise ProbeError(f"{job.launcher} on {node.name} exited {res.exit_code}: {tail}")

@@ -1,8 +1,10 @@
 """Diagnosis: the likely cause of a failing or erroring (check, node) result, and what to do.
 
-A catalog of rules in code, tried in order on the result's check name and
-reason text (and, for Xids, the Xid catalog :mod:`nvtest.playbook.xid`); the
-first that matches gives::
+A catalog of rules in code, tried in order on the result's check name, its ``cause`` key
+(where the code that made the result knew the cause: ``transport:auth``, ``tool:missing``,
+``xid:79``; :data:`CAUSES` lists every key and its rules) and the tools' own words its
+reason quotes (and, for Xids, the Xid catalog :mod:`nvtest.playbook.xid`); the first that
+matches gives::
 
     {"cause": "...", "action": "...", "class": "RMA|RESET|REBOOT|RETEST|CONFIG|CABLING|FIRMWARE|MONITOR"}
 
@@ -24,7 +26,10 @@ Order is specificity: a rule that matches the tool's own words for a cause
 ``Error 802: system not yet initialized``, ``Torch not compiled with CUDA enabled``)
 comes before the rules that match only a symptom (fewer GPUs than the bus shows, a GPU
 lost, a value below its floor), so the diagnosis names the most specific cause the
-evidence names, with the Playbook's next step for it. Every rule carries a real
+evidence names, with the Playbook's next step for it. A cause nvtest itself knows is
+matched by its key, never by re-reading the sentence nvtest wrote for it (rewording a
+message changes no diagnosis); the word patterns are the tools' (NCCL, the kernel log,
+DCGM, verbs, the driver, ssh and the resolver). Every rule carries a real
 ``example`` of the evidence it is for; tests/playbook walks every rule and checks that
 its example, with any later rule's example beside it, is diagnosed as that rule.
 
@@ -44,12 +49,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from nvtest.parsers import FailureKind
 from nvtest.playbook.config_audit import CONFIG_CHECKS
 from nvtest.playbook.signatures import find_signature
 from nvtest.playbook.stuck import DOMAINS, UNKNOWN
 from nvtest.playbook.xid import describe_xid, recovery_step
 
 __all__ = [
+    "CAUSES",
     "CLASSES",
     "DATA_PATH_CHECKS",
     "NODE_CAUSES",
@@ -61,6 +68,17 @@ __all__ = [
 ]
 
 CLASSES = ("RMA", "RESET", "REBOOT", "RETEST", "CONFIG", "CABLING", "FIRMWARE", "MONITOR")
+
+#: ``tool:<kind>``: a tool's own failure (:class:`nvtest.parsers._common.FailureKind`).
+TOOL_KEYS: tuple[str, ...] = tuple(f"tool:{k.value}" for k in FailureKind)
+
+#: The causes of an ``error`` that measured nothing, with no cause more specific: a probe's
+#: own error, output no parser could read, a tool's own failure, a launcher that could not
+#: start, a command interrupted or its transport closed.
+NO_MEASUREMENT_KEYS: tuple[str, ...] = (
+    "probe:error", "tool:parse", *TOOL_KEYS, "transport:start", "transport:launch",
+    "transport:interrupted", "transport:closed",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -78,7 +96,12 @@ class Diagnosis:
 
 @dataclass(frozen=True)
 class Rule:
-    """Matches when ``pattern`` is found in the reason and the check is in ``checks`` (None: any)."""
+    """Matches a result of a verdict in ``verdicts`` and a check in ``checks`` (None: any) whose
+    cause key is one of ``keys``, or whose reason holds ``pattern`` (a tool's own words; ""
+    for none); ``guard`` (a pattern) must also be found where it is set.
+
+    ``example`` is a real reason of the cause; ``example_cause`` the key the result carries
+    with it (a key rule's)."""
 
     name: str
     pattern: str
@@ -88,13 +111,21 @@ class Rule:
     checks: frozenset[str] | None = None
     verdicts: frozenset[str] = frozenset({"fail", "error"})
     example: str = ""
+    keys: frozenset[str] = frozenset()
+    guard: str = ""
 
-    def matches(self, check: str, verdict: str, reason: str) -> bool:
-        if self.checks is not None and check not in self.checks:
+    def matches(self, check: str, verdict: str, reason: str, cause: str | None = None) -> bool:
+        if self.checks is not None and check not in self.checks or verdict not in self.verdicts:
             return False
-        return (
-            verdict in self.verdicts and re.search(self.pattern, reason, re.IGNORECASE) is not None
+        found = (cause is not None and cause in self.keys) or (
+            bool(self.pattern) and re.search(self.pattern, reason, re.IGNORECASE) is not None
         )
+        return found and (not self.guard or re.search(self.guard, reason, re.IGNORECASE) is not None)
+
+    @property
+    def example_cause(self) -> str | None:
+        """The cause key of :attr:`example` (the first of :attr:`keys`; None for a words rule)."""
+        return min(self.keys) if self.keys else None
 
 
 def _r(
@@ -106,6 +137,8 @@ def _r(
     checks: tuple[str, ...] | None = None,
     verdicts: tuple[str, ...] = ("fail", "error"),
     example: str = "",
+    keys: tuple[str, ...] = (),
+    guard: str = "",
 ) -> Rule:
     assert cls in CLASSES, cls
     return Rule(
@@ -117,29 +150,27 @@ def _r(
         frozenset(checks) if checks else None,
         frozenset(verdicts),
         example,
+        frozenset(keys),
+        guard,
     )
 
 
-#: How a command failed to reach, run on or be killed on a node: tried before every other
-#: rule (a check's reason quotes the transport's words, which say nothing of the hardware).
-#: One cause, one rule: the words each transport and the run use for it (see
-#: ``nvtest.transports.base.FAILURES``) and the next step for that cause alone.
 def _stuck_rules() -> tuple[Rule, ...]:
     """One rule per thing an unkillable process can be stuck on (:mod:`nvtest.playbook.stuck`),
-    from the words the phase runner writes (``unkillable: stuck on storage (/mnt/ckpt) on
-    node2``); then the GPU's (also an inventory probe's ``node wedged``), then the unknown."""
+    by the key the phase runner gives its result (``transport:unkillable:storage``; an
+    inventory probe's ``node wedged`` is the GPU's); then the unknown (``transport:unkillable``
+    where nothing named it)."""
     rules = []
     for s in (*DOMAINS, UNKNOWN):
-        pattern = rf"unkillable: {re.escape(s.words)}"
-        if s.domain == "gpu":
-            pattern += r"|node wedged|likely wedged"
+        key = f"transport:unkillable:{s.domain}"
         rules.append(
             _r(
                 "unkillable" if s.domain == "gpu" else f"unkillable_{s.domain}",
-                pattern if s is not UNKNOWN else r"unkillable",
+                "",
                 s.cause,
                 s.action,
                 s.cls,
+                keys=(key, "transport:unkillable") if s is UNKNOWN else (key,),
                 example=f"NodeWedged: timed out after 1800 s; unkillable: {s.words}"
                 f"{' (/mnt/lustre/ckpt)' if s.domain == 'storage' else ''} on gpu017 (still alive "
                 "after SIGKILL: python3 (pid 4242, state D))",
@@ -148,10 +179,16 @@ def _stuck_rules() -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+#: How a command failed to reach, run on or be killed on a node: tried before every other
+#: rule (a check's reason quotes the transport's words, which say nothing of the hardware).
+#: One cause, one rule: the cause key the transport, the phase runner or the launch gave the
+#: result (``transport:<failure>`` for each of ``nvtest.transports.base.FAILURES``,
+#: ``launch:*``), and the next step for that cause alone; ssh's and the resolver's own words
+#: (quoted by a launcher) where they name the same cause.
 TRANSPORT_RULES: tuple[Rule, ...] = (
     _r(
         "too_few_nodes_left",
-        r"too few nodes left for the multi-node launch",
+        "",
         "nodes were left out of the multi-node launch (an earlier check failed or hung on each, "
         "named in the reason) and fewer than it needs remained: nothing was measured across nodes",
         "fix what the left-out nodes' own items found, or run with more nodes; then rerun the "
@@ -159,10 +196,11 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "RETEST",
         example="NodeError: too few nodes left for the multi-node launch: 1 of 2 (gpu001); left out: "
         "gpu002: ib_ports failed on this node (HCA mlx5_1 missing)",
+        keys=("launch:too_few_nodes",),
     ),
     _r(
         "excluded_by_scheduler",
-        r"excluded by Slurm",
+        "",
         "the scheduler had taken the node out of service before the run (drained, down, not "
         "responding...): nvtest never ran on it; Slurm's reason says why",
         "read Slurm's reason (`scontrol show node`); fix what it names (a GPU count lower than "
@@ -170,10 +208,11 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "(`scontrol update nodename=NODE state=resume`) and rerun acceptance on it",
         "CONFIG",
         example="NodeError: excluded by Slurm: Slurm state IDLE+DRAIN, reason: gres/gpu count reported lower than configured (0 < 8)",
+        keys=("scheduler:excluded",),
     ),
     _r(
         "left_out_known_bad",
-        r"left out of the multi-node launch",
+        "",
         "an earlier check of this run failed or hung on this node (named in the reason): it was "
         "left out of the multi-node launch so that its fault neither hangs the job nor is "
         "copied onto the other nodes",
@@ -182,32 +221,34 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "RETEST",
         example="NodeError: left out of the multi-node launch: ib_ports failed on this node "
         "(HCA mlx5_1 missing: 7 of 8)",
+        keys=("launch:left_out",),
     ),
     _r(
         "waited_for_wedged_peer",
-        r"the job hung on \S+ \(a process there survived SIGKILL\)",
+        "",
         "this node's part of the multi-node job waited for another node (named in the reason) "
         "whose process survived SIGKILL: the fault is that node's, not this one's",
         "see the named node's item (its cause and next step); rerun this check without it",
         "RETEST",
         example="NodeError: not judged: the job hung on gpu017 (a process there survived SIGKILL); "
         "the ranks on gpu018 waited for it until the deadline",
+        keys=("launch:peer_wedged",),
     ),
     *_stuck_rules(),
     _r(
         "blocked_by_hang",
-        r"blocked: .* hung on this node",
+        "",
         "an earlier check's tool or device hung on this node (it ran past its deadline); "
         "this check needs the same one and was not started",
         "read the log of the check that hung (named in the reason); if nvidia-smi or the "
         "GPU hung, reboot the node; then `nvtest run --rerun-failed RUN_DIR`",
         "REBOOT",
         example='NodeError: blocked: nvidia-smi hung on this node in nvidia-smi-q-x (timed out after 120 s); not started',
+        keys=("transport:blocked",),
     ),
     _r(
         "blocked_by_kernel_log",
-        # a GPU fallen off the bus (Xid 79) is diagnosed by its own signature (lost_gpu)
-        r"blocked: the kernel log \S+ shows (?!Xid 79 ).*not started",
+        "",
         "the node's kernel log, read before anything else, shows a GPU that needs a reset (the Xid "
         "or driver line is quoted); this check would ask NVML and was not started",
         "follow xid_scan's next step for that line: drain the node, reset the GPU or reboot it; "
@@ -216,86 +257,99 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         example="NodeError: blocked: the kernel log (dmesg) shows Xid 119 (GSP RPC timeout) on GPU 0000:9b:00 "
         "at line 3: Timeout after 45s of waiting for RPC response from GPU4 GSP!; not started: "
         "nvidia-smi is not asked until a GPU reset or a reboot",
+        keys=("transport:blocked:kernel_log",),
+        # a GPU fallen off the bus (Xid 79, in the kernel log's words) is diagnosed by its own
+        # rule (lost_gpu)
+        guard=r"^(?![\s\S]*shows Xid 79 )",
     ),
     _r(
         "rendezvous_unreachable",
-        r"could not reach the rendezvous|rendezvous preflight",
+        "",
         "a node could not open a TCP connection to the job's rendezvous address and port "
         "(a firewall, a route, or an address the other nodes cannot use)",
         "check the inventory `address` of the node hosting the rendezvous, and that nodes "
         "may connect to each other on high TCP ports; rerun",
         "CONFIG",
         example='NodeError: torchrun not launched: the rendezvous preflight failed on node02: rendezvous preflight: node02 could not reach 10.0.0.1:29500: connection refused',
+        keys=("launch:rendezvous",),
     ),
     _r(
         "launcher_ssh",
-        r"node-to-node ssh",
+        "",
         "the node that starts the job could not ssh to this node (keys, known hosts or name "
         "resolution between nodes; mpirun needs node-to-node ssh)",
         "from the first node, try the command in the reason by hand; authorise the key on "
         "every node and check the inventory addresses; rerun",
         "CONFIG",
         example='NodeError: mpirun not launched: the node-to-node ssh preflight failed on node03: node-to-node ssh from node01 to node03 failed: Permission denied (publickey).',
+        keys=("launch:node_ssh",),
     ),
     _r(
         "name_does_not_resolve",
-        r"does not resolve|cannot resolve host name|could not resolve|Name or service not known"
-        r"|Temporary failure in name resolution",
+        # ssh's and the resolver's words (an mpirun's or a tool's ssh quoting them)
+        r"could not resolve|Name or service not known|Temporary failure in name resolution",
         "the node's name does not resolve to an address (DNS, /etc/hosts, or the ssh "
         "config's HostName): a configuration problem, not the node",
         "give the node an `address` in the inventory, or fix DNS / the ssh config's HostName; "
         "then rerun",
         "CONFIG",
         example="NodeError: node name does not resolve: cannot resolve host name 'gpu017.rack07': Name or service not known",
+        keys=("transport:resolve",),
     ),
     _r(
         "ssh_key_missing",
-        r"key_file .*(does not exist|not a readable file)",
+        "",
         "the inventory's key_file names no readable file on the controller",
         "fix key_file in the inventory (the path is read on the machine nvtest runs on); rerun",
         "CONFIG",
         example="NodeError: transport configuration error: the inventory's key_file for gpu017 does not exist: fix key_file (the path is read on this machine, the controller)",
+        keys=("transport:config",),
     ),
     _r(
         "ssh_key_passphrase",
-        r"passphrase-protected",
+        "",
         "the SSH key is passphrase-protected and nvtest asks for no passphrase",
         "load the key into ssh-agent (`ssh-add KEY`) and drop key_file, or give an "
         "unencrypted deployment key; rerun",
         "CONFIG",
         example='NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: the key file is passphrase-protected and nvtest asks for no passphrase',
+        keys=("transport:auth",),
+        guard=r"passphrase-protected",
     ),
     _r(
         "ssh_auth",
-        r"SSH login refused|authentication failed|key not accepted|no key to offer",
+        "",
         "the node refused the SSH login (the key is not authorised for this user)",
         "check the inventory's user and key_file and the node's ~/.ssh/authorized_keys; rerun",
         "CONFIG",
         example='NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: key not accepted',
+        keys=("transport:auth",),
     ),
     _r(
         "ssh_host_key",
-        r"host key rejected|host key for .* (not in known_hosts|does not match)",
+        "",
         "the node's SSH host key is unknown or differs from known_hosts (a reinstalled node, "
         "or a man in the middle)",
         "verify the key's fingerprint out of band, then add it to known_hosts "
         "(`ssh-keyscan -p PORT HOST`); rerun",
         "CONFIG",
         example='NodeError: host key rejected: host key for [10.0.0.17]:22 (ssh-ed25519 SHA256:abc) does not match known_hosts (~/.ssh/known_hosts): possible man-in-the-middle',
+        keys=("transport:host_key",),
     ),
     _r(
         "staging_failed",
-        r"files not staged|probes not staged|tar over the exec channel|copy to .* failed",
+        "",
         "nvtest could not copy its probes to the node (by SFTP, nor as a tar stream over "
         "the exec channel)",
         "check that /tmp on the node is writable and not full, and that tar is installed; "
         "or set `probe_dir` in the inventory to a path the node has; rerun",
         "CONFIG",
         example='NodeError: probes not staged: files not staged: SFTP refused (Channel closed) and the tar over the exec channel failed: No space left on device',
+        keys=("transport:staging",),
     ),
     _r(
         "inventory_probe_hung",
-        r"inventory probe hung",
+        "",
         "the node answered over the transport, but its Python (the inventory's `python`) did "
         "not finish the inventory probe: a wrapper that hangs, a stuck module import or "
         "file system, or an overloaded node",
@@ -303,36 +357,41 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "the file system it waits on; rerun",
         "CONFIG",
         example='NodeError: inventory probe hung: timed out after 120 s; process group killed',
+        keys=("transport:timeout:inventory",),
     ),
     _r(
         "connection_lost",
-        r"connection lost",
+        "",
         "the connection to the node dropped during the check (the node rebooted, its network "
         "went down, or its sshd died)",
         "check the node's console and kernel log for a crash or reboot; then rerun",
         "RETEST",
         example='NodeError: connection lost during the command (the node dropped or its sshd died)',
+        keys=("transport:lost",),
     ),
     _r(
         "node_unreachable",
-        # ssh's words only: a tool's own exit status 255 ("dcgmi diag ...: exit 255") or NCCL's
-        # "Network is unreachable" are the tool speaking from a node that answered
-        r"node unreachable|(?<!Network is )unreachable|(?<!returned )(?<!failed : )connection refused|no route to host"
+        # ssh's own words (an mpirun's launch quoting them) only: a tool's own exit status 255
+        # ("dcgmi diag ...: exit 255") or NCCL's "Network is unreachable" are the tool speaking
+        # from a node that answered
+        r"(?<!returned )(?<!failed : )connection refused|no route to host"
         r"|connect timed out|ssh[^\n]{0,40}\b(exit(ed)?|exit code) 255",
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
         "RETEST",
         example='node unreachable: ssh: connect to host node03 port 22: Connection refused',
+        keys=("transport:unreachable",),
     ),
     _r(
         "probe_timeout",
-        r"\btimed? ?out\b|\btimeout\b|\bdeadline\b",
+        "",
         "the probe exceeded its time limit: a hung tool "
         "(dcgmi, nccl-tests) or a wedged driver (nvidia-smi in D state)",
         "read the log; if nvidia-smi itself hangs, reboot the node; else rerun with --timeout-scale 2",
         "RETEST",
         verdicts=("error",),
         example='NodeError: timed out after 120 s; process group killed',
+        keys=("transport:timeout",),
     ),
     _r(
         "nouveau_owns_gpus",
@@ -546,12 +605,14 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "tool_missing",
-        r"not found on the node's PATH|not installed|no RDMA tools",
+        # a tool's or a package manager's words ("nvvs is not installed", dpkg's "is not installed")
+        r"not installed",
         "a measuring tool is not installed on the node: nothing was measured there",
         "install the tool (the package is named in the reason) in the node image; rerun",
         "CONFIG",
         verdicts=("error",),
         example="ProbeError: dcgmi not found on the node's PATH (DCGM, datacenter-gpu-manager): nothing measured",
+        keys=("tool:missing",),
     ),
     _r(
         "remap_failure",
@@ -576,6 +637,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "reset the GPU and rerun; RMA if errors recur",
         "RESET",
         example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
+        keys=("xid:48", "xid:94", "xid:95"),
     ),
     _r(
         "ecc_disable_pending",
@@ -614,6 +676,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "drain; power-cycle the node (reseat the GPU if it stays missing); RMA if it happens again",
         "REBOOT",
         example='nvidia-smi reports 7: nvidia-smi cannot reach GPU 0000:DF:00.0: GPU lost',
+        keys=("xid:79",),
     ),
     _r(
         "nccl_wrong",
@@ -741,16 +804,33 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "no_measurement",
-        r"no valid measurement|printed no|unreadable|ParseError|ProbeError|could not",
+        "",
         "the probe could not produce a valid measurement",
         "read the log; fix the tool or environment; rerun",
         "RETEST",
         verdicts=("error",),
         example='ProbeError: probe printed no JSON (exit 1)',
+        keys=NO_MEASUREMENT_KEYS,
+    ),
+    _r(
+        "tool_cannot_report",
+        "",
+        "the hardware the PCI bus (or the SKU) shows is there, and its tool could not report on "
+        "it (the tool's own words are in the reason): nothing proves the hardware good",
+        "read the tool's words in the reason and its log; fix the tool, driver or service it "
+        "names; rerun (a tool that keeps failing on one node alone points at the hardware)",
+        "RETEST",
+        verdicts=("fail",),
+        example="8 NVIDIA GPU(s) expected; nvidia-smi -q -x cannot report on them: exit 0: no output",
+        keys=("hardware:unreported", *TOOL_KEYS),
     ),
 )
 
 _XID_RE = re.compile(r"Xid (\d+)")
+
+#: Xid codes a rule of their own diagnoses (a GPU off the bus: lost_gpu; uncorrectable ECC:
+#: ecc_uncorrectable), by their ``xid:<code>`` key or the driver's words.
+OWN_RULE_XIDS = frozenset({79, 48, 94, 95})
 
 
 def _xid_class(code: int) -> str:
@@ -773,7 +853,17 @@ def _xid_class(code: int) -> str:
 _RECOVERY_ACTION_RE = re.compile(r"recovery action '([^']+)'")
 
 
-def _xid(reason: str) -> Diagnosis | None:
+def _xid_key(cause: str | None) -> int | None:
+    """The Xid code of a cause key ``xid:<code>`` (None for any other key or none)."""
+    if cause and cause.startswith("xid:") and cause[4:].isdigit():
+        return int(cause[4:])
+    return None
+
+
+def _xid(reason: str, code: int | None = None) -> Diagnosis | None:
+    """The Xid catalog's diagnosis of ``code`` (the result's ``xid:<code>`` key), else of the
+    first Xid the reason quotes (the driver's ``Xid N``); a recovery action the driver asks
+    for first."""
     ra = _RECOVERY_ACTION_RE.search(reason)
     action = ra.group(1) if ra else ""
     step = recovery_step(action) if action else None
@@ -781,9 +871,9 @@ def _xid(reason: str) -> Diagnosis | None:
         return Diagnosis(f"the NVIDIA driver asks for recovery action '{action}' (Xid 154, GPU Recovery Action)",
                          step[0], step[1], "xid_recovery_action")  # fmt: skip
     m = _XID_RE.search(reason)
-    if not m:
+    if code is None and not m:
         return None
-    info = describe_xid(int(m.group(1)))
+    info = describe_xid(code if code is not None else int(m.group(1)))  # type: ignore[union-attr]
     return Diagnosis(
         f"Xid {info.code}: {info.name}. {info.cause}",
         info.action,
@@ -849,7 +939,11 @@ def diagnose(
 ) -> Diagnosis | None:
     """The diagnosis of one results.json result (None unless it failed or errored).
 
-    Candidate causes, in rank order: the transport's words (the node was not reached);
+    The result's ``cause`` key (where the code that made it knew one: :data:`CAUSES`) picks
+    the rule for that cause; a result without one (written before the key existed, or a
+    cause only a tool's words name) is diagnosed from its words alone.
+
+    Candidate causes, in rank order: the transport's key (the node was not reached);
     a failing audit check's own cause; (1) the tool's own failure signatures
     (:mod:`nvtest.playbook.signatures`) in ``evidence`` (its raw output) and in the tool's
     words the reason quotes; an Xid; (2) the same node's failing configuration findings of
@@ -862,9 +956,10 @@ def diagnose(
         return None
     check = str(result.get("check"))
     reason = str(result.get("reason") or "")
+    cause = result.get("cause") or None
     # a cause the transport or the launcher named is known, even when every node has it
     for rule in TRANSPORT_RULES:
-        if rule.matches(check, verdict, reason):
+        if rule.matches(check, verdict, reason, cause):
             return Diagnosis(rule.cause, rule.action, rule.cls, rule.name)
     audit = CONFIG_CHECKS.get(check) if verdict == "fail" else None
     if audit is not None:
@@ -873,11 +968,13 @@ def diagnose(
     sig = find_signature(words, check)
     if sig is not None:
         return Diagnosis(sig.cause_in(words), sig.action, sig.cls, sig.name)
-    if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason:
-        x = _xid(reason)
-        if x is not None and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
+    code = _xid_key(cause)
+    if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason or code is not None:
+        x = _xid(reason, code)
+        # a GPU off the bus and uncorrectable ECC have their own rules (lost_gpu, ecc_uncorrectable)
+        if x is not None and code not in OWN_RULE_XIDS and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
             return x
-    found = next((r for r in RULES if r.matches(check, verdict, reason)), None)
+    found = next((r for r in RULES if r.matches(check, verdict, reason, cause)), None)
     if found is None or found.name in NODE_SYMPTOMS:
         node = _node_cause(check, node_results)
         if node is not None:
@@ -892,6 +989,17 @@ def diagnose(
     if found is not None:
         return Diagnosis(found.cause, found.action, found.cls, found.name)
     return GENERIC[verdict]
+
+
+#: Every cause key the code sets (:attr:`nvtest.results.CheckResult.cause`) -> the rules that
+#: diagnose it (a key with a finer rule first, e.g. ``transport:auth``: a passphrase-protected
+#: key, else the login refused). tests/playbook walks it against the keys the code can set.
+CAUSES: dict[str, tuple[str, ...]] = {}
+for _rule in RULES:
+    for _key in sorted(_rule.keys):
+        CAUSES.setdefault(_key, ())
+        CAUSES[_key] += (_rule.name,)
+del _rule, _key
 
 
 #: Rules that name only a symptom a fleet-wide failure can share (a figure below its floor):

@@ -430,7 +430,8 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
 def collapse(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Results with the same check, verdict, reason and diagnosis as one row naming their nodes.
 
-    Returns ``[{check, verdict, reason, diagnosis, nodes, log}]`` in the order first seen;
+    Returns ``[{check, verdict, reason, diagnosis, nodes, log, cause}]`` in the order first seen
+    (``cause``: the results' cause key, None where they have none);
     ``log`` is the item's raw log when the row has one node (else None: each node's log is
     in the matrix and the raw logs). 500 unreachable nodes with one reason are one row.
     """
@@ -439,13 +440,14 @@ def collapse(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         diag = r.get("diagnosis") or {}
         key = (
             str(r["check"]), str(r["verdict"]), " ".join(str(r.get("reason") or "").split()),
-            str(diag.get("cause", "")), str(diag.get("action", "")),
+            str(diag.get("cause", "")), str(diag.get("action", "")), str(r.get("cause") or ""),
         )  # fmt: skip
         row = rows.get(key)
         if row is None:
             row = rows[key] = {
                 "check": key[0], "verdict": key[1], "reason": r.get("reason") or "",
                 "diagnosis": r.get("diagnosis") or None, "nodes": [], "log": r.get("log"),
+                "cause": r.get("cause") or None,
             }  # fmt: skip
         row["nodes"].append(str(r["node"]))
     for row in rows.values():

@@ -515,6 +515,9 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
     check = check_name(item)
     node = _node_of(item) or FLEET
     reason = ""
+    exc = call.excinfo.value if call.excinfo else None
+    # the cause key where the code knew it: the exception's (set where it was raised), else the Judge's
+    cause = getattr(exc, "cause", None) or (judge.cause if judge else None)
     if report.skipped:
         verdict = Verdict.SKIP
         lr = report.longrepr
@@ -524,7 +527,6 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
         verdict = judge.verdict if judge else Verdict.PASS
         reason = judge.summary() if judge else ""
     else:
-        exc = call.excinfo.value if call.excinfo else None
         if isinstance(exc, CheckFailed) and judge is not None and judge.verdict.is_bad:
             verdict = judge.verdict
             reason = judge.summary()
@@ -545,6 +547,7 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
         # the signal killed the item's commands: it was not measured, whatever words its
         # check found for that ("NodeError: interrupted"), as an item that never started
         reason = f"not measured: run interrupted ({stop.first_signal or 'SIGINT'}): {reason}"
+        cause = "transport:interrupted"
     started = item.stash.get(STARTED_KEY, time.time())
     log = judge.log if judge else None
     if log is None and node != FLEET:
@@ -566,6 +569,7 @@ def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], 
         started_at=started,
         details=details or None,
         nodeid=item.nodeid,
+        cause=cause if verdict.is_bad else None,
     )
 
 

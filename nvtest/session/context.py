@@ -100,6 +100,7 @@ class NodeState:
     ``resolve``, ``auth``, ``timeout``...), so each cause is worded as itself.
     ``nvml_blocked``: why NVML is not asked on this node (its kernel log shows a GPU that needs
     a reset: :func:`nvtest.session.kernel_log.reset_blocker`), else None.
+    ``down_cause``: the cause key of ``down_kind`` (:attr:`cause`).
     """
 
     node: Node
@@ -109,6 +110,23 @@ class NodeState:
     facts_log: str | None = None
     down_kind: str | None = None
     nvml_blocked: str | None = None
+    down_cause: str | None = None
+
+    @property
+    def cause(self) -> str | None:
+        """The cause key of an item of this down node: ``down_cause`` where the inventory
+        phase's result gave one, else from ``down_kind`` (``transport:<failure>``; a hung
+        inventory probe ``transport:timeout:inventory``, an unkillable one (``node wedged``)
+        ``transport:unkillable:gpu``, a node Slurm excluded ``scheduler:excluded``); None
+        for the probe's own exit status (its words say it; output it printed unreadable: ``probe:error``)."""
+        if self.down_cause is not None:
+            return self.down_cause
+        kind = self.down_kind
+        special = {"timeout": "transport:timeout:inventory", "unkillable": "transport:unkillable:gpu",
+                   "excluded": "scheduler:excluded"}  # fmt: skip
+        if kind in special:
+            return special[kind]
+        return f"transport:{kind}" if kind in FAILURES else None
 
     @property
     def down_message(self) -> str:
@@ -122,8 +140,8 @@ class NodeState:
         """The exception an item of this down node raises: :class:`NodeWedged` (``fail``)
         for an unkillable process, else :class:`NodeError` (``error``)."""
         if self.down_kind == "unkillable":
-            return NodeWedged(self.down_message)
-        return NodeError(self.down_message)
+            return NodeWedged(self.down_message, cause=self.cause)
+        return NodeError(self.down_message, cause=self.cause)
 
 
 T = TypeVar("T")
@@ -447,6 +465,8 @@ class RunContext:
             state.down_reason, state.down_kind = "no result from the transport", None
         elif res.failure in ("timeout", "unkillable"):
             state.down_kind = res.failure
+            if res.cause == "transport:unkillable:storage":  # else "node wedged": the GPU's
+                state.down_cause = res.cause
             state.down_reason = (
                 f"{res.error}; the node answered over the {self.transport.name} transport, but "
                 f"`{state.node.python} inventory_probe.py` did not finish: check that the "
@@ -463,7 +483,7 @@ class RunContext:
                 state.facts = facts_from_probe(doc)
                 return doc
             except (ProbeError, ValueError, KeyError, TypeError) as exc:
-                state.down_kind = "probe"
+                state.down_kind, state.down_cause = "probe", "probe:error"
                 state.down_reason = f"inventory probe output unreadable: {exc}"
         return None
 

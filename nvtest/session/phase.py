@@ -23,19 +23,28 @@ from nvtest.transports._deadline import UNKILLABLE
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
 __all__ = [
-    "Hang", "PhaseRunner", "attribute_unkillable", "node_log_dir", "path_part", "unkillable_owners",
-    "write_evidence",
+    "Hang", "PhaseRunner", "attribute_unkillable", "cause_of", "node_log_dir", "path_part",
+    "unkillable_owners", "write_evidence",
 ]  # fmt: skip
 
 #: A survivor's wait channel in a transport's error (``sleep (pid 7, state D, wchan nfs_wait)``).
 _WCHAN = re.compile(r"wchan ([A-Za-z0-9_.]+)")
 
 
+def cause_of(res: CommandResult) -> str | None:
+    """The cause key of ``res``: its own finer one (``transport:unkillable:storage``), else
+    ``transport:<failure>`` (:data:`nvtest.transports.base.FAILURES`); None when it completed."""
+    if res.cause is not None:
+        return res.cause
+    return f"transport:{res.failure}" if res.failure else None
+
+
 def attribute_unkillable(res: CommandResult, touches: Sequence[str]) -> CommandResult:
     """``res`` with what its unkillable process was stuck on, and on which node, in its error
     (``unkillable: stuck on storage (/mnt/ckpt) on node2 (still alive after SIGKILL: ...)``):
     from the survivors' wait channels, else from ``touches``, what the command declared it
-    touches (:func:`nvtest.playbook.stuck.stuck_on`). Other results are returned as they are."""
+    touches (:func:`nvtest.playbook.stuck.stuck_on`); its cause key names the same
+    (``transport:unkillable:storage``). Other results are returned as they are."""
     if res.failure != "unkillable" or not res.error or f"{UNKILLABLE} (" not in res.error:
         return res
     stuck = stuck_on(touches, _WCHAN.findall(res.error))
@@ -44,7 +53,7 @@ def attribute_unkillable(res: CommandResult, touches: Sequence[str]) -> CommandR
         owner = m.group(1) or res.node  # a multi-node launch names each node's survivors
         return f"{m.group(0)[: -len(UNKILLABLE) - 2]}{UNKILLABLE}: {stuck_words(stuck, owner, res.command)} ("
 
-    return dataclasses.replace(res, error=_ANCHOR.sub(word, res.error))
+    return dataclasses.replace(res, error=_ANCHOR.sub(word, res.error), cause=f"transport:unkillable:{stuck.domain}")
 
 
 def unkillable_owners(res: CommandResult) -> list[str]:
@@ -91,6 +100,12 @@ class Hang:
             return blocked_message(self.cause, self.need)
         why = self.error if len(self.error) <= 240 else self.error[:237] + "..."
         return f"blocked: {self.need} hung on this node in {self.key} ({why}); not started"
+
+    @property
+    def cause_key(self) -> str:
+        """The cause key of a command it blocks: ``transport:blocked:kernel_log`` where the
+        kernel log showed the tool or device unusable, else ``transport:blocked``."""
+        return "transport:blocked" if self.cause is None else "transport:blocked:kernel_log"
 
 
 #: Characters a log path keeps as they are; every other one is written ``%XX`` (UTF-8).
@@ -235,6 +250,7 @@ class PhaseRunner:
                     command=render_command(commands[name], env),
                     error=hang.blocked_message(),
                     failure="blocked",
+                    cause=hang.cause_key,
                 )
             for name, res in list(results.items()):
                 res = results[name] = attribute_unkillable(res, needs if touches is None else touches)

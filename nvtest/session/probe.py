@@ -27,6 +27,7 @@ from nvtest.errors import (
     UnreportedHardware,
 )
 from nvtest.session.expect import Expected, expected_gpus
+from nvtest.session.phase import cause_of
 from nvtest.transports.base import CommandResult
 
 if TYPE_CHECKING:
@@ -265,9 +266,9 @@ def require_completed(res: CommandResult) -> CommandResult:
         NodeError: it did not complete (timeout, blocked, unreachable...): an ``error``.
     """
     if res.failure == "unkillable":
-        raise NodeWedged(res.error or "unkillable: a process survived SIGKILL")
+        raise NodeWedged(res.error or "unkillable: a process survived SIGKILL", cause=cause_of(res))
     if not res.completed:
-        raise NodeError(res.error or "command did not complete")
+        raise NodeError(res.error or "command did not complete", cause=cause_of(res))
     return res
 
 

@@ -91,6 +91,9 @@ class CommandResult:
         truncated: what the capture limit dropped of stdout and stderr
             (:func:`~nvtest.transports.capture.capture_note`, ``"; "``-joined); None when
             both were kept whole.
+        cause: the cause key where one finer than ``transport:<failure>`` is known
+            (``transport:unkillable:storage``, ``transport:blocked:kernel_log``); None
+            otherwise (:func:`nvtest.session.phase.cause_of` gives the key of any result).
     """
 
     node: str
@@ -105,6 +108,7 @@ class CommandResult:
     failure: str | None = None
     hung: tuple[str, ...] = ()
     truncated: str | None = None
+    cause: str | None = None
 
     @property
     def completed(self) -> bool:

@@ -264,7 +264,8 @@ def test_one_wedged_node_fails_alone_and_is_left_out_of_the_next_launches(wedge_
     why = str(err.value)
     assert f"unkillable: stuck on storage ({shared}) on sim02" in why, why  # by what it touched
     assert "GPU" not in why
-    diag = diagnose({"check": "ckpt_shared", "verdict": "fail", "reason": f"NodeWedged: {why}"})
+    assert err.value.cause == "transport:unkillable:storage"
+    diag = diagnose({"check": "ckpt_shared", "verdict": "fail", "reason": f"NodeWedged: {why}", "cause": err.value.cause})
     assert diag is not None and diag.rule == "unkillable_storage", diag
     # the others' items: their own probes, their own verdicts; the aggregate names sim02
     for name in ("sim01", "sim03"):
@@ -345,5 +346,6 @@ def test_ranks_that_waited_for_a_wedged_node_name_it_not_a_hung_tool():
         with pytest.raises(NodeError) as err:
             node_share(job, Node(name=name))
         assert "the job hung on sim02" in str(err.value), err.value
-        d = diagnose({"check": "train_multinode", "verdict": "error", "reason": f"NodeError: {err.value}"})
+        assert err.value.cause == "launch:peer_wedged"
+        d = diagnose({"check": "train_multinode", "verdict": "error", "reason": f"NodeError: {err.value}", "cause": err.value.cause})
         assert d is not None and d.rule == "waited_for_wedged_peer" and "hung tool" not in d.cause, d

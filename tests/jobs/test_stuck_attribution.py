@@ -59,7 +59,8 @@ def test_every_probe_attributes_an_unkillable_process_by_what_it_touches(name, n
     assert f"unkillable: {stuck.words}" in (res.error or "") and " on gpu017 (" in (res.error or ""), res.error
     if stuck.domain == "storage":
         assert "(/mnt/ckpt) on gpu017" in (res.error or "")
-    d = diagnose({"check": name, "verdict": "fail", "reason": f"NodeWedged: {res.error}"})
+    assert res.cause == f"transport:unkillable:{stuck.domain}"
+    d = diagnose({"check": name, "verdict": "fail", "reason": f"NodeWedged: {res.error}", "cause": res.cause})
     assert d is not None and d.rule == _rule_of(stuck.domain) and d.cls == stuck.cls, d
 
 
@@ -77,7 +78,7 @@ def test_the_wait_channel_wins_over_the_declaration(wchan, domain):
 def test_nothing_known_is_not_blamed_on_the_gpu():
     res = attribute_unkillable(_wedged("gpu017", "sh -c true"), ())
     assert "GPU" not in (res.error or "") and UNKNOWN.words in (res.error or "")
-    d = diagnose({"check": "x", "verdict": "fail", "reason": f"NodeWedged: {res.error}"})
+    d = diagnose({"check": "x", "verdict": "fail", "reason": f"NodeWedged: {res.error}", "cause": res.cause})
     assert d is not None and d.rule == "unkillable_unknown"
     assert attribute_unkillable(res, ("storage",)) == res  # worded once
     done = CommandResult(node="n", command="true", exit_code=0)

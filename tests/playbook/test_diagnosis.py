@@ -1,7 +1,7 @@
 """Diagnosis picks the most specific cause the evidence names (rule 6, diagnosis half).
 
 Walks every rule of the Playbook: each rule's example evidence (the tool's own words, or the
-reason nvtest writes) is diagnosed as that rule, alone and with the example of any less
+reason nvtest writes with the cause key it carries) is diagnosed as that rule, alone and with the example of any less
 specific (later) rule beside it; so no rule is shadowed by an earlier one and a named cause
 always beats a symptom it comes with.
 """
@@ -15,9 +15,11 @@ from tests.conftest import DATA
 
 
 def _result(rule: Rule, reason: str) -> dict:
+    """A result of ``rule``'s check and verdict with ``reason``, and the cause key its
+    example carries (a rule of a cause key's)."""
     check = sorted(rule.checks)[0] if rule.checks else "gpus"
     verdict = "fail" if "fail" in rule.verdicts else "error"
-    return {"check": check, "verdict": verdict, "reason": reason}
+    return {"check": check, "verdict": verdict, "reason": reason, "cause": rule.example_cause}
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])

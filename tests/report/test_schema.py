@@ -56,3 +56,32 @@ def test_schema_rejects_what_it_should(validator):
     doc = synthetic_doc(4)
     del doc["results"][0]["metrics"][0]["unit"]
     assert _errors(validator, doc)
+
+
+def test_the_cause_key_is_optional_and_a_key(validator):
+    """results.json's ``cause``: a key where the run knew it, absent in files written before it
+    (they still validate and load), never prose."""
+    from nvtest.playbook.diagnosis import CAUSES
+    from nvtest.results import CheckResult
+    from nvtest.verdict import Verdict
+
+    doc = synthetic_doc(4)
+    assert all("cause" not in r for r in doc["results"])  # an old file: no cause anywhere
+    assert _errors(validator, doc) == []
+    for key in CAUSES:
+        doc["results"][0]["cause"] = key
+        assert _errors(validator, doc) == [], key
+    doc["results"][0]["cause"] = "node unreachable: connection refused"
+    assert _errors(validator, doc)
+    bad = CheckResult("gpus", "n1", Verdict.ERROR, "NodeError: node unreachable", cause="transport:unreachable")
+    assert bad.to_json()["cause"] == "transport:unreachable"
+    assert "cause" not in CheckResult("gpus", "n1", Verdict.PASS).to_json()
+
+
+def test_a_real_runs_causes_are_keys_of_the_playbook(delivery_dir: Path):
+    from nvtest.playbook.diagnosis import CAUSES
+
+    doc = json.loads((delivery_dir / "results.json").read_text())
+    causes = {r["cause"] for r in doc["results"] if r.get("cause")}
+    assert causes <= CAUSES.keys(), causes
+    assert all(r["verdict"] in ("fail", "error") for r in doc["results"] if r.get("cause"))

@@ -35,7 +35,8 @@ def test_a_hung_python_wrapper_is_not_an_unreachable_node(tmp_path: Path) -> Non
         with pytest.raises(NodeError) as err:
             raw_output(ctx, Probe("x", command=("true",)), node, [node])
         assert str(err.value) == state.down_message
-        diag = diagnose({"check": "x", "verdict": "error", "reason": f"NodeError: {err.value}"})
+        assert err.value.cause == "transport:timeout:inventory"
+        diag = diagnose({"check": "x", "verdict": "error", "reason": f"NodeError: {err.value}", "cause": err.value.cause})
         assert diag is not None and diag.rule == "inventory_probe_hung" and diag.cls == "CONFIG"
         assert "python" in diag.action
     finally:
@@ -60,7 +61,8 @@ def test_a_node_the_scheduler_excluded_is_never_started_on_and_says_slurms_words
         state = ctx.states["gpu01"]
         assert (state.down_kind, state.down_message) == ("excluded", f"excluded by Slurm: {said}")
         assert not marker.exists(), "the inventory probe ran on a node the scheduler excluded"
-        diag = diagnose({"check": "gpus", "verdict": "error", "reason": f"NodeError: {state.down_message}"})
+        assert state.down_error().cause == "scheduler:excluded"
+        diag = diagnose({"check": "gpus", "verdict": "error", "reason": f"NodeError: {state.down_message}", "cause": state.cause})
         assert diag is not None and diag.rule == "excluded_by_scheduler" and "scontrol" in diag.action
     finally:
         ctx.close(interrupted=False)

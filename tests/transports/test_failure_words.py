@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from nvtest.config.inventory import Node
 from nvtest.playbook.diagnosis import diagnose
 from nvtest.session.context import DOWN_WORDS, NodeState
+from nvtest.session.phase import cause_of
 from nvtest.testing.sshd_cluster import SSHDCluster, generate_ed25519
 from nvtest.testing.standin import StandInTools
 from nvtest.transports.base import FAILURES, CommandResult
@@ -37,10 +38,11 @@ def _encrypted_key(path: Path) -> Path:
     return path
 
 
-def _words(res: CommandResult) -> str:
-    """The reason an item of this node gets, as the run words it (``NodeError: <words>``)."""
+def _words(res: CommandResult) -> tuple[str, str | None]:
+    """The reason an item of this node gets, as the run words it (``NodeError: <words>``),
+    and its cause key."""
     state = NodeState(Node(res.node), down_reason=res.error, down_kind=res.failure)
-    return f"NodeError: {state.down_message}"
+    return f"NodeError: {state.down_message}", state.down_error().cause
 
 
 def _attempt(nodes: list[Node], command: str, **options: object) -> tuple[dict[str, CommandResult], float, list[str]]:
@@ -79,11 +81,12 @@ def test_each_cause_has_its_own_words_and_next_step(sshd_cluster: SSHDCluster, t
         results, took, log = _attempt([node], command, connect_retries=2, **options)
         res = results[node.name]
         assert res.failure == kind, (name, res)
-        words = _words(res)
+        words, cause = _words(res)
+        assert cause is not None and cause.startswith(f"transport:{kind}"), (name, cause)
         assert words.startswith(f"NodeError: {DOWN_WORDS[kind]}: "), (name, words)
         assert DOWN_WORDS[kind] == FAILURES[kind] or kind == "timeout"
         assert node.key_file not in words, (name, words)  # never a key file path
-        diag = diagnose({"check": "inventory", "verdict": "error", "reason": words})
+        diag = diagnose({"check": "inventory", "verdict": "error", "reason": words, "cause": cause})
         assert diag is not None and (diag.rule, diag.cls) == (rule, cls), (name, words, diag)
         rules[name] = diag.rule
         was_retried = any("retrying" in line for line in log)
@@ -93,7 +96,7 @@ def test_each_cause_has_its_own_words_and_next_step(sshd_cluster: SSHDCluster, t
     assert len(set(rules.values())) == len(rules), rules  # no two causes share a diagnosis
     # the same hang in a later check (the node was up): a timeout, its own next step
     res = _attempt([cases["hang"][0]], "sleep 30", known_hosts=kh)[0]["hang"]
-    diag = diagnose({"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}"})
+    diag = diagnose({"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}", "cause": cause_of(res)})
     assert diag is not None and diag.rule == "probe_timeout", (res.error, diag)
 
 
@@ -115,5 +118,5 @@ def test_staging_that_cannot_work_is_its_own_cause(make_cluster, tmp_path: Path)
     finally:
         transport.close()
     assert res.failure == "staging" and res.error and res.error.startswith("files not staged: ")
-    diag = diagnose({"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}"})
+    diag = diagnose({"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}", "cause": cause_of(res)})
     assert diag is not None and diag.rule == "staging_failed" and diag.cls == "CONFIG", diag

@@ -38,7 +38,8 @@ def skipped(reason: str) -> Outcome:
 
 
 def apply(outcome: Outcome, judge: Judge) -> None:
-    """Record ``outcome`` on ``judge``.
+    """Record ``outcome`` on ``judge``, its ``cause`` key included (on the Judge, and on the
+    exception raised for an error).
 
     Raises:
         ProbeSkip: ``outcome.skip`` is set (the item is skipped with that reason).
@@ -46,6 +47,8 @@ def apply(outcome: Outcome, judge: Judge) -> None:
     """
     if outcome.skip is not None:
         raise ProbeSkip(outcome.skip)
+    if outcome.cause is not None:
+        judge.cause = outcome.cause
     for m in outcome.metrics:
         judge(m.name, m.value, m.unit, **m.labels)
     for f in outcome.failures:
@@ -57,4 +60,4 @@ def apply(outcome: Outcome, judge: Judge) -> None:
     for k, v in outcome.details.items():
         judge.detail(k, v)
     if outcome.error is not None and not outcome.failures:
-        raise ProbeError(outcome.error)
+        raise ProbeError(outcome.error, cause=outcome.cause)

@@ -48,6 +48,7 @@ def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = 
     if not diag.tests:
         said = f": {diag.failure.reason}" if diag.failure else ""
         out.error = f"dcgmi diag reported no test{said}"
+        out.cause = f"tool:{diag.failure.kind}" if diag.failure else None
         return out
     out.details["dcgm"] = {
         "layout": diag.layout,
@@ -76,4 +77,5 @@ def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = 
         out.error = _skipped(diag)
     if diag.failure is not None and not out.failures:
         out.error = f"dcgmi diag: {diag.failure.reason}"
+        out.cause = f"tool:{diag.failure.kind}"
     return out

@@ -81,6 +81,7 @@ def ecc_health(query: SmiQuery, sku: SkuProfile | None) -> Outcome:
     out = Outcome()
     if query.failure is not None and not query.gpus and not query.lost_gpus:
         out.error = f"nvidia-smi -q -x: {query.failure.reason}"
+        out.cause = f"tool:{query.failure.kind}"
         return out
     if not query.gpus and not query.lost_gpus:
         if sku and sku.expect.gpus:

@@ -80,7 +80,7 @@ def gpu_inventory(
             out.skip = exp.absent
         return out
     if (blocked := facts_blocked(facts.smi_error)) is not None:  # NVML not asked: not measured
-        out.error = blocked
+        out.error, out.cause = blocked, "transport:blocked:kernel_log"
         return out
     count = len(facts.gpus)
     out.measure("gpu_count", count, "count")
@@ -211,7 +211,7 @@ def driver_stack(facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
     driver, cuda = facts.driver_version, facts.cuda_version
     out.details.update(driver=driver, cuda=cuda)
     if not driver and (blocked := facts_blocked(facts.smi_error)) is not None:
-        out.error = blocked
+        out.error, out.cause = blocked, "transport:blocked:kernel_log"
         return out
     if not driver:
         out.fail(f"{exp.text()}; no NVIDIA driver version reported: {facts.smi_error or 'nvidia-smi said nothing'}")

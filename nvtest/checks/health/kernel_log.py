@@ -178,6 +178,7 @@ def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail") -> Outc
         if verdict == "fail":
             fatal += n
             out.fail(line)
+            out.cause = out.cause or f"xid:{cause}"  # the first failing Xid's code (as judged)
         elif verdict == "unknown":
             unknown.append(line)
         elif verdict == "note":

@@ -103,7 +103,7 @@ def bandwidth(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile |
     _imex_sku(sku)
     exp = require(expected_gpus(node_facts, sku))
     if not node_facts.tools.get("nvbandwidth") and not os.environ.get("NVTEST_NVBANDWIDTH"):
-        raise ProbeError(f"nvbandwidth not found on the node's PATH: nothing measured on the {exp.text()}")
+        raise ProbeError(f"nvbandwidth not found on the node's PATH: nothing measured on the {exp.text()}", cause="tool:missing")
     nodes = [n for n in check_nodes(ctx, "nvlink_multinode") if gpus(ctx, n)]
     if len(nodes) < 2:
         raise ProbeSkip("multi-node NVLink needs two nodes of the NVLink domain in the run")

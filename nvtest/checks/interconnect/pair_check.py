@@ -76,10 +76,11 @@ def report_node(judge: Judge, report: PairReport, node: Node, metric: str, unit:
     if mine:
         judge.log = mine[0]
     if finding.verdict == "error":
-        raise NodeError(finding.reason)
+        raise NodeError(finding.reason, cause=finding.cause)
     value = node_value(finding)
     if finding.verdict == "fail":
         judge.fail(finding.reason)
+        judge.cause = finding.cause
         if value is not None:
             judge(metric, value, unit)
         return

@@ -32,7 +32,8 @@ def rdma_report(
     if not (facts.tools.get("ibstat") or facts.tools.get("ibv_devinfo")):
         raise ProbeError(
             f"no RDMA tools on a node with {exp.text()}: neither ibstat (infiniband-diags) "
-            "nor ibv_devinfo (ibverbs-utils) on the node's PATH"
+            "nor ibv_devinfo (ibverbs-utils) on the node's PATH",
+            cause="tool:missing",
         )
     if report is None or not report.cas:
         raise unreported(exp, "ibstat/ibv_devinfo", tool_error or "the tools list no HCA")

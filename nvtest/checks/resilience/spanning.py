@@ -54,6 +54,7 @@ from nvtest.jobs.base import (
     run_commands,
 )
 from nvtest.jobs.torchrun import TorchrunJob, run_torchrun
+from nvtest.session.phase import cause_of
 
 if TYPE_CHECKING:
     from nvtest.session.context import RunContext
@@ -252,7 +253,7 @@ def _launchers(ctx: RunContext, nodes: Sequence[Node], wanted: str) -> dict[str,
     for n in nodes:
         r = res[n.name]
         if not r.completed:
-            raise NodeError(f"{n.name} did not answer which launcher it has: {r.error}")
+            raise NodeError(f"{n.name} did not answer which launcher it has: {r.error}", cause=cause_of(r))
         doc = parse_probe_json(r)
         if doc.get("status") == "skip":
             raise ProbeSkip(f"{n.name}: {doc.get('reason')}")

@@ -123,9 +123,10 @@ class GateContext:
             res.evidence.append(out)
             if out.timed_out:
                 label = LABELS.get(name, out.command)
-                why = (f"the gate was {out.error} before it answered" if out.error and out.error.startswith("interrupted")
+                stopped = bool(out.error and out.error.startswith("interrupted"))
+                why = (f"the gate was {out.error} before it answered" if stopped
                        else f"did not answer within the gate's budget ({self.budget_s:g} s): timed out")
-                res.add("unknown", label, f"{label} {why}; not a verdict on the node")
+                res.add("unknown", label, f"{label} {why}; not a verdict on the node", cause=None if stopped else "transport:timeout")
                 return None
             if out.truncated:  # a count or an event in the dropped middle would be missed
                 label = LABELS.get(name, out.command)

@@ -63,13 +63,14 @@ def worst(verdicts: Iterable[str], default: str = "skip") -> str:
     return worst_of(words, default)
 
 
-def next_step(check: str, verdict: str, reason: str) -> dict[str, str] | None:
+def next_step(check: str, verdict: str, reason: str, cause: str | None = None) -> dict[str, str] | None:
     """The playbook's cause, action and class for a bad decision (None for pass/skip/warn),
-    from the decision's own reason; the engine chooses it again once every check answered, from
+    from the decision's own reason and ``cause`` (its cause key where the gate knows it:
+    ``transport:timeout``); the engine chooses it again once every check answered, from
     everything the gate found on the node (:func:`nvtest.ops.gate.diagnose.diagnose_gate`)."""
     if verdict not in ("fail", UNKNOWN):
         return None
-    d = diagnose({"check": check, "verdict": verdict_of(verdict).value, "reason": reason})
+    d = diagnose({"check": check, "verdict": verdict_of(verdict).value, "reason": reason, "cause": cause})
     return None if d is None else {"cause": d.cause, "action": d.action, "class": d.cls, "rule": d.rule}
 
 
@@ -127,16 +128,17 @@ class GateCheck:
         unit: str | None = None,
         threshold: str | None = None,
         source: str | None = None,
+        cause: str | None = None,
     ) -> None:
-        """Add a decision (the playbook's next step is looked up for a bad one, from the whole
-        reason). The decision's reason is one line of at most
+        """Add a decision (the playbook's next step is looked up for a bad one, from its cause
+        key where the gate knows one, and the whole reason). The decision's reason is one line of at most
         :data:`nvtest.results.REASON_MAX_CHARS` characters, as every result's; a reason cut
         to fit is kept whole in the check's ``notes`` (``whole reason: ...``)."""
         short, cut = one_line_reason(reason, whole_at="the check's notes")
         if cut:
             self.notes.append(f"whole reason ({what}): {reason}")
         self.decisions.append(
-            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason))
+            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason, cause))
         )
 
     def to_json(self) -> dict[str, Any]:
