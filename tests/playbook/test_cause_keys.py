@@ -169,7 +169,7 @@ def test_every_key_the_code_sets_is_in_the_playbook() -> None:
 
 def _own_sentences() -> list[str]:
     """What nvtest itself writes for the causes that have a key."""
-    out = [f"NodeError: {words}: it failed" for words in {*FAILURES.values(), *DOWN_WORDS.values()} if words]
+    out = [f"NodeError: {words}: it failed" for words in sorted({*FAILURES.values(), *DOWN_WORDS.values()}) if words]
     out += [f"NodeWedged: timed out after 9 s; unkillable: {s.words} on n1 (still alive after SIGKILL)"
             for s in (*DOMAINS, UNKNOWN)]  # fmt: skip
     out.append(Hang("nvidia-smi", "nvidia-smi-q-x", "timed out after 120 s").blocked_message())
