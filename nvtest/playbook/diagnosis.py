@@ -479,7 +479,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "site_config_error",
-        r"configuration error \((overlay|sku_dir|profile|option)\)|come from a file with a configuration error",
+        "",
         "a mistake in the site's configuration (overlay, --sku-dir profile or option), not the node: "
         "the checks that depend on it were not judged",
         "fix the file at the line and key named (the nearest valid name is given); prove it with "
@@ -487,7 +487,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CONFIG",
         example="configuration error (overlay): /etc/nvtest/site-gate.yaml:5: recipe.gate.disk_fre_gib: "
         "unknown key (did you mean 'disk_free_gib'?)",
-        tool="nvtest",
+        keys=("config:site",),
     ),
     _r(
         "gpu_fabric_unregistered",

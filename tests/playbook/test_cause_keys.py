@@ -144,7 +144,7 @@ def test_apply_carries_the_outcome_cause_to_the_judge() -> None:
 
 #: A cause key as the source writes it (``cause="tool:missing"``, ``"launch:left_out"``).
 _KEY_IN_SOURCE = re.compile(
-    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca):[a-z_]+(?::[a-z_]+)*)["']"""
+    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config):[a-z_]+(?::[a-z_]+)*)["']"""
 )
 
 
@@ -160,7 +160,7 @@ def _keys_in_source() -> set[str]:
 def test_every_key_the_code_sets_is_in_the_playbook() -> None:
     keys = _keys_in_source()
     assert {"tool:missing", "launch:left_out", "scheduler:excluded", "hardware:unreported"} <= keys, keys
-    assert {"ecc:remap_failure", "gpu:lost", "pcie:downgraded", "nvlink:inactive", "hca:missing", "ib:mtu"} <= keys, keys
+    assert {"ecc:remap_failure", "gpu:lost", "pcie:downgraded", "nvlink:inactive", "hca:missing", "ib:mtu", "config:site"} <= keys, keys
     assert keys - CAUSES.keys() == set()
     # the keys made from data: each transport failure, each tool failure kind, each domain
     made = {f"transport:{f}" for f in FAILURES} | {f"tool:{k.value}" for k in FailureKind}
@@ -260,12 +260,12 @@ def test_a_key_rule_does_not_read_the_sentence_nvtest_writes_for_it(rule) -> Non
 
 
 #: Words rules that still read a sentence nvtest writes (``tool="nvtest"``): causes that have
-#: no key yet (their findings are made in the kernel-log and host-event judges, the gate's
-#: configuration, the threshold judge, the uniformity, DCGM, NCCL and burn-in judges). The list
+#: no key yet (their findings are made in the kernel-log and host-event judges, the fabric
+#: manager's, the threshold judge, the uniformity, DCGM, NCCL and burn-in judges). The list
 #: only shrinks: a rule leaves it when the code that writes its finding sets a key.
 _NVTEST_WORDS_RULES = {
     "storage_client_lost", "hung_task_in_gpu_driver", "hung_task_in_storage", "uncorrected_memory_error",
-    "site_config_error", "gpu_fabric_unregistered", "fabric_manager", "correctness_gate_off",
+    "gpu_fabric_unregistered", "fabric_manager", "correctness_gate_off",
     "cuda_cannot_start", "nccl_wrong", "ib_down", "throttling", "firmware_drift", "software_drift",
     "dcgm", "dcgm_skipped", "unit_mismatch", "below_floor",
 }  # fmt: skip
