@@ -115,7 +115,10 @@ class Outcome:
     ``skip`` (not applicable, with the reason) and ``error`` (could not judge)
     replace every other finding. ``cause`` is the key of the cause where the code that made
     the outcome knows it (``transport:auth``, ``tool:init_failure``, ``xid:79``; see
-    :mod:`nvtest.playbook`), None where only the reason's words say it.
+    :mod:`nvtest.playbook`), None where only the reason's words say it: the key of the first
+    failing finding that has one (:meth:`fail` with ``cause``); ``keys`` holds each keyed
+    finding's key (finding text -> key), for a record that keeps its findings apart (the gate's
+    decisions).
 
     This is the one record of what a check found, on every floor: the health and config
     functions, the collective jobs and the gate build it; :func:`nvtest.checks.health.apply`
@@ -130,15 +133,24 @@ class Outcome:
     skip: str | None = None
     error: str | None = None
     cause: str | None = None
+    keys: dict[str, str] = field(default_factory=dict)
 
     def measure(self, name: str, value: float | None, unit: str, **labels: Any) -> None:
         self.metrics.append(Measured(name, value, unit, {k: str(v) for k, v in labels.items()}))
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str, cause: str | None = None) -> None:
+        """Add a failing finding; ``cause`` its key where known (the first one is the outcome's)."""
         self.failures.append(reason)
+        if cause is not None:
+            self.keys[reason] = cause
+            if self.cause is None:
+                self.cause = cause
 
-    def warn(self, reason: str) -> None:
+    def warn(self, reason: str, cause: str | None = None) -> None:
+        """Add a warning; ``cause`` its key where known (kept in :attr:`keys` only)."""
         self.warnings.append(reason)
+        if cause is not None:
+            self.keys[reason] = cause
 
     def note(self, text: str) -> None:
         self.notes.append(text)

@@ -37,6 +37,7 @@ from nvtest.config.inventory import Node
 from nvtest.config.metrics import Hardware, declare_metric, lower_is_better
 from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError, ProbeError, ProbeSkip
+from nvtest.playbook.diagnosis import first_cause
 from nvtest.results import MetricResult
 from nvtest.session.context import RunContext
 from nvtest.session.facts import NodeFacts, hardware_of
@@ -154,9 +155,13 @@ class Judge:
         self.metrics.append(m)
         return m
 
-    def fail(self, reason: str) -> None:
-        """Record a failure the tool reported (wrong results, validation failed)."""
+    def fail(self, reason: str, cause: str | None = None) -> None:
+        """Record a failure the tool reported (wrong results, validation failed); ``cause``: its
+        key where the check knows it (of several, :attr:`cause` keeps the one the Playbook
+        diagnoses first: :func:`nvtest.playbook.diagnosis.first_cause`)."""
         self.failures.append(reason)
+        if cause is not None:
+            self.cause = first_cause([self.cause, cause])
 
     def warn(self, reason: str) -> None:
         """Record a warning that does not fail the item."""

@@ -51,6 +51,7 @@ __all__ = [
     "golden_for",
     "hca_shape",
     "judge_shape",
+    "keyed_differences",
 ]
 
 #: An ordered tuple of items, each a tuple whose first element names the item.
@@ -148,27 +149,39 @@ def golden(
 
 def differences(component: str, mine: Items | None, gold: Golden | None) -> list[str]:
     """Every way ``mine`` differs from ``gold``, one line each (empty: same shape)."""
+    return [line for line, _ in keyed_differences(component, mine, gold)]
+
+
+def keyed_differences(component: str, mine: Items | None, gold: Golden | None) -> list[tuple[str, str | None]]:
+    """:func:`differences`, each line with its cause key: ``hca:missing`` for an HCA of the
+    golden shape the node lacks, ``hca:renamed`` for one the golden shape lacks (None for
+    another difference)."""
     if gold is None:
         return []
     what, attrs, _ = COMPONENTS[component]
+    hca = component in ("hcas", "hca_pci")
     mine = mine or ()
     if gold.items is None:
         if gold.count is not None and len(mine) != gold.count:
             keys = ", ".join(str(i[0]) for i in mine) or "none"
-            return [f"{len(mine)} {what} ({keys}), golden {gold.describe()}"]
+            return [(f"{len(mine)} {what} ({keys}), golden {gold.describe()}", None)]
         return []
     mine_by = {i[0]: i for i in mine}
     gold_by = {i[0]: i for i in gold.items}
-    out = [f"{what} {k} missing: golden {gold.describe()}" for k in gold_by if k not in mine_by]
+    out: list[tuple[str, str | None]] = [
+        (f"{what} {k} missing: golden {gold.describe()}", "hca:missing" if hca else None)
+        for k in gold_by if k not in mine_by
+    ]  # fmt: skip
     extra = [k for k in mine_by if k not in gold_by]
-    out += [f"{what} {k} not in the golden shape (named or placed differently?): golden {gold.describe()}" for k in extra]
+    out += [(f"{what} {k} not in the golden shape (named or placed differently?): golden {gold.describe()}",
+             "hca:renamed" if hca else None) for k in extra]  # fmt: skip
     for k, g in gold_by.items():
         m = mine_by.get(k)
         if m is None or len(g) == 1:
             continue
         for name, want, have in zip(attrs, g[1:], m[1:], strict=False):
             if want != have:
-                out.append(f"{what} {k}: {name} {have}, golden {want} ({gold.origin})")
+                out.append((f"{what} {k}: {name} {have}, golden {want} ({gold.origin})", None))
     return out
 
 
@@ -221,8 +234,8 @@ def judge_shape(
     shown: dict[str, Any] = {}
     for comp in components:
         gold = goldens[comp]
-        for diff in differences(comp, own.get(comp), gold):
-            judge.fail(diff)
+        for diff, cause in keyed_differences(comp, own.get(comp), gold):
+            judge.fail(diff, cause)
         shown[comp] = {
             "node": [list(i) for i in own.get(comp, ())],
             "golden": None if gold is None else (gold.count if gold.items is None else [list(i) for i in gold.items]),

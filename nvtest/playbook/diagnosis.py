@@ -65,6 +65,7 @@ __all__ = [
     "Diagnosis",
     "Rule",
     "diagnose",
+    "first_cause",
 ]
 
 CLASSES = ("RMA", "RESET", "REBOOT", "RETEST", "CONFIG", "CABLING", "FIRMWARE", "MONITOR")
@@ -101,7 +102,9 @@ class Rule:
     for none); ``guard`` (a pattern) must also be found where it is set.
 
     ``example`` is a real reason of the cause; ``example_cause`` the key the result carries
-    with it (a key rule's)."""
+    with it (a key rule's). ``tool`` names whose words ``pattern`` reads (a tool's own output:
+    ``ssh``, ``dmesg``, ``nccl-tests``); ``nvtest`` where the pattern still reads a sentence
+    nvtest writes for a cause that has no key yet (tests/playbook lists them)."""
 
     name: str
     pattern: str
@@ -113,6 +116,7 @@ class Rule:
     example: str = ""
     keys: frozenset[str] = frozenset()
     guard: str = ""
+    tool: str = ""
 
     def matches(self, check: str, verdict: str, reason: str, cause: str | None = None) -> bool:
         if self.checks is not None and check not in self.checks or verdict not in self.verdicts:
@@ -139,8 +143,10 @@ def _r(
     example: str = "",
     keys: tuple[str, ...] = (),
     guard: str = "",
+    tool: str = "",
 ) -> Rule:
     assert cls in CLASSES, cls
+    assert bool(pattern) == bool(tool), f"{name}: a words rule names its tool, a key rule none"
     return Rule(
         name,
         pattern,
@@ -152,6 +158,7 @@ def _r(
         example,
         frozenset(keys),
         guard,
+        tool,
     )
 
 
@@ -295,6 +302,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "CONFIG",
         example="NodeError: node name does not resolve: cannot resolve host name 'gpu017.rack07': Name or service not known",
         keys=("transport:resolve",),
+        tool="ssh, the resolver",
     ),
     _r(
         "ssh_key_missing",
@@ -381,6 +389,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "RETEST",
         example='node unreachable: ssh: connect to host node03 port 22: Connection refused',
         keys=("transport:unreachable",),
+        tool="ssh",
     ),
     _r(
         "probe_timeout",
@@ -401,6 +410,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "CONFIG",
         example="NVRM: This can occur when a driver such as: nouveau, rivafb, nvidiafb or rivatv was "
         "loaded and obtained ownership of the NVIDIA device(s).",
+        tool="NVIDIA driver (NVRM, kernel log)",
     ),
     _r(
         "driver_not_loaded",
@@ -413,6 +423,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "CONFIG",
         example="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
         "Make sure that the latest NVIDIA driver is installed and running.",
+        tool="nvidia-smi, NVIDIA driver (NVRM, kernel log)",
     ),
 )
 
@@ -429,6 +440,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RETEST",
         example="Lustre DIAS-OST0001 (at 10.0.0.178@tcp): the client's connection was lost and not recovered "
         "since; check the Lustre target and LNet from this node (lctl ping <nid>, lfs check servers)",
+        tool="nvtest",
     ),
     _r(
         "hung_task_in_gpu_driver",
@@ -439,6 +451,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "REBOOT",
         example="task nvc:[driver]:5403 blocked for more than 120 seconds in the NVIDIA driver: the GPU "
         "driver is wedged; drain the node and reboot it",
+        tool="nvtest",
     ),
     _r(
         "hung_task_in_storage",
@@ -452,6 +465,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RETEST",
         example="task objcopy:24916 blocked for more than 120 seconds waiting in the nfs client: find "
         "what it waits on (cat /proc/<pid>/stack); a storage client in the trace points at that filesystem",
+        tool="nvtest",
     ),
     _r(
         "uncorrected_memory_error",
@@ -461,10 +475,11 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "the error names (ras-mc-ctl --errors, mcelog)",
         "RMA",
         example="uncorrected machine check: CPU 0 bank 4 status 0xa600000000020408: drain the node, reboot",
+        tool="nvtest",
     ),
     _r(
         "site_config_error",
-        r"configuration error \((overlay|sku_dir|profile|option)\)|come from a file with a configuration error",
+        "",
         "a mistake in the site's configuration (overlay, --sku-dir profile or option), not the node: "
         "the checks that depend on it were not judged",
         "fix the file at the line and key named (the nearest valid name is given); prove it with "
@@ -472,6 +487,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CONFIG",
         example="configuration error (overlay): /etc/nvtest/site-gate.yaml:5: recipe.gate.disk_fre_gib: "
         "unknown key (did you mean 'disk_free_gib'?)",
+        keys=("config:site",),
     ),
     _r(
         "gpu_fabric_unregistered",
@@ -489,6 +505,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         checks=("fabric_manager",),
         example="GPU 1: fabric state In Progress, status N/A (GPU not registered with the NVLink fabric); "
         "3600 s after boot, past the 600 s grace window",
+        tool="nvtest",
     ),
     _r(
         "fabric_manager",
@@ -501,6 +518,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         example="CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
         "functions before calling NumCudaDevices() that might have already set an error? Error 802: "
         "system not yet initialized",
+        tool="nvtest",
     ),
     _r(
         "cuda_driver_insufficient",
@@ -509,6 +527,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "install a driver that supports the runtime, or use a build for the installed CUDA; the hardware is not at fault",
         "CONFIG",
         example="Cuda failure common.cu:891 'CUDA driver version is insufficient for CUDA runtime version'",
+        tool="CUDA runtime",
     ),
     _r(
         "torch_cpu_build",
@@ -518,6 +537,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "`python`); rerun",
         "CONFIG",
         example="CUDA cannot start: torch.cuda.init(): AssertionError: Torch not compiled with CUDA enabled",
+        tool="torch",
     ),
     _r(
         "correctness_gate_off",
@@ -526,6 +546,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "run with validation on (nccl-tests -c 1; the recipe must not pass -c 0); rerun",
         "CONFIG",
         example="correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), so #wrong was never checked",
+        tool="nvtest",
     ),
     _r(
         "sweep_shortened",
@@ -535,10 +556,11 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CONFIG",
         example="the threshold's point (12884901888 bytes) was not measured: nccl-tests reduced maxBytes to "
         "12703978837 ('Reducing maxBytes to 12703978837 due to memory limitation')",
+        tool="nccl-tests",
     ),
     _r(
         "hca_renamed",
-        r"HCA \S+ not in the golden shape",
+        "",
         "an HCA is named or placed differently from the other nodes of the SKU (NCCL_IB_HCA lists and "
         "rail pairing will not match: jobs hang)",
         "compare `ibdev2netdev -v` with a good node; fix the device naming (udev rules, firmware "
@@ -546,20 +568,22 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CONFIG",
         example="HCA mlx5_9 not in the golden shape (named or placed differently?): golden mlx5_0, mlx5_1 "
         "(fleet majority: 3 of 4 nodes of SKU h100-sxm-80gb)",
+        keys=("hca:renamed",),
     ),
     _r(
         "hca_missing",
-        r"HCA \S+ missing|HCA \S+ not measured: this node lacks it|expected HCA\(s\) missing",
+        "",
         "an HCA the SKU (or the fleet) has is missing on this node",
         "`lspci -d 15b3:` and `ibstat`: reseat the NIC or its cable/riser, check its firmware; RMA "
         "the NIC if it stays missing",
         "CABLING",
         example="HCA mlx5_3 missing: golden mlx5_0, mlx5_1, mlx5_2, mlx5_3 (fleet majority: 3 of 4 nodes of "
         "SKU h100-sxm-80gb)",
+        keys=("hca:missing",),
     ),
     _r(
         "idle_hw_slowdown",
-        r"hw_(power_brake_|thermal_)?slowdown active at idle",
+        "",
         "the board or the chassis holds an idle GPU's clocks down: power delivery (a power "
         "supply, a power cable, the BMC's power brake) or cooling, not the GPU's own load",
         "read the BMC's event log (`ipmitool sel list`) for power-supply and power-brake events; "
@@ -569,10 +593,11 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         checks=("clocks",),
         example="GPU 2 (00000000:2A:00.0): hw_power_brake_slowdown active at idle: hardware throttling "
         "(cooling or power delivery)",
+        keys=("clocks:idle_slowdown",),
     ),
     _r(
         "mig_mode",
-        r"nvidia-smi reports MIG mode \w+; SKU \S+ (is a profile of whole GPUs|expects MIG)",
+        "",
         "a GPU's MIG mode is not what the SKU's profile says (a leftover MIG partitioning, or "
         "one that was never applied): the scheduler and jobs see other devices than expected",
         "`nvidia-smi -i <gpu> -mig 0` (or 1 where the profile wants MIG) with the GPU idle, then "
@@ -581,10 +606,11 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         checks=("gpus",),
         example="GPU 3: nvidia-smi reports MIG mode Enabled; SKU h100-sxm-80gb is a profile of whole GPUs "
         "(expect.mig unset): a leftover MIG configuration",
+        keys=("gpu:mig_mode",),
     ),
     _r(
         "ib_mtu",
-        r"active_mtu \d+, the (SKU expects|fleet's majority is|node's other)",
+        "",
         "an IB/RoCE port runs another MTU than the SKU or the fabric (RDMA between such "
         "ports fails with local access violations or runs slow)",
         "`ibv_devinfo` active_mtu against a good node; on IB the subnet manager's partition MTU "
@@ -593,6 +619,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         checks=("ib_ports",),
         example="mlx5_3 port 1: active_mtu 1024, the SKU expects 4096 (expect.ib_mtu): "
         "'active_mtu:             1024 (3)' (ibv_devinfo line 69)",
+        keys=("ib:mtu",),
     ),
     _r(
         "cuda_cannot_start",
@@ -602,6 +629,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "systems and the CUDA runtime of the node's torch/cupy; rerun",
         "CONFIG",
         example="CUDA cannot start: torch.cuda.init(): RuntimeError: CUDA driver initialization failed",
+        tool="nvtest",
     ),
     _r(
         "tool_missing",
@@ -613,35 +641,39 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         verdicts=("error",),
         example="ProbeError: dcgmi not found on the node's PATH (DCGM, datacenter-gpu-manager): nothing measured",
         keys=("tool:missing",),
+        tool="the tools, dpkg",
     ),
     _r(
         "remap_failure",
-        r"remapping failure(?!\s*occurred\s*:\s*no\b)",
+        "",
         "GPU memory ran out of spare rows (row remapping failure)",
         "drain the node and RMA the GPU/board",
         "RMA",
         example='GPU 0 (00000000:18:00.0): row remapping failure (spare rows exhausted): RMA',
+        keys=("ecc:remap_failure",),
     ),
     _r(
         "remap_pending",
-        r"remap pending|retirement pending",
+        "",
         "a row remap or page retirement is pending: it applies at the next GPU reset",
         "reset the GPU or reboot, then rerun acceptance (no hardware service needed unless it recurs)",
         "RESET",
         example='GPU 0 (00000000:18:00.0): row remap pending (4 uncorrectable): reset the GPU or reboot',
+        keys=("ecc:remap_pending",),
     ),
     _r(
         "ecc_uncorrectable",
-        r"uncorrectable ECC|Xid 48\b|Xid 9[45]\b",
+        r"Xid 48\b|Xid 9[45]\b",  # the kernel log's (dmesg) Xid line
         "uncorrectable GPU memory (ECC) errors",
         "reset the GPU and rerun; RMA if errors recur",
         "RESET",
         example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
-        keys=("xid:48", "xid:94", "xid:95"),
+        keys=("ecc:uncorrectable", "xid:48", "xid:94", "xid:95"),
+        tool="dmesg (NVRM Xid)",
     ),
     _r(
         "ecc_disable_pending",
-        r"ECC disable pending",
+        "",
         "ECC is on now, but switching it off is pending (`nvidia-smi -e 0` was run, e.g. by a "
         "provisioning script): the next reboot turns ECC off",
         "set it back (`nvidia-smi -e 1`, no reboot needed to keep it on); find what ran -e 0 in "
@@ -649,34 +681,39 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CONFIG",
         example="GPU 0 (00000000:18:00.0): ECC mode Enabled, pending Disabled: ECC disable pending, the next "
         "reboot turns ECC off",
+        keys=("ecc:disable_pending",),
     ),
     _r(
         "ecc_enable_pending",
-        r"ECC enable pending",
+        "",
         "ECC was switched on (`nvidia-smi -e 1`) but the GPU has not been reset since: it still runs "
         "without ECC",
         "reboot the node (or reset the GPUs) so the pending ECC mode applies; rerun",
         "REBOOT",
         example="GPU 0 (00000000:18:00.0): ECC mode Disabled (pending: Enabled): ECC enable pending, applies at "
         "the next reboot",
+        keys=("ecc:enable_pending",),
     ),
     _r(
         "ecc_disabled",
-        r"ECC mode (disabled|off)",
+        "",
         "ECC is disabled on the GPU",
         "enable it (`nvidia-smi -e 1`) and reboot; rerun",
         "CONFIG",
         example='GPU 0 (00000000:18:00.0): ECC mode Disabled, SKU expects Enabled',
+        keys=("ecc:disabled",),
     ),
     _r(
         "lost_gpu",
-        r"fell off the bus|fallen off the bus|Xid 79|GPU lost|device handle|GPUs visible to nvidia-smi"
-        r"|nvidia-smi reports no GPU|announces \d+ GPUs",
+        # the kernel log's words (dmesg: "GPU has fallen off the bus", Xid 79) and nvidia-smi's
+        # ("Unable to determine the device handle for GPU ...")
+        r"fell off the bus|fallen off the bus|Xid 79|Unable to determine the device handle",
         "a GPU stopped answering on PCIe (lost / fallen off the bus)",
         "drain; power-cycle the node (reseat the GPU if it stays missing); RMA if it happens again",
         "REBOOT",
         example='nvidia-smi reports 7: nvidia-smi cannot reach GPU 0000:DF:00.0: GPU lost',
-        keys=("xid:79",),
+        keys=("gpu:lost", "xid:79"),
+        tool="dmesg (NVRM Xid), nvidia-smi",
     ),
     _r(
         "nccl_wrong",
@@ -685,19 +722,21 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "isolate the node; rerun with `-c N` per GPU pair to find the part; RMA it (never retried into a pass)",
         "RMA",
         example='all_reduce: #wrong = 12 (sizes 1048576): wrong results',
+        tool="nvtest",
     ),
     _r(
         "pcie_downgrade",
-        r"PCIe x\d+ of x\d+|trained x\d+|expects x\d+|capable of Gen|link width downgraded",
+        "",
         "a PCIe link trained narrower (or slower capable) than the device and slot allow",
         "reseat the card, check the riser/cable and the slot; check the BIOS PCIe settings",
         "CABLING",
         ("pcie_link", "gpus"),
         example='GPU 0 PCIe x8 of x16 (link width downgraded)',
+        keys=("pcie:downgraded",),
     ),
     _r(
         "pcie_state_unread",
-        r"gave no link attributes",
+        "",
         "the kernel shows a GPU or NIC on the PCI bus but no PCIe link state for it (the device "
         "is not enumerated behind its port as expected, or sysfs is incomplete)",
         "`lspci -vvv -s <slot>` for LnkCap/LnkSta; check the device's port and driver binding; reseat "
@@ -705,16 +744,18 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RETEST",
         ("pcie_link",),
         example="GPU 0000:1b:00.0 (10de:2330) is on the PCI bus but sysfs gave no link attributes for it",
+        keys=("pcie:state_unread",),
     ),
     _r(
         "nvlink_inactive",
-        r"links? .*inactive|links active|no NVLink|links up below",
+        "",
         "NVLink links are inactive or slow",
         "reset the GPUs (or reboot) and check the fabric manager; "
         "RMA the baseboard if links stay down",
         "RESET",
         ("nvlink",),
         example='GPU3: 4/6 links active, links 3,5 inactive (profile a100-sxm-80gb expects 12 active)',
+        keys=("nvlink:inactive",),
     ),
     _r(
         "ib_polling",
@@ -723,6 +764,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "check the cable and optic, and that the switch port is enabled",
         "CABLING",
         example='mlx5_1 port 1: Polling: no link partner',
+        tool="ibstat (port state)",
     ),
     _r(
         "ib_not_active",
@@ -731,6 +773,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "check the subnet manager sees the port and its partition configuration",
         "CONFIG",
         example='mlx5_0 port 1: Initializing, LinkUp: no subnet manager',
+        tool="ibstat (port state)",
     ),
     _r(
         "ib_down",
@@ -740,6 +783,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CABLING",
         ("ib_ports",),
         example='mlx5_0 port 1: rate 200.0 Gb/s < 400 Gb/s',
+        tool="nvtest",
     ),
     _r(
         "throttling",
@@ -749,6 +793,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "MONITOR",
         ("thermal", "burnin"),
         example='cuda:0: hardware throttling under load (hw_slowdown 12 s): check cooling and power delivery',
+        tool="nvtest",
     ),
     _r(
         "firmware_drift",
@@ -758,6 +803,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "FIRMWARE",
         ("sw_uniformity",),
         example='vbios 96.00.74.00.01 differs: 3 nodes have 96.00.89.00.01',
+        tool="nvtest",
     ),
     _r(
         "software_drift",
@@ -766,6 +812,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "install the fleet's versions (pin the packages); rerun",
         "CONFIG",
         example='driver 535.104.05 older than 550.0',
+        tool="nvtest",
     ),
     _r(
         "dcgm",
@@ -775,6 +822,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RESET",
         ("dcgm_diag",),
         example='dcgmi memory failed on GPU 0: memory error',
+        tool="nvtest",
     ),
     _r(
         "dcgm_skipped",
@@ -784,6 +832,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "CONFIG",
         ("dcgm_diag",),
         example='required dcgmi test pcie skipped (is_allowed / not supported?)',
+        tool="nvtest",
     ),
     _r(
         "unit_mismatch",
@@ -792,6 +841,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "fix the SKU profile or overlay (GB/s vs Gb/s)",
         "CONFIG",
         example='unit mismatch: measured in Gb/s, threshold in GB/s',
+        tool="nvtest",
     ),
     _r(
         "below_floor",
@@ -801,6 +851,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RETEST",
         verdicts=("fail",),
         example='bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s',
+        tool="nvtest",
     ),
     _r(
         "no_measurement",
@@ -827,6 +878,23 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
 )
 
 _XID_RE = re.compile(r"Xid (\d+)")
+
+
+def first_cause(keys: Iterable[str | None]) -> str | None:
+    """Of the cause keys of the findings of one result, the one the Playbook diagnoses first
+    (the key whose first rule comes first in :data:`RULES`; an ``xid:<code>`` of the Xid catalog
+    after the transport's rules, as :func:`diagnose` tries them); None when there is none.
+
+    A check that found several keyed causes (ECC disabled on one GPU, a row remapping failure
+    on another) gives its result this one: the diagnosis is the one its findings' words gave
+    when the rules read them."""
+    def rank(key: str) -> float:
+        if key in _RANK:
+            return _RANK[key]
+        return len(TRANSPORT_RULES) - 0.5 if _xid_key(key) is not None else len(RULES)
+
+    found = [k for k in keys if k]
+    return min(found, key=rank) if found else None
 
 #: Xid codes a rule of their own diagnoses (a GPU off the bus: lost_gpu; uncorrectable ECC:
 #: ecc_uncorrectable), by their ``xid:<code>`` key or the driver's words.
@@ -1000,6 +1068,14 @@ for _rule in RULES:
         CAUSES.setdefault(_key, ())
         CAUSES[_key] += (_rule.name,)
 del _rule, _key
+
+
+#: Each cause key's rank: the place of its first rule in :data:`RULES` (:func:`first_cause`).
+_RANK: dict[str, int] = {}
+for _i, _rule in enumerate(RULES):
+    for _key in _rule.keys:
+        _RANK.setdefault(_key, _i)
+del _i, _rule, _key
 
 
 #: Rules that name only a symptom a fleet-wide failure can share (a figure below its floor):

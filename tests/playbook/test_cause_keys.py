@@ -143,7 +143,9 @@ def test_apply_carries_the_outcome_cause_to_the_judge() -> None:
 
 
 #: A cause key as the source writes it (``cause="tool:missing"``, ``"launch:left_out"``).
-_KEY_IN_SOURCE = re.compile(r"""["']((?:transport|tool|launch|scheduler|hardware|probe):[a-z_]+(?::[a-z_]+)*)["']""")
+_KEY_IN_SOURCE = re.compile(
+    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config):[a-z_]+(?::[a-z_]+)*)["']"""
+)
 
 
 def _keys_in_source() -> set[str]:
@@ -158,6 +160,7 @@ def _keys_in_source() -> set[str]:
 def test_every_key_the_code_sets_is_in_the_playbook() -> None:
     keys = _keys_in_source()
     assert {"tool:missing", "launch:left_out", "scheduler:excluded", "hardware:unreported"} <= keys, keys
+    assert {"ecc:remap_failure", "gpu:lost", "pcie:downgraded", "nvlink:inactive", "hca:missing", "ib:mtu", "config:site"} <= keys, keys
     assert keys - CAUSES.keys() == set()
     # the keys made from data: each transport failure, each tool failure kind, each domain
     made = {f"transport:{f}" for f in FAILURES} | {f"tool:{k.value}" for k in FailureKind}
@@ -233,3 +236,79 @@ def test_a_pair_tests_transport_failure_keeps_its_cause_to_the_nodes_finding() -
     assert found["n2"].verdict == "fail" and found["n2"].cause == "transport:unkillable:storage", found["n2"]
     d = diagnose({"check": "ib_write_bw", "verdict": "fail", "reason": found["n2"].reason, "cause": found["n2"].cause})
     assert d is not None and d.rule == "unkillable_storage", d
+
+
+#: Key rules whose example also quotes the tool's own words the rule keeps (ssh's, the
+#: resolver's): without the key those words still name the cause.
+_EXAMPLE_IN_A_TOOLS_WORDS = {"name_does_not_resolve", "node_unreachable"}
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if r.keys and r.example], ids=lambda r: r.name)
+def test_a_key_rule_does_not_read_the_sentence_nvtest_writes_for_it(rule) -> None:
+    """A key rule's example (the sentence nvtest writes for that cause) diagnoses the rule with
+    its key, and without it is not diagnosed as that rule: no rule re-reads nvtest's words for a
+    cause that has a key (rewording the sentence changes no diagnosis)."""
+    check = min(rule.checks) if rule.checks else "x"
+    verdict = min(rule.verdicts)
+    keyed = diagnose({"check": check, "verdict": verdict, "reason": rule.example, "cause": rule.example_cause})
+    assert keyed is not None and keyed.rule == rule.name, (rule.name, keyed)
+    bare = diagnose({"check": check, "verdict": verdict, "reason": rule.example})
+    if rule.name in _EXAMPLE_IN_A_TOOLS_WORDS:
+        assert re.search(rule.pattern, rule.example, re.IGNORECASE), rule.name
+    else:
+        assert bare is None or bare.rule != rule.name, (rule.name, bare)
+
+
+#: Words rules that still read a sentence nvtest writes (``tool="nvtest"``): causes that have
+#: no key yet (their findings are made in the kernel-log and host-event judges, the fabric
+#: manager's, the threshold judge, the uniformity, DCGM, NCCL and burn-in judges). The list
+#: only shrinks: a rule leaves it when the code that writes its finding sets a key.
+_NVTEST_WORDS_RULES = {
+    "storage_client_lost", "hung_task_in_gpu_driver", "hung_task_in_storage", "uncorrected_memory_error",
+    "gpu_fabric_unregistered", "fabric_manager", "correctness_gate_off",
+    "cuda_cannot_start", "nccl_wrong", "ib_down", "throttling", "firmware_drift", "software_drift",
+    "dcgm", "dcgm_skipped", "unit_mismatch", "below_floor",
+}  # fmt: skip
+
+
+def test_every_words_rule_names_the_tool_whose_words_it_reads() -> None:
+    """Every rule with a pattern names the tool whose output it reads (``Rule.tool``); the
+    ones that still read nvtest's own sentences are exactly the listed ones (no new one)."""
+    words = [r for r in RULES if r.pattern]
+    assert all(r.tool for r in words), [r.name for r in words if not r.tool]
+    assert {r.name for r in words if r.tool == "nvtest"} == _NVTEST_WORDS_RULES
+    listing = {r.name: r.tool for r in words if r.tool != "nvtest"}
+    assert listing == {
+        "name_does_not_resolve": "ssh, the resolver",
+        "node_unreachable": "ssh",
+        "nouveau_owns_gpus": "NVIDIA driver (NVRM, kernel log)",
+        "driver_not_loaded": "nvidia-smi, NVIDIA driver (NVRM, kernel log)",
+        "cuda_driver_insufficient": "CUDA runtime",
+        "torch_cpu_build": "torch",
+        "sweep_shortened": "nccl-tests",
+        "tool_missing": "the tools, dpkg",
+        "ecc_uncorrectable": "dmesg (NVRM Xid)",
+        "lost_gpu": "dmesg (NVRM Xid), nvidia-smi",
+        "ib_polling": "ibstat (port state)",
+        "ib_not_active": "ibstat (port state)",
+    }, listing
+    for r in RULES:
+        if not r.pattern or r.tool == "nvtest" or r.keys:
+            continue
+        # a tool's words rule: its example (the tool's output, as a reason quotes it) is read by it
+        assert re.search(r.pattern, r.example, re.IGNORECASE), r.name
+
+
+def test_several_keyed_findings_give_the_key_the_playbook_diagnoses_first() -> None:
+    """A check that found ECC off on one GPU and a row remapping failure on another gives its
+    result the key whose rule comes first (remap_failure), whatever the order of its findings:
+    the diagnosis the findings' words gave before they had keys."""
+    out = Outcome()
+    out.fail("GPU 0 (00000000:18:00.0): ECC mode Disabled, SKU expects Enabled", "ecc:disabled")
+    out.fail("GPU 1 (00000000:2a:00.0): row remapping failure (spare rows exhausted): RMA", "ecc:remap_failure")
+    assert out.cause == "ecc:disabled" and out.keys[out.failures[1]] == "ecc:remap_failure"
+    judge = _Judge()
+    apply(out, judge)  # type: ignore[arg-type]
+    assert judge.cause == "ecc:remap_failure"
+    d = diagnose({"check": "ecc", "verdict": "fail", "reason": "; ".join(out.failures), "cause": judge.cause})
+    assert d is not None and d.rule == "remap_failure", d

@@ -17,7 +17,7 @@ import pytest
 from nvtest.checks.health import Outcome
 from nvtest.checks.health.gpus import _mig
 from nvtest.checks.health.nvlink import fabric_manager
-from nvtest.checks.interconnect.rdma import mtu_problems
+from nvtest.checks.interconnect.rdma import MTU_CAUSE, mtu_problems
 from nvtest.config.skus import load_catalog
 from nvtest.jobs.nccl import judge_output
 from nvtest.parsers import ibv_devinfo
@@ -36,16 +36,16 @@ def _nccl(lines: list[str]) -> tuple[str, str]:
     return "nccl_multinode", v.text()
 
 
-def _mtu() -> tuple[str, str]:
+def _mtu() -> tuple[str, ...]:
     text = _node("1024 (3)")
     (p,) = mtu_problems(ibv_devinfo.parse(text), text, 4096)
-    return "ib_ports", p
+    return "ib_ports", p, MTU_CAUSE
 
 
-def _mig_left() -> tuple[str, str]:
+def _mig_left() -> tuple[str, ...]:
     out = Outcome()
     _mig(3, "Enabled", load_catalog().get("h100-sxm-80gb"), out)
-    return "gpus", "; ".join(out.failures)
+    return "gpus", "; ".join(out.failures), out.cause or ""
 
 
 def _fabric(service: str) -> Callable[[], tuple[str, str]]:
@@ -65,7 +65,7 @@ def _fabric(service: str) -> Callable[[], tuple[str, str]]:
 
 
 #: path fault -> (how its reason is made, the rule that must name it)
-PATH_FAULTS = {
+PATH_FAULTS: dict[str, tuple[Callable[[], tuple[str, ...]], str]] = {
     "nccl-over-sockets": (lambda: _nccl(SOCKET), "ib_fell_back_to_socket"),
     "gdr-off-on-an-hca": (lambda: _nccl(GDR_OFF), "gdr_disabled"),
     "ib-port-mtu": (_mtu, "ib_mtu"),
@@ -78,8 +78,8 @@ PATH_FAULTS = {
 @pytest.mark.parametrize("fault", sorted(PATH_FAULTS))
 def test_each_path_fault_is_diagnosed_by_its_own_cause(fault: str) -> None:
     make, rule = PATH_FAULTS[fault]
-    check, reason = make()
+    check, reason, *key = make()  # the cause key where the judge sets one (as the run carries it)
     assert reason, fault
-    d = diagnose({"check": check, "verdict": "fail", "reason": reason})
+    d = diagnose({"check": check, "verdict": "fail", "reason": reason, "cause": key[0] if key else None})
     assert d is not None and d.rule not in GENERIC, (fault, reason, d)
     assert d.rule == rule, (fault, reason, d)

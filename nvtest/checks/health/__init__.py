@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from nvtest.errors import ProbeError, ProbeSkip
+from nvtest.playbook.diagnosis import first_cause
 from nvtest.verdict import Measured, Outcome
 
 if TYPE_CHECKING:
@@ -47,8 +48,9 @@ def apply(outcome: Outcome, judge: Judge) -> None:
     """
     if outcome.skip is not None:
         raise ProbeSkip(outcome.skip)
-    if outcome.cause is not None:
-        judge.cause = outcome.cause
+    keyed = [outcome.cause, *(outcome.keys.get(f) for f in outcome.failures)]
+    if any(keyed):  # of several keyed findings, the one the Playbook diagnoses first
+        judge.cause = first_cause([judge.cause, *keyed])
     for m in outcome.metrics:
         judge(m.name, m.value, m.unit, **m.labels)
     for f in outcome.failures:

@@ -18,7 +18,7 @@ Metrics per GPU: ``ecc_volatile_uncorrectable``, ``ecc_volatile_correctable``,
 from __future__ import annotations
 
 from nvtest.checks.health import Outcome
-from nvtest.checks.health.gpus import lost_gpus
+from nvtest.checks.health.gpus import ecc_off_key, lost_gpus
 from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers.nvidia_smi_q import SmiGpu, SmiQuery
 
@@ -36,12 +36,15 @@ def _gpu(i: int, g: SmiGpu, sku: SkuProfile | None, out: Outcome) -> None:
     pending = (g.ecc_mode_pending or "").strip()
     if want_ecc and mode and mode.lower() not in ("enabled", "n/a"):
         if pending.lower() == "enabled":
-            out.fail(f"{tag}: ECC mode {mode} (pending: {pending}): ECC enable pending, applies at the next reboot")
+            out.fail(f"{tag}: ECC mode {mode} (pending: {pending}): ECC enable pending, applies at the next reboot",
+                     "ecc:enable_pending")  # fmt: skip
         else:
-            out.fail(f"{tag}: ECC mode {mode}{f' (pending: {pending})' if pending else ''}, SKU expects Enabled")
+            out.fail(f"{tag}: ECC mode {mode}{f' (pending: {pending})' if pending else ''}, SKU expects Enabled",
+                     ecc_off_key(mode))  # fmt: skip
     elif want_ecc and mode.lower() == "enabled" and pending and pending.lower() not in ("enabled", "n/a"):
         # what runs now passes; what the GPU boots into next does not (nvidia-smi -e 0 not yet applied)
-        out.fail(f"{tag}: ECC mode Enabled, pending {pending}: ECC disable pending, the next reboot turns ECC off")
+        out.fail(f"{tag}: ECC mode Enabled, pending {pending}: ECC disable pending, the next reboot turns ECC off",
+                 "ecc:disable_pending")  # fmt: skip
     vu, vc = _n(g.ecc_volatile_uncorrectable), _n(g.ecc_volatile_correctable)
     au = _n(g.ecc_aggregate_uncorrectable)
     rr_u, rr_c = _n(g.remapped_rows_uncorrectable), _n(g.remapped_rows_correctable)
@@ -52,16 +55,18 @@ def _gpu(i: int, g: SmiGpu, sku: SkuProfile | None, out: Outcome) -> None:
     if rr_u is not None:
         out.measure("remapped_rows_uncorrectable", rr_u, "count", gpu=i)
     if vu:
-        out.fail(f"{tag}: {vu} uncorrectable ECC errors since the last reset")
+        out.fail(f"{tag}: {vu} uncorrectable ECC errors since the last reset", "ecc:uncorrectable")
     if g.row_remap_failed:
-        out.fail(f"{tag}: row remapping failure (spare rows exhausted): RMA")
+        out.fail(f"{tag}: row remapping failure (spare rows exhausted): RMA", "ecc:remap_failure")
     elif g.row_remap_pending:
         out.fail(
-            f"{tag}: row remap pending ({rr_u or 0} uncorrectable): reset the GPU or reboot, then rerun acceptance"
+            f"{tag}: row remap pending ({rr_u or 0} uncorrectable): reset the GPU or reboot, then rerun acceptance",
+            "ecc:remap_pending",
         )
     if g.page_retirement_pending:
         out.fail(
-            f"{tag}: page retirement pending: reboot (no hardware service needed), then rerun acceptance"
+            f"{tag}: page retirement pending: reboot (no hardware service needed), then rerun acceptance",
+            "ecc:remap_pending",
         )
     if au and not vu:
         out.warn(
@@ -85,12 +90,12 @@ def ecc_health(query: SmiQuery, sku: SkuProfile | None) -> Outcome:
         return out
     if not query.gpus and not query.lost_gpus:
         if sku and sku.expect.gpus:
-            out.fail(f"nvidia-smi reports no GPU, SKU {sku.name} expects {sku.expect.gpus}")
+            out.fail(f"nvidia-smi reports no GPU, SKU {sku.name} expects {sku.expect.gpus}", "gpu:lost")
         else:
             out.skip = "no NVIDIA GPU"
         return out
     for line in lost_gpus(query):
-        out.fail(line)
+        out.fail(line, "gpu:lost")
     for i, g in enumerate(query.gpus):
         _gpu(i, g, sku, out)
     return out

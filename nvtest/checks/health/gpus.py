@@ -24,7 +24,7 @@ from nvtest.session.expect import expected_gpus
 from nvtest.session.facts import NodeFacts
 from nvtest.session.kernel_log import facts_blocked
 
-__all__ = ["closest_profiles", "driver_stack", "gpu_inventory", "lost_gpus", "version_tuple"]
+__all__ = ["closest_profiles", "driver_stack", "ecc_off_key", "gpu_inventory", "lost_gpus", "version_tuple"]
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -86,9 +86,10 @@ def gpu_inventory(
     out.measure("gpu_count", count, "count")
     out.details["expected"] = {"gpus": exp.count, "sources": list(exp.sources)}
     if count < exp.count:
-        out.fail(_missing_gpus(facts, exp.text(), count))
+        line = _missing_gpus(facts, exp.text(), count)
+        out.fail(line, "gpu:lost" if count else None)  # none seen: nvidia-smi's own words say why
     elif sku is not None and sku.expect.gpus is not None and count != sku.expect.gpus:
-        out.fail(f"{count} GPUs visible to nvidia-smi, SKU {sku.name} expects {sku.expect.gpus}")
+        out.fail(f"{count} GPUs visible to nvidia-smi, SKU {sku.name} expects {sku.expect.gpus}", "gpu:lost")
     _model_and_modes(facts, sku, out)
     if sku and sku.expect.min_driver and facts.driver_version:
         if version_tuple(facts.driver_version) < version_tuple(sku.expect.min_driver):
@@ -127,14 +128,15 @@ def _model_and_modes(facts: NodeFacts, sku: SkuProfile | None, out: Outcome) -> 
             and g.ecc_mode.lower() != "enabled"
             and (sku is None or sku.expect.ecc is not False)
         ):
-            out.fail(f"GPU {g.index} ECC mode {g.ecc_mode}")
+            out.fail(f"GPU {g.index} ECC mode {g.ecc_mode}", ecc_off_key(g.ecc_mode))
         _mig(g.index, g.mig_mode, sku, out)
         _power_cap(g.index, g.power_limit_w, g.power_limit_default_w, out)
         if g.pcie_width_current is not None and g.pcie_width_max is not None:
             out.measure("pcie_width", g.pcie_width_current, "lanes", gpu=g.index)
             if g.pcie_width_current < g.pcie_width_max:
                 out.fail(
-                    f"GPU {g.index} PCIe x{g.pcie_width_current} of x{g.pcie_width_max} (link width downgraded)"
+                    f"GPU {g.index} PCIe x{g.pcie_width_current} of x{g.pcie_width_max} (link width downgraded)",
+                    "pcie:downgraded",
                 )
 
 
@@ -168,9 +170,16 @@ def _mig(index: int, mode: str | None, sku: SkuProfile | None, out: Outcome) -> 
         if enabled:
             out.warn(f"{said} (no profile says whether MIG is expected)")
     elif enabled and not sku.expect.mig:
-        out.fail(f"{said}; SKU {sku.name} is a profile of whole GPUs (expect.mig unset): a leftover MIG configuration")
+        out.fail(f"{said}; SKU {sku.name} is a profile of whole GPUs (expect.mig unset): a leftover MIG configuration",
+                 "gpu:mig_mode")  # fmt: skip
     elif not enabled and sku.expect.mig:
-        out.fail(f"{said}; SKU {sku.name} expects MIG (expect.mig: true)")
+        out.fail(f"{said}; SKU {sku.name} expects MIG (expect.mig: true)", "gpu:mig_mode")
+
+
+def ecc_off_key(mode: str) -> str | None:
+    """The cause key of a GPU whose current ECC mode is ``mode`` (not Enabled): ``ecc:disabled``
+    for nvidia-smi's Disabled or Off, None for another word (N/A, unknown)."""
+    return "ecc:disabled" if mode.strip().lower().startswith(("disabled", "off")) else None
 
 
 def lost_gpus(query: SmiQuery) -> list[str]:

@@ -62,7 +62,8 @@ def nvlink_status(status: NvLinkStatus | None, sku: SkuProfile | None) -> Outcom
     if not any(g.links for g in gpus):
         if want:
             out.fail(
-                f"nvidia-smi reports no NVLink, SKU {sku.name if sku else '?'} expects {want} per GPU"
+                f"nvidia-smi reports no NVLink, SKU {sku.name if sku else '?'} expects {want} per GPU",
+                "nvlink:inactive",
             )
         else:
             out.skip = "no NVLink reported by nvidia-smi and none expected"
@@ -75,10 +76,11 @@ def nvlink_status(status: NvLinkStatus | None, sku: SkuProfile | None) -> Outcom
         if want is not None and active < want:
             out.fail(
                 f"GPU{g.index}: {active}/{len(g.links)} links active, links {inactive} inactive "
-                f"(profile {sku.name if sku else '?'} expects {expect_txt})"
+                f"(profile {sku.name if sku else '?'} expects {expect_txt})",
+                "nvlink:inactive",
             )
         elif want is None and g.inactive_links:
-            out.fail(f"GPU{g.index}: links {inactive} inactive (expects {expect_txt})")
+            out.fail(f"GPU{g.index}: links {inactive} inactive (expects {expect_txt})", "nvlink:inactive")
         elif g.inactive_links:
             out.note(
                 f"GPU{g.index}: links {inactive} inactive ({active} active, as the SKU expects)"
@@ -90,7 +92,7 @@ def nvlink_status(status: NvLinkStatus | None, sku: SkuProfile | None) -> Outcom
                 if lk.active and lk.speed_gbps is not None and lk.speed_gbps < floor
             ]
             if slow:
-                out.fail(f"GPU{g.index}: links up below {floor:g} GB/s: {', '.join(slow)} GB/s")
+                out.fail(f"GPU{g.index}: links up below {floor:g} GB/s: {', '.join(slow)} GB/s", "nvlink:inactive")
     return out
 
 

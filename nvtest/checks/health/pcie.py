@@ -196,12 +196,12 @@ def pcie_link_health(hops: Sequence[PcieHop], facts: NodeFacts, sku: SkuProfile 
             GPUs or NICs (sysfs cannot report on them).
     """
     missing = missing_hops(hops, facts)
-    if hops:
-        out = pcie_links(hops, sku)
+    if hops or missing:
+        out = pcie_links(hops, sku) if hops else Outcome()
         out.failures[:0] = missing
+        out.keys.update(dict.fromkeys(missing, "pcie:state_unread"))
+        out.cause = "pcie:state_unread" if missing else out.cause  # the first failing finding's
         return out
-    if missing:
-        return Outcome(failures=missing)
     gpus, nics = expected_gpus(facts, sku), expected_hcas(facts, sku)
     raise unreported(gpus if gpus.count else nics, "sysfs PCIe link attributes", "none read")
 
@@ -231,7 +231,8 @@ def pcie_links(
         cap_w, cap_s = h.cap_width, h.cap_speed
         if h.cur_width is not None and cap_w is not None and h.cur_width < cap_w:
             out.fail(
-                f"{tag}: trained x{h.cur_width}, both ends can do x{cap_w} (reseat / check riser and slot)"
+                f"{tag}: trained x{h.cur_width}, both ends can do x{cap_w} (reseat / check riser and slot)",
+                "pcie:downgraded",
             )
         elif (
             h.depth == 0
@@ -240,7 +241,7 @@ def pcie_links(
             and h.cur_width is not None
             and h.cur_width < want_w
         ):
-            out.fail(f"{tag}: x{h.cur_width}, SKU {sku.name if sku else '?'} expects x{want_w}")
+            out.fail(f"{tag}: x{h.cur_width}, SKU {sku.name if sku else '?'} expects x{want_w}", "pcie:downgraded")
         if (
             h.depth == 0
             and h.kind == "gpu"
@@ -254,7 +255,8 @@ def pcie_links(
                 else "link"
             )
             out.fail(
-                f"{tag}: {who} capable of Gen{gen_of(cap_s)} ({cap_s:g} GT/s), SKU expects Gen{want_g}"
+                f"{tag}: {who} capable of Gen{gen_of(cap_s)} ({cap_s:g} GT/s), SKU expects Gen{want_g}",
+                "pcie:downgraded",
             )
         if h.cur_speed is not None and cap_s is not None and h.cur_speed < cap_s:
             msg = f"{tag}: {h.cur_speed:g} GT/s of {cap_s:g} GT/s possible"

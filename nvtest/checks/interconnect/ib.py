@@ -31,7 +31,12 @@ from nvtest.checks.api import (
 )
 from nvtest.checks.hardware import Expected, expected_hcas, require_tool
 from nvtest.checks.interconnect.pair_check import label_coverage, pair_report, report_node
-from nvtest.checks.interconnect.rdma import mtu_problems, port_problems, rdma_report
+from nvtest.checks.interconnect.rdma import (
+    MTU_CAUSE,
+    keyed_port_problems,
+    mtu_problems,
+    rdma_report,
+)
 from nvtest.checks.shape import golden_for, hca_shape, judge_shape
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import NvtestError, ParseError, UnreportedHardware
@@ -164,7 +169,7 @@ def ports(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile | Non
         judge.detail("active_mtu", {f"{ca.name}/{p.port}": p.active_mtu for ca in devinfo.cas for p in ca.ports})
         majority = None if expect and expect.ib_mtu else _fleet_mtu(fleet, sku)
         for problem in mtu_problems(devinfo, text, expect.ib_mtu if expect else None, majority):
-            judge.fail(problem)
+            judge.fail(problem, MTU_CAUSE)
     else:
         judge.detail("active_mtu", "not measured: ibv_devinfo is not on the node (ibstat prints no MTU)")
     if report.failure is not None:  # e.g. ibstat's ibpanic after part of its report
@@ -173,13 +178,13 @@ def ports(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile | Non
     for ca in report.cas:
         for port in ca.ports:
             judge("rate_gbps", port.rate_gbps, "Gb/s", hca=ca.name, port=port.port)
-    for problem in port_problems(
+    for problem, cause in keyed_port_problems(
         report,
         node_recipe(ctx, node, "ib_ports"),
         expect.ib_hcas if expect else None,
         expect.ib_rate_gbps if expect else None,
     ):
-        judge.fail(problem)
+        judge.fail(problem, cause)
 
 
 def _active_hcas(fleet: Fleet, node: Node) -> list[str]:
@@ -220,7 +225,7 @@ def write_bw(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile | 
     cover = label_coverage(report, node.name, mine, names, lambda peer: job.labels(node, by_name[peer]))
     judge.detail("effective", cover.effective(mine))
     for hca in cover.lacking:
-        judge.fail(f"HCA {hca} not measured: this node lacks it (golden {gold.describe() if gold else '?'})")
+        judge.fail(f"HCA {hca} not measured: this node lacks it (golden {gold.describe() if gold else '?'})", "hca:missing")
     report_node(judge, report, node, job.metric, "Gb/s")
     if cover.never and not judge.verdict.is_bad:
         why = "; ".join(

@@ -14,7 +14,7 @@ from nvtest.errors import ProbeError
 from nvtest.parsers.ibstat import IbReport
 from nvtest.session.facts import NodeFacts
 
-__all__ = ["MTU_LINE_RE", "mtu_lines", "mtu_problems", "port_problems", "rdma_report"]
+__all__ = ["MTU_CAUSE", "MTU_LINE_RE", "keyed_port_problems", "mtu_lines", "mtu_problems", "port_problems", "rdma_report"]
 
 
 def rdma_report(
@@ -45,27 +45,38 @@ def port_problems(
 ) -> list[str]:
     """Every way the ports differ from the SKU: missing HCAs (count or names), ports not
     Active/LinkUp, rate below ``expect_rate`` (Gb/s), link layer other than ``recipe.link_layer``."""
-    out: list[str] = []
+    return [line for line, _ in keyed_port_problems(report, recipe, expect_hcas, expect_rate)]
+
+
+def keyed_port_problems(
+    report: IbReport, recipe: Mapping[str, Any], expect_hcas: int | None, expect_rate: float | None
+) -> list[tuple[str, str | None]]:
+    """:func:`port_problems`, each line with its cause key (``hca:missing`` for the recipe's
+    HCAs the node lacks; None for the others, which quote the tool's port state)."""
+    out: list[tuple[str, str | None]] = []
     names = [ca.name for ca in report.cas]
     if expect_hcas is not None and len(names) < expect_hcas:
-        out.append(f"{len(names)} HCAs, SKU expects {expect_hcas}")
+        out.append((f"{len(names)} HCAs, SKU expects {expect_hcas}", None))
     wanted: Sequence[str] = recipe.get("hcas") or ()
     missing = [h for h in wanted if h not in names]
     if missing:
-        out.append(f"expected HCA(s) missing: {', '.join(missing)}")
+        out.append((f"expected HCA(s) missing: {', '.join(missing)}", "hca:missing"))
     layer = recipe.get("link_layer")
     for ca in report.cas:
         for port in ca.ports:
             where = f"{ca.name} port {port.port}"
             if port.problem:
-                out.append(f"{where}: {port.problem}")
+                out.append((f"{where}: {port.problem}", None))
                 continue
             if expect_rate and (port.rate_gbps or 0) < expect_rate:
-                out.append(f"{where}: rate {port.rate_gbps} Gb/s < {expect_rate:g} Gb/s")
+                out.append((f"{where}: rate {port.rate_gbps} Gb/s < {expect_rate:g} Gb/s", None))
             if layer and port.link_layer and port.link_layer != layer:
-                out.append(f"{where}: link layer {port.link_layer}, SKU expects {layer}")
+                out.append((f"{where}: link layer {port.link_layer}, SKU expects {layer}", None))
     return out
 
+
+#: The cause key of every line :func:`mtu_problems` gives (a port at another MTU).
+MTU_CAUSE = "ib:mtu"
 
 #: ``ibv_devinfo`` (libibverbs-utils): ``hca_id: mlx5_0``, ``port:   1`` and
 #: The largest (and, on a healthy fabric, the active) InfiniBand MTU, bytes (IBTA: 256 to

@@ -120,7 +120,7 @@ def gpus(ctx: GateContext) -> GateCheck:
         return res
     out = gpu_inventory(_facts(ctx, query), ctx.sku, ctx.catalog)
     for line in lost_gpus(query):
-        out.fail(line)
+        out.fail(line, "gpu:lost")
     for line in recovery_actions(ctx.sources.get("smi").stdout):
         out.fail(line)
     expected = ctx.sku.expect.gpus if ctx.sku else None

@@ -17,7 +17,7 @@ import re
 
 from nvtest.checks.health import Outcome
 from nvtest.checks.health.kernel_log import UNREADABLE, judge_xid, split_probe, xid_scan
-from nvtest.checks.interconnect.rdma import port_problems
+from nvtest.checks.interconnect.rdma import keyed_port_problems
 from nvtest.errors import ParseError
 from nvtest.ops.gate.context import GateContext, df_key, from_outcome
 from nvtest.ops.gate.document import GateCheck
@@ -209,8 +209,8 @@ def _fabric_ports(ctx: GateContext, report: IbReport, out: Outcome) -> int:
     rate = ctx.sku.expect.ib_rate_gbps if ctx.sku else None
     if ctx.recipe.hcas:
         listed = IbReport(tuple(ca for ca in report.cas if ca.name in ctx.recipe.hcas))
-        for line in port_problems(listed, {"hcas": ctx.recipe.hcas}, len(ctx.recipe.hcas), rate):
-            out.fail(line)
+        for line, cause in keyed_port_problems(listed, {"hcas": ctx.recipe.hcas}, len(ctx.recipe.hcas), rate):
+            out.fail(line, cause)
         return listed.active_ports
     good = [(c, p) for c, p in report.ports if p.active and (rate is None or (p.rate_gbps or 0) >= rate)]
     down = [f"{c} port {p.port} ({p.problem or 'below rate'})" for c, p in report.ports if not p.active]

@@ -31,6 +31,7 @@ from nvtest.errors import EXIT_CONFIG
 from nvtest.ops.gate.document import GateCheck, exit_code, worst
 
 __all__ = [
+    "CAUSE",
     "CONFIG_CHECK",
     "NO_FILE",
     "RECIPE_CHECKS",
@@ -58,6 +59,8 @@ RECIPE_FIELDS: dict[str, tuple[str, ...]] = {
 RECIPE_CHECKS: tuple[str, ...] = tuple(sorted({c for checks in RECIPE_FIELDS.values() for c in checks}))
 #: What a configuration error asks of the site (the decisions' threshold).
 FIX = "a valid site file and options: fix it and prove it with `nvtest config check` (docs/operations.md)"
+#: The cause key of every decision a configuration error makes (the Playbook's site_config_error).
+CAUSE = "config:site"
 #: The ``file`` label of a problem that is in no file (a command-line option).
 NO_FILE = "(command line)"
 
@@ -143,14 +146,14 @@ def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[G
             for p, whole in blocking[c.check]:
                 what = ("its settings (recipe.gate) come from a file with a configuration error" if whole
                         else "a setting it reads (recipe.gate) has a configuration error")  # fmt: skip
-                res.add("unknown", c.check, f"not judged: {what}: {p}", threshold=FIX, source=p.file)
+                res.add("unknown", c.check, f"not judged: {what}: {p}", threshold=FIX, source=p.file, cause=CAUSE)
             out.append(res)
         else:
             out.append(c)
     conf = GateCheck(CONFIG_CHECK)
     for p in site.problems:
         conf.add("unknown", p.key or p.kind, f"configuration error ({p.kind}): {p}", threshold=FIX,
-                 source=p.file or NO_FILE)
+                 source=p.file or NO_FILE, cause=CAUSE)
     for f in dict.fromkeys(p.file or NO_FILE for p in site.problems):
         conf.metrics.append(("config_error", 1.0, "count", {"file": f}))
     if not site.problems:

@@ -228,4 +228,6 @@ def from_outcome(
         *([("unknown", out.error)] if out.error is not None else []),
     ]  # fmt: skip
     for verdict, reason in findings or [("pass", passed)]:
-        res.add(verdict, what, reason, value=value, unit=unit, threshold=threshold, source=source)
+        # each finding with its own cause key (Outcome.keys), where the health function set one
+        res.add(verdict, what, reason, value=value, unit=unit, threshold=threshold, source=source,
+                cause=out.keys.get(reason))  # fmt: skip

@@ -107,7 +107,7 @@ def _own(res: GateCheck, d: Decision, node_results: Iterable[Mapping[str, Any]] 
     verdict = {"fail": "fail", "unknown": "error"}.get(d.verdict)
     if verdict is None:
         return None
-    result = {"check": res.check, "verdict": verdict, "reason": _reason(res, d)}
+    result = {"check": res.check, "verdict": verdict, "reason": _reason(res, d), "cause": d.cause}
     return diagnose(result, evidence=_evidence(res), node_results=node_results)
 
 
@@ -163,7 +163,7 @@ def diagnose_gate(results: Sequence[GateCheck], state: GateState | None = None) 
     no next step."""
     findings = node_findings(results, state)
     node_results = [
-        {"check": r.check, "verdict": "fail", "reason": _reason(r, d)} for r in results for d in r.decisions if d.verdict == "fail"
+        {"check": r.check, "verdict": "fail", "reason": _reason(r, d), "cause": d.cause} for r in results for d in r.decisions if d.verdict == "fail"
     ]
     for res in results:
         for i, d in enumerate(res.decisions):

@@ -87,6 +87,8 @@ class Decision:
     threshold: str | None = None
     source: str | None = None
     next_step: Mapping[str, str] | None = None
+    #: the key of the cause where the gate knew it (:attr:`nvtest.results.CheckResult.cause`)
+    cause: str | None = None
 
 
 @dataclass
@@ -138,7 +140,7 @@ class GateCheck:
         if cut:
             self.notes.append(f"whole reason ({what}): {reason}")
         self.decisions.append(
-            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason, cause))
+            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason, cause), cause)
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -147,7 +149,7 @@ class GateCheck:
             "verdict": self.verdict,
             "reason": self.reason,
             "duration_s": round(self.duration_s, 3),
-            "decisions": [asdict(d) for d in self.decisions],
+            "decisions": [{k: v for k, v in asdict(d).items() if k != "cause" or v is not None} for d in self.decisions],
             "evidence": [
                 {
                     "command": e.command,
