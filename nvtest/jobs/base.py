@@ -64,7 +64,7 @@ def check_nodes(ctx: RunContext, check: str) -> list[Node]:
 #: (:func:`require_launched`). tests/jobs/test_known_bad.py walks every one.
 MULTI_NODE_CHECKS = frozenset({
     "nccl_multinode", "ib_write_bw", "tcp_bw", "mpi", "collectives_multinode",
-    "train_multinode", "restart_injob", "container_identity",
+    "train_multinode", "restart_injob", "container_identity", "nvlink_multinode",
 })  # fmt: skip
 
 

@@ -8,7 +8,9 @@ SKU shares GPU memory across nodes (``expect.imex``); the judging is
 - :func:`bandwidth` (``nvlink_multinode``): nvbandwidth's
   ``multinode_device_to_device_memcpy_read_ce`` in one launch over the run's nodes of such a
   SKU (the transport's own multi-node launcher, srun under Slurm; else mpirun), one rank per
-  GPU; per GPU the slowest read from any other GPU (``mn_read_ce_gbps``, GB/s).
+  GPU; per GPU the slowest read from any other GPU (``mn_read_ce_gbps``, GB/s). A node an
+  earlier check of the run failed or hung on is left out of the launch and named
+  (:func:`~nvtest.jobs.base.launch_nodes`, :func:`~nvtest.jobs.base.require_launched`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from nvtest.checks.interconnect.imex import (
 )
 from nvtest.checks.interconnect.nodes import gpus
 from nvtest.errors import ProbeError
-from nvtest.jobs.base import check_nodes, run_commands
+from nvtest.jobs.base import launch_nodes, require_launched, run_commands
 from nvtest.jobs.launch import mpirun_argv
 from nvtest.jobs.mpi import mpi_options, node_for_token
 from nvtest.session.facts import NodeFacts
@@ -95,6 +97,8 @@ def bandwidth(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile |
     against ``nvlink_multinode.mn_read_ce_gbps``.
 
     Raises:
+        NodeError: the node is left out of the launch (an earlier check failed or hung on it),
+            or nodes were left out and fewer than two remain.
         ProbeSkip: the SKU does not share GPU memory across nodes, or fewer than two such nodes.
         ProbeError: nvbandwidth missing where the node's GPUs are expected, the launch did not
             complete, or this node's GPUs were not measured (the tool's words).
@@ -104,7 +108,8 @@ def bandwidth(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile |
     exp = require(expected_gpus(node_facts, sku))
     if not node_facts.tools.get("nvbandwidth") and not os.environ.get("NVTEST_NVBANDWIDTH"):
         raise ProbeError(f"nvbandwidth not found on the node's PATH: nothing measured on the {exp.text()}", cause="tool:missing")
-    nodes = [n for n in check_nodes(ctx, "nvlink_multinode") if gpus(ctx, n)]
+    nodes = fleet.once("nvlink_multinode:nodes", lambda: [n for n in launch_nodes(ctx, "nvlink_multinode") if gpus(ctx, n)])
+    require_launched(ctx, "nvlink_multinode", node, judge.detail, remaining=nodes)
     if len(nodes) < 2:
         raise ProbeSkip("multi-node NVLink needs two nodes of the NVLink domain in the run")
     run = fleet.once("nvlink_multinode:run", lambda: _mn_run(fleet, nodes))
