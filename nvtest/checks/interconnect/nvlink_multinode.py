@@ -31,10 +31,11 @@ from nvtest.checks.interconnect.imex import (
 )
 from nvtest.checks.interconnect.nodes import gpus
 from nvtest.errors import ProbeError
-from nvtest.jobs.base import launch_nodes, require_launched, run_commands
+from nvtest.jobs.base import launch_nodes, pin_unkillable, require_launched, run_commands
 from nvtest.jobs.launch import mpirun_argv
 from nvtest.jobs.mpi import mpi_options, node_for_token
 from nvtest.session.facts import NodeFacts
+from nvtest.session.phase import attribute_unkillable
 from nvtest.transports.base import CommandResult, render_command
 
 __all__ = ["IMEX", "bandwidth", "imex"]
@@ -75,11 +76,13 @@ def _mn_run(fleet: Fleet, nodes: list[Node]) -> dict[str, Any]:
     key: str | None = "nvlink_multinode"
     if multi is not None:  # the transport's own launcher (srun): one step, one task per GPU
         res = multi.launch(nodes, prog, gpus(ctx, first), 1, {}, timeout_s=900 * ctx.config.timeout_scale)
+        res = attribute_unkillable(res, ("gpu",))  # each survivor worded on its own node
         key = None
-    else:
+    else:  # the launch's deadline is the job's, not the first node's (as nccl_multinode's)
         argv = mpirun_argv(layout, prog, opts=mpi_options(ctx, first))
         res = run_commands(ctx, "nvlink_multinode", [first], {first.name: render_command(argv, {})},
-                           timeout_s=900, needs=("gpu",))[first.name]  # fmt: skip
+                           timeout_s=900, needs=("gpu",), mark=False)[first.name]  # fmt: skip
+    pin_unkillable(ctx, "nvlink_multinode", res, ("gpu",))  # only a survivor's own node is marked
     text = res.stdout + "\n" + res.stderr
     hosts = {}
     for n in nodes:
