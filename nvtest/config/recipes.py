@@ -73,10 +73,12 @@ class ThermalRecipe(BurninRecipe):
 
 
 class DcgmDiagRecipe(_Section):
-    """Recipe ``dcgm_diag`` (suites/health/test_dcgm.py): ``dcgmi diag -r`` level, tests that must run."""
+    """Recipe ``dcgm_diag`` (suites/health/test_dcgm.py): ``dcgmi diag -r`` level, tests that must
+    run, and its deadline in seconds (``timeout_s``; default 3600, scaled by ``--timeout-scale``)."""
 
     level: Literal[1, 2, 3, 4] | None = None
     required: list[StrictStr] | None = None
+    timeout_s: PositiveFloat | None = None
 
 
 class TrainSmokeRecipe(_Section):

@@ -21,7 +21,7 @@ from nvtest.config.thresholds import SkuProfile, assess
 from nvtest.errors import NodeError
 from nvtest.session.context import FleetCache
 from nvtest.session.facts import hardware_of
-from nvtest.session.phase import unkillable_owners
+from nvtest.session.phase import hung_needs, unkillable_owners
 from nvtest.transports.base import Command, CommandResult
 from nvtest.verdict import Verdict
 
@@ -64,7 +64,7 @@ def check_nodes(ctx: RunContext, check: str) -> list[Node]:
 #: (:func:`require_launched`). tests/jobs/test_known_bad.py walks every one.
 MULTI_NODE_CHECKS = frozenset({
     "nccl_multinode", "ib_write_bw", "tcp_bw", "mpi", "collectives_multinode",
-    "train_multinode", "restart_injob", "container_identity",
+    "train_multinode", "restart_injob", "container_identity", "nvlink_multinode",
 })  # fmt: skip
 
 
@@ -234,8 +234,8 @@ def pin_unkillable(ctx: RunContext, key: str, res: CommandResult, needs: Sequenc
     checks needing them are blocked there, later launches leave it out. A launch that only
     timed out marks no node: every node of a job waits for the slowest, and which one hung
     is for the pair re-run or the tool's words to say, not copied onto all of them."""
-    for owner in unkillable_owners(res):
-        ctx.phases.mark_hung(owner, key, needs, res.error or "unkillable")
+    for owner in unkillable_owners(res):  # stuck in the GPU's driver: every GPU need (hung_needs)
+        ctx.phases.mark_hung(owner, key, hung_needs(res, needs), res.error or "unkillable")
 
 
 def judge_value(

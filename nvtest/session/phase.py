@@ -18,13 +18,13 @@ from pathlib import Path
 
 from nvtest.config.inventory import Node
 from nvtest.errors import OutputWriteError
-from nvtest.playbook.stuck import stuck_on, stuck_words
+from nvtest.playbook.stuck import NEED_DOMAIN, stuck_on, stuck_words
 from nvtest.transports._deadline import UNKILLABLE
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
 __all__ = [
-    "Hang", "PhaseRunner", "attribute_unkillable", "cause_of", "node_log_dir", "path_part",
-    "unkillable_owners", "write_evidence",
+    "GPU_NEEDS", "Hang", "PhaseRunner", "attribute_unkillable", "cause_of", "hung_needs", "node_log_dir",
+    "path_part", "unkillable_owners", "write_evidence",
 ]  # fmt: skip
 
 #: A survivor's wait channel in a transport's error (``sleep (pid 7, state D, wchan nfs_wait)``).
@@ -54,6 +54,22 @@ def attribute_unkillable(res: CommandResult, touches: Sequence[str]) -> CommandR
         return f"{m.group(0)[: -len(UNKILLABLE) - 2]}{UNKILLABLE}: {stuck_words(stuck, owner, res.command)} ("
 
     return dataclasses.replace(res, error=_ANCHOR.sub(word, res.error), cause=f"transport:unkillable:{stuck.domain}")
+
+
+#: The needs that reach the GPU through its driver (``NEED_DOMAIN`` ``gpu``: nvidia-smi, dcgmi,
+#: nvbandwidth, the ``gpu`` device ...): all hang once a process is wedged in that driver.
+GPU_NEEDS = tuple(need for need, domain in NEED_DOMAIN.items() if domain == "gpu")
+
+
+def hung_needs(res: CommandResult, needs: Sequence[str]) -> tuple[str, ...]:
+    """What ``res`` (a command that ran past its deadline) leaves hung on its node: the
+    command's own ``needs``; and where a process it left is stuck in the GPU's driver
+    (``transport:unkillable:gpu``, :func:`attribute_unkillable`), every need that talks to that
+    driver (:data:`GPU_NEEDS`), so that a later nvidia-smi or CUDA check there is ``blocked``
+    at once instead of hanging on the same driver until its own deadline."""
+    if res.failure == "unkillable" and res.cause == "transport:unkillable:gpu":
+        return tuple(dict.fromkeys([*needs, *GPU_NEEDS]))
+    return tuple(needs)
 
 
 def unkillable_owners(res: CommandResult) -> list[str]:
@@ -255,7 +271,7 @@ class PhaseRunner:
             for name, res in list(results.items()):
                 res = results[name] = attribute_unkillable(res, needs if touches is None else touches)
                 if mark and res.failure in ("timeout", "unkillable"):
-                    self.mark_hung(name, key, needs, res.error or "timed out")
+                    self.mark_hung(name, key, hung_needs(res, needs), res.error or "timed out")
                 try:
                     self._logs[(key, name)] = write_evidence(self.run_dir, key, res)
                 except OutputWriteError as exc:  # the measurement stands without its log file

@@ -41,12 +41,15 @@ class Recording:
         exit_code: the exit status (0-255).
         sleep_s: seconds to wait before printing (a slow or hung tool; ``sleep`` runs
             in the foreground, so a deadline must kill it).
+        prelude: shell run first (e.g. :meth:`nvtest.testing.wedged.Freezer.wedge_command`
+            then ``wait``: a tool stuck where SIGKILL cannot end it).
     """
 
     stdout: str = ""
     stderr: str = ""
     exit_code: int = 0
     sleep_s: float = 0.0
+    prelude: str = ""
 
     @classmethod
     def of_file(cls, path: Path, *, exit_code: int = 0, stderr: str = "") -> Recording:
@@ -118,7 +121,8 @@ class StandInTools:
         err = self._data / f"{tool}.{key}.err"
         out.write_text(rec.stdout, encoding="utf-8")
         err.write_text(rec.stderr, encoding="utf-8")
-        steps = [f"sleep {rec.sleep_s:g};"] if rec.sleep_s > 0 else []
+        steps = [f"{rec.prelude.rstrip().rstrip(';')};"] if rec.prelude.strip() else []
+        steps += [f"sleep {rec.sleep_s:g};"] if rec.sleep_s > 0 else []
         steps += [f"cat {shlex.quote(str(out))};", f"cat {shlex.quote(str(err))} >&2;", f"exit {int(rec.exit_code)}"]
         return " ".join(steps)
 

@@ -1,6 +1,7 @@
 """DCGM diagnostics (``dcgmi diag -r LEVEL -j``) where DCGM is installed.
 
-The level comes from the SKU recipe (``dcgm_diag: {level: 2}``; 1 without one).
+The level comes from the SKU recipe (``dcgm_diag: {level: 2}``; 1 without one), and so may
+its deadline (``timeout_s``; 3600 s without one).
 On a node with GPUs, dcgmi missing from the node's PATH is an ``error`` (nothing was
 diagnosed); only a PCI bus that shows no GPU skips the check. A required test that
 DCGM skipped, or a pass carrying an error code, is an error.
@@ -8,6 +9,7 @@ DCGM skipped, or a pass carrying an error code, is an error.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -35,6 +37,7 @@ DCGM = Probe(
 @pytest.mark.check("dcgm_diag", area="health", title="DCGM diagnostics (dcgmi diag)")
 def test_dcgm_diag(node, judge: Judge, read, sku: SkuProfile | None) -> None:
     """Worst of DCGM's per-test status and error codes; NVLink is judged by the nvlink check."""
-    diag = read(DCGM)
+    deadline = _recipe(sku).get("timeout_s")
+    diag = read(replace(DCGM, timeout_s=float(deadline)) if deadline else DCGM)
     required = tuple(_recipe(sku).get("required", ()))
     apply(dcgm_diag(diag, sku, required), judge)

@@ -170,8 +170,9 @@ def test_rule1_on_this_machine_every_skip_names_its_proof(cpu_machine, check):
         assert r["verdict"] == ("warn" if check == "sdc" else "pass"), r
 
 
-#: checks whose probe runs for real on a CPU where the bus proves no GPU (``device="any"``)
-CPU_PATHS = ("gemm", "collectives", "train_smoke", "inference", "sdc")
+#: checks whose probe runs for real on a CPU where the bus proves no GPU (``device="any"``;
+#: xid_scan judges the host events of the kernel log, its GPU part not applicable)
+CPU_PATHS = ("gemm", "collectives", "train_smoke", "inference", "sdc", "xid_scan")
 
 
 def _walk(obj: Any, key: str) -> list[Any]:

@@ -58,7 +58,10 @@ class _Strict(BaseModel):
 class Output(_Strict):
     """One recorded run of a tool: ``stdout``/``stderr`` name files of the case folder,
     ``stdout_text``/``stderr_text`` give the text inline; ``exit`` its status; ``sleep_s``
-    seconds before it prints (a slow or hung tool)."""
+    seconds before it prints (a slow or hung tool); ``wedged``: the call leaves a process
+    SIGKILL cannot end (a ``sleep`` in a frozen cgroup, state D: :mod:`nvtest.testing.wedged`)
+    and waits for it, as a tool stuck in the driver does (root and the cgroup-v1 freezer; the
+    case is skipped, saying why, where they are missing)."""
 
     stdout: str | None = None
     stdout_text: str | None = None
@@ -66,6 +69,7 @@ class Output(_Strict):
     stderr_text: str | None = None
     exit: int = Field(default=0, ge=0, le=255)
     sleep_s: float = Field(default=0.0, ge=0)
+    wedged: bool = False
 
     @model_validator(mode="after")
     def _one_source(self) -> Output:
@@ -75,8 +79,9 @@ class Output(_Strict):
             raise ValueError("give stderr (a file) or stderr_text, not both")
         return self
 
-    def recording(self, folder: Path) -> Recording:
-        """The :class:`Recording` this output stands for (files read from ``folder``)."""
+    def recording(self, folder: Path, wedge: str = "") -> Recording:
+        """The :class:`Recording` this output stands for (files read from ``folder``; ``wedge``:
+        the shell that leaves an unkillable process, for a ``wedged`` output)."""
 
         def text(name: str | None, inline: str | None) -> str:
             return (folder / name).read_text(encoding="utf-8") if name else (inline or "")
@@ -86,6 +91,7 @@ class Output(_Strict):
             stderr=text(self.stderr, self.stderr_text),
             exit_code=self.exit,
             sleep_s=self.sleep_s,
+            prelude=f"{wedge}; wait" if self.wedged else "",
         )
 
 
@@ -281,12 +287,13 @@ def all_case_dirs() -> list[Path]:
 # -- building the nodes ------------------------------------------------------------------------
 
 
-def node_tools(nc: NodeCase, folder: Path, bin_dir: Path, *, gate: bool = False) -> StandInTools:
+def node_tools(nc: NodeCase, folder: Path, bin_dir: Path, *, gate: bool = False, wedge: str = "") -> StandInTools:
     """Write the node's stand-ins into ``bin_dir`` (emptied first): its profile's tools with
     the case's overrides: an override with a ``default`` replaces the profile's tool (its
     argument globs, then the default); one without is layered on the profile's (its globs
     tried first, then the profile's globs and default). ``gate``: ``h100_healthy`` answers
-    the gate's ``nvidia-smi -q`` (text) too, with the real H100 capture of the gate's stand-ins."""
+    the gate's ``nvidia-smi -q`` (text) too, with the real H100 capture of the gate's stand-ins.
+    ``wedge``: the shell a ``wedged`` output runs (:meth:`~nvtest.testing.wedged.Freezer.wedge_command`)."""
     if bin_dir.exists():
         shutil.rmtree(bin_dir)
     tools = StandInTools(bin_dir)
@@ -299,9 +306,9 @@ def node_tools(nc: NodeCase, folder: Path, bin_dir: Path, *, gate: bool = False)
         if spec == "missing":
             merged[name] = None
             continue
-        by_args = {k: o.recording(folder) for k, o in spec.items() if k != "default"}
+        by_args = {k: o.recording(folder, wedge) for k, o in spec.items() if k != "default"}
         if "default" in spec:  # the whole tool, as the case gives it
-            merged[name] = Tool(spec["default"].recording(folder), by_args)
+            merged[name] = Tool(spec["default"].recording(folder, wedge), by_args)
             continue
         base = merged.get(name) or Tool()
         merged[name] = Tool(base.default, {**by_args, **{k: v for k, v in base.by_args.items() if k not in by_args}})
@@ -418,22 +425,22 @@ class CaseRun:
     verdicts: dict[str, str] | None = None
 
 
-def _args(case: Case, out: Path) -> list[str]:
+def _args(case: Case, out: Path, folder: Path) -> list[str]:
     a = case.arrangement
     args = ["run", "--suite", a.suite, "--out", str(out), "--progress", "plain"]
     if a.checks:
         args += ["-k", " or ".join(a.checks)]
     if a.sku:
         args += ["--sku", a.sku]
-    return [*args, *a.options]
+    return [*args, *(o.replace("{case}", str(folder)) for o in a.options)]
 
 
-def _run_local(case: Case, folder: Path, work: Path) -> CaseRun:
+def _run_local(case: Case, folder: Path, work: Path, wedge: str = "") -> CaseRun:
     (name,) = case.arrangement.nodes
     nc = case.nodes.get(name, NodeCase())
-    tools = node_tools(nc, folder, work / "bin")
+    tools = node_tools(nc, folder, work / "bin", wedge=wedge)
     env = {"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1", **_node_env(nc, folder)}
-    proc = run_nvtest(*_args(case, work / "r"), env=env, timeout=case.arrangement.timeout_s + 60)
+    proc = run_nvtest(*_args(case, work / "r", folder), env=env, timeout=case.arrangement.timeout_s + 60)
     return _finish(proc, work / "r", {name: ""})
 
 
@@ -441,12 +448,12 @@ def _run_local(case: Case, folder: Path, work: Path) -> CaseRun:
 GATE_VERDICT = {"unknown": "error"}
 
 
-def _run_gate(case: Case, folder: Path, work: Path) -> CaseRun:
+def _run_gate(case: Case, folder: Path, work: Path, wedge: str = "") -> CaseRun:
     """``nvtest gate`` on the one node; its document read as results: one per decision (the
     check, verdict, reason, and its next step as the diagnosis: cause and action)."""
     (name,) = case.arrangement.nodes
     nc = case.nodes.get(name, NodeCase())
-    tools = node_tools(nc, folder, work / "bin", gate=True)
+    tools = node_tools(nc, folder, work / "bin", gate=True, wedge=wedge)
     env = {"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1", **_node_env(nc, folder)}
     args = ["gate", "--node", name, "--state-dir", str(work / "state"), "--history", "off"]
     args += [a for c in case.arrangement.checks for a in ("--check", c)]
@@ -465,13 +472,13 @@ def _run_gate(case: Case, folder: Path, work: Path) -> CaseRun:
     return CaseRun(proc.returncode, proc.stderr[-4000:], {"results": results}, {name: name}, verdicts={name: str(verdict)})
 
 
-def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRun:
+def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters, wedge: str = "") -> CaseRun:
     nat = case.arrangement.one_address
     cluster = clusters.ssh(nat)
     entries = []
     for i, name in enumerate(case.arrangement.nodes):
         nc = case.nodes.get(name, NodeCase())
-        node_tools(nc, folder, clusters.ssh_bin(i, nat))
+        node_tools(nc, folder, clusters.ssh_bin(i, nat), wedge=wedge)
         sim = cluster.nodes[i]
         entries.append({"names": name, "address": sim.address, "port": sim.port, **nc.inventory})
         extra = set(nc.env) - {"NVTEST_SYSFS_ROOT"}
@@ -490,7 +497,7 @@ def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
     }
     inv_path = work / "inventory.yaml"
     inv_path.write_text(yaml.safe_dump(inv, sort_keys=False), encoding="utf-8")
-    args = _args(case, work / "r")
+    args = _args(case, work / "r", folder)
     args[1:1] = ["--backend", "ssh", "--inventory", str(inv_path)]
     env = {"HOME": str(cluster.client_home()), "OMP_NUM_THREADS": "1"}
     down = [cluster.nodes[case.arrangement.nodes.index(n)].name for n in case.arrangement.down]
@@ -506,17 +513,17 @@ def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
     return _finish(proc, work / "r", {n: n for n in case.arrangement.nodes})
 
 
-def _run_slurm(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRun:
+def _run_slurm(case: Case, folder: Path, work: Path, clusters: Clusters, wedge: str = "") -> CaseRun:
     cluster = clusters.slurm()
     for name in SLURM_NODES:
         nc = case.nodes.get(name, NodeCase())
-        tools = node_tools(nc, folder, work / f"bin-{name}")
+        tools = node_tools(nc, folder, work / f"bin-{name}", wedge=wedge)
         path = tools.path_prefix(os.environ.get("PATH", ""))
         (clusters.slurm_env_dir() / name).write_text(f"export PATH={path}\n", encoding="utf-8")
     for node, reason in case.arrangement.drained.items():
         cluster.client("scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}")
     try:
-        args = _args(case, work / "r")
+        args = _args(case, work / "r", folder)
         args[1:1] = ["--backend", "slurm", "--partition", "nvt", "--time", "15"]
         if case.arrangement.select == "nodes":
             args[1:1] = ["--nodes", ",".join(case.arrangement.nodes)]
@@ -538,7 +545,23 @@ def _finish(proc: subprocess.CompletedProcess[str], out: Path, names: dict[str, 
 
 
 def run_case(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRun:
-    """Run ``case`` (from ``folder``) with its stand-in nodes; ``work``: a fresh directory."""
+    """Run ``case`` (from ``folder``) with its stand-in nodes; ``work``: a fresh directory. A
+    case with a ``wedged`` output runs inside one frozen cgroup (thawed after the run), and is
+    skipped, saying why, where the freezer cannot work here."""
+    if not any(o.wedged for nc in case.nodes.values() for spec in nc.tools.values() if spec != "missing" for o in spec.values()):
+        return _run_case(case, folder, work, clusters)
+    from nvtest.testing.wedged import Freezer, freezer_unavailable_reason
+
+    reason = freezer_unavailable_reason()
+    if reason:
+        import pytest
+
+        pytest.skip(f"a wedged tool: {reason}")
+    with Freezer() as freezer:
+        return _run_case(case, folder, work, clusters, freezer.wedge_command())
+
+
+def _run_case(case: Case, folder: Path, work: Path, clusters: Clusters, wedge: str = "") -> CaseRun:
     backend = case.arrangement.backend
     start = time.monotonic()
     if case.arrangement.parse:
@@ -546,13 +569,13 @@ def run_case(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
         proc = run_nvtest("parse", *args, "--json", timeout=case.arrangement.timeout_s)
         run = CaseRun(proc.returncode, proc.stdout[-20000:] + proc.stderr[-4000:], None, {})
     elif case.arrangement.verb == "gate":
-        run = _run_gate(case, folder, work)
+        run = _run_gate(case, folder, work, wedge)
     elif backend == "local":
-        run = _run_local(case, folder, work)
+        run = _run_local(case, folder, work, wedge)
     elif backend == "ssh":
-        run = _run_ssh(case, folder, work, clusters)
+        run = _run_ssh(case, folder, work, clusters, wedge)
     else:
-        run = _run_slurm(case, folder, work, clusters)
+        run = _run_slurm(case, folder, work, clusters, wedge)
     run.wall_s = time.monotonic() - start
     return run
 

@@ -108,3 +108,20 @@ def test_a_multi_node_launch_attributes_each_survivor_to_the_node_that_owns_it()
     single = attribute_unkillable(_wedged("gpu017", "nvidia-smi -q"), ("gpu",))
     assert unkillable_owners(single) == ["gpu017"]
     assert unkillable_owners(CommandResult(node="n", command="x", failure="timeout", error="timed out")) == []
+
+
+def test_a_process_wedged_in_the_gpu_driver_blocks_every_gpu_need_on_its_node():
+    """dcgmi diag left in D state (field case dcgm-diag-unkillable-d-state-blocks-gpu-checks):
+    nvidia-smi, nvbandwidth, CUDA all reach the same driver, so every need of the GPU domain is
+    marked hung, not only the command's own; a plain timeout or a wedge elsewhere marks only
+    the command's needs."""
+    from nvtest.session.phase import GPU_NEEDS, hung_needs
+
+    wedged = attribute_unkillable(_wedged("node1", "dcgmi diag -r 2 -j"), ("dcgmi", "gpu"))
+    assert wedged.cause == "transport:unkillable:gpu"
+    marked = hung_needs(wedged, ("dcgmi", "gpu"))
+    assert {"nvidia-smi", "dcgmi", "gpu", "nvbandwidth"} <= set(marked) and set(GPU_NEEDS) <= set(marked)
+    storage = attribute_unkillable(_wedged("node1", "python3 /p/ckpt_probe.py"), ("storage",))
+    assert hung_needs(storage, ("storage",)) == ("storage",)
+    timeout = CommandResult(node="node1", command="dcgmi diag", failure="timeout", timed_out=True, error="timed out")
+    assert hung_needs(timeout, ("dcgmi", "gpu")) == ("dcgmi", "gpu")

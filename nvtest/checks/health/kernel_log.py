@@ -27,8 +27,10 @@ Input: ``dmesg`` (or ``journalctl -k`` where dmesg is restricted) read by
   EDAC ``UE`` fails; corrected ones (``CE``, ``Machine check events logged``) warn.
 
 The log covers the time since boot (or what the ring buffer still holds), not
-just this run. A log that cannot be read is an ``error`` with the reason, never a pass
-(the check runs only on nodes with NVIDIA devices).
+just this run. A log that cannot be read is an ``error`` with the reason, never a pass, on
+every node: on a node whose PCI bus proves no NVIDIA device (a login or storage node) the
+GPU part does not apply (a note quoting the bus's words) and the host events are still
+judged, so a log that cannot be read is an error there too (the host events were not read).
 
 Metrics: ``xid_events`` and ``fatal_xid_events`` (count).
 """
@@ -39,7 +41,7 @@ from dataclasses import replace
 
 from nvtest.checks.health import Outcome
 from nvtest.config.thresholds import SkuProfile
-from nvtest.errors import ParseError, ProbeError, ProbeSkip
+from nvtest.errors import ParseError, ProbeError
 from nvtest.parsers import dmesg
 from nvtest.playbook.host_events import judge_host_events
 from nvtest.playbook.readings import FAILED_DRIVER, cause_code
@@ -56,26 +58,26 @@ from nvtest.session.kernel_log import (
 
 __all__ = [
     "DRIVER_BINDING", "KERNEL_LOG_KEY", "KERNEL_LOG_NEEDS", "KERNEL_LOG_SCRIPT", "UNREADABLE",
-    "driver_binding", "judge_xid", "require_nvidia_devices", "split_probe", "xid_scan",
+    "driver_binding", "judge_xid", "nvidia_absent", "split_probe", "xid_scan",
 ]  # fmt: skip
 
 
-def require_nvidia_devices(facts: NodeFacts, sku: SkuProfile | None) -> None:
-    """The Xid scan applies where the node must have NVIDIA GPUs or NVSwitches (PCI bus, SKU,
-    the tools' reports); the kernel log is read by a shell probe, not a GPU tool, so its check
-    requires them here rather than through a probe's ``expects``.
+def nvidia_absent(facts: NodeFacts, sku: SkuProfile | None) -> str | None:
+    """Whether the GPU part of the scan applies: None where the node must have NVIDIA GPUs or
+    NVSwitches (PCI bus, SKU, the tools' reports); the bus's words where it proves there is none
+    (a CPU-only node: login, storage, service). The host events of the log are judged on every
+    node either way (:func:`xid_scan` ``no_gpu``); the kernel log is read by a shell probe, not
+    a GPU tool, so nothing here depends on the GPU tools.
 
     Raises:
-        ProbeSkip: the PCI bus proves there is no NVIDIA GPU (its words, and that there is no
-            Xid to look for).
         ProbeError: none expected and their absence not proven (the bus could not be read).
     """
     gpus, switches = expected_gpus(facts, sku), expected_nvswitches(facts, sku)
     if gpus.count or switches.count:
-        return
+        return None
     if gpus.absent is None:
         raise ProbeError(gpus.unknown or "absence of NVIDIA devices not proven")
-    raise ProbeSkip(f"{gpus.absent}: no Xid to look for")
+    return gpus.absent
 
 #: NVRM lines that say the driver did not take the devices (NVIDIA driver 4xx-5xx wording).
 DRIVER_BINDING = (
@@ -134,12 +136,15 @@ def judge_xid(e: dmesg.KernelEvent, times: int = 1) -> tuple[str, str]:
     return "warn", f"{line}: {info.action}"
 
 
-def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail") -> Outcome:
+def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail", no_gpu: str | None = None) -> Outcome:
     """Judge the GPU events and the host events of one kernel log (see the module doc).
 
     ``source`` names where the text came from, for the messages. ``storage``: the verdict of a
     current storage-client loss (``fail``; the gate passes ``warn``: a shared server's outage
-    is seen by every node at once and must not drain a fleet by itself).
+    is seen by every node at once and must not drain a fleet by itself). ``no_gpu``: the PCI
+    bus's words where it proves the node has no NVIDIA device (:func:`nvidia_absent`): the
+    GPU part (Xid, SXid, driver binding, their metrics) is then not applicable, said in a note,
+    and only the host events are judged.
     """
     out = Outcome()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
@@ -157,6 +162,11 @@ def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail") -> Outc
         return out
     if log.failure is not None:  # dmesg's own words: the log was not read, nothing proven
         out.error = f"kernel log not readable ({source}): {log.failure.message}"
+        return out
+    if no_gpu is not None:
+        out.note(f"GPU part not applicable: {no_gpu}: no Xid to look for; host events judged ({source}, since boot)")
+        _host_events(out, log, storage)
+        out.details["kernel_log"] = {"source": source, "gpu": "not applicable", "host_events": _host_counts(log)}
         return out
     for said in driver_binding(lines):
         out.fail(f"the NVIDIA driver did not take the devices: {said}")
@@ -201,18 +211,27 @@ def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail") -> Outc
             out.warn(line)
     if log.probe_failures:
         out.fail(f"the NVIDIA driver failed to probe {log.probe_failures} device(s)")
-    host = judge_host_events(log.host_events, storage=storage)
-    for j in host:
-        said = j.line + (f" (x{j.times})" if j.times > 1 else "")
-        {"fail": out.fail, "warn": out.warn}.get(j.verdict, out.note)(said)
+    _host_events(out, log, storage)
     out.measure("xid_events", len(xids), "count")
     out.measure("fatal_xid_events", fatal, "count")
     out.details["kernel_log"] = {
         "source": source,
         "xid_codes": list(log.xid_codes),
         "sxid_events": len(sxids),
-        "host_events": {c: sum(1 for e in log.host_events if e.cls == c) for c in sorted({e.cls for e in log.host_events})},
+        "host_events": _host_counts(log),
     }
     if not log.events:
         out.note(f"no Xid or SXid event in the kernel log ({source}, since boot)")
     return out
+
+
+def _host_events(out: Outcome, log: dmesg.KernelLog, storage: str) -> None:
+    """The host events of ``log`` judged onto ``out`` (:mod:`nvtest.playbook.host_events`)."""
+    for j in judge_host_events(log.host_events, storage=storage):
+        said = j.line + (f" (x{j.times})" if j.times > 1 else "")
+        {"fail": out.fail, "warn": out.warn}.get(j.verdict, out.note)(said)
+
+
+def _host_counts(log: dmesg.KernelLog) -> dict[str, int]:
+    """class -> how many host events of that class ``log`` holds."""
+    return {c: sum(1 for e in log.host_events if e.cls == c) for c in sorted({e.cls for e in log.host_events})}

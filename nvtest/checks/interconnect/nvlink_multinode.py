@@ -8,7 +8,9 @@ SKU shares GPU memory across nodes (``expect.imex``); the judging is
 - :func:`bandwidth` (``nvlink_multinode``): nvbandwidth's
   ``multinode_device_to_device_memcpy_read_ce`` in one launch over the run's nodes of such a
   SKU (the transport's own multi-node launcher, srun under Slurm; else mpirun), one rank per
-  GPU; per GPU the slowest read from any other GPU (``mn_read_ce_gbps``, GB/s).
+  GPU; per GPU the slowest read from any other GPU (``mn_read_ce_gbps``, GB/s). A node an
+  earlier check of the run failed or hung on is left out of the launch and named
+  (:func:`~nvtest.jobs.base.launch_nodes`, :func:`~nvtest.jobs.base.require_launched`).
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from nvtest.checks.interconnect.imex import (
 )
 from nvtest.checks.interconnect.nodes import gpus
 from nvtest.errors import ProbeError
-from nvtest.jobs.base import check_nodes, run_commands
+from nvtest.jobs.base import launch_nodes, pin_unkillable, require_launched, run_commands
 from nvtest.jobs.launch import mpirun_argv
 from nvtest.jobs.mpi import mpi_options, node_for_token
 from nvtest.session.facts import NodeFacts
+from nvtest.session.phase import attribute_unkillable
 from nvtest.transports.base import CommandResult, render_command
 
 __all__ = ["IMEX", "bandwidth", "imex"]
@@ -73,11 +76,13 @@ def _mn_run(fleet: Fleet, nodes: list[Node]) -> dict[str, Any]:
     key: str | None = "nvlink_multinode"
     if multi is not None:  # the transport's own launcher (srun): one step, one task per GPU
         res = multi.launch(nodes, prog, gpus(ctx, first), 1, {}, timeout_s=900 * ctx.config.timeout_scale)
+        res = attribute_unkillable(res, ("gpu",))  # each survivor worded on its own node
         key = None
-    else:
+    else:  # the launch's deadline is the job's, not the first node's (as nccl_multinode's)
         argv = mpirun_argv(layout, prog, opts=mpi_options(ctx, first))
         res = run_commands(ctx, "nvlink_multinode", [first], {first.name: render_command(argv, {})},
-                           timeout_s=900, needs=("gpu",))[first.name]  # fmt: skip
+                           timeout_s=900, needs=("gpu",), mark=False)[first.name]  # fmt: skip
+    pin_unkillable(ctx, "nvlink_multinode", res, ("gpu",))  # only a survivor's own node is marked
     text = res.stdout + "\n" + res.stderr
     hosts = {}
     for n in nodes:
@@ -95,6 +100,8 @@ def bandwidth(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile |
     against ``nvlink_multinode.mn_read_ce_gbps``.
 
     Raises:
+        NodeError: the node is left out of the launch (an earlier check failed or hung on it),
+            or nodes were left out and fewer than two remain.
         ProbeSkip: the SKU does not share GPU memory across nodes, or fewer than two such nodes.
         ProbeError: nvbandwidth missing where the node's GPUs are expected, the launch did not
             complete, or this node's GPUs were not measured (the tool's words).
@@ -104,7 +111,8 @@ def bandwidth(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile |
     exp = require(expected_gpus(node_facts, sku))
     if not node_facts.tools.get("nvbandwidth") and not os.environ.get("NVTEST_NVBANDWIDTH"):
         raise ProbeError(f"nvbandwidth not found on the node's PATH: nothing measured on the {exp.text()}", cause="tool:missing")
-    nodes = [n for n in check_nodes(ctx, "nvlink_multinode") if gpus(ctx, n)]
+    nodes = fleet.once("nvlink_multinode:nodes", lambda: [n for n in launch_nodes(ctx, "nvlink_multinode") if gpus(ctx, n)])
+    require_launched(ctx, "nvlink_multinode", node, judge.detail, remaining=nodes)
     if len(nodes) < 2:
         raise ProbeSkip("multi-node NVLink needs two nodes of the NVLink domain in the run")
     run = fleet.once("nvlink_multinode:run", lambda: _mn_run(fleet, nodes))

@@ -126,3 +126,26 @@ def test_healthy_outputs_give_no_host_event() -> None:
         for no, line in enumerate((CORPUS / rel).read_text(errors="replace").splitlines(), 1):
             reader.read(no, None, line)
         assert not reader.events, (rel, reader.events[:2])
+
+
+NO_GPU = "the PCI bus shows no NVIDIA device (sysfs /sys/bus/pci/devices: 12 functions, none of vendor 10de)"
+
+
+@pytest.mark.parametrize("rel", sorted(CASES))
+def test_a_node_with_no_gpu_has_its_host_events_judged_the_gpu_part_not_applicable(rel: str) -> None:
+    """A login or storage node (the bus proves no NVIDIA device): the same host-event verdict
+    as on a GPU node, the GPU part a note quoting the bus, no Xid metric."""
+    verdict, said, _ = CASES[rel]
+    out = xid_scan(corpus(rel), no_gpu=NO_GPU)
+    assert out.verdict == verdict and said in out.text(), out.text()
+    assert any(n.startswith(f"GPU part not applicable: {NO_GPU}") for n in out.notes), out.notes
+    assert not out.metrics and out.details["kernel_log"]["gpu"] == "not applicable"
+
+
+def test_an_unreadable_kernel_log_on_a_node_with_no_gpu_is_an_error() -> None:
+    """Fail closed: the host events could not be read, so nothing was proven (never a skip)."""
+    out = xid_scan("dmesg: read kernel buffer failed: Operation not permitted\n", "unreadable", no_gpu=NO_GPU)
+    assert out.error and "kernel log not readable" in out.error and out.skip is None
+    # a driver line on a node whose bus shows no NVIDIA device is not the GPU part's to judge
+    text = "[    5.1] NVRM: No NVIDIA graphics adapter probed!\n[    9.0] EXT4-fs (sda1): mounted filesystem\n"
+    assert xid_scan(text).failures and not xid_scan(text, no_gpu=NO_GPU).failures
