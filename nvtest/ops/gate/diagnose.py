@@ -107,7 +107,7 @@ def _own(res: GateCheck, d: Decision, node_results: Iterable[Mapping[str, Any]] 
     verdict = {"fail": "fail", "unknown": "error"}.get(d.verdict)
     if verdict is None:
         return None
-    result = {"check": res.check, "verdict": verdict, "reason": _reason(res, d)}
+    result = {"check": res.check, "verdict": verdict, "reason": _reason(res, d), "cause": d.cause}
     return diagnose(result, evidence=_evidence(res), node_results=node_results)
 
 

@@ -87,6 +87,9 @@ class Decision:
     threshold: str | None = None
     source: str | None = None
     next_step: Mapping[str, str] | None = None
+    #: the cause key where the gate knew one (``transport:timeout``: the tool did not answer),
+    #: as a result of ``nvtest run`` carries it; the next step is diagnosed from it first
+    cause: str | None = None
 
 
 @dataclass
@@ -138,7 +141,7 @@ class GateCheck:
         if cut:
             self.notes.append(f"whole reason ({what}): {reason}")
         self.decisions.append(
-            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason, cause))
+            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason, cause), cause)
         )
 
     def to_json(self) -> dict[str, Any]:
