@@ -2,18 +2,20 @@
 :mod:`nvtest.ops.evidence`; docs/gpu-evidence.md).
 
 Exit codes: 0 the kit ran to its end (whatever the node measured: the verdicts are in the
-evidence), 2 a usage error (OUT holds files that are not a previous kit's), 3 the kit failed.
+evidence), 2 a usage error (OUT holds files that are not a previous kit's, an unknown step, a --budget-s not a
+positive number of seconds), 3 the kit failed.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from nvtest.cli.app import app, console, err_console, fail
-from nvtest.errors import EXIT_HARNESS, EXIT_OK, NvtestError
+from nvtest.errors import EXIT_HARNESS, EXIT_OK, ConfigError, NvtestError
 from nvtest.ops.evidence import Kit, check_steps
 from nvtest.ops.evidence.steps import BUDGET_S, SHORT_BUDGET_S
 
@@ -38,7 +40,10 @@ def evidence(
     """Run every GPU capture and probe and the delivery and burn-in suites on this node;
     write the evidence (manifest.json, summary.md, captures, probes, runs) into OUT, sanitised."""
     only = frozenset(s.strip() for s in steps.split(",") if s.strip()) if steps else None
-    kit = Kit(out=out, short=short, budget_s=budget_s or (SHORT_BUDGET_S if short else BUDGET_S), only=only,
+    if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
+        # 0 read as "the default" ran the whole 480 s; a negative or nan one ran nothing and exited 0
+        raise fail(ConfigError(f"--budget-s must be a positive number of seconds, not {budget_s:g}", field="--budget-s"))
+    kit = Kit(out=out, short=short, budget_s=budget_s if budget_s is not None else (SHORT_BUDGET_S if short else BUDGET_S), only=only,
               console=console)  # fmt: skip
     try:
         check_steps(only, out, short=short)

@@ -375,6 +375,13 @@ def nvls_collnet_fails(run: NcclTestRun, op: str, *, nvls: bool, collnet: bool) 
             fails.append(f"NVLS not available on {dev}: '{line.text}' (line {line.line});{said}")
         if not path.nvls and not path.nvls_failures and path.nvls_channels is None:
             note = "NCCL printed no NVLS line (NCCL < 2.17, <= 2 GPUs or NCCL_NVLS_ENABLE=0): NVLS unproven"
+        elif not path.nvls and not path.nvls_used and path.nvls_channels is not None:
+            # NCCL >= 2.17 skips its availability line where NVLS is switched off or there are
+            # <= 2 GPUs, and still prints its channel counts: "0 nvls channels"
+            note = (
+                f"NCCL set up 0 nvls channels and printed no NVLS availability line (<= 2 GPUs or "
+                f"NCCL_NVLS_ENABLE=0): NVLS unproven ('{path.nvls_channels[1].text}', line {path.nvls_channels[1].line})"
+            )
     if collnet and len(run.hostnames) > 1 and not path.collnet:
         plugin = f" ('{path.collnet_plugin.text}')" if path.collnet_plugin else " (no collnet plugin loaded)"
         fails.append(f"CollNet not connected across nodes{plugin}; the site expects the IB SHARP plugin (expect.collnet)")

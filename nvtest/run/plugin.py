@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import re
 import sys
 import time
 import traceback
@@ -581,6 +582,28 @@ def pytest_internalerror(excrepr: object, excinfo: pytest.ExceptionInfo[BaseExce
     _internal_error.append(f"{excinfo.typename}: {excinfo.value}"[:500])
 
 
+#: The check modules pytest could not collect in this process's current run (file: Python's words).
+_collect_errors: list[str] = []
+#: The module's file in pytest's report of a collection error: ``/x/test_a.py:8: in <module>``
+#: (an import that failed) or ``File "/x/test_a.py", line 8`` (a syntax error).
+_MODULE_FILE = re.compile(r'^(?:E\s+)?(?:File "([^"]+\.py)", line \d+|(/[^:\s]+\.py:\d+): in )')
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """A check module that cannot be imported (a syntax error, a name its import does not
+    find) stops pytest before the first item: kept with the file and Python's own words, so
+    the run ends as a harness error naming them, never as an interrupt no one sent."""
+    if report.failed:
+        lines = [ln.strip() for ln in str(report.longrepr).splitlines() if ln.strip()]
+        said = next((ln[1:].strip() for ln in reversed(lines) if ln.startswith("E ")), lines[-1] if lines else "")
+        found = [m for ln in lines if (m := _MODULE_FILE.search(ln))]
+        # a syntax error's own file first, then the module's line of the import that failed
+        files = (f for f in [*(m.group(1) for m in found if m.group(1)), *(m.group(2) for m in found if m.group(2))]
+                 if "/_pytest/" not in f and "/lib/python" not in f)
+        where = report.nodeid or next(files, "") or (lines[0] if lines else "a check module")
+        _collect_errors.append(f"{where}: {said}"[:500])
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """End the run: the end record, the transport closed (staged files removed), then
     results.json and the reports from results.jsonl. A file that cannot be written is
@@ -604,10 +627,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "warning",
             {"message": f"run interrupted by {stop.describe()}: the items not measured are errors (rerun them with --rerun-failed)"},
         )
-    interrupted = ctx.interrupted or exitstatus == pytest.ExitCode.INTERRUPTED
+    collect_errors = list(_collect_errors)
+    _collect_errors.clear()
+    # pytest stops a run whose modules did not all import as "interrupted": no signal was sent
+    interrupted = ctx.interrupted or (exitstatus == pytest.ExitCode.INTERRUPTED and not collect_errors)
     harness_error = None
     if exitstatus == pytest.ExitCode.INTERNAL_ERROR:
         harness_error = _internal_error[-1] if _internal_error else "internal error (see the terminal output)"
+    elif collect_errors and not interrupted:
+        harness_error = f"check module(s) could not be imported, no check ran: {'; '.join(collect_errors)}"
+        sys.stderr.write(visible(f"nvtest: error: {harness_error}") + "\n")
+        sys.stderr.flush()
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     if not interrupted and harness_error is None:
         try:
             ctx.collect_bug_reports()  # opt-in (recipe bug_report), failed nodes only, with a deadline

@@ -298,6 +298,11 @@ def _pci_from_sysfs(doc: Any, sources: list[PciSource]) -> list[PciFact]:
     if doc.get("reason"):
         sources.append(PciSource(name, False, reason=str(doc["reason"])))
         return []
+    if not doc.get("devices"):
+        # every PCI machine lists its host bridge at least: an empty listing is a masked or
+        # unpopulated sysfs (a container), not a reading that proves any device absent
+        sources.append(PciSource(name, False, reason="listed no PCI function (masked or empty)"))
+        return []
     out = []
     for d in doc.get("devices") or []:
         cls = str(d.get("class") or "")[:4] or None
@@ -327,7 +332,8 @@ def _pci_from_raw(raw: dict[str, Any], notes: list[str], sources: list[PciSource
     name = "lspci -vmm -nn -D"
     text = raw.get("stdout") or ""
     if not text.strip():
-        why = raw.get("reason") or f"printed nothing (exit {raw.get('rc')})"
+        said = " ".join(str(raw.get("stderr") or "").split())[:200]
+        why = raw.get("reason") or f"printed nothing on stdout (exit {raw.get('rc')}{': ' + said if said else ''})"
         notes.append(f"lspci: {why}")
         sources.append(PciSource(name, False, reason=str(why)))
         return []

@@ -135,6 +135,20 @@ class Probe:
     stdout_only: bool = False
     skip_if: Callable[[SkuProfile | None], str | None] | None = None
 
+    def __post_init__(self) -> None:
+        """A kind of hardware ``expects`` does not know is the declaration's mistake, told where
+        the probe is declared (its module's import), not as a KeyError once a node is read.
+
+        Raises:
+            ValueError: an ``expects`` kind not in :data:`EXPECTS`.
+        """
+        unknown = [k for k in self.expected_kinds() if k not in EXPECTS]
+        if unknown:
+            raise ValueError(
+                f"probe {self.name!r}: expects={', '.join(map(repr, unknown))} is not a kind of hardware; "
+                f"known: {', '.join(EXPECTS)}"
+            )
+
     def expected_kinds(self) -> tuple[str, ...]:
         """``expects`` as a tuple (empty: the probe expects no hardware)."""
         return (self.expects,) if isinstance(self.expects, str) else tuple(self.expects)

@@ -79,6 +79,15 @@ def test_every_kind_of_hardware_is_counted() -> None:
     assert tuple(EXPECTED) == EXPECTS
 
 
+@pytest.mark.parametrize("expects", ["gpus", ("gpu", "nic"), "GPU"])
+def test_a_kind_of_hardware_misspelt_is_refused_where_the_probe_is_declared(expects: str | tuple[str, ...]) -> None:
+    """expects="gpus" was a KeyError at the first node's read ("check raised KeyError: 'gpus'");
+    the declaration itself now says what is wrong and what is known."""
+    with pytest.raises(ValueError, match=r"is not a kind of hardware; known: gpu, nvswitch, hca"):
+        Probe("site-smi", command=("nvidia-smi", "-q", "-x"), expects=expects, package=DRIVER)
+    assert Probe("site-smi", command=("nvidia-smi", "-q", "-x"), expects=("gpu", "hca"), package=DRIVER)
+
+
 def test_the_walk_finds_declared_probes() -> None:
     declared = [p for p in ALL if p.expects]
     assert len(declared) >= 8, [p.name for p in declared]

@@ -116,6 +116,10 @@ def test_no_nvls_line_is_a_note_and_no_info_level_is_not_judged():
     v = _judge(_with(["Using network IB"]), nvls=True)  # INFO lines, none about NVLS (NCCL < 2.17)
     assert v.verdict == "pass", v.details["reasons"]
     assert "NCCL printed no NVLS line" in v.details["effective"]["nvls_note"]
+    # NCCL_NVLS_ENABLE=0 (or <= 2 GPUs) on NCCL >= 2.17: no availability line, 0 nvls channels
+    off = _judge(_with(["16 coll channels, 16 collnet channels, 0 nvls channels, 16 p2p channels, 2 p2p channels per peer"]), nvls=True)
+    assert off.verdict == "pass", off.details["reasons"]
+    assert "0 nvls channels" in off.details["effective"]["nvls_note"] and "unproven" in off.details["effective"]["nvls_note"]
     quiet = _judge(NORMAL, nvls=True)  # no NCCL INFO line at all
     assert quiet.verdict == "pass" and "NCCL_DEBUG not INFO" in quiet.details["effective"]["nvls_note"]
     # an NVLS WARN is printed at WARN level too: judged without INFO lines (DCGM#304)

@@ -256,6 +256,10 @@ def test_out_holding_other_files_and_unknown_steps_are_refused(tmp_path: Path) -
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
     typo = run_nvtest("evidence", "--out", str(tmp_path / "ev"), "--steps", "gemm,devmen", timeout=60)
     assert typo.returncode == 2 and "unknown step(s) devmen" in typo.stderr and not (tmp_path / "ev").exists()
+    for budget in ("0", "-5", "nan"):  # 0 ran the default 480 s; -5 and nan ran nothing and exited 0
+        bad = run_nvtest("evidence", "--out", str(tmp_path / "ev"), "--steps", "capture", "--budget-s", budget, timeout=60)
+        assert bad.returncode == 2 and "--budget-s must be a positive number" in bad.stderr, (budget, bad.stderr)
+        assert not (tmp_path / "ev").exists()
 
 
 # ------------------------------------------------------------------ the read-only rule

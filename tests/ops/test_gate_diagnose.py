@@ -17,7 +17,7 @@ from nvtest.ops.gate.engine import CHECKS
 from nvtest.ops.gate.state import GateState
 from nvtest.ops.gate.tools import ToolOutput
 from nvtest.testing.standin import Recording
-from nvtest.testing.standin_nodes import H100, XID79_WEDGED, fatal_xid, install, node_bin
+from nvtest.testing.standin_nodes import H100, XID79_WEDGED, fatal_xid, hung, install, node_bin
 from tests.conftest import CORPUS
 from tests.ops.test_gate import by_check, gate
 
@@ -169,3 +169,15 @@ def test_every_check_gets_a_next_step_and_no_generic_one_where_the_node_explains
             step = res.decisions[0].next_step
             assert step is not None and step["rule"].startswith("node_xid_scan:"), (check, domain, step)
             assert step["rule"].split(":", 1)[1] not in WEAK, (check, domain, step)
+
+
+def test_a_fabric_manager_probe_that_did_not_answer_is_a_hung_tool_not_a_missing_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvidia-smi hangs on a node whose kernel log names nothing: the fabric-manager probe (it
+    calls nvidia-smi) did not answer. Its next step is the hung tool (the decision's
+    transport:timeout key), never "install the fabric manager package" read from the probe's
+    own name (nv-fabricmanager) in the reason."""
+    checks = by_check(gate(tmp_path, monkeypatch, hung(node_bin(tmp_path, "n1"), "nvidia-smi", 60), budget_s=2.0))
+    fm = checks["fabric_manager"]
+    assert fm["verdict"] == "unknown", fm["reason"]
+    assert {d["cause"] for d in fm["decisions"]} == {"transport:timeout"}
+    assert {s["rule"] for s in steps(fm)} == {"probe_timeout"}, steps(fm)

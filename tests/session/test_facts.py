@@ -109,6 +109,19 @@ def test_an_unread_bus_proves_nothing(catalog):
     assert match.profile is None and "absence unproven" in match.reasons[0]
 
 
+def test_an_empty_sysfs_bus_and_a_failed_lspci_prove_nothing(catalog):
+    """A masked /sys/bus/pci/devices (a container: the directory is there, empty) lists no
+    function at all, not even a host bridge; with lspci failing too, GPU absence is not proven
+    (the checks say error, never skip), and lspci's stderr is kept as its words."""
+    doc = _doc(pci_sysfs={"path": "/sys/bus/pci/devices", "devices": [], "reason": None})
+    doc["raw"]["lspci"] = {"stdout": "", "stderr": "pcilib: Cannot open /sys/bus/pci/devices", "rc": 1, "reason": None}
+    facts = facts_from_probe(doc)
+    assert not facts.bus_read and facts.gpu_absence is None
+    assert "not proven" in (facts.gpu_absent_reason or "")
+    assert "listed no PCI function" in facts.bus_text()
+    assert "exit 1: pcilib: Cannot open /sys/bus/pci/devices" in facts.bus_text()
+
+
 def test_gpus_from_recorded_xml():
     xml = (CORPUS / "nvidia-smi" / "q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt").read_text()
     f = facts_from_probe(_doc(smi_xml=xml))

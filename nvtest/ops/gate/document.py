@@ -87,7 +87,8 @@ class Decision:
     threshold: str | None = None
     source: str | None = None
     next_step: Mapping[str, str] | None = None
-    #: the key of the cause where the gate knew it (:attr:`nvtest.results.CheckResult.cause`)
+    #: the cause key where the gate knew one (``transport:timeout``: the tool did not answer),
+    #: as a result of ``nvtest run`` carries it; the next step is diagnosed from it first
     cause: str | None = None
 
 
