@@ -69,7 +69,12 @@ class ConfigFinding:
 
 def record(out: Outcome, finding: ConfigFinding) -> None:
     """Add ``finding`` to ``out`` (failures, warnings or notes) and to ``details["findings"]``."""
-    {"fail": out.fail, "warn": out.warn, "note": out.note}[finding.severity](finding.text())
+    if finding.severity == "fail":
+        out.fail(finding.text())
+    elif finding.severity == "warn":
+        out.warn(finding.text())
+    else:
+        out.note(finding.text())
     findings = out.details.setdefault("findings", [])
     findings.append(asdict(finding))
 
