@@ -28,6 +28,7 @@ test-fast: setup
 
 lint: setup
 	$(VENV)/bin/ruff check nvtest suites tests bench
+	$(VENV)/bin/ruff format --check nvtest suites tests bench scripts
 	$(VENV)/bin/mypy
 
 bench: setup

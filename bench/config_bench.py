@@ -39,10 +39,7 @@ def _bomb(levels: int) -> str:
 
 def _ordinary(n: int) -> str:
     lines = ["cluster: big", "defaults: {user: root, sku: h100-sxm-80gb}", "nodes:"]
-    lines += [
-        f"  - names: gpu{i:05d}\n    address: 10.{i // 65536}.{i // 256 % 256}.{i % 256}"
-        for i in range(n)
-    ]
+    lines += [f"  - names: gpu{i:05d}\n    address: 10.{i // 65536}.{i // 256 % 256}.{i % 256}" for i in range(n)]
     return "\n".join(lines) + "\n"
 
 
@@ -146,12 +143,12 @@ def judge_cost(n: int = 20000) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cap", type=float, default=20.0, help="seconds a case may run")
-    ap.add_argument(
-        "--check", action="store_true", help="exit 1 if a hostile case takes nvtest over 1 s"
-    )
+    ap.add_argument("--check", action="store_true", help="exit 1 if a hostile case takes nvtest over 1 s")
     args = ap.parse_args(argv)
     print(f"load average {os.getloadavg()[0]:.2f}; cap {args.cap:g} s and 4 GiB per case")
-    head = f"{'case':40} {'nvtest load_inventory':34} {'s':>6} {'MiB':>6}   {'unbounded reference':30} {'s':>6} {'MiB':>6}"
+    head = (
+        f"{'case':40} {'nvtest load_inventory':34} {'s':>6} {'MiB':>6}   {'unbounded reference':30} {'s':>6} {'MiB':>6}"
+    )
     print(head)
     print("-" * len(head))
     slow = []

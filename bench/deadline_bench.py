@@ -67,8 +67,9 @@ def _cases(tmp: Path) -> dict[str, Callable[[], contextlib.AbstractContextManage
             yield f"{freezer.wedge_command()}; sleep 600"
 
     cases: dict[str, Callable[[], contextlib.AbstractContextManager[str]]] = {
-        "sleep": plain, "escaped": escaped,
-    }  # fmt: skip
+        "sleep": plain,
+        "escaped": escaped,
+    }
     if freezer_unavailable_reason() is None:
         cases["unkillable"] = unkillable
     else:

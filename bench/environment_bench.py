@@ -57,7 +57,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="64,1024")
     args = ap.parse_args()
-    print(f"{'nodes':>6} {'results':>8} {'env':>4} {'results.json MB':>16} {'dump s':>8} {'render s':>9} {'html MB':>8}")
+    print(
+        f"{'nodes':>6} {'results':>8} {'env':>4} {'results.json MB':>16} {'dump s':>8} {'render s':>9} {'html MB':>8}"
+    )
     for n in (int(s) for s in args.sizes.split(",")):
         base = synthetic_doc(n)
         with_env = copy.deepcopy(base)
@@ -68,7 +70,9 @@ def main() -> int:
         for label, doc in (("no", base), ("yes", with_env)):
             mb, dump_s, render_s, html_mb = measure(doc)
             rows.append((mb, dump_s, render_s, html_mb))
-            print(f"{n:>6} {len(doc['results']):>8} {label:>4} {mb:>16.2f} {dump_s:>8.3f} {render_s:>9.3f} {html_mb:>8.2f}")
+            print(
+                f"{n:>6} {len(doc['results']):>8} {label:>4} {mb:>16.2f} {dump_s:>8.3f} {render_s:>9.3f} {html_mb:>8.2f}"
+            )
         ratios = [b / a if a else float("nan") for a, b in zip(rows[0], rows[1], strict=True)]
         print(f"{n:>6} {'':>8} {'x':>4} {ratios[0]:>16.2f} {ratios[1]:>8.2f} {ratios[2]:>9.2f} {ratios[3]:>8.2f}")
     return 0

@@ -88,9 +88,7 @@ def time_nvtest(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[
         t2 = time.perf_counter()
     finally:
         transport.close()
-    ok = sum(1 for r in cold.values() if r.exit_code == 0) + sum(
-        1 for r in warm.values() if r.exit_code == 0
-    )
+    ok = sum(1 for r in cold.values() if r.exit_code == 0) + sum(1 for r in warm.values() if r.exit_code == 0)
     return t1 - t0, t2 - t1, ok // 2
 
 
@@ -162,9 +160,7 @@ def time_nvtest_run(cluster: SSHDCluster, names: list[str], parallel: int) -> tu
     return elapsed, sum(1 for r in doc["results"] if r.get("verdict") == "pass")
 
 
-def time_nvtest_inventory(
-    cluster: SSHDCluster, names: list[str], parallel: int
-) -> tuple[float, int]:
+def time_nvtest_inventory(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[float, int]:
     """(seconds, nodes with facts) for one ``nvtest inventory`` process over ``names``."""
     elapsed, proc = timed_nvtest("inventory", cluster, names, parallel, "--json")
     try:
@@ -175,9 +171,7 @@ def time_nvtest_inventory(
     return elapsed, sum(1 for d in nodes.values() if d.get("inventory"))
 
 
-def time_clush_inventory(
-    cluster: SSHDCluster, names: list[str], parallel: int
-) -> tuple[float, int]:
+def time_clush_inventory(cluster: SSHDCluster, names: list[str], parallel: int) -> tuple[float, int]:
     """(seconds, nodes that printed facts) for clush copy + run + remove of the same probe."""
     base = clush_argv(cluster, names, parallel)
     dest = f"/tmp/clush-bench-{os.getpid()}"
@@ -188,9 +182,7 @@ def time_clush_inventory(
         [*base, "rm", "-rf", dest],
     ]
     t0 = time.perf_counter()
-    outputs = [
-        subprocess.run(a, capture_output=True, text=True, timeout=900, check=False) for a in steps
-    ]
+    outputs = [subprocess.run(a, capture_output=True, text=True, timeout=900, check=False) for a in steps]
     elapsed = time.perf_counter() - t0
     answered = sum(1 for line in outputs[1].stdout.splitlines() if line.startswith("{"))
     return elapsed, answered
@@ -252,9 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="16,64,256", help="comma-separated node counts")
     parser.add_argument("--parallel", type=int, default=64, help="nvtest parallel and clush -f")
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; the best is shown")
-    parser.add_argument(
-        "--shared-home", action="store_true", help="nodes use the controller user's HOME (rc files)"
-    )
+    parser.add_argument("--shared-home", action="store_true", help="nodes use the controller user's HOME (rc files)")
     parser.add_argument("--no-inventory", action="store_true", help="skip the inventory rows")
     parser.add_argument("--no-run", action="store_true", help="skip the nvtest run rows")
     args = parser.parse_args(argv)

@@ -219,10 +219,7 @@ def main() -> None:
     print(f"|{'-' * 52}|{'-' * 12}|{'-' * 12}|{'-' * 11}|")
     for r in rows:
         fmt = ".4f" if "TFLOP" in r["metric"] else ".2f"
-        print(
-            f"| {r['metric']:<50} | {r['probe']:>10{fmt}} | {r['reference']:>10{fmt}} "
-            f"| {r['ratio']:>9.3f} |"
-        )
+        print(f"| {r['metric']:<50} | {r['probe']:>10{fmt}} | {r['reference']:>10{fmt}} | {r['ratio']:>9.3f} |")
 
 
 if __name__ == "__main__":

@@ -56,8 +56,11 @@ def main() -> int:
         try:
             for _ in range(args.repeat):
                 t0 = time.monotonic()
-                doc = run_gate(GateOptions(node="gpu01", budget_s=args.budget, state_dir=base / "s1",
-                                           history=str(base / "h1.sqlite")))  # fmt: skip
+                doc = run_gate(
+                    GateOptions(
+                        node="gpu01", budget_s=args.budget, state_dir=base / "s1", history=str(base / "h1.sqlite")
+                    )
+                )
                 walls.append(time.monotonic() - t0)
                 durs.append(doc["duration_s"])
                 verdicts.add(doc["verdict"])
@@ -73,10 +76,26 @@ def main() -> int:
                 t0 = time.monotonic()
                 ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 proc = subprocess.run(
-                    [sys.executable, "-m", "nvtest.cli", "gate", "--node", node, "--budget", str(args.budget),
-                     "--state-dir", str(base / f"s-{node}"), "--history", str(base / f"h-{node}.sqlite")],
-                    capture_output=True, text=True, env={**os.environ, "PATH": env_path}, cwd=REPO, timeout=120,
-                )  # fmt: skip
+                    [
+                        sys.executable,
+                        "-m",
+                        "nvtest.cli",
+                        "gate",
+                        "--node",
+                        node,
+                        "--budget",
+                        str(args.budget),
+                        "--state-dir",
+                        str(base / f"s-{node}"),
+                        "--history",
+                        str(base / f"h-{node}.sqlite"),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "PATH": env_path},
+                    cwd=REPO,
+                    timeout=120,
+                )
                 walls.append(time.monotonic() - t0)
                 ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpus.append(ru1.ru_utime - ru0.ru_utime + ru1.ru_stime - ru0.ru_stime)
@@ -84,8 +103,12 @@ def main() -> int:
                 durs.append(doc["duration_s"])
                 verdicts.add(doc["verdict"])
             rows.append((label, walls, durs, cpus, ",".join(sorted(verdicts))))
-    print(f"nvtest gate, {args.repeat} runs each, budget {args.budget:g} s, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
-    print(f"{'case':38} {'wall s: median  min    max':27} {'checks s: median  min    max':29} {'cpu s: median':14} verdict")
+    print(
+        f"nvtest gate, {args.repeat} runs each, budget {args.budget:g} s, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'case':38} {'wall s: median  min    max':27} {'checks s: median  min    max':29} {'cpu s: median':14} verdict"
+    )
     for label, walls, durs, cpus, verdicts in rows:
         cpu = f"{statistics.median(cpus):7.3f}" if cpus else "      -"
         print(f"{label:38} {_stats(walls):27} {_stats(durs):29} {cpu:14} {verdicts}")

@@ -47,8 +47,13 @@ def gate(tools_path: str, args: list[str], *, term_after: float | None = None) -
     """One gate process; its timings and outcome."""
     env = {**os.environ, "PATH": tools_path, "PYTHONPATH": str(REPO)}
     t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "nvtest.cli", "gate", "--node", "gpu01", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nvtest.cli", "gate", "--node", "gpu01", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     seen: dict[str, object] = {}
 
     def read() -> None:
@@ -68,12 +73,20 @@ def gate(tools_path: str, args: list[str], *, term_after: float | None = None) -
     wall = time.monotonic() - t0
     reader.join(5)
     doc = seen.get("json") or {}
-    hist = next((ln.split("history: ", 1)[1][:40] for ln in err.splitlines() if ln.startswith("nvtest gate: history:")), "-")
+    hist = next(
+        (ln.split("history: ", 1)[1][:40] for ln in err.splitlines() if ln.startswith("nvtest gate: history:")), "-"
+    )
     left = subprocess.run(["pgrep", "-f", f"sleep {MARK_S:g}"], capture_output=True, text=True).stdout.split()
     for pid in left:  # clean up what a gate left behind (reported, then ended)
         os.kill(int(pid), signal.SIGKILL)
-    return {"doc": seen.get("doc"), "wall": wall, "rc": proc.returncode, "verdict": doc.get("verdict", "-"),  # type: ignore[union-attr]
-            "history": hist, "left": len(left)}  # fmt: skip
+    return {
+        "doc": seen.get("doc"),
+        "wall": wall,
+        "rc": proc.returncode,
+        "verdict": doc.get("verdict", "-"),  # type: ignore[union-attr]
+        "history": hist,
+        "left": len(left),
+    }
 
 
 def main() -> int:
@@ -85,7 +98,16 @@ def main() -> int:
         base = Path(tmp)
 
         def common(case: str, history: str) -> list[str]:
-            return ["--mode", "prolog", "--budget", f"{a.budget:g}", "--state-dir", str(base / case / "s"), "--history", history]
+            return [
+                "--mode",
+                "prolog",
+                "--budget",
+                f"{a.budget:g}",
+                "--state-dir",
+                str(base / case / "s"),
+                "--history",
+                history,
+            ]
 
         healthy = node_bin(base, "healthy").path_prefix()
         rows.append(("healthy", gate(healthy, common("healthy", str(base / "h.sqlite")))))

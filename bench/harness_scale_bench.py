@@ -83,8 +83,16 @@ def run_once(out: Path, n: int, fleet: str, suite: str, progress: str) -> dict[s
         rc = int(pytest.main(pytest_args(run_dir, suite_targets(spec), cfg_path, progress, None)))
     wall = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    return {"n": n, "fleet": fleet, "rc": rc, "wall_s": wall, "cpu_s": cpu, "run_dir": run_dir,
-            "progress_lines": sink.getvalue().count("\n"), **completeness(run_dir)}  # fmt: skip
+    return {
+        "n": n,
+        "fleet": fleet,
+        "rc": rc,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "run_dir": run_dir,
+        "progress_lines": sink.getvalue().count("\n"),
+        **completeness(run_dir),
+    }
 
 
 def completeness(run_dir: Path) -> dict[str, Any]:
@@ -97,8 +105,14 @@ def completeness(run_dir: Path) -> dict[str, Any]:
     junit = ET.parse(run_dir / "junit.xml").getroot()
     cases = sum(1 for _ in junit.iter("testcase"))
     html = (run_dir / "report.html").stat().st_size
-    return {"planned": planned, "jsonl_items": jsonl_items, "json_items": len(doc["results"]),
-            "junit_cases": cases, "report_mb": html / 1e6, "verdict": doc["summary"]["verdict"]}  # fmt: skip
+    return {
+        "planned": planned,
+        "jsonl_items": jsonl_items,
+        "json_items": len(doc["results"]),
+        "junit_cases": cases,
+        "report_mb": html / 1e6,
+        "verdict": doc["summary"]["verdict"],
+    }
 
 
 def main() -> int:

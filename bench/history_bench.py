@@ -44,16 +44,32 @@ def run_doc(run: int, nodes: list[str], checks: int, per_check: int, t: float, r
     for n in nodes:
         for c in range(checks):
             fail = n in bad and c == 0
-            results.append({
-                "check": f"check{c:02d}", "node": n, "verdict": "fail" if fail else "pass", "started_at": t + c,
-                "reason": "bf16 612 TFLOP/s < min 660 TFLOP/s" if fail else "",
-                "metrics": [{"name": f"metric{m}", "value": 700.0 + rng.random() * 10 - (100 if fail else 0),
-                             "unit": "TFLOP/s", "verdict": "fail" if fail else "pass", "labels": {"gpu": str(m)}}
-                            for m in range(per_check)],
-            })  # fmt: skip
+            results.append(
+                {
+                    "check": f"check{c:02d}",
+                    "node": n,
+                    "verdict": "fail" if fail else "pass",
+                    "started_at": t + c,
+                    "reason": "bf16 612 TFLOP/s < min 660 TFLOP/s" if fail else "",
+                    "metrics": [
+                        {
+                            "name": f"metric{m}",
+                            "value": 700.0 + rng.random() * 10 - (100 if fail else 0),
+                            "unit": "TFLOP/s",
+                            "verdict": "fail" if fail else "pass",
+                            "labels": {"gpu": str(m)},
+                        }
+                        for m in range(per_check)
+                    ],
+                }
+            )
     drained = {n: "nvtest: check00 bf16 612 TFLOP/s < min 660" for n in sorted(bad)[: len(bad) // 2]}
-    return {"run": {"run_id": f"bench{run:03d}", "started_at": t, "ended_at": t + 3600, "drained": drained},
-            "summary": {"verdict": "fail"}, "nodes": {n: {"sku": "h100-sxm-80gb"} for n in nodes}, "results": results}  # fmt: skip
+    return {
+        "run": {"run_id": f"bench{run:03d}", "started_at": t, "ended_at": t + 3600, "drained": drained},
+        "summary": {"verdict": "fail"},
+        "nodes": {n: {"sku": "h100-sxm-80gb"} for n in nodes},
+        "results": results,
+    }
 
 
 def timed(fn: Any) -> tuple[float, Any]:
@@ -90,12 +106,27 @@ def main() -> int:
         rows = sum(len(m["metrics"]) for d in docs for m in d["results"])
         store = HistoryStore(url)
         t_ingest, _ = timed(lambda: [store.ingest_results(d) for d in docs])
-        figures = [("ingest", f"{rows:,} metric rows, {sum(len(d['results']) for d in docs):,} results, {args.runs} runs", t_ingest, 60.0)]
+        figures = [
+            (
+                "ingest",
+                f"{rows:,} metric rows, {sum(len(d['results']) for d in docs):,} results, {args.runs} runs",
+                t_ingest,
+                60.0,
+            )
+        ]
         t, lem = timed(lambda: q.lemons(store, min_days=3, window_days=7, now=now))
         figures.append(("lemons (query)", f"{len(lem)} repeat offenders", t, 2.0))
         env = {**os.environ, "NVTEST_HISTORY": str(db)}
-        t, proc = timed(lambda: subprocess.run([sys.executable, "-m", "nvtest.cli", "history", "--lemons", "--json"],
-                                               capture_output=True, text=True, env=env, cwd=REPO, timeout=300))  # fmt: skip
+        t, proc = timed(
+            lambda: subprocess.run(
+                [sys.executable, "-m", "nvtest.cli", "history", "--lemons", "--json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=REPO,
+                timeout=300,
+            )
+        )
         assert proc.returncode == 0, proc.stderr
         figures.append(("nvtest history --lemons", "a new process: imports, open, query, print", t, 2.0))
         t, tr = timed(lambda: q.trend(store, "check00", "metric0", drop_pct=10))

@@ -46,8 +46,7 @@ def recipe(section: str) -> dict[str, Any]:
 
 def probe_args(r: dict[str, Any]) -> list[str]:
     args = ["--device", "cpu"]
-    for key in ("width", "depth", "heads", "vocab", "prompt_len", "new_tokens", "check_tokens", "repeats",
-                "threads"):
+    for key in ("width", "depth", "heads", "vocab", "prompt_len", "new_tokens", "check_tokens", "repeats", "threads"):
         if key in r:
             args += [f"--{key.replace('_', '-')}", str(r[key])]
     return args + ["--batch-sizes", ",".join(str(b) for b in r["batch_sizes"])]
@@ -55,8 +54,7 @@ def probe_args(r: dict[str, Any]) -> list[str]:
 
 def run_probe(script: str, args: list[str]) -> tuple[dict[str, Any], float]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(PROBES / script), *args], capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run([sys.executable, str(PROBES / script), *args], capture_output=True, text=True, timeout=900)
     wall = time.perf_counter() - t0
     doc = json.loads(proc.stdout)
     if doc["status"] != "ok":
@@ -93,16 +91,29 @@ def main() -> None:
     args = ap.parse_args()
     r = recipe("inference")
     s = recipe("sdc")
-    sdc_args = ["--device", "cpu", "--dtypes", ",".join(s["dtypes"]), "--size", str(s["size"]),
-                "--chain", str(s["chain"]), "--steps", str(s["steps"]), "--threads", str(s["threads"])]
+    sdc_args = [
+        "--device",
+        "cpu",
+        "--dtypes",
+        ",".join(s["dtypes"]),
+        "--size",
+        str(s["size"]),
+        "--chain",
+        str(s["chain"]),
+        "--steps",
+        str(s["steps"]),
+        "--threads",
+        str(s["threads"]),
+    ]
     figures: dict[tuple[str, int], dict[str, list[float]]] = {}
     walls: dict[str, list[float]] = {"inference": [], "sdc": []}
     for _ in range(args.rounds):
         doc, wall = run_probe("inference_probe.py", probe_args(r))
         walls["inference"].append(wall)
         for e in doc["results"]:
-            f = figures.setdefault((e["dtype"], e["batch"]), {k: [] for k in
-                                   ("prefill", "decode", "ttft", "p50", "p99", "ref_decode")})
+            f = figures.setdefault(
+                (e["dtype"], e["batch"]), {k: [] for k in ("prefill", "decode", "ttft", "p50", "p99", "ref_decode")}
+            )
             f["prefill"].append(e["prefill_tokens_per_s"])
             f["decode"].append(e["decode_tokens_per_s"])
             f["ttft"].append(e["ttft_ms"])
@@ -113,17 +124,29 @@ def main() -> None:
     med = {k: {m: statistics.median(v) for m, v in f.items()} for k, f in figures.items()}
     best = {k: (max(f["decode"]), max(f["ref_decode"])) for k, f in figures.items()}
     if args.json:
-        print(json.dumps({"recipe": r, "figures": {f"{d}_bs{b}": v for (d, b), v in med.items()},
-                          "wall_s": {k: statistics.median(v) for k, v in walls.items()}}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "recipe": r,
+                    "figures": {f"{d}_bs{b}": v for (d, b), v in med.items()},
+                    "wall_s": {k: statistics.median(v) for k, v in walls.items()},
+                },
+                indent=1,
+            )
+        )
         return
     print(f"inference recipe (cpu-generic): {r}; median of {args.rounds} rounds\n")
-    print("| dtype | batch | prefill tokens/s | decode tokens/s | TTFT ms | p50 ms | p99 ms "
-          "| decode best of rounds: probe | whole-loop ref | probe/ref |")
+    print(
+        "| dtype | batch | prefill tokens/s | decode tokens/s | TTFT ms | p50 ms | p99 ms "
+        "| decode best of rounds: probe | whole-loop ref | probe/ref |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (dtype, batch), m in sorted(med.items()):
         bp, br = best[(dtype, batch)]
-        print(f"| {dtype} | {batch} | {m['prefill']:.0f} | {m['decode']:.0f} | {m['ttft']:.2f} | "
-              f"{m['p50']:.3f} | {m['p99']:.3f} | {bp:.0f} | {br:.0f} | {bp / br:.3f} |")
+        print(
+            f"| {dtype} | {batch} | {m['prefill']:.0f} | {m['decode']:.0f} | {m['ttft']:.2f} | "
+            f"{m['p50']:.3f} | {m['p99']:.3f} | {bp:.0f} | {br:.0f} | {bp / br:.3f} |"
+        )
     print("\n| probe (cpu-generic recipe) | wall s, median |")
     print("| --- | ---: |")
     for name, v in walls.items():

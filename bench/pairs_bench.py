@@ -35,9 +35,7 @@ def main() -> int:
         f"{args.nodes} nodes, {args.per_pair_s:g} s per pair test, "
         f"concurrency {'unbounded' if limit is None else limit} pairs"
     )
-    print(
-        f"{'schedule':<12} {'rounds':>7} {'pairs':>8} {'pairs/round':>12} {'est. wall':>10} {'build ms':>9}"
-    )
+    print(f"{'schedule':<12} {'rounds':>7} {'pairs':>8} {'pairs/round':>12} {'est. wall':>10} {'build ms':>9}")
     for name in ("ring", "all-pairs", "random"):
         t0 = time.perf_counter()
         sched = build_schedule(name, names, k=args.random_k, seed=1)
@@ -46,9 +44,7 @@ def main() -> int:
         pairs = len(sched.pairs)
         wall = estimate_wall_s(sched, args.per_pair_s, limit)
         label = f"{name}(k={args.random_k})" if name == "random" else name
-        print(
-            f"{label:<12} {rounds:>7} {pairs:>8} {pairs / max(rounds, 1):>12.0f} {_hms(wall):>10} {build_ms:>9.1f}"
-        )
+        print(f"{label:<12} {rounds:>7} {pairs:>8} {pairs / max(rounds, 1):>12.0f} {_hms(wall):>10} {build_ms:>9.1f}")
         if name == "all-pairs" and args.nodes % 2 == 0:
             assert rounds == args.nodes - 1, rounds
         if name == "ring" and args.nodes % 2 == 0 and args.nodes > 2:

@@ -59,17 +59,12 @@ def bench(tool: str, texts: list[str], n: int) -> tuple[float, float, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=10_000, help="texts per parser (default 10000)")
-    ap.add_argument(
-        "--check", action="store_true", help=f"fail if {', '.join(GATED)} take >= {LIMIT_S:.0f} s"
-    )
+    ap.add_argument("--check", action="store_true", help=f"fail if {', '.join(GATED)} take >= {LIMIT_S:.0f} s")
     args = ap.parse_args(argv)
     groups = corpus_by_tool()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"{os.cpu_count()} CPUs, load average {load:.1f}; MB/s and files/s use CPU time")
-    print(
-        f"{'parser':<20} {'corpus':>6} {'files':>7} {'MB':>8} {'wall s':>8} {'cpu s':>8} "
-        f"{'MB/s':>8} {'files/s':>9}"
-    )
+    print(f"{'parser':<20} {'corpus':>6} {'files':>7} {'MB':>8} {'wall s':>8} {'cpu s':>8} {'MB/s':>8} {'files/s':>9}")
     failed = []
     for tool in sorted(groups):
         wall, secs, mb = bench(tool, groups[tool], args.files)

@@ -79,9 +79,7 @@ def drill_argv(kind: str, launcher: str, steps: int, repeats: int) -> list[str]:
 
 def local_rows(launcher: str, steps: int) -> list[dict[str, Any]]:
     """The single-node drill on this machine: one row (seconds)."""
-    res = LocalTransport().run(
-        [Node(name="local")], drill_argv("injob", launcher, steps, 1), timeout_s=1800
-    )
+    res = LocalTransport().run([Node(name="local")], drill_argv("injob", launcher, steps, 1), timeout_s=1800)
     doc = _doc(res["local"].stdout)
     if doc.get("status") != "ok":
         return [{"launcher": launcher, "scope": "local", "error": doc.get("reason")}]
@@ -90,9 +88,7 @@ def local_rows(launcher: str, steps: int) -> list[dict[str, Any]]:
     return [{"launcher": doc["launcher"], "scope": "this machine", **{k: fig[k] for k in PARTS}}]
 
 
-def span_rows(
-    launcher: str, cluster: SSHDCluster, steps: int, workdir: Path
-) -> list[dict[str, Any]]:
+def span_rows(launcher: str, cluster: SSHDCluster, steps: int, workdir: Path) -> list[dict[str, Any]]:
     """``nvtest run --backend ssh`` of ``restart_injob`` on the cluster: the job's row, then each node's."""
     d = Path(tempfile.mkdtemp(prefix=f"span-{launcher}-", dir=workdir))
     sku = yaml.safe_load((resources.configs_dir() / "skus" / "cpu-generic.yaml").read_text())
@@ -120,11 +116,32 @@ def span_rows(
     inv["defaults"]["probe_dir"] = str(PROBES)  # the simulated nodes share this machine's files
     (d / "inventory.yaml").write_text(yaml.safe_dump(inv))
     proc = subprocess.run(
-        [sys.executable, "-m", "nvtest.cli", "run", "--backend", "ssh", "--inventory", str(d / "inventory.yaml"),
-         "--insecure-host-keys", "--sku-dir", str(d / "skus"), "--sku", "bench-cpu",
-         "--suite", str(d / "suite.yaml"), "--out", str(d / "reports"), "--progress", "plain"],
-        capture_output=True, text=True, timeout=1800, env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "nvtest.cli",
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(d / "inventory.yaml"),
+            "--insecure-host-keys",
+            "--sku-dir",
+            str(d / "skus"),
+            "--sku",
+            "bench-cpu",
+            "--suite",
+            str(d / "suite.yaml"),
+            "--out",
+            str(d / "reports"),
+            "--progress",
+            "plain",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     results = d / "reports" / "latest" / "results.json"
     if not results.exists():
         return [{"launcher": launcher, "scope": "job", "error": proc.stderr[-300:]}]
@@ -138,15 +155,22 @@ def span_rows(
                 return [{"launcher": launcher, "scope": "job", "error": r["reason"]}]
             kill = job["kill"]
             rows.append(
-                {"launcher": job["launcher"], "scope": f"job ({job['world_size']} ranks)",
-                 "killed": f"rank {kill['rank']} on {kill['node']} at step {kill['at_step']}",
-                 **{k: job["recovery"][k] for k in PARTS}}
-            )  # fmt: skip
+                {
+                    "launcher": job["launcher"],
+                    "scope": f"job ({job['world_size']} ranks)",
+                    "killed": f"rank {kill['rank']} on {kill['node']} at step {kill['at_step']}",
+                    **{k: job["recovery"][k] for k in PARTS},
+                }
+            )
         rec = det.get("recovery") or {}
         rows.append(
-            {"launcher": job.get("launcher", launcher), "scope": f"{r['node']} (ranks {det.get('node_ranks')})",
-             "verdict": r["verdict"], **{k: rec.get(k) for k in PARTS}}
-        )  # fmt: skip
+            {
+                "launcher": job.get("launcher", launcher),
+                "scope": f"{r['node']} (ranks {det.get('node_ranks')})",
+                "verdict": r["verdict"],
+                **{k: rec.get(k) for k in PARTS},
+            }
+        )
     return rows
 
 
@@ -157,9 +181,7 @@ def _fmt(x: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--launchers", default="ft_launcher,torchrun")
-    p.add_argument(
-        "--local", action="store_true", help="run on this machine, not the simulated cluster"
-    )
+    p.add_argument("--local", action="store_true", help="run on this machine, not the simulated cluster")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--overhead-only", action="store_true", help="skip the recovery drills")
@@ -186,9 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                     rows += span_rows(launcher, cluster, a.steps, Path(work))
         finally:
             cluster.stop()
-    print(
-        "\n| launcher | ranks | detect s | restart s | reload s | first step s | total s | steps lost |"
-    )
+    print("\n| launcher | ranks | detect s | restart s | reload s | first step s | total s | steps lost |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         if "error" in r:
@@ -205,9 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 def overhead(launcher: str, repeats: int) -> int:
     """Print the overhead table of the drill machinery (this machine, 2 ranks, 60 steps)."""
     t0 = time.time()
-    res = LocalTransport().run(
-        [Node(name="local")], drill_argv("overhead", launcher, 60, repeats), timeout_s=3600
-    )
+    res = LocalTransport().run([Node(name="local")], drill_argv("overhead", launcher, 60, repeats), timeout_s=3600)
     doc = _doc(res["local"].stdout)
     if doc.get("status") != "ok":
         print(f"\noverhead: error: {doc.get('reason')}")
@@ -223,9 +241,7 @@ def overhead(launcher: str, repeats: int) -> int:
         f"{o['direct_overhead_pct']:.2f} % of a step |"
     )
     print(f"\n# overhead runs under {o['launcher']}")
-    print(
-        f"\n# all medians: {json.dumps(o['step_median_s'])}; overhead part {time.time() - t0:.0f} s"
-    )
+    print(f"\n# all medians: {json.dumps(o['step_median_s'])}; overhead part {time.time() - t0:.0f} s")
     return 0
 
 

@@ -67,7 +67,9 @@ def main() -> int:
     for kind, runs, ok, codes, exits in rows:
         seen = " ".join(f"{c}x{n}" for c, n in sorted(codes.items()))
         print(f"{kind:<16} {runs:>4} {ok:>4}  {seen:<14} {statistics.median(exits):>18.2f} {max(exits):>6.2f}")
-    print(f"expected exit codes: {', '.join(f'{k} {v[2]}' for k, v in KINDS.items() if k in kinds)}; {total:.0f} s in all")
+    print(
+        f"expected exit codes: {', '.join(f'{k} {v[2]}' for k, v in KINDS.items() if k in kinds)}; {total:.0f} s in all"
+    )
     return 1 if bad else 0
 
 

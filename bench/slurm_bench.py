@@ -89,9 +89,7 @@ def main() -> int:
     with SlurmCluster(nodes=("node1", "node2")) as cluster, cluster.activated():
         times = bench(args.repeat)
     base = statistics.median(times["bare srun -N2 hostname"])
-    print(
-        f"one per-node phase on 2 slurmd nodes, median of {args.repeat} (load avg {os.getloadavg()[0]:.1f})"
-    )
+    print(f"one per-node phase on 2 slurmd nodes, median of {args.repeat} (load avg {os.getloadavg()[0]:.1f})")
     print(f"{'variant':<26} {'median ms':>10} {'min ms':>8} {'ratio':>7}")
     for name, samples in times.items():
         med = statistics.median(samples)

@@ -96,7 +96,9 @@ def _parts(line: str) -> list[str]:
     return [p for p in parts if p.strip()]
 
 
-def one_line_reason(reason: str, limit: int = REASON_MAX_CHARS, *, whole_at: str = "details.reason_full") -> tuple[str, bool]:
+def one_line_reason(
+    reason: str, limit: int = REASON_MAX_CHARS, *, whole_at: str = "details.reason_full"
+) -> tuple[str, bool]:
     """``reason`` as one line of at most ``limit`` characters, and whether anything was left out.
 
     A reason of one line within ``limit`` is kept as it is; otherwise whitespace runs
@@ -306,7 +308,9 @@ class ResultStore:
             if self._flusher is None:
                 with self._lock:
                     if self._flusher is None and self._fd is not None:
-                        self._flusher = threading.Thread(target=self._flush_loop, name="nvtest-results-fsync", daemon=True)
+                        self._flusher = threading.Thread(
+                            target=self._flush_loop, name="nvtest-results-fsync", daemon=True
+                        )
                         self._flusher.start()
 
     def _append_closed(self) -> None:
@@ -579,7 +583,9 @@ def assemble(jsonl: Path, extra: Iterable[str] = ()) -> dict[str, Any]:
 def unmeasured_result(check: str, node: str, why: str, at: float = 0.0) -> dict[str, Any]:
     """The result of a planned item that was never measured: ``error``, ``not measured: <why>``."""
     return {
-        **CheckResult(check=check, node=node, verdict=Verdict.ERROR, reason=f"not measured: {why}", started_at=at).to_json(),
+        **CheckResult(
+            check=check, node=node, verdict=Verdict.ERROR, reason=f"not measured: {why}", started_at=at
+        ).to_json(),
         "unmeasured": True,
     }
 

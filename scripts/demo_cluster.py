@@ -16,9 +16,7 @@ from nvtest.testing.sshd_cluster import SSHDCluster, sshd_unavailable_reason
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description="Simulated cluster: one real sshd per node on loopback."
-    )
+    parser = argparse.ArgumentParser(description="Simulated cluster: one real sshd per node on loopback.")
     parser.add_argument("n", nargs="?", type=int, default=4, help="number of nodes (default 4)")
     parser.add_argument("--prefix", default="node", help="node name prefix (default node)")
     args = parser.parse_args(argv)
@@ -34,19 +32,13 @@ def main(argv: list[str] | None = None) -> int:
         home = cluster.client_home()
         first = cluster.nodes[0]
         print(f"{args.n} nodes up in {time.monotonic() - t0:.1f} s: {cluster.hostlist}")
-        print(
-            f"  {first.name} is sshd on {first.address}:{first.port}; logs in {cluster.dir}/<node>/sshd.log\n"
-        )
+        print(f"  {first.name} is sshd on {first.address}:{first.port}; logs in {cluster.dir}/<node>/sshd.log\n")
         print(f"inventory    {cluster.inventory_path}   (node-side python: {sys.executable})")
         print(f"ssh config   {cluster.ssh_config_path}")
         print(f"known_hosts  {cluster.known_hosts_path}")
-        print(
-            f"HOME         {home}   (.ssh/config includes the ssh config; .ssh/known_hosts trusts the nodes)\n"
-        )
+        print(f"HOME         {home}   (.ssh/config includes the ssh config; .ssh/known_hosts trusts the nodes)\n")
         print("Try:")
-        print(
-            f"  HOME={home} nvtest run --backend ssh --inventory {cluster.inventory_path} --suite delivery"
-        )
+        print(f"  HOME={home} nvtest run --backend ssh --inventory {cluster.inventory_path} --suite delivery")
         print(f"  HOME={home} nvtest run --backend ssh --nodes '{cluster.hostlist}' --suite quick")
         print(f"  ssh -F {cluster.ssh_config_path} {first.name} uname -a")
         print(f"  clush -w '{cluster.hostlist}' -o '-F {cluster.ssh_config_path}' uname -r")

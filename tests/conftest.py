@@ -58,10 +58,21 @@ def run_nvtest_on_slurm(
     its output (for assertion messages).
     """
     proc = run_nvtest(
-        "run", "--backend", "slurm", "--partition", "nvt", "--time", "15", *args,
-        "--out", str(out), "--progress", "plain",
-        env={**cluster.env, "OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout,
-    )  # fmt: skip
+        "run",
+        "--backend",
+        "slurm",
+        "--partition",
+        "nvt",
+        "--time",
+        "15",
+        *args,
+        "--out",
+        str(out),
+        "--progress",
+        "plain",
+        env={**cluster.env, "OMP_NUM_THREADS": "1", **(env or {})},
+        timeout=timeout,
+    )
     results = out / "latest" / "results.json"
     doc = json.loads(results.read_text()) if results.exists() else None
     return proc, doc, proc.stdout[-4000:] + proc.stderr[-3000:]
@@ -132,8 +143,10 @@ def tiny_tmpfs(path: Path, size: str = "2m") -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         reason = f"cannot mount a tmpfs here ({proc.stderr.strip() or proc.returncode}): run as root"
         print(f"skipping: {reason}")

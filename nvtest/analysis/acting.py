@@ -151,8 +151,13 @@ def drain_plan(doc: Mapping[str, Any], max_fraction: float = DRAIN_MAX_FRACTION)
     for node, rs in sorted(by_node.items()):
         first, refused = first_actionable(rs, pairs)
         if first is not None:
-            d = DrainDecision(node, True, f"{first['check']} failed on this node", str(first["check"]),
-                              str(first.get("reason") or "failed"))  # fmt: skip
+            d = DrainDecision(
+                node,
+                True,
+                f"{first['check']} failed on this node",
+                str(first["check"]),
+                str(first.get("reason") or "failed"),
+            )
             candidates.append(d)
         elif refused:
             d = DrainDecision(node, False, "not drained: " + "; ".join(dict.fromkeys(refused)))

@@ -23,7 +23,17 @@ from typing import Any
 
 from nvtest.results import read_events, write_atomic
 
-__all__ = ["DRIFT_FIELDS", "SCHEMA", "SOURCES", "collect", "compare_runs", "drift", "summary", "write_asbuilt_json", "written"]
+__all__ = [
+    "DRIFT_FIELDS",
+    "SCHEMA",
+    "SOURCES",
+    "collect",
+    "compare_runs",
+    "drift",
+    "summary",
+    "write_asbuilt_json",
+    "written",
+]
 
 SCHEMA = "nvtest-asbuilt/1"
 #: Where each field comes from (``hcas.psid``: the ``psid`` of every HCA).
@@ -149,9 +159,10 @@ def drift(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         g = groups.setdefault((rack, sku), {"rack": rack, "sku": sku, "nodes": 0, "differing": 0, "rows": []})
         g["nodes"] += 1
         differ = {
-            label: v for label, v in values[node].items()
+            label: v
+            for label, v in values[node].items()
             if v is not None and label in majority[sku] and v != majority[sku][label]
-        }  # fmt: skip
+        }
         if differ:
             g["differing"] += 1
             if len(g["rows"]) < MAX_ROWS:
@@ -165,9 +176,7 @@ def drift(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def summary(
-    records: Mapping[str, Mapping[str, Any]], since_last: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def summary(records: Mapping[str, Mapping[str, Any]], since_last: Mapping[str, Any] | None) -> dict[str, Any]:
     """results.json's ``asbuilt`` section: the file, counts, :func:`drift` and the changes
     since the previous acceptance (None: no history was compared)."""
     return {

@@ -99,9 +99,7 @@ def _kind(a: Mapping[str, Any], b: Mapping[str, Any], tolerance_pct: float) -> s
     return "changed"
 
 
-def compare_docs(
-    doc_a: Mapping[str, Any], doc_b: Mapping[str, Any], tolerance_pct: float = 2.0
-) -> list[Change]:
+def compare_docs(doc_a: Mapping[str, Any], doc_b: Mapping[str, Any], tolerance_pct: float = 2.0) -> list[Change]:
     """Every (node, check, metric) of either run, judged; worst first, then by node, check, metric.
 
     ``tolerance_pct``: a relative change within this many percent is ``same``.
@@ -110,9 +108,7 @@ def compare_docs(
         ConfigError: ``tolerance_pct`` is negative or not a finite number.
     """
     if not isinstance(tolerance_pct, (int, float)) or not math.isfinite(tolerance_pct) or tolerance_pct < 0:
-        raise ConfigError(
-            f"must be a finite number of percent >= 0, not {tolerance_pct!r}", field="--tolerance"
-        )
+        raise ConfigError(f"must be a finite number of percent >= 0, not {tolerance_pct!r}", field="--tolerance")
     ia, ib = _index(doc_a), _index(doc_b)
     out = []
     for key in set(ia) | set(ib):
@@ -168,17 +164,25 @@ def render_compare_html(
     for c in changes:
         if c.kind == "same" and not show_same:
             continue
-        cells = [c.node, c.check, c.metric or "(item)", c.labels, f"{fmt_num(c.a)} {c.unit}".strip(),
-                 f"{fmt_num(c.b)} {c.unit}".strip(), _delta(c), f"{c.verdict_a or '-'} → {c.verdict_b or '-'}", c.kind]  # fmt: skip
-        rows.append(
-            f'<tr class="{escape(c.kind)}">'
-            + "".join(f"<td>{escape(str(x))}</td>" for x in cells)
-            + "</tr>"
-        )
+        cells = [
+            c.node,
+            c.check,
+            c.metric or "(item)",
+            c.labels,
+            f"{fmt_num(c.a)} {c.unit}".strip(),
+            f"{fmt_num(c.b)} {c.unit}".strip(),
+            _delta(c),
+            f"{c.verdict_a or '-'} → {c.verdict_b or '-'}",
+            c.kind,
+        ]
+        rows.append(f'<tr class="{escape(c.kind)}">' + "".join(f"<td>{escape(str(x))}</td>" for x in cells) + "</tr>")
     summary = " · ".join(f"{n} {escape(k)}" for k, n in counts.items())
     ab_rows = "".join(
         f'<tr class="{escape(str(c["kind"]))}">'
-        + "".join(f"<td>{escape(str(c[k] if c[k] is not None else ''))}</td>" for k in ("node", "kind", "part", "field", "before", "now"))
+        + "".join(
+            f"<td>{escape(str(c[k] if c[k] is not None else ''))}</td>"
+            for k in ("node", "kind", "part", "field", "before", "now")
+        )
         + "</tr>"
         for c in asbuilt or []
     )
@@ -187,8 +191,10 @@ def render_compare_html(
     elif not asbuilt:
         ab_html = "<p>As built: no part swapped, no firmware moved, the same nodes.</p>"
     else:
-        ab_html = ('<h2>As built</h2><table id="asbuilt-changes"><thead><tr><th>node</th><th>change</th><th>part</th>'
-                   f"<th>field</th><th>A</th><th>B</th></tr></thead><tbody>{ab_rows}</tbody></table>")  # fmt: skip
+        ab_html = (
+            '<h2>As built</h2><table id="asbuilt-changes"><thead><tr><th>node</th><th>change</th><th>part</th>'
+            f"<th>field</th><th>A</th><th>B</th></tr></thead><tbody>{ab_rows}</tbody></table>"
+        )
     va = (doc_a.get("summary") or {}).get("verdict", "-")
     vb = (doc_b.get("summary") or {}).get("verdict", "-")
     return f"""<!DOCTYPE html>

@@ -49,6 +49,7 @@ __all__ = [
     "render_summary",
 ]
 
+
 @dataclass(frozen=True)
 class Figure:
     """One measured figure of a probe.
@@ -126,9 +127,12 @@ def identify_node(out: Path, manifest: dict[str, Any], catalog: Catalog) -> Node
     if lspci.get("status") == "empty":
         return NodeIdentity(GpuSummary(), None, None, catalog.match(GpuSummary()), f"{why}; {lspci.get('reason')}")
     return NodeIdentity(
-        GpuSummary(), None, None, None,
+        GpuSummary(),
+        None,
+        None,
+        None,
         f"cannot tell the GPUs: {why}; lspci -d 10de: {lspci.get('status', 'not run')}",
-    )  # fmt: skip
+    )
 
 
 def profile_number(t: Threshold) -> tuple[str, float] | None:
@@ -167,8 +171,19 @@ def _gemm(doc: dict[str, Any], rel: str) -> list[Figure]:
         if reason is None and r.get("status") == "ok" and not check.get("ok", False):
             reason = f"product wrong: max relative error {check.get('max_rel_err')} > {check.get('tolerance')}"
         value = r.get("tflops_median") if r.get("status") == "ok" else None
-        figs.append(Figure("GEMM", "gemm", f"{r.get('dtype')}_tflops", str(r.get("device")), value,
-                           "TFLOP/s", rel, reason, r.get("library") or doc.get("library")))  # fmt: skip
+        figs.append(
+            Figure(
+                "GEMM",
+                "gemm",
+                f"{r.get('dtype')}_tflops",
+                str(r.get("device")),
+                value,
+                "TFLOP/s",
+                rel,
+                reason,
+                r.get("library") or doc.get("library"),
+            )
+        )
     return figs
 
 
@@ -178,8 +193,19 @@ def _devmem(doc: dict[str, Any], rel: str) -> list[Figure]:
         reason = None if r.get("check_ok", False) else "copied values differ from the expected ones"
         if r.get("status") in ("skip", "error"):
             reason = f"{r.get('status')}: {r.get('reason')}"
-        figs.append(Figure("HBM", "devmem", f"{r.get('kernel')}_gbps", str(r.get("device")),
-                           r.get("best_gbps"), "GB/s", rel, reason, doc.get("library")))  # fmt: skip
+        figs.append(
+            Figure(
+                "HBM",
+                "devmem",
+                f"{r.get('kernel')}_gbps",
+                str(r.get("device")),
+                r.get("best_gbps"),
+                "GB/s",
+                rel,
+                reason,
+                doc.get("library"),
+            )
+        )
     return figs
 
 
@@ -188,8 +214,19 @@ def _h2d(doc: dict[str, Any], rel: str) -> list[Figure]:
     if doc.get("raw_tool") == "nvbandwidth":
         return figs + _nvbandwidth(doc.get("raw") or "", rel)
     for r in doc.get("results") or []:
-        figs.append(Figure("host link", "h2d", f"{r.get('direction')}_gbps", str(r.get("device")),
-                           r.get("best_gbps"), "GB/s", rel, None, doc.get("library")))  # fmt: skip
+        figs.append(
+            Figure(
+                "host link",
+                "h2d",
+                f"{r.get('direction')}_gbps",
+                str(r.get("device")),
+                r.get("best_gbps"),
+                "GB/s",
+                rel,
+                None,
+                doc.get("library"),
+            )
+        )
     return figs
 
 
@@ -200,7 +237,9 @@ def _nvbandwidth(text: str, rel: str) -> list[Figure]:
         return [Figure("host link", "h2d", "-", "-", None, "GB/s", rel, f"nvbandwidth output unreadable: {exc}")]
     figs = []
     for direction, gpu, value in result.host_copies():  # as the h2d check judges them
-        figs.append(Figure("host link", "h2d", f"{direction}_gbps", f"cuda:{gpu}", value, "GB/s", rel, None, "nvbandwidth"))
+        figs.append(
+            Figure("host link", "h2d", f"{direction}_gbps", f"cuda:{gpu}", value, "GB/s", rel, None, "nvbandwidth")
+        )
     return figs
 
 
@@ -214,8 +253,19 @@ def _collectives(doc: dict[str, Any], rel: str) -> list[Figure]:
     device = f"{doc.get('device')} x {doc.get('world_size', '?')} ranks"
     for op, r in largest.items():
         reason = f"{r.get('wrong')} wrong elements" if r.get("wrong") else None
-        figs.append(Figure("collectives", "collectives", f"{op}_busbw_gbps", device, r.get("busbw_gbps"),
-                           "GB/s", rel, reason, doc.get("library")))  # fmt: skip
+        figs.append(
+            Figure(
+                "collectives",
+                "collectives",
+                f"{op}_busbw_gbps",
+                device,
+                r.get("busbw_gbps"),
+                "GB/s",
+                rel,
+                reason,
+                doc.get("library"),
+            )
+        )
     return figs
 
 
@@ -229,8 +279,19 @@ def _inference(doc: dict[str, Any], rel: str) -> list[Figure]:
             reason = f"{r.get('status')}: {r.get('reason')}"
         for key, value in r.items():
             if re.search(r"tokens_per_s$", key) and isinstance(value, (int, float)):
-                figs.append(Figure("inference", "inference", prefix + key, str(r.get("device", "-")), float(value),
-                                   "tokens/s", rel, reason, doc.get("library")))  # fmt: skip
+                figs.append(
+                    Figure(
+                        "inference",
+                        "inference",
+                        prefix + key,
+                        str(r.get("device", "-")),
+                        float(value),
+                        "tokens/s",
+                        rel,
+                        reason,
+                        doc.get("library"),
+                    )
+                )
     return figs
 
 
@@ -311,10 +372,14 @@ def _run_section(out: Path, step: dict[str, Any]) -> list[str]:
     summary = doc.get("summary") or {}
     skus = sorted({str(n.get("sku")) for n in (doc.get("nodes") or {}).values()})
     items = ", ".join(f"{n} {v}" for v, n in (summary.get("items") or {}).items() if n) or "none"
-    lines = [head, "", f"Run `{run_dir}`: verdict **{summary.get('verdict')}**, SKU {', '.join(skus) or '-'}, "
-             f"items: {items}.", "",
-             "| check | verdict | metric | measured | threshold | ratio | reason |",
-             "| --- | --- | --- | ---: | --- | ---: | --- |"]  # fmt: skip
+    lines = [
+        head,
+        "",
+        f"Run `{run_dir}`: verdict **{summary.get('verdict')}**, SKU {', '.join(skus) or '-'}, items: {items}.",
+        "",
+        "| check | verdict | metric | measured | threshold | ratio | reason |",
+        "| --- | --- | --- | ---: | --- | ---: | --- |",
+    ]
     for r in doc.get("results") or []:
         metrics = r.get("metrics") or []
         if not metrics:
@@ -345,8 +410,10 @@ def _steps_table(manifest: dict[str, Any]) -> list[str]:
 def _node_lines(ident: NodeIdentity, catalog: Catalog) -> list[str]:
     if ident.gpus.count:
         mem = ", ".join(sorted({f"{m} MiB" for m in ident.gpus.memory_mib if m is not None}))
-        lines = [f"- GPUs: {ident.gpus.count} x {', '.join(sorted(set(ident.gpus.names)))} ({mem}); "
-                 f"driver {ident.driver_version or '?'}, CUDA {ident.cuda_version or '?'} (nvidia-smi -q -x)"]  # fmt: skip
+        lines = [
+            f"- GPUs: {ident.gpus.count} x {', '.join(sorted(set(ident.gpus.names)))} ({mem}); "
+            f"driver {ident.driver_version or '?'}, CUDA {ident.cuda_version or '?'} (nvidia-smi -q -x)"
+        ]
     else:
         lines = [f"- GPUs: none seen ({ident.reason})"]
     m = ident.match

@@ -110,17 +110,11 @@ def robust_stats(values: Iterable[float]) -> tuple[float, float]:
 
 def group_key(sku: str | None, check: str, metric: Mapping[str, Any]) -> tuple[Any, ...]:
     """The comparison group of one metric: SKU, check, name, unit and what-labels."""
-    labels = tuple(
-        sorted(
-            (k, str(v)) for k, v in (metric.get("labels") or {}).items() if k not in PLACE_LABELS
-        )
-    )
+    labels = tuple(sorted((k, str(v)) for k, v in (metric.get("labels") or {}).items() if k not in PLACE_LABELS))
     return (sku, check, metric["name"], metric.get("unit"), labels)
 
 
-def _judge(
-    value: float, med: float, mad: float, n: int, lower_better: bool, p: FleetPolicy
-) -> FleetStats:
+def _judge(value: float, med: float, mad: float, n: int, lower_better: bool, p: FleetPolicy) -> FleetStats:
     sign = -1.0 if lower_better else 1.0
     delta = 0.0 if med == 0 else (value - med) / abs(med) * 100.0
     z = None if mad == 0 else _MAD_K * (value - med) / mad
@@ -202,9 +196,7 @@ def apply_fleet(
 SYSTEMIC_MIN_NODES = 3
 
 
-def systemic_failures(
-    results: Iterable[Mapping[str, Any]], sku_of: Mapping[str, str | None]
-) -> list[dict[str, Any]]:
+def systemic_failures(results: Iterable[Mapping[str, Any]], sku_of: Mapping[str, str | None]) -> list[dict[str, Any]]:
     """(SKU, check) pairs where every node of the SKU (three or more) failed.
 
     Two nodes failing alike are no fleet pattern: each keeps its own diagnosis.
@@ -224,9 +216,7 @@ def systemic_failures(
         failed = {r["node"] for r in rs if r.get("verdict") == Verdict.FAIL.value}
         if len(members) < SYSTEMIC_MIN_NODES or failed != members:
             continue
-        per_node = [
-            {m["name"] for m in r.get("metrics") or [] if m.get("verdict") == "fail"} for r in rs
-        ]
+        per_node = [{m["name"] for m in r.get("metrics") or [] if m.get("verdict") == "fail"} for r in rs]
         common = sorted(set.intersection(*per_node)) if per_node else []
         what = f" ({', '.join(common)} below the threshold on every node)" if common else ""
         message = (

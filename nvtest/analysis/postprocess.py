@@ -35,9 +35,7 @@ from nvtest.results import bound_reason, summarize
 __all__ = ["EVIDENCE_TAIL_BYTES", "evidence_tail", "fleet_policies", "post_process", "recompute_summary"]
 
 
-def fleet_policies(
-    doc: Mapping[str, Any], catalog: Any | None = None
-) -> dict[str | None, FleetPolicy]:
+def fleet_policies(doc: Mapping[str, Any], catalog: Any | None = None) -> dict[str | None, FleetPolicy]:
     """SKU name -> :class:`FleetPolicy` from each profile's ``recipe.fleet`` (defaults otherwise).
 
     Without a catalog, the bundled profiles and the run's overlay (``run.overlay``) are read;

@@ -107,12 +107,20 @@ def _judge_metrics(
         if name not in measured:
             metrics.append(
                 {
-                    "name": name, "value": None, "unit": thr.unit, "verdict": Verdict.ERROR.value,
+                    "name": name,
+                    "value": None,
+                    "unit": thr.unit,
+                    "verdict": Verdict.ERROR.value,
                     "reason": f"not measured in this run; {prof.name if prof else '?'} has a threshold for it",
-                    "threshold": {**thr.model_dump(exclude_none=True), "origin": catalog.origin(prof.name if prof else "", check, name)},
-                    "labels": {}, "fleet": None, "bound": None,
+                    "threshold": {
+                        **thr.model_dump(exclude_none=True),
+                        "origin": catalog.origin(prof.name if prof else "", check, name),
+                    },
+                    "labels": {},
+                    "fleet": None,
+                    "bound": None,
                 }
-            )  # fmt: skip
+            )
     return metrics
 
 
@@ -180,8 +188,7 @@ def _sku_entry(catalog: Catalog, prof: SkuProfile) -> dict[str, Any]:
         "file": catalog.files.get(prof.name),
         "thresholds": {
             c: {
-                m: {**t.model_dump(exclude_none=True), "origin": catalog.origin(prof.name, c, m)}
-                for m, t in ms.items()
+                m: {**t.model_dump(exclude_none=True), "origin": catalog.origin(prof.name, c, m)} for m, t in ms.items()
             }
             for c, ms in prof.thresholds.items()
         },
@@ -251,9 +258,13 @@ def evaluate_run(
     count = max(1, len(nodes))
     new["results"] = [
         rejudge(
-            r, profiles.get(r["node"], forced), catalog,
-            facts=(nodes.get(r["node"]) or {}).get("inventory"), nodes=count, facts_rejudge=facts_rejudge,
-        )  # fmt: skip
+            r,
+            profiles.get(r["node"], forced),
+            catalog,
+            facts=(nodes.get(r["node"]) or {}).get("inventory"),
+            nodes=count,
+            facts_rejudge=facts_rejudge,
+        )
         for r in doc.get("results") or []
     ]
     for r in new["results"]:

@@ -263,21 +263,31 @@ def write_bundle(run_dir: Path, node: str, out: Path | None = None) -> Bundle:
                 files[name] = what
 
             record = written(run_dir).get(node)
-            put("asbuilt.json", {"node": node, "run_id": (doc.get("run") or {}).get("run_id"), "record": record, "sources": SOURCES},
-                "the node's as-built record: system, GPUs, NVSwitches, HCAs, versions (docs/asbuilt.md)")  # fmt: skip
+            put(
+                "asbuilt.json",
+                {"node": node, "run_id": (doc.get("run") or {}).get("run_id"), "record": record, "sources": SOURCES},
+                "the node's as-built record: system, GPUs, NVSwitches, HCAs, versions (docs/asbuilt.md)",
+            )
             failing = [
                 _result_doc(r, _copy_log(run_dir, log_dir, r.get("log"), stage, taken))
-                for r in mine if r.get("verdict") in FAILING
-            ]  # fmt: skip
+                for r in mine
+                if r.get("verdict") in FAILING
+            ]
             put("verdicts.json", failing, "each failing check: verdict, reason, metrics, details, diagnosis")
             put("diagnosis.md", _diagnosis_md(node, failing), "the failing checks' causes and next steps, as text")
             for check, name in ALWAYS.items():
                 got = [r for r in mine if r.get("check") == check and r.get("verdict") != "skip"]
                 if got:
-                    put(name, _result_doc(got[-1], _copy_log(run_dir, log_dir, got[-1].get("log"), stage, taken)),
-                        f"the {check} result (its raw output under logs/)")  # fmt: skip
-            put("node.json", {k: nd.get(k) for k in ("name", "sku", "verdict", "down_message", "inventory")},
-                "what the run read of the node: inventory facts, SKU")  # fmt: skip
+                    put(
+                        name,
+                        _result_doc(got[-1], _copy_log(run_dir, log_dir, got[-1].get("log"), stage, taken)),
+                        f"the {check} result (its raw output under logs/)",
+                    )
+            put(
+                "node.json",
+                {k: nd.get(k) for k in ("name", "sku", "verdict", "down_message", "inventory")},
+                "what the run read of the node: inventory facts, SKU",
+            )
             for log in NODE_LOGS:
                 _copy_log(run_dir, log_dir, f"{log_dir}/{log}", stage, taken)
             for name in sorted(set(taken.values())):

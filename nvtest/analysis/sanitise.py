@@ -69,9 +69,7 @@ _BARE_GUID_LINE_RE = re.compile(r"^\s*0x[0-9A-Fa-f]{16}\s*$")
 _IPV4_RE = re.compile(r"(?<![\w.-])(?:\d{1,3}\.){3}\d{1,3}(?![\w-]|\.\d)")
 _SERIAL_KEY_RE = re.compile(r"serial", re.IGNORECASE)
 _SERIAL_TOKEN_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_XML_ID_RE = re.compile(
-    r"<(?P<tag>[A-Za-z_]*(?:serial|guid|pdi)[A-Za-z_]*)>(?P<val>[^<]*)</(?P=tag)>", re.IGNORECASE
-)
+_XML_ID_RE = re.compile(r"<(?P<tag>[A-Za-z_]*(?:serial|guid|pdi)[A-Za-z_]*)>(?P<val>[^<]*)</(?P=tag)>", re.IGNORECASE)
 _VPD_VENDOR_RE = re.compile(r"^(?P<pre>\s*\[V[0-9A-Z]\][^:\n]*:\s*)(?P<val>.*)$")
 _HEX_ID_RE = re.compile(r"(?<![0-9A-Za-z])[0-9A-Fa-f]{16,}(?![0-9A-Za-z])")
 # the name stops at a shell prompt's ``#``/``$`` (``root@host:/home/user# cmd``)
@@ -180,7 +178,9 @@ class Sanitiser:
             self._host_of[name] = short if len(short) >= 2 else name
         forms = sorted(self._host_of, key=len, reverse=True)
         self._host_re = (
-            re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, forms)) + r")(?![A-Za-z0-9_])") if forms else None
+            re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, forms)) + r")(?![A-Za-z0-9_])")
+            if forms
+            else None
         )
 
     # ---------------------------------------------------------------- placeholders

@@ -118,8 +118,14 @@ class Group:
             "distinct_digests": len(self.counts),
             "majority_digest": self.majority,
             "members": [
-                {"node": d.node, "device": d.device, "index": d.index, "serial": d.serial,
-                 "digest": d.digest, "error": d.error}
+                {
+                    "node": d.node,
+                    "device": d.device,
+                    "index": d.index,
+                    "serial": d.serial,
+                    "digest": d.digest,
+                    "error": d.error,
+                }
                 for d in self.members
             ],
         }
@@ -169,12 +175,23 @@ def digests_from_docs(docs: Mapping[str, Mapping[str, Any]]) -> list[Digest]:
     out: list[Digest] = []
     for node, doc in sorted(docs.items()):
         for r in doc.get("results") or []:
-            base = {"node": node, "device": str(r.get("device") or "?"), "index": r.get("index"),
-                    "serial": r.get("serial"), "config": _items(r.get("config") or {})}
+            base = {
+                "node": node,
+                "device": str(r.get("device") or "?"),
+                "index": r.get("index"),
+                "serial": r.get("serial"),
+                "config": _items(r.get("config") or {}),
+            }
             works = r.get("workloads") or []
             if r.get("status") not in (None, "ok") or not works:
-                out.append(Digest(**base, workload=(("name", "all"),), digest=None,
-                                  error=str(r.get("reason") or f"status {r.get('status')}")))
+                out.append(
+                    Digest(
+                        **base,
+                        workload=(("name", "all"),),
+                        digest=None,
+                        error=str(r.get("reason") or f"status {r.get('status')}"),
+                    )
+                )
                 continue
             for w in works:
                 wl = _items({k: w[k] for k in WORKLOAD_PARAMS if k in w})
@@ -184,14 +201,24 @@ def digests_from_docs(docs: Mapping[str, Mapping[str, Any]]) -> list[Digest]:
 
 def _judge_group(g: Group) -> list[SdcFinding]:
     ok = [d for d in g.members if d.digest is not None]
-    found = [SdcFinding(d, Verdict.ERROR, f"{d.where}: no digest: {d.error}", 0, 0)
-             for d in g.members if d.digest is None]
+    found = [
+        SdcFinding(d, Verdict.ERROR, f"{d.where}: no digest: {d.error}", 0, 0) for d in g.members if d.digest is None
+    ]
     n = len(ok)
     if n == 1:
         d = ok[0]
-        found.append(SdcFinding(d, Verdict.WARN, (
-            f"{d.workload_label} on {d.where}: the only {d.kind} of its configuration in this run, "
-            "nothing could be compared"), 0, 0))
+        found.append(
+            SdcFinding(
+                d,
+                Verdict.WARN,
+                (
+                    f"{d.workload_label} on {d.where}: the only {d.kind} of its configuration in this run, "
+                    "nothing could be compared"
+                ),
+                0,
+                0,
+            )
+        )
         return found
     counts, major = g.counts, g.majority
     for d in ok:
@@ -199,19 +226,46 @@ def _judge_group(g: Group) -> list[SdcFinding]:
         same = counts[d.digest] - 1
         if major is None:
             split = "/".join(str(c) for _, c in counts.most_common())
-            found.append(SdcFinding(d, Verdict.FAIL, (
-                f"{d.workload_label} on {d.where}: no majority among the {n} {d.kind}s of the same "
-                f"configuration (outputs split {split}): silent data corruption suspected on at "
-                "least one; compare each with a known-good GPU"), same, n - 1))
+            found.append(
+                SdcFinding(
+                    d,
+                    Verdict.FAIL,
+                    (
+                        f"{d.workload_label} on {d.where}: no majority among the {n} {d.kind}s of the same "
+                        f"configuration (outputs split {split}): silent data corruption suspected on at "
+                        "least one; compare each with a known-good GPU"
+                    ),
+                    same,
+                    n - 1,
+                )
+            )
         elif d.digest != major:
-            found.append(SdcFinding(d, Verdict.FAIL, (
-                f"{d.workload_label} on {d.where}: outputs differ from {counts[major]} other {d.kind}s "
-                f"of the same configuration: silent data corruption suspected "
-                f"(digest {d.digest[:12]}, majority {major[:12]})"), same, n - 1))
+            found.append(
+                SdcFinding(
+                    d,
+                    Verdict.FAIL,
+                    (
+                        f"{d.workload_label} on {d.where}: outputs differ from {counts[major]} other {d.kind}s "
+                        f"of the same configuration: silent data corruption suspected "
+                        f"(digest {d.digest[:12]}, majority {major[:12]})"
+                    ),
+                    same,
+                    n - 1,
+                )
+            )
         else:
-            found.append(SdcFinding(d, Verdict.PASS, (
-                f"{d.workload_label} on {d.where}: bit-identical to {same} other {d.kind}s of the "
-                "same configuration"), same, n - 1))
+            found.append(
+                SdcFinding(
+                    d,
+                    Verdict.PASS,
+                    (
+                        f"{d.workload_label} on {d.where}: bit-identical to {same} other {d.kind}s of the "
+                        "same configuration"
+                    ),
+                    same,
+                    n - 1,
+                )
+            )
     return found
 
 
@@ -226,7 +280,7 @@ def _config_differences(groups: Sequence[Group]) -> list[str]:
         w = dict(work)
         label = f"{w.get('name', '?')} {w.get('dtype', '')}".strip()
         for i, a in enumerate(gs):
-            for b in gs[i + 1:]:
+            for b in gs[i + 1 :]:
                 da, db = a.majority or a.counts.most_common(1)[0][0], b.majority or b.counts.most_common(1)[0][0]
                 if da == db:
                     continue
@@ -237,7 +291,8 @@ def _config_differences(groups: Sequence[Group]) -> list[str]:
                 lines.append(
                     f"{label}: {sum(a.counts.values())} {kind}s ({_nodes(a)}) and "
                     f"{sum(b.counts.values())} {kind}s ({_nodes(b)}) give different outputs on "
-                    f"different configurations ({diff}): a configuration difference, not corruption")
+                    f"different configurations ({diff}): a configuration difference, not corruption"
+                )
     return lines
 
 

@@ -138,7 +138,9 @@ class Judge:
         a = assess(self.check, name, number, unit, self.sku, self.hardware, lab, raw)
         thr_json = None
         if a.threshold is not None and self.sku is not None:
-            origin = self.ctx.catalog.origin(self.sku.name, self.check, name) if self.ctx else f"profile:{self.sku.name}"
+            origin = (
+                self.ctx.catalog.origin(self.sku.name, self.check, name) if self.ctx else f"profile:{self.sku.name}"
+            )
             thr_json = {**a.threshold.model_dump(exclude_none=True), "origin": origin}
         bound = {**a.bound.to_json(), "implausible": a.implausible} if a.bound is not None else None
         m = MetricResult(
@@ -146,7 +148,9 @@ class Judge:
             value=number if number is None or math.isfinite(number) else None,
             unit=unit,
             verdict=a.verdict,
-            reason=f"no valid measurement ({value!r})" if number is None and value is not None and a.reason.startswith("no valid") else a.reason,
+            reason=f"no valid measurement ({value!r})"
+            if number is None and value is not None and a.reason.startswith("no valid")
+            else a.reason,
             threshold=thr_json,
             labels=lab,
             bound=bound,

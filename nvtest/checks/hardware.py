@@ -90,8 +90,7 @@ def require_any(exps: Sequence[Expected], facts: NodeFacts) -> Expected:
         return require(exps[0])
     if all(exp.absent is not None for exp in exps):
         raise ProbeSkip(
-            f"not on this hardware: the PCI bus shows no {' and no '.join(e.what for e in exps)} "
-            f"({facts.bus_text()})"
+            f"not on this hardware: the PCI bus shows no {' and no '.join(e.what for e in exps)} ({facts.bus_text()})"
         )
     return require(next(exp for exp in exps if exp.absent is None))
 
@@ -117,9 +116,7 @@ def require_declared(probe: Probe, facts: NodeFacts, sku: SkuProfile | None) -> 
     return exp
 
 
-def read_declared(
-    probe: Probe, facts: NodeFacts, sku: SkuProfile | None, run: Callable[[Probe], CommandResult]
-) -> Any:
+def read_declared(probe: Probe, facts: NodeFacts, sku: SkuProfile | None, run: Callable[[Probe], CommandResult]) -> Any:
     """The typed record of a declared tool probe on one node: the one place the rules of the
     module doc apply to a tool a check reads (the ``read`` fixture).
 
@@ -140,9 +137,7 @@ def read_declared(
 
 def tool_words(res: CommandResult, limit: int = 400) -> str:
     """A tool's own words for a run that did not report: exit code and its first lines."""
-    said = " ".join(
-        line.strip() for line in (res.stdout + "\n" + res.stderr).splitlines() if line.strip()
-    )
+    said = " ".join(line.strip() for line in (res.stdout + "\n" + res.stderr).splitlines() if line.strip())
     return f"exit {res.exit_code}: {said[:limit] or 'no output'}"
 
 

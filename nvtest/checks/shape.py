@@ -170,11 +170,17 @@ def keyed_differences(component: str, mine: Items | None, gold: Golden | None) -
     gold_by = {i[0]: i for i in gold.items}
     out: list[tuple[str, str | None]] = [
         (f"{what} {k} missing: golden {gold.describe()}", "hca:missing" if hca else None)
-        for k in gold_by if k not in mine_by
-    ]  # fmt: skip
+        for k in gold_by
+        if k not in mine_by
+    ]
     extra = [k for k in mine_by if k not in gold_by]
-    out += [(f"{what} {k} not in the golden shape (named or placed differently?): golden {gold.describe()}",
-             "hca:renamed" if hca else None) for k in extra]  # fmt: skip
+    out += [
+        (
+            f"{what} {k} not in the golden shape (named or placed differently?): golden {gold.describe()}",
+            "hca:renamed" if hca else None,
+        )
+        for k in extra
+    ]
     for k, g in gold_by.items():
         m = mine_by.get(k)
         if m is None or len(g) == 1:
@@ -191,11 +197,16 @@ def golden_for(component: str, shapes: Mapping[str, Mapping[str, Items]], sku: S
     name = sku.name if sku else None
     e = sku.expect if sku else None
     if component == "hcas":
-        return golden(component, shapes, name, profile_items=e.hcas if e else None,
-                      profile_count=e.ib_hcas if e else None, profile_field="hcas" if e and e.hcas else "ib_hcas")
+        return golden(
+            component,
+            shapes,
+            name,
+            profile_items=e.hcas if e else None,
+            profile_count=e.ib_hcas if e else None,
+            profile_field="hcas" if e and e.hcas else "ib_hcas",
+        )
     if component == "nvswitches":
-        return golden(component, shapes, name, profile_count=e.nvswitches if e else None,
-                      profile_field="nvswitches")
+        return golden(component, shapes, name, profile_count=e.nvswitches if e else None, profile_field="nvswitches")
     return golden(component, shapes, name)
 
 

@@ -155,9 +155,13 @@ def _generic(record: Any, _text: str) -> Reading:
     """The tool's own verdict and the reading's states (no run rule beyond them applies)."""
     failures: list[str] = []
     passed = getattr(record, "passed", None) if isinstance(getattr(type(record), "passed", None), property) else None
-    completed = getattr(record, "completed", None) if isinstance(getattr(type(record), "completed", None), property) else None
+    completed = (
+        getattr(record, "completed", None) if isinstance(getattr(type(record), "completed", None), property) else None
+    )
     if passed is False or completed is False:
-        failures.append(str(getattr(record, "failure_reason", None) or ("passed: false" if passed is False else "completed: false")))
+        failures.append(
+            str(getattr(record, "failure_reason", None) or ("passed: false" if passed is False else "completed: false"))
+        )
     states = assess_states(record)
     return _of(failures + list(states.failures), list(states.warnings), [])
 

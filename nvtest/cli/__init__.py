@@ -45,9 +45,24 @@ __all__ = ["VERBS", "app", "main"]
 
 #: The verb modules, in the order ``nvtest --help`` lists them; importing one registers it.
 VERBS = (
-    "run", "report", "list", "inventory", "submit", "parse", "skus", "evaluate", "verify", "compare",
-    "rma", "evidence", "gate", "sweep", "history", "export", "config",
-)  # fmt: skip
+    "run",
+    "report",
+    "list",
+    "inventory",
+    "submit",
+    "parse",
+    "skus",
+    "evaluate",
+    "verify",
+    "compare",
+    "rma",
+    "evidence",
+    "gate",
+    "sweep",
+    "history",
+    "export",
+    "config",
+)
 
 try:
     for _verb in VERBS:

@@ -73,7 +73,9 @@ def _version_cb(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", callback=_version_cb, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_cb, is_eager=True, help="Print the version.")
+    ] = False,
 ) -> None:
     """nvtest: acceptance tests for GPU clusters."""
 

@@ -43,9 +43,7 @@ def compare(
     run_b: Annotated[Path, typer.Argument(help="The later run directory (or its results.json).")],
     html: Annotated[
         Path | None,
-        typer.Option(
-            "--html", help="Also write the comparison as a self-contained HTML page here."
-        ),
+        typer.Option("--html", help="Also write the comparison as a self-contained HTML page here."),
     ] = None,
     show_all: Annotated[bool, typer.Option("--all", help="List unchanged metrics too.")] = False,
     tolerance: Annotated[
@@ -72,10 +70,18 @@ def compare(
         for c in shown:
             metric = c.metric + (f" [{c.labels}]" if c.labels else "") if c.metric else "(item)"
             delta = "-" if c.delta_pct is None else f"{c.delta_pct:+.1f} %"
-            rows.append((
-                c.node, c.check, metric, f"{fmt_num(c.a)} {c.unit}".strip(), f"{fmt_num(c.b)} {c.unit}".strip(), delta,
-                f"{c.verdict_a or '-'} -> {c.verdict_b or '-'}", Text(c.kind, style=_STYLE[c.kind]),
-            ))  # fmt: skip
+            rows.append(
+                (
+                    c.node,
+                    c.check,
+                    metric,
+                    f"{fmt_num(c.a)} {c.unit}".strip(),
+                    f"{fmt_num(c.b)} {c.unit}".strip(),
+                    delta,
+                    f"{c.verdict_a or '-'} -> {c.verdict_b or '-'}",
+                    Text(c.kind, style=_STYLE[c.kind]),
+                )
+            )
         headers = ("node", "check", "metric", "A", "B", "Δ", "verdict", "change")
         print_table(console, headers, rows)
     else:
@@ -106,10 +112,16 @@ def _print_asbuilt(run_a: Path, run_b: Path) -> list[dict[str, Any]] | None:
         console.print("as built: no part swapped, no firmware moved, the same nodes")
         return parts
     rows = [
-        (c["node"], Text(c["kind"], style=_AB_STYLE.get(c["kind"], "yellow")), c["part"], c["field"] or "",
-         c["before"] if c["before"] is not None else "", c["now"] if c["now"] is not None else "")
+        (
+            c["node"],
+            Text(c["kind"], style=_AB_STYLE.get(c["kind"], "yellow")),
+            c["part"],
+            c["field"] or "",
+            c["before"] if c["before"] is not None else "",
+            c["now"] if c["now"] is not None else "",
+        )
         for c in parts
-    ]  # fmt: skip
+    ]
     console.print(f"as built: {len(parts)} change(s)")
     print_table(console, ("node", "change", "part", "field", "A", "B"), rows)
     return parts

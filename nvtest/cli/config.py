@@ -25,13 +25,16 @@ app.add_typer(config_app, name="config")
 
 
 @config_app.command(
-    "check", epilog="Example (in the CI that ships the overlay): nvtest config check --overlay site.yaml --sku-dir skus/"
+    "check",
+    epilog="Example (in the CI that ships the overlay): nvtest config check --overlay site.yaml --sku-dir skus/",
 )
 def check(
     overlay: Annotated[Path | None, typer.Option(help="The site overlay to check.")] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
     sku: Annotated[str | None, typer.Option(help="A SKU name the site passes with --sku (must be a profile).")] = None,
-    suite: Annotated[list[str] | None, typer.Option(help="A suite name or file (repeatable; default: every bundled suite).")] = None,
+    suite: Annotated[
+        list[str] | None, typer.Option(help="A suite name or file (repeatable; default: every bundled suite).")
+    ] = None,
     inventory: Annotated[Path | None, typer.Option(help="An inventory file (its SKUs must be profiles).")] = None,
 ) -> None:
     """Load every profile, the overlay, the suites and the inventory; print each error; exit 2 on any."""
@@ -58,8 +61,11 @@ def check(
         err_console.print(f"nvtest config check: {len(problems)} error(s) ({what})", markup=False, highlight=False)
         raise typer.Exit(EXIT_CONFIG)
     suites = f"{len(suite)} suite(s)" if suite else "every suite"
-    console.print(f"nvtest config check: OK ({what}, {suites}"
-                  + (f", inventory {inventory}" if inventory else "") + ")", markup=False, highlight=False)  # fmt: skip
+    console.print(
+        f"nvtest config check: OK ({what}, {suites}" + (f", inventory {inventory}" if inventory else "") + ")",
+        markup=False,
+        highlight=False,
+    )
     raise typer.Exit(EXIT_OK)
 
 

@@ -47,7 +47,10 @@ def _verb(argv: Sequence[str]) -> str | None:
 def record_while_starting(argv: Sequence[str] | None = None) -> bool:
     """Install the recording handlers when ``argv`` (default ``sys.argv``) runs one of
     :data:`VERBS` on the main thread; True if installed."""
-    if _verb(sys.argv if argv is None else argv) not in VERBS or threading.current_thread() is not threading.main_thread():
+    if (
+        _verb(sys.argv if argv is None else argv) not in VERBS
+        or threading.current_thread() is not threading.main_thread()
+    ):
         return False
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _record)

@@ -32,15 +32,12 @@ def evaluate_cmd(
         str | None,
         typer.Option(help="Judge every node against this SKU profile (default: each node's SKU of the run)."),
     ] = None,
-    overlay: Annotated[
-        Path | None, typer.Option(help="Site overlay applied on top of the profile.")
-    ] = None,
+    overlay: Annotated[Path | None, typer.Option(help="Site overlay applied on top of the profile.")] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Output directory (default: a new RUN_DIR/evaluate-<sku>/ inside the run directory).")
+        Path | None,
+        typer.Option(help="Output directory (default: a new RUN_DIR/evaluate-<sku>/ inside the run directory)."),
     ] = None,
-    sku_dir: Annotated[
-        list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")
-    ] = None,
+    sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")] = None,
     sign_key: Annotated[
         Path | None, typer.Option(help="Ed25519 private key (PEM) that signs the copy's manifest.sha256.")
     ] = None,
@@ -53,9 +50,14 @@ def evaluate_cmd(
 
     try:
         out_dir, doc = evaluate_run(
-            run_dir, sku, overlay=overlay, out=out, sku_dirs=list(sku_dir or []),
-            facts_rejudge=rejudge_from_facts, sign_key=sign_key,
-        )  # fmt: skip
+            run_dir,
+            sku,
+            overlay=overlay,
+            out=out,
+            sku_dirs=list(sku_dir or []),
+            facts_rejudge=rejudge_from_facts,
+            sign_key=sign_key,
+        )
     except NvtestError as exc:
         raise fail(exc) from exc
     s = doc["summary"]
@@ -63,14 +65,14 @@ def evaluate_cmd(
     console.print(f"re-judged with {what}: {s['verdict'].upper()}", markup=False, highlight=False)
     for r in doc["results"]:
         if r["verdict"] in ("fail", "error"):
-            console.print(
-                f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}")
+            console.print(f"  {r['verdict'].upper():5} {r['check']}[{r['node']}]: {r['reason'][:200]}")
     console.print(f"written: {out_dir / 'results.json'}")
     console.print(rejudged_line("nvtest evaluate", out_dir), markup=False, highlight=False)
     if out_dir.resolve().is_relative_to(run_dir.resolve()) and (run_dir / "manifest.sha256").is_file():
         console.print(
             f"note: {run_dir}/manifest.sha256 does not list this copy: `nvtest verify {run_dir}` names it ADDED; "
             f"verify it on its own (`nvtest verify {out_dir}`) or write it elsewhere with --out",
-            markup=False, highlight=False,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+        )
     raise typer.Exit(EXIT_CHECK_FAILED if s["verdict"] in ("fail", "error") else EXIT_OK)

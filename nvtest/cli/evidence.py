@@ -34,7 +34,10 @@ def evidence(
         float | None, typer.Option(help="The whole kit's seconds (default 480; short form 180).")
     ] = None,
     steps: Annotated[
-        str | None, typer.Option(help="Comma list of groups (capture, probe, run) or step names to run; the rest are recorded as not run.")
+        str | None,
+        typer.Option(
+            help="Comma list of groups (capture, probe, run) or step names to run; the rest are recorded as not run."
+        ),
     ] = None,
 ) -> None:
     """Run every GPU capture and probe and the delivery and burn-in suites on this node;
@@ -42,9 +45,16 @@ def evidence(
     only = frozenset(s.strip() for s in steps.split(",") if s.strip()) if steps else None
     if budget_s is not None and not (math.isfinite(budget_s) and budget_s > 0):
         # 0 read as "the default" ran the whole 480 s; a negative or nan one ran nothing and exited 0
-        raise fail(ConfigError(f"--budget-s must be a positive number of seconds, not {budget_s:g}", field="--budget-s"))
-    kit = Kit(out=out, short=short, budget_s=budget_s if budget_s is not None else (SHORT_BUDGET_S if short else BUDGET_S), only=only,
-              console=console)  # fmt: skip
+        raise fail(
+            ConfigError(f"--budget-s must be a positive number of seconds, not {budget_s:g}", field="--budget-s")
+        )
+    kit = Kit(
+        out=out,
+        short=short,
+        budget_s=budget_s if budget_s is not None else (SHORT_BUDGET_S if short else BUDGET_S),
+        only=only,
+        console=console,
+    )
     try:
         check_steps(only, out, short=short)
         manifest = kit.collect()
@@ -58,6 +68,7 @@ def evidence(
         counts[s["status"]] = counts.get(s["status"], 0) + 1
     console.print(
         f"evidence: {kit.out} ({', '.join(f'{v} {k}' for k, v in sorted(counts.items()))}); summary: {kit.out / 'summary.md'}",
-        markup=False, highlight=False,
-    )  # fmt: skip
+        markup=False,
+        highlight=False,
+    )
     raise typer.Exit(EXIT_OK)

@@ -17,12 +17,24 @@ from nvtest.errors import EXIT_HARNESS
 __all__ = ["export"]
 
 
-@app.command(epilog="Example: nvtest export --prometheus /var/lib/node_exporter/textfile_collector --history postgresql://nvtest@db/fleet")
+@app.command(
+    epilog="Example: nvtest export --prometheus /var/lib/node_exporter/textfile_collector --history postgresql://nvtest@db/fleet"
+)
 def export(
-    prometheus: Annotated[Path, typer.Option("--prometheus", help="node_exporter's textfile directory: nvtest.prom is written there.")],
-    node: Annotated[list[str] | None, typer.Option("--node", help="Only this node (repeatable; default: every node in the history).")] = None,
+    prometheus: Annotated[
+        Path, typer.Option("--prometheus", help="node_exporter's textfile directory: nvtest.prom is written there.")
+    ],
+    node: Annotated[
+        list[str] | None,
+        typer.Option("--node", help="Only this node (repeatable; default: every node in the history)."),
+    ] = None,
     history: Annotated[str | None, typer.Option(help="History database: SQLite path or postgresql:// URL.")] = None,
-    cluster: Annotated[str | None, typer.Option(help="Only this cluster's records (a node is known by cluster and name; default: every cluster's).")] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="Only this cluster's records (a node is known by cluster and name; default: every cluster's)."
+        ),
+    ] = None,
 ) -> None:
     """Write the latest verdicts and metrics per node for Prometheus (node_exporter textfile)."""
     from nvtest.ops.export import write_textfile

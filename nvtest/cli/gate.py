@@ -46,7 +46,9 @@ def _summary(doc: dict) -> str:
     bad = [c for c in doc["checks"] if c["verdict"] in ("fail", "unknown", "warn")]
     what = "; ".join(f"{c['check']} {c['verdict']}: {short(c['reason'], 100)}" for c in bad[:3]) or "all checks passed"
     slurm = doc.get("slurm") or {}
-    acts = [f"{a['action']}" for a in (slurm.get("drain"), slurm.get("resume")) if a and a.get("action") not in ("none",)]
+    acts = [
+        f"{a['action']}" for a in (slurm.get("drain"), slurm.get("resume")) if a and a.get("action") not in ("none",)
+    ]
     conf = doc.get("configuration") or {}
     if conf.get("problems"):
         acts.append(f"configuration error: {', '.join(conf.get('files') or []) or 'options'}")
@@ -99,7 +101,9 @@ class _GateCommand(TyperCommand):
             except _USAGE_ERROR as exc:
                 hook = _hook_of(args)
                 param = getattr(exc, "param", None)
-                name = getattr(exc, "option_name", None) or (max(param.opts, key=len) if param is not None and param.opts else None)
+                name = getattr(exc, "option_name", None) or (
+                    max(param.opts, key=len) if param is not None and param.opts else None
+                )
                 kept = [a for a in args if a != name and not a.startswith(f"{name}=")] if name else args
                 if hook is None or kept == args:
                     raise
@@ -115,37 +119,106 @@ class _GateCommand(TyperCommand):
 )
 def gate(
     ctx: typer.Context,
-    mode: Annotated[str, typer.Option(help="prolog, epilog, healthcheck or manual: the hook that runs the gate.")] = "manual",
-    budget: Annotated[float, typer.Option(parser=lenient_float, metavar="FLOAT", help="Wall-time budget of the checks, seconds; a check past it is unknown.")] = 10.0,
-    strict: Annotated[bool, typer.Option(help="Exit 1 on unknown (a check that could not be measured) too; never for a configuration error, which is not the node's fault.")] = False,
-    drain: Annotated[bool, typer.Option(help="Drain this node in Slurm when a check fails (reason 'nvtest: <check> ...').")] = False,
-    resume: Annotated[bool, typer.Option(help="Resume this node when every check passes, if nvtest drained it.")] = False,
-    clear_xids: Annotated[bool, typer.Option(help="Forget the fatal Xids seen this boot (after the GPU reset they asked for); --mode manual only.")] = False,
-    forget_sku: Annotated[bool, typer.Option(help="Forget the SKU this node last matched (a repurposed node); --mode manual only.")] = False,
-    expect_gpus: Annotated[int | None, typer.Option(parser=lenient_int, metavar="INTEGER", help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).")] = None,
-    node: Annotated[str | None, typer.Option(help="This node's Slurm name (default: $SLURMD_NODENAME, else the short hostname).")] = None,
-    sku: Annotated[str | None, typer.Option(help="Judge against this SKU profile (default: matched from nvidia-smi and lspci).")] = None,
+    mode: Annotated[
+        str, typer.Option(help="prolog, epilog, healthcheck or manual: the hook that runs the gate.")
+    ] = "manual",
+    budget: Annotated[
+        float,
+        typer.Option(
+            parser=lenient_float,
+            metavar="FLOAT",
+            help="Wall-time budget of the checks, seconds; a check past it is unknown.",
+        ),
+    ] = 10.0,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            help="Exit 1 on unknown (a check that could not be measured) too; never for a configuration error, which is not the node's fault."
+        ),
+    ] = False,
+    drain: Annotated[
+        bool, typer.Option(help="Drain this node in Slurm when a check fails (reason 'nvtest: <check> ...').")
+    ] = False,
+    resume: Annotated[
+        bool, typer.Option(help="Resume this node when every check passes, if nvtest drained it.")
+    ] = False,
+    clear_xids: Annotated[
+        bool,
+        typer.Option(
+            help="Forget the fatal Xids seen this boot (after the GPU reset they asked for); --mode manual only."
+        ),
+    ] = False,
+    forget_sku: Annotated[
+        bool, typer.Option(help="Forget the SKU this node last matched (a repurposed node); --mode manual only.")
+    ] = False,
+    expect_gpus: Annotated[
+        int | None,
+        typer.Option(
+            parser=lenient_int,
+            metavar="INTEGER",
+            help="GPUs this node must have, where Slurm's Gres and the history do not say (a bus without them fails).",
+        ),
+    ] = None,
+    node: Annotated[
+        str | None, typer.Option(help="This node's Slurm name (default: $SLURMD_NODENAME, else the short hostname).")
+    ] = None,
+    sku: Annotated[
+        str | None, typer.Option(help="Judge against this SKU profile (default: matched from nvidia-smi and lspci).")
+    ] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
-    overlay: Annotated[Path | None, typer.Option(help="Site overlay (thresholds, recipe.gate: mounts, services, disk).")] = None,
-    state_dir: Annotated[Path | None, typer.Option(help="Where the gate keeps its cursor (default /var/lib/nvtest).")] = None,
-    sysfs: Annotated[Path, typer.Option(help="Where the node's sysfs is mounted (a container: the host's /sys).")] = Path("/sys"),
-    history: Annotated[str | None, typer.Option(help="History database: a SQLite path, a postgresql:// URL, or 'off'.")] = None,
+    overlay: Annotated[
+        Path | None, typer.Option(help="Site overlay (thresholds, recipe.gate: mounts, services, disk).")
+    ] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Where the gate keeps its cursor (default /var/lib/nvtest).")
+    ] = None,
+    sysfs: Annotated[
+        Path, typer.Option(help="Where the node's sysfs is mounted (a container: the host's /sys).")
+    ] = Path("/sys"),
+    history: Annotated[
+        str | None, typer.Option(help="History database: a SQLite path, a postgresql:// URL, or 'off'.")
+    ] = None,
     check: Annotated[list[str] | None, typer.Option("--check", help="Run only this check (repeatable).")] = None,
-    cluster: Annotated[str | None, typer.Option(help="The cluster this node is known by in the history (default: $SLURM_CLUSTER_NAME, else slurm.conf's ClusterName, else local:<node>).")] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            help="The cluster this node is known by in the history (default: $SLURM_CLUSTER_NAME, else slurm.conf's ClusterName, else local:<node>)."
+        ),
+    ] = None,
 ) -> None:
     """Run the passive health checks on this node and print one JSON verdict."""
     from nvtest.ops.gate.budget import Budget, process_age
     from nvtest.ops.gate.engine import GateOptions, run_gate
 
     mode, check, numbers, problems = _option_problems(
-        mode, check, {"budget": budget, "expect_gpus": expect_gpus}, _extra_args(ctx), _known_options(ctx), _parse_errors(ctx)
+        mode,
+        check,
+        {"budget": budget, "expect_gpus": expect_gpus},
+        _extra_args(ctx),
+        _known_options(ctx),
+        _parse_errors(ctx),
     )
     budget, expect_gpus = float(numbers["budget"] or 10.0), _int_or_none(numbers["expect_gpus"])
     opts = GateOptions(
-        node=node, mode=mode, budget_s=budget, strict=strict, drain=drain, resume=resume, clear_xids=clear_xids,
-        forget_sku=forget_sku, expect_gpus=expect_gpus, sku=sku, sku_dirs=list(sku_dir or []), overlay=overlay, state_dir=state_dir, sysfs=sysfs,
-        history=history, only=list(check or []), config_problems=problems, cluster=cluster,
-    )  # fmt: skip
+        node=node,
+        mode=mode,
+        budget_s=budget,
+        strict=strict,
+        drain=drain,
+        resume=resume,
+        clear_xids=clear_xids,
+        forget_sku=forget_sku,
+        expect_gpus=expect_gpus,
+        sku=sku,
+        sku_dirs=list(sku_dir or []),
+        overlay=overlay,
+        state_dir=state_dir,
+        sysfs=sysfs,
+        history=history,
+        only=list(check or []),
+        config_problems=problems,
+        cluster=cluster,
+    )
 
     def emit(doc: dict) -> None:  # before the history write: a slow database never hides the verdict
         sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
@@ -155,7 +228,9 @@ def gate(
             err_console.print(f"nvtest gate: configuration error: {_problem_text(p)}", markup=False, highlight=False)
 
     opts.emit = emit
-    budget_clock = Budget(budget, time.monotonic() - min(process_age(), MAX_START_S))  # the start is paid from the budget
+    budget_clock = Budget(
+        budget, time.monotonic() - min(process_age(), MAX_START_S)
+    )  # the start is paid from the budget
     forward(budget_clock.mark)  # a SIGTERM while the command started: the document at once
     try:
         doc = run_gate(opts, budget_clock)
@@ -208,7 +283,11 @@ def _int_or_none(value: float | None) -> int | None:
 
 
 def _option_problems(
-    mode: str, check: list[str] | None, numbers: dict[str, float | None], extra: list[str], known: list[str],
+    mode: str,
+    check: list[str] | None,
+    numbers: dict[str, float | None],
+    extra: list[str],
+    known: list[str],
     parse_errors: list[tuple[str, str, str | None]],
 ) -> tuple[str, list[str] | None, dict[str, float | None], list]:
     """A bad ``--mode``, ``--check``, numeric option (:data:`_NUMBERS`: text that is not a
@@ -262,8 +341,10 @@ def _refuse_or_record(mode: str, found: list[tuple[str, str, str | None]]) -> li
         hint = f" (did you mean {near!r}?)" if near else ""
         err_console.print(f"nvtest: error: {key}: {why}{hint}", markup=False)
         raise typer.Exit(EXIT_CONFIG)
-    return [ConfigProblem("option", why + (f" (did you mean {near!r}?)" if near else ""), key=key, nearest=near)
-            for key, why, near in found]  # fmt: skip
+    return [
+        ConfigProblem("option", why + (f" (did you mean {near!r}?)" if near else ""), key=key, nearest=near)
+        for key, why, near in found
+    ]
 
 
 def _config_error_doc(opts, exc: ConfigError) -> dict:  # type: ignore[no-untyped-def]
@@ -278,12 +359,30 @@ def _config_error_doc(opts, exc: ConfigError) -> dict:  # type: ignore[no-untype
 
     reason = f"configuration error, nothing judged: {exc}"
     return {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "node": node_name(opts.node), "mode": opts.mode,
-        "started_at": time.time(), "duration_s": 0.0, "budget_s": opts.budget_s, "verdict": "unknown",
-        "exit_code": 0, "strict": opts.strict,
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "node": node_name(opts.node),
+        "mode": opts.mode,
+        "started_at": time.time(),
+        "duration_s": 0.0,
+        "budget_s": opts.budget_s,
+        "verdict": "unknown",
+        "exit_code": 0,
+        "strict": opts.strict,
         "sku": {"name": None, "how": reason, "overlay": None},
-        "checks": [{"check": "configuration", "verdict": "unknown", "reason": reason, "duration_s": 0.0,
-                    "decisions": [{"verdict": "unknown", "what": "configuration", "reason": reason}],
-                    "evidence": [], "metrics": [], "notes": []}],
-        "slurm": {"drain": None, "resume": None}, "warnings": [reason], "history": None,
-    }  # fmt: skip
+        "checks": [
+            {
+                "check": "configuration",
+                "verdict": "unknown",
+                "reason": reason,
+                "duration_s": 0.0,
+                "decisions": [{"verdict": "unknown", "what": "configuration", "reason": reason}],
+                "evidence": [],
+                "metrics": [],
+                "notes": [],
+            }
+        ],
+        "slurm": {"drain": None, "resume": None},
+        "warnings": [reason],
+        "history": None,
+    }

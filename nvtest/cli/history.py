@@ -59,16 +59,27 @@ def _timeline(store: Any, node: str, limit: int, as_json: bool, cluster: str | N
     mixed = cluster is None and len(clusters := q.node_clusters(store, node)) > 1
     if mixed:
         names = ", ".join(repr(c) for c in clusters)
-        err_console.print(f"nvtest: {node} is a node of {len(clusters)} clusters ({names}): all are shown; --cluster NAME shows one", markup=False)
+        err_console.print(
+            f"nvtest: {node} is a node of {len(clusters)} clusters ({names}): all are shown; --cluster NAME shows one",
+            markup=False,
+        )
     table = Table(title=f"{node}: {len(entries)} entries ({where}{store.display_url})", title_justify="left")
     for col in ("when (UTC)", "what", "verdict", "details"):
         table.add_column(col)
     for e in entries:
         details = [f"{c} {v}: {r[:90]}" for c, v, r in e.checks[:4]]
-        details += [f"{m.check}.{m.metric}{'[' + m.labels + ']' if m.labels else ''} {m.before:.4g} -> {m.after:.4g} ({m.delta_pct:+.1f} %)" for m in e.moved[:4]]
+        details += [
+            f"{m.check}.{m.metric}{'[' + m.labels + ']' if m.labels else ''} {m.before:.4g} -> {m.after:.4g} ({m.delta_pct:+.1f} %)"
+            for m in e.moved[:4]
+        ]
         if e.key is None:
             details = [e.text]
-        table.add_row(_when(e.t), f"{e.kind} ({e.cluster or 'no cluster'})" if mixed else e.kind, e.verdict or "", escape("\n".join(details)))
+        table.add_row(
+            _when(e.t),
+            f"{e.kind} ({e.cluster or 'no cluster'})" if mixed else e.kind,
+            e.verdict or "",
+            escape("\n".join(details)),
+        )
     console.print(table)
 
 
@@ -79,17 +90,31 @@ def _lemons(store: Any, min_days: int, window_days: int, as_json: bool) -> None:
     if as_json:
         console.print_json(json.dumps([dataclasses.asdict(r) for r in rows]))
         return
-    table = Table(title=f"repeat offenders: a failure or a drain on >= {min_days} separate days within {window_days} days", title_justify="left")
+    table = Table(
+        title=f"repeat offenders: a failure or a drain on >= {min_days} separate days within {window_days} days",
+        title_justify="left",
+    )
     for col in ("cluster", "node", "days", "failures", "drains", "first", "last", "last reason"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r.cluster, r.node, str(r.days), str(r.failures), str(r.drains), _when(r.first_t), _when(r.last_t), escape(r.last_reason[:120]))
+        table.add_row(
+            r.cluster,
+            r.node,
+            str(r.days),
+            str(r.failures),
+            str(r.drains),
+            _when(r.first_t),
+            _when(r.last_t),
+            escape(r.last_reason[:120]),
+        )
     console.print(table)
     if not rows:
         console.print("none", markup=False)
 
 
-def _trend(store: Any, what: str, drop_pct: float, window: int, show_all: bool, as_json: bool, cluster: str | None) -> None:
+def _trend(
+    store: Any, what: str, drop_pct: float, window: int, show_all: bool, as_json: bool, cluster: str | None
+) -> None:
     from nvtest.history import queries as q
 
     check, _, metric = what.partition(".")
@@ -102,13 +127,22 @@ def _trend(store: Any, what: str, drop_pct: float, window: int, show_all: bool, 
         return
     shown = series if show_all else [s for s in series if s.flagged]
     flagged = sum(1 for s in series if s.flagged)
-    table = Table(title=f"{what}: {len(series)} series, {flagged} fell by more than {drop_pct:g} % against their own median of the last {window}", title_justify="left")
+    table = Table(
+        title=f"{what}: {len(series)} series, {flagged} fell by more than {drop_pct:g} % against their own median of the last {window}",
+        title_justify="left",
+    )
     for col in ("node", "labels", "points", "baseline", "latest", "worse by %", ""):
         table.add_column(col)
     for s in shown:
-        table.add_row(s.node, s.labels, str(len(s.points)), f"{s.baseline:.4g}" if s.baseline is not None else "-",
-                      f"{s.latest:.4g} {s.unit or ''}" if s.latest is not None else "-",
-                      f"{s.drop_pct:+.1f}" if s.drop_pct is not None else "-", "FELL" if s.flagged else "")  # fmt: skip
+        table.add_row(
+            s.node,
+            s.labels,
+            str(len(s.points)),
+            f"{s.baseline:.4g}" if s.baseline is not None else "-",
+            f"{s.latest:.4g} {s.unit or ''}" if s.latest is not None else "-",
+            f"{s.drop_pct:+.1f}" if s.drop_pct is not None else "-",
+            "FELL" if s.flagged else "",
+        )
     console.print(table)
 
 
@@ -156,17 +190,37 @@ def open_history(value: str | None, off: str) -> HistoryStore:
 def history(
     node: Annotated[str | None, typer.Argument(help="The node whose timeline to show.")] = None,
     lemons: Annotated[bool, typer.Option("--lemons", help="List repeat offenders.")] = False,
-    trend: Annotated[str | None, typer.Option("--trend", help="CHECK.METRIC: per-node series and the nodes that fell.")] = None,
+    trend: Annotated[
+        str | None, typer.Option("--trend", help="CHECK.METRIC: per-node series and the nodes that fell.")
+    ] = None,
     min_days: Annotated[int, typer.Option(help="--lemons: separate days with a failure or drain.")] = 3,
     window_days: Annotated[int, typer.Option(help="--lemons: within this many days.")] = 7,
     drop_pct: Annotated[float, typer.Option(help="--trend: flag a fall of more than this many percent.")] = 10.0,
-    window: Annotated[int, typer.Option(help="--trend: the node's own past is the median of this many earlier values.")] = 10,
+    window: Annotated[
+        int, typer.Option(help="--trend: the node's own past is the median of this many earlier values.")
+    ] = 10,
     limit: Annotated[int, typer.Option(help="NODE: the last this many runs, gates and sweeps.")] = 50,
-    show_all: Annotated[bool, typer.Option("--all", help="--trend: list every series, not only those that fell.")] = False,
+    show_all: Annotated[
+        bool, typer.Option("--all", help="--trend: list every series, not only those that fell.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-    cluster: Annotated[str | None, typer.Option("--cluster", help="NODE, --trend: only this cluster's records (a node is known by cluster and name; '' for records from before clusters were kept).")] = None,
-    db: Annotated[str | None, typer.Option("--history", help="History database: SQLite path or postgresql:// URL (default: $NVTEST_HISTORY or the user's data dir).")] = None,
-    spool: Annotated[Path | None, typer.Option(help="import: the spool of gate records (default: <gate state dir>/spool).")] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="NODE, --trend: only this cluster's records (a node is known by cluster and name; '' for records from before clusters were kept).",
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            help="History database: SQLite path or postgresql:// URL (default: $NVTEST_HISTORY or the user's data dir).",
+        ),
+    ] = None,
+    spool: Annotated[
+        Path | None, typer.Option(help="import: the spool of gate records (default: <gate state dir>/spool).")
+    ] = None,
 ) -> None:
     """Show a node's record, the repeat offenders or a metric's trend, from the history;
     ``nvtest history import`` sends the gate records spooled on this node."""

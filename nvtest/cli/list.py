@@ -25,7 +25,9 @@ def list_suites_cmd() -> None:
         raise fail(exc) from exc
     from nvtest.config.suites import check_names
 
-    rows = [(name, str(sum(len(check_names(m)) for m in spec.checks)), spec.description) for name, spec in suites.items()]
+    rows = [
+        (name, str(sum(len(check_names(m)) for m in spec.checks)), spec.description) for name, spec in suites.items()
+    ]
     print_table(console, ("suite", "checks", "description"), rows)
 
 

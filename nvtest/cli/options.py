@@ -26,7 +26,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 _PREFIX = {SshOptions: "ssh", SlurmOptions: "slurm"}
 
 
-def _parameters(cls: type[SshOptions] | type[SlurmOptions], exclude: Collection[str]) -> list[tuple[str, str, inspect.Parameter]]:
+def _parameters(
+    cls: type[SshOptions] | type[SlurmOptions], exclude: Collection[str]
+) -> list[tuple[str, str, inspect.Parameter]]:
     """(field, cli param, Parameter) for every field of ``cls`` not in ``exclude``."""
     out = []
     hints = get_type_hints(cls)
@@ -37,15 +39,19 @@ def _parameters(cls: type[SshOptions] | type[SlurmOptions], exclude: Collection[
         typ = Path | None if info.path else hints[f.name]
         names = (info.flag,) if info.flag else ()
         opt = typer.Option(*names, help=f"{_PREFIX[cls]}: {info.help}")
-        out.append((f.name, param, inspect.Parameter(
-            param, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=Annotated[typ, opt]
-        )))  # fmt: skip
+        out.append(
+            (
+                f.name,
+                param,
+                inspect.Parameter(
+                    param, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=Annotated[typ, opt]
+                ),
+            )
+        )
     return out
 
 
-def with_options(
-    *, ssh: bool = False, slurm: bool = False, exclude: Collection[str] = ()
-) -> Callable[[F], F]:
+def with_options(*, ssh: bool = False, slurm: bool = False, exclude: Collection[str] = ()) -> Callable[[F], F]:
     """Add the SSH and/or Slurm option sets to a Typer command function.
 
     The function takes ``ssh: SshOptions`` and/or ``slurm: SlurmOptions`` keyword

@@ -94,10 +94,7 @@ def _with_signals(record: Any, data: Any, path: str, verdict: _Verdict) -> Any:
     """``data`` (``to_jsonable(record)``) with the verdict properties of every record in
     the tree added, first in their mapping; failures and warnings collected in ``verdict``."""
     if isinstance(record, (list, tuple)) and isinstance(data, list):
-        return [
-            _with_signals(r, d, f"{path}[{i}]", verdict)
-            for i, (r, d) in enumerate(zip(record, data, strict=True))
-        ]
+        return [_with_signals(r, d, f"{path}[{i}]", verdict) for i, (r, d) in enumerate(zip(record, data, strict=True))]
     if not (dataclasses.is_dataclass(record) and isinstance(data, dict)):
         return data
     signals = {
@@ -129,19 +126,18 @@ def _fail(console: Console, message: str) -> typer.Exit:
 
 @app.command("parse", help=_HELP)
 def parse_command(
-    args: Annotated[
-        list[str] | None, typer.Argument(metavar="[TOOL] FILE", show_default=False)
-    ] = None,
+    args: Annotated[list[str] | None, typer.Argument(metavar="[TOOL] FILE", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the record as JSON.")] = False,
-    list_tools: Annotated[
-        bool, typer.Option("--list", help="List the tools, one per line.")
-    ] = False,
+    list_tools: Annotated[bool, typer.Option("--list", help="List the tools, one per line.")] = False,
     max_bytes: Annotated[
         int, typer.Option("--max-bytes", min=1, help="Largest input read, bytes (a larger one is an error).")
     ] = DEFAULT_MAX_BYTES,
     sku: Annotated[
         str | None,
-        typer.Option("--sku", help="The SKU profile the output came from: its expect.nvls judges NCCL's NVLS lines as a run does."),
+        typer.Option(
+            "--sku",
+            help="The SKU profile the output came from: its expect.nvls judges NCCL's NVLS lines as a run does.",
+        ),
     ] = None,
 ) -> None:
     out = make_console()
@@ -167,9 +163,7 @@ def parse_command(
     if tool is None:
         tool = detect(text)
         if tool is None:
-            raise _fail(
-                err, f"{file}: no parser recognised the content (tried: {', '.join(PARSERS)})"
-            )
+            raise _fail(err, f"{file}: no parser recognised the content (tried: {', '.join(PARSERS)})")
     try:
         record = parse(tool, text)
     except ParseError as exc:
@@ -207,7 +201,10 @@ def parse_command(
         err.print(Text.assemble(("warning:", "yellow"), f" {file}: {w}"))
     if not verdict.passed:
         why = "; ".join([*verdict.failures, *errors]) or "passed: false"
-        what = ("not passed: not judged (cut short, incomplete or implausible; a run says error)" if reading.verdict == "error"
-                else "not passed (the run failed, or its reading shows a failed state)")  # fmt: skip
+        what = (
+            "not passed: not judged (cut short, incomplete or implausible; a run says error)"
+            if reading.verdict == "error"
+            else "not passed (the run failed, or its reading shows a failed state)"
+        )
         err.print(Text.assemble(("warning:", "yellow"), f" {file}: {tool}: {what}: {why}"))
         raise typer.Exit(EXIT_CHECK_FAILED)

@@ -205,7 +205,9 @@ def _backend_options(req: RunRequest) -> dict[str, Any]:
     opts.update(req.prev_options)
     if req.backend == "slurm":
         if not (req.inventory or req.nodes or opts.get("partition") or os.environ.get("SLURM_JOB_NODELIST")):
-            raise ConfigError("the slurm backend needs --nodes, --partition, --inventory or a Slurm allocation", field="--nodes")
+            raise ConfigError(
+                "the slurm backend needs --nodes, --partition, --inventory or a Slurm allocation", field="--nodes"
+            )
         if req.nodes is None and req.inventory is None:
             from nvtest.config.inventory import fold_hostlist
             from nvtest.transports.slurm import discover_nodes
@@ -272,28 +274,53 @@ def _make_run_dir(out: Path) -> tuple[str, Path, Path]:
         run_dir.mkdir(parents=True)
         return run_id, run_dir, out
     except OSError as exc:
-        raise ConfigError(f"cannot create the run directory: {exc.strerror or exc}", path=str(out), field="--out") from exc
+        raise ConfigError(
+            f"cannot create the run directory: {exc.strerror or exc}", path=str(out), field="--out"
+        ) from exc
 
 
 def pytest_args(run_dir: Path, targets: list[str], cfg_path: Path, progress: str, keyword: str | None) -> list[str]:
     """pytest's argv for one run: the suite's modules with only the nvtest plugin's output."""
     args = [
         *targets,
-        "-c", str(run_dir / "pytest.ini"),
-        "--rootdir", str(run_dir),
+        "-c",
+        str(run_dir / "pytest.ini"),
+        "--rootdir",
+        str(run_dir),
         "--import-mode=importlib",
-        "-p", "no:cacheprovider",
-        "-p", "no:terminal",
-        "-p", "no:randomly",
-        "-p", "no:xdist",  # one run is one process: a check is a phase of threads, not workers
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:terminal",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:xdist",  # one run is one process: a check is a phase of threads, not workers
         # per-item work the run never reads (its verdicts, logs and warnings are nvtest's own)
-        "-p", "no:logging", "-p", "no:warnings", "-p", "no:junitxml", "-p", "no:pastebin",
-        "-p", "no:doctest", "-p", "no:stepwise", "-p", "no:unraisableexception",
-        "-p", "no:threadexception", "-p", "no:subtests",
+        "-p",
+        "no:logging",
+        "-p",
+        "no:warnings",
+        "-p",
+        "no:junitxml",
+        "-p",
+        "no:pastebin",
+        "-p",
+        "no:doctest",
+        "-p",
+        "no:stepwise",
+        "-p",
+        "no:unraisableexception",
+        "-p",
+        "no:threadexception",
+        "-p",
+        "no:subtests",
         "--capture=no",  # the live view draws on the terminal while checks run
-        "--nvtest-config", str(cfg_path),
-        "--nvtest-progress", progress,
-    ]  # fmt: skip
+        "--nvtest-config",
+        str(cfg_path),
+        "--nvtest-progress",
+        progress,
+    ]
     return [*args, "-k", keyword] if keyword else args
 
 
@@ -309,7 +336,8 @@ def run(
     inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file (nodes, groups, SKU, tags).")] = None,
     nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist, e.g. 'gpu[001-004]'.")] = None,
     backend: Annotated[
-        str, typer.Option(help="local, ssh or slurm. Default: ssh with --inventory or --nodes, else local (this machine).")
+        str,
+        typer.Option(help="local, ssh or slurm. Default: ssh with --inventory or --nodes, else local (this machine)."),
     ] = "local",
     sku: Annotated[str | None, typer.Option(help="Force this SKU profile for every node (nvtest list skus).")] = None,
     sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles (repeatable).")] = None,
@@ -320,15 +348,21 @@ def run(
     duration: Annotated[
         float | None, typer.Option(help="Seconds of sustained load for suites that have one (burnin).")
     ] = None,
-    rerun_failed: Annotated[Path | None, typer.Option(help="Run only the failed and errored items of this run directory.")] = None,
+    rerun_failed: Annotated[
+        Path | None, typer.Option(help="Run only the failed and errored items of this run directory.")
+    ] = None,
     progress: Annotated[str, typer.Option(help="auto, live, plain or none.")] = "auto",
     drain_failed: Annotated[
         bool,
-        typer.Option(help="slurm: drain nodes that failed, with the reason (opt-in); never for an error, a systemic failure or past --drain-max-fraction."),
+        typer.Option(
+            help="slurm: drain nodes that failed, with the reason (opt-in); never for an error, a systemic failure or past --drain-max-fraction."
+        ),
     ] = False,
     drain_max_fraction: Annotated[
         float,
-        typer.Option(help="With --drain-failed: the largest share of the run's nodes drained (at least one node); past it none is drained. 1 drains every failed node."),
+        typer.Option(
+            help="With --drain-failed: the largest share of the run's nodes drained (at least one node); past it none is drained. 1 drains every failed node."
+        ),
     ] = DRAIN_MAX_FRACTION,
     pdf: Annotated[bool, typer.Option("--pdf", help="Also write report.pdf (needs WeasyPrint or Chromium).")] = False,
     sign_key: Annotated[
@@ -394,7 +428,9 @@ def run(
         shutil.rmtree(run_dir, ignore_errors=True)
         raise fail(exc) from exc
     implied = f" ({req.backend_implied})" if req.backend_implied else ""
-    console.print(f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}{implied}; writing {run_dir}")
+    console.print(
+        f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}{implied}; writing {run_dir}"
+    )
     try:
         rc = int(pytest.main(pytest_args(run_dir, suite_targets(spec), cfg_path, progress, keyword)))
     except KeyboardInterrupt:  # Ctrl-C while pytest starts, before the run's handlers
@@ -444,7 +480,9 @@ def _after_run(
         decisions = drain_failed_nodes(run_dir, cfg.backend_options, max_fraction=drain)
         for d in decisions:
             if d.why != NOTHING_FAILED:
-                console.print(f"drain: {d.node}: {'drained: ' if d.drain else ''}{d.why}", markup=False, highlight=False)
+                console.print(
+                    f"drain: {d.node}: {'drained: ' if d.drain else ''}{d.why}", markup=False, highlight=False
+                )
         if passed := sum(d.why == NOTHING_FAILED for d in decisions):
             console.print(f"drain: {passed} node(s) not drained: nothing failed", markup=False, highlight=False)
     if pdf:
@@ -492,7 +530,9 @@ def print_summary(run_dir: Path) -> None:
     groups: dict[tuple[str, str, str], list[str]] = {}
     for r in doc["results"]:
         if r["verdict"] != "pass":
-            groups.setdefault((r["verdict"], r["check"], " ".join(str(r.get("reason") or "").split())), []).append(r["node"])
+            groups.setdefault((r["verdict"], r["check"], " ".join(str(r.get("reason") or "").split())), []).append(
+                r["node"]
+            )
     rank = {"error": 0, "fail": 1, "warn": 2, "skip": 3}
     ordered = sorted(groups.items(), key=lambda kv: (rank.get(kv[0][0], 9), kv[0][1], kv[0][2]))
     bad = [(k, v) for k, v in ordered if k[0] != "skip"]

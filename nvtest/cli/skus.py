@@ -20,6 +20,7 @@ from nvtest.transports.options import SshOptions
 
 __all__ = ["fields_text", "gpus_from_text", "match", "show", "unknown_sku_help"]
 
+
 def _value_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"  # as the profile writes it, not Python's True
@@ -54,17 +55,11 @@ def gpus_from_text(text: str) -> GpuSummary:
     if tool in ("nvidia-smi-xml", "nvidia-smi-q"):
         q = parsers.parse(tool, text)
         names = [g.product_name or "unknown" for g in q.gpus]
-        mems = [
-            int(g.memory_total_mib) if isinstance(g.memory_total_mib, float) else None
-            for g in q.gpus
-        ]
+        mems = [int(g.memory_total_mib) if isinstance(g.memory_total_mib, float) else None for g in q.gpus]
     elif tool == "nvidia-smi":
         p = parsers.parse(tool, text)
         names = [g.name for g in p.gpus]
-        mems = [
-            int(g.memory_total_mib) if isinstance(g.memory_total_mib, float) else None
-            for g in p.gpus
-        ]
+        mems = [int(g.memory_total_mib) if isinstance(g.memory_total_mib, float) else None for g in p.gpus]
     else:
         raise ConfigError(
             f"not an nvidia-smi output (detected: {tool or 'nothing'}); give nvidia-smi -q -x, -q or plain output",
@@ -94,18 +89,14 @@ def _num(x: float | None) -> str:
     return "" if x is None else f"{x:g}"
 
 
-skus_app = typer.Typer(
-    help="SKU profiles: show one, or find which one a node matches.", no_args_is_help=True
-)
+skus_app = typer.Typer(help="SKU profiles: show one, or find which one a node matches.", no_args_is_help=True)
 app.add_typer(skus_app, name="skus")
 
 
 @skus_app.command("show", epilog="Example: nvtest skus show h100-sxm-80gb --overlay site.yaml")
 def show(
     sku: Annotated[str, typer.Argument(help="SKU profile name (nvtest list skus).")],
-    sku_dir: Annotated[
-        list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")
-    ] = None,
+    sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")] = None,
     overlay: Annotated[Path | None, typer.Option(help="Site overlay applied on top.")] = None,
 ) -> None:
     """Show a SKU profile: how it is matched, what is expected, thresholds with units and sources."""
@@ -126,7 +117,16 @@ def show(
         for name, thr in metrics.items():
             src = thr.source + (" [proposed: calibrate on a golden node]" if thr.proposed else "")
             rows.append(
-                (check, name, _num(thr.min), _num(thr.warn_min), _num(thr.max), thr.unit, src, cat.origin(prof.name, check, name))
+                (
+                    check,
+                    name,
+                    _num(thr.min),
+                    _num(thr.warn_min),
+                    _num(thr.max),
+                    thr.unit,
+                    src,
+                    cat.origin(prof.name, check, name),
+                )
             )
     headers = ("check", "metric", "fail below", "warn below", "fail above", "unit", "source", "origin")
     print_table(console, headers, rows)
@@ -140,19 +140,11 @@ def show(
 )
 @with_options(ssh=True)
 def match(
-    from_file: Annotated[
-        Path | None, typer.Option(help="An nvidia-smi -q -x (or -q, or plain) output file.")
-    ] = None,
-    inventory: Annotated[
-        Path | None, typer.Option(help="Inventory YAML file: match each node.")
-    ] = None,
-    nodes: Annotated[
-        str | None, typer.Option(help="Nodes as a hostlist, e.g. 'gpu[001-004]'.")
-    ] = None,
+    from_file: Annotated[Path | None, typer.Option(help="An nvidia-smi -q -x (or -q, or plain) output file.")] = None,
+    inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file: match each node.")] = None,
+    nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist, e.g. 'gpu[001-004]'.")] = None,
     backend: Annotated[str, typer.Option(help="local, ssh or slurm.")] = "local",
-    sku_dir: Annotated[
-        list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")
-    ] = None,
+    sku_dir: Annotated[list[Path] | None, typer.Option(help="Extra directory of SKU profiles.")] = None,
     *,
     ssh: SshOptions,
 ) -> None:
@@ -166,9 +158,7 @@ def match(
             try:
                 text = from_file.read_text(encoding="utf-8", errors="replace")
             except OSError as exc:
-                raise ConfigError(
-                    f"cannot read: {exc.strerror or exc}", path=str(from_file)
-                ) from exc
+                raise ConfigError(f"cannot read: {exc.strerror or exc}", path=str(from_file)) from exc
             gpus = gpus_from_text(text)
             found[str(from_file)] = (gpus, cat.match(gpus), None)
         else:
@@ -183,9 +173,7 @@ def match(
             for name, nd in data["nodes"].items():
                 inv: dict[str, Any] = nd.get("inventory") or {}
                 g = inv.get("gpus") or []
-                gpus = GpuSummary(
-                    tuple(x.get("name") or "?" for x in g), tuple(x.get("memory_mib") for x in g)
-                )
+                gpus = GpuSummary(tuple(x.get("name") or "?" for x in g), tuple(x.get("memory_mib") for x in g))
                 down = nd.get("down_message") or (
                     f"unreachable: {nd['down_reason']}" if nd.get("down_reason") else None
                 )
@@ -200,8 +188,7 @@ def match(
             continue
         if res.profile is None:
             unmatched += 1
-            console.print(
-                f"{name}: {unknown_sku_help(cat, gpus, res)}")
+            console.print(f"{name}: {unknown_sku_help(cat, gpus, res)}")
             continue
         console.print(f"{name}: {res.name}")
         for r in res.reasons:

@@ -28,7 +28,9 @@ RUN_ONLY = ("mpi", "container_image", "container_mounts", "image_id")
 @with_options(slurm=True, exclude=RUN_ONLY)
 def submit(
     ctx: typer.Context,
-    nodes: Annotated[str | None, typer.Option(help="Nodes as a hostlist; default: all available nodes of --partition.")] = None,
+    nodes: Annotated[
+        str | None, typer.Option(help="Nodes as a hostlist; default: all available nodes of --partition.")
+    ] = None,
     inventory: Annotated[Path | None, typer.Option(help="Inventory YAML file (its nodes are allocated).")] = None,
     out: Annotated[Path, typer.Option(help="Where the run directory is created.")] = Path("reports"),
     *,
@@ -69,7 +71,9 @@ def submit(
             raise ConfigError("nvtest submit needs --nodes, --inventory or --partition", field="--nodes")
         if not names:
             why = "; ".join(f"{n}: {w}" for n, w in excluded.items())
-            raise ConfigError(f"no available node in partition {slurm.partition!r}{': ' + why if why else ''}", field="--partition")
+            raise ConfigError(
+                f"no available node in partition {slurm.partition!r}{': ' + why if why else ''}", field="--partition"
+            )
         run_id = new_run_id()
         out.mkdir(parents=True, exist_ok=True)
         run_dir = (out / run_id).resolve()

@@ -32,51 +32,97 @@ __all__ = ["sweep"]
 )
 def sweep(
     ctx: typer.Context,
-    partition: Annotated[str | None, typer.Option(help="Slurm partition to sweep (default: the default partition).")] = None,
+    partition: Annotated[
+        str | None, typer.Option(help="Slurm partition to sweep (default: the default partition).")
+    ] = None,
     nodes: Annotated[str | None, typer.Option(help="Only these nodes of the partition (a hostlist).")] = None,
     suite: Annotated[str, typer.Option(help="The suite each job runs (nvtest list suites).")] = "quick",
-    max_out: Annotated[str, typer.Option(help="At most this many nodes out of service at once: a count or a share (10%).")] = "1",
+    max_out: Annotated[
+        str, typer.Option(help="At most this many nodes out of service at once: a count or a share (10%).")
+    ] = "1",
     nice: Annotated[int, typer.Option(help="sbatch --nice: a lower priority than the site's jobs.")] = 10000,
     qos: Annotated[str | None, typer.Option(help="sbatch --qos (e.g. a preemptible scavenger QOS).")] = None,
     reservation: Annotated[str | None, typer.Option(help="sbatch --reservation (a maintenance reservation).")] = None,
     time_limit: Annotated[int, typer.Option("--time", help="Each job's time limit, minutes.")] = 60,
-    wait: Annotated[float | None, typer.Option(help="Seconds to wait for a batch (default: --time + 5 min); jobs not started by then are cancelled.")] = None,
-    drain: Annotated[bool, typer.Option(help="Drain failed nodes ('nvtest: <check> <reason>') unless the breaker trips.")] = False,
-    breaker_share: Annotated[float, typer.Option(help="Trip when more than this share of swept nodes fail one check the same way.")] = 0.5,
+    wait: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds to wait for a batch (default: --time + 5 min); jobs not started by then are cancelled."
+        ),
+    ] = None,
+    drain: Annotated[
+        bool, typer.Option(help="Drain failed nodes ('nvtest: <check> <reason>') unless the breaker trips.")
+    ] = False,
+    breaker_share: Annotated[
+        float, typer.Option(help="Trip when more than this share of swept nodes fail one check the same way.")
+    ] = 0.5,
     breaker_min_nodes: Annotated[int, typer.Option(help="The breaker judges from this many swept nodes on.")] = 3,
-    out: Annotated[Path, typer.Option(help="Where sweep-<id>/ is created (a directory every node sees).")] = Path("reports"),
-    history: Annotated[str | None, typer.Option(help="History database: SQLite path, postgresql:// URL or 'off'.")] = None,
+    out: Annotated[Path, typer.Option(help="Where sweep-<id>/ is created (a directory every node sees).")] = Path(
+        "reports"
+    ),
+    history: Annotated[
+        str | None, typer.Option(help="History database: SQLite path, postgresql:// URL or 'off'.")
+    ] = None,
 ) -> None:
     """Sweep the idle nodes of a partition with an active suite, in batches."""
     from nvtest.ops.sweep import SweepOptions, run_sweep
 
     _check_site_files(list(ctx.args))
-    check_numbers("sweep", nice=nice, time_limit=time_limit, wait=wait, breaker_share=breaker_share,
-                  breaker_min_nodes=breaker_min_nodes)  # fmt: skip
+    check_numbers(
+        "sweep",
+        nice=nice,
+        time_limit=time_limit,
+        wait=wait,
+        breaker_share=breaker_share,
+        breaker_min_nodes=breaker_min_nodes,
+    )
 
     opts = SweepOptions(
-        partition=partition, nodes=nodes, suite=suite, run_args=list(ctx.args), max_out=max_out, nice=nice,
-        qos=qos, reservation=reservation, time_min=time_limit, wait_s=wait, out=out, drain=drain,
-        breaker_share=breaker_share, breaker_min_nodes=breaker_min_nodes, history=history,
+        partition=partition,
+        nodes=nodes,
+        suite=suite,
+        run_args=list(ctx.args),
+        max_out=max_out,
+        nice=nice,
+        qos=qos,
+        reservation=reservation,
+        time_min=time_limit,
+        wait_s=wait,
+        out=out,
+        drain=drain,
+        breaker_share=breaker_share,
+        breaker_min_nodes=breaker_min_nodes,
+        history=history,
         log=lambda m: console.print(m, markup=False, highlight=False),
-    )  # fmt: skip
+    )
     try:
         summary = run_sweep(opts)
     except NvtestError as exc:
         raise fail(exc) from exc
-    table = Table(title=f"sweep {summary['sweep_id']}: {len(summary['batches'])} batch(es) of at most {summary['batch_size']}", title_justify="left")
+    table = Table(
+        title=f"sweep {summary['sweep_id']}: {len(summary['batches'])} batch(es) of at most {summary['batch_size']}",
+        title_justify="left",
+    )
     for col in ("node", "verdict", "why"):
         table.add_column(col)
     for node, r in sorted(summary["nodes"].items()):
         table.add_row(node, r.get("verdict") or "not swept", escape(str(r.get("why") or "")[:160]))
     console.print(table)
     b = summary["breaker"] or {}
-    console.print(("CIRCUIT BREAKER TRIPPED: " if b.get("tripped") else "breaker: ") + str(b.get("reason")), markup=False, highlight=False)
+    console.print(
+        ("CIRCUIT BREAKER TRIPPED: " if b.get("tripped") else "breaker: ") + str(b.get("reason")),
+        markup=False,
+        highlight=False,
+    )
     for node, act in sorted(summary["drained"].items()):
         console.print(f"{node}: {act['action']}: {act['reason']}", markup=False, highlight=False)
     console.print(f"summary: {summary['dir']}/sweep.html", markup=False, highlight=False)
     if summary.get("interrupted"):  # systemd stop: the jobs were cancelled, sweep.json written
-        console.print(f"sweep stopped by {summary['interrupted']}: its jobs cancelled, nothing drained", markup=False, highlight=False)
+        console.print(
+            f"sweep stopped by {summary['interrupted']}: its jobs cancelled, nothing drained",
+            markup=False,
+            highlight=False,
+        )
         raise typer.Exit(exit_code_of_signal(str(summary["interrupted"])))
     if b.get("tripped"):
         raise typer.Exit(EXIT_HARNESS)
@@ -101,6 +147,8 @@ def _check_site_files(run_args: list[str]) -> None:
             if got is not None:
                 values[name].append(got)
     try:
-        load_catalog([Path(d) for d in values["--sku-dir"]], Path(values["--overlay"][-1]) if values["--overlay"] else None)
+        load_catalog(
+            [Path(d) for d in values["--sku-dir"]], Path(values["--overlay"][-1]) if values["--overlay"] else None
+        )
     except NvtestError as exc:
         raise fail(exc) from exc

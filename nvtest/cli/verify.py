@@ -41,9 +41,13 @@ def _shown(path: str) -> str:
 
 def _say(result: Verification, prefix: str = "") -> None:
     out = console.print
-    for what, paths in (("changed", result.changed), ("missing", result.missing),
-                        ("added", result.added), ("malformed", result.malformed),
-                        ("unreadable", result.unreadable)):  # fmt: skip
+    for what, paths in (
+        ("changed", result.changed),
+        ("missing", result.missing),
+        ("added", result.added),
+        ("malformed", result.malformed),
+        ("unreadable", result.unreadable),
+    ):
         for p in paths:
             kind = f" (not a regular file: {result.kinds[p]})" if p in result.kinds and not p.endswith("/") else ""
             kind = f" ({result.kinds[p]})" if p.endswith("/") and p in result.kinds else kind
@@ -62,8 +66,9 @@ def _say(result: Verification, prefix: str = "") -> None:
         out(
             f"separate evidence set {_shown(prefix + sub)}/ (listed by the manifest above, its own manifest): "
             f"{state}{signed}",
-            markup=False, highlight=False,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+        )
         _say(nested, f"{prefix}{sub}/")
 
 
@@ -96,6 +101,7 @@ def verify_cmd(
         f"evidence digest {result.evidence_digest} in the manifest (the report's first page shows its first "
         f"16 digits); {'the same' if now == result.evidence_digest else now} from the files as they are now; "
         f"manifest.sha256 {result.manifest_digest}",
-        markup=False, highlight=False,
-    )  # fmt: skip
+        markup=False,
+        highlight=False,
+    )
     raise typer.Exit(EXIT_OK if result.ok else EXIT_CHECK_FAILED)

@@ -268,7 +268,9 @@ def expand_hostlist(expr: str, max_nodes: int | None = None) -> list[str]:
         raise ConfigError(f"hostlist {expr!r} names no node", field="nodes")
     for name in names:
         if len(name) > MAX_NODE_NAME:
-            raise ConfigError(f"node name of {len(name)} characters (at most {MAX_NODE_NAME}): {name[:40]}...", field="nodes")
+            raise ConfigError(
+                f"node name of {len(name)} characters (at most {MAX_NODE_NAME}): {name[:40]}...", field="nodes"
+            )
     return names
 
 

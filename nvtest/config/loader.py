@@ -57,6 +57,7 @@ def nearest_name(word: str, known: Sequence[str]) -> str | None:
     near = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
     return near[0] if near else None
 
+
 M = TypeVar("M", bound=BaseModel)
 
 LineMap = dict[tuple[str | int, ...], int]
@@ -131,9 +132,7 @@ class _Reader:
         total = 1
         if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
             inner = active | {key}
-            children = (
-                [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else node.value
-            )
+            children = [c for kv in node.value for c in kv] if isinstance(node, yaml.MappingNode) else node.value
             for child in children:
                 total += self.size(child, depth + 1, inner)
                 if total > self.max_nodes:
@@ -155,7 +154,9 @@ class _Reader:
             raise self.error("`<<` (merge key) is only valid as a mapping key", node, path)
         return self.ctor.construct_object(node)
 
-    def mapping(self, node: yaml.MappingNode, path: tuple[str | int, ...], out: LineMap, *, merged: bool) -> dict[Any, Any]:
+    def mapping(
+        self, node: yaml.MappingNode, path: tuple[str | int, ...], out: LineMap, *, merged: bool
+    ) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
         first: dict[Any, int] = {}
         merges: list[yaml.Node] = []
@@ -193,7 +194,9 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
             the node limit, nests too deep, has a recursive alias, a duplicate key or a bad
             merge key (with its line).
     """
-    data = read_bounded(path, limit_from_env("NVTEST_MAX_CONFIG_BYTES", MAX_CONFIG_BYTES), setting="NVTEST_MAX_CONFIG_BYTES")
+    data = read_bounded(
+        path, limit_from_env("NVTEST_MAX_CONFIG_BYTES", MAX_CONFIG_BYTES), setting="NVTEST_MAX_CONFIG_BYTES"
+    )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -219,7 +222,9 @@ def load_yaml_with_lines(path: Path) -> tuple[Any, LineMap]:
     except yaml.YAMLError as exc:  # a scalar its tag cannot construct (a bad !!timestamp)
         mark = getattr(exc, "problem_mark", None)
         raise ConfigError(
-            f"invalid YAML: {getattr(exc, 'problem', None) or exc}", path=str(path), line=mark.line + 1 if mark else None
+            f"invalid YAML: {getattr(exc, 'problem', None) or exc}",
+            path=str(path),
+            line=mark.line + 1 if mark else None,
         ) from exc
 
 
@@ -245,8 +250,9 @@ def _and_more(err: ConfigError, more: int) -> ConfigError:
     """``err`` with `` (and 2 more errors)`` where there are more."""
     if not more:
         return err
-    return ConfigError(f"{err.reason} (and {more} more error{'s' if more > 1 else ''})", path=err.path,
-                       line=err.line, field=err.field)  # fmt: skip
+    return ConfigError(
+        f"{err.reason} (and {more} more error{'s' if more > 1 else ''})", path=err.path, line=err.line, field=err.field
+    )
 
 
 def validation_problems(

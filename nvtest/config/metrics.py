@@ -188,8 +188,13 @@ CPU_CLOCK_CEILING_GHZ = 6.0
 #: CPU flops per cycle per hardware thread, by dtype: two AVX-512 FMA units (fp64 32,
 #: fp32 64); Intel AMX tiles for the 16-bit and 8-bit types (1024 bf16 ops per cycle, x2 int8).
 CPU_FLOP_PER_CYCLE: dict[str, float] = {
-    "fp64": 32.0, "fp32": 64.0, "tf32": 64.0, "fp16": 1024.0, "bf16": 1024.0, "fp8": 2048.0,
-}  # fmt: skip
+    "fp64": 32.0,
+    "fp32": 64.0,
+    "tf32": 64.0,
+    "fp16": 1024.0,
+    "bf16": 1024.0,
+    "fp8": 2048.0,
+}
 #: Links per GPU of the NVLink generations that have the most (NVLink 4 and 5: 18).
 NVLINKS_PER_GPU_MAX = 18
 #: Per-lane data rate of each PCIe generation after line encoding, GB/s per direction
@@ -288,69 +293,230 @@ CATALOG: tuple[MetricSpec, ...] = (
     # health
     _s("ecc", "ecc_volatile_uncorrectable", "count", "count", "count", "volatile uncorrectable ECC errors per GPU"),
     _s("ecc", "ecc_volatile_correctable", "count", "count", "count", "volatile correctable ECC errors per GPU"),
-    _s("ecc", "remapped_rows_uncorrectable", "count", "count", "count", "rows remapped for uncorrectable errors per GPU"),
+    _s(
+        "ecc",
+        "remapped_rows_uncorrectable",
+        "count",
+        "count",
+        "count",
+        "rows remapped for uncorrectable errors per GPU",
+    ),
     _s("nvlink", "nvlinks_active", "count", "count", "nvlinks", "active NVLinks per GPU (nvidia-smi nvlink -s)"),
     _s("pcie_link", "link_width", "lanes", "lanes", "lanes", "trained PCIe width per hop (sysfs current_link_width)"),
     _s("pcie_link", "link_gen", "count", "generation", "pcie_gen", "trained PCIe generation per hop (sysfs)"),
     _s("xid_scan", "xid_events", "count", "count", "count", "Xid events in the kernel log"),
     _s("xid_scan", "fatal_xid_events", "count", "count", "count", "fatal Xid events in the kernel log"),
-    _s("sw_uniformity", "versions_differing", "count", "count", "count", "versions where the node differs from its SKU's majority"),
-    _s("thermal burnin", "{dtype}_tflops", "TFLOP/s", "throughput", "gemm", "sustained GEMM, median window (burnin probe)"),
-    _s("thermal burnin", "gpu_temp_max_c", "C", "temperature", "temperature", "highest GPU temperature under load (NVML)"),
+    _s(
+        "sw_uniformity",
+        "versions_differing",
+        "count",
+        "count",
+        "count",
+        "versions where the node differs from its SKU's majority",
+    ),
+    _s(
+        "thermal burnin",
+        "{dtype}_tflops",
+        "TFLOP/s",
+        "throughput",
+        "gemm",
+        "sustained GEMM, median window (burnin probe)",
+    ),
+    _s(
+        "thermal burnin",
+        "gpu_temp_max_c",
+        "C",
+        "temperature",
+        "temperature",
+        "highest GPU temperature under load (NVML)",
+    ),
     _s("thermal burnin", "sm_clock_drop_pct", "%", "percent", "percent_delta", "SM clock drop under load (NVML)"),
     # config audit
-    _s("pcie_acs", "acs_redirect_bridges", "count", "count", "count", "PCIe bridges above a GPU/NIC with ACS redirect on (lspci -vvv ACSCtl)"),
-    _s("package_drift", "drifted_packages", "count", "count", "count", "kernel/driver packages named in a drift finding (dpkg-query, rpm)"),
+    _s(
+        "pcie_acs",
+        "acs_redirect_bridges",
+        "count",
+        "count",
+        "count",
+        "PCIe bridges above a GPU/NIC with ACS redirect on (lspci -vvv ACSCtl)",
+    ),
+    _s(
+        "package_drift",
+        "drifted_packages",
+        "count",
+        "count",
+        "count",
+        "kernel/driver packages named in a drift finding (dpkg-query, rpm)",
+    ),
     # memory
     _s("stream", "{kernel}_gbps", "GB/s", "bandwidth", "host_memory", "STREAM best rate (stream probe)"),
-    _s("devmem", "{kernel}_gbps", "GB/s", "bandwidth", "device_memory", "device memory copy/triad best rate (devmem probe)"),
-    _s("h2d", "{direction}_gbps", "GB/s", "bandwidth", "host_link", "pinned host<->GPU copies (h2d probe, nvbandwidth CE)"),
-    _s("h2d", "d2d_read_ce_gbps", "GB/s", "bandwidth", "gpu_peer", "slowest peer read per GPU (nvbandwidth device_to_device_memcpy_read_ce)"),
+    _s(
+        "devmem",
+        "{kernel}_gbps",
+        "GB/s",
+        "bandwidth",
+        "device_memory",
+        "device memory copy/triad best rate (devmem probe)",
+    ),
+    _s(
+        "h2d",
+        "{direction}_gbps",
+        "GB/s",
+        "bandwidth",
+        "host_link",
+        "pinned host<->GPU copies (h2d probe, nvbandwidth CE)",
+    ),
+    _s(
+        "h2d",
+        "d2d_read_ce_gbps",
+        "GB/s",
+        "bandwidth",
+        "gpu_peer",
+        "slowest peer read per GPU (nvbandwidth device_to_device_memcpy_read_ce)",
+    ),
     # compute
     _s("gemm", "{dtype}_tflops", "TFLOP/s", "throughput", "gemm", "dense GEMM median (gemm probe)"),
     # interconnect
-    _s("nccl nccl_nics_only nccl_multinode", "{op}_busbw_gbps", "GB/s", "bandwidth", "gpu_fabric", "nccl-tests busbw at the plateau"),
+    _s(
+        "nccl nccl_nics_only nccl_multinode",
+        "{op}_busbw_gbps",
+        "GB/s",
+        "bandwidth",
+        "gpu_fabric",
+        "nccl-tests busbw at the plateau",
+    ),
     _s("nccl nccl_nics_only nccl_multinode", "wrong", "count", "count", "count", "nccl-tests #wrong elements"),
-    _s("collectives collectives_multinode", "{op}_busbw_gbps", "GB/s", "bandwidth", "collective", "torch.distributed busbw at the largest size (collective probe)"),
-    _s("mpi", "allreduce_busbw_gbps", "GB/s", "bandwidth", "collective", "MPI_Allreduce busbw at the largest size (mpi probe)"),
+    _s(
+        "collectives collectives_multinode",
+        "{op}_busbw_gbps",
+        "GB/s",
+        "bandwidth",
+        "collective",
+        "torch.distributed busbw at the largest size (collective probe)",
+    ),
+    _s(
+        "mpi",
+        "allreduce_busbw_gbps",
+        "GB/s",
+        "bandwidth",
+        "collective",
+        "MPI_Allreduce busbw at the largest size (mpi probe)",
+    ),
     _s("mpi", "barrier_latency_us", "us", "latency", "positive", "MPI_Barrier median (mpi probe)"),
-    _s("nvlink_multinode", "mn_read_ce_gbps", "GB/s", "bandwidth", "gpu_peer", "slowest multi-node NVLink read per GPU (nvbandwidth multinode_device_to_device_memcpy_read_ce)"),
+    _s(
+        "nvlink_multinode",
+        "mn_read_ce_gbps",
+        "GB/s",
+        "bandwidth",
+        "gpu_peer",
+        "slowest multi-node NVLink read per GPU (nvbandwidth multinode_device_to_device_memcpy_read_ce)",
+    ),
     _s("ib_ports", "hca_count", "count", "count", "hca_count", "HCAs ibstat lists"),
     _s("ib_ports", "rate_gbps", "Gb/s", "bandwidth", "ib_rate", "port rate (ibstat Rate)"),
-    _s("ib_write_bw", "bw_avg_gbit_s", "Gb/s", "bandwidth", "ib_port", "perftest ib_write_bw BW average per HCA (--report_gbits)"),
+    _s(
+        "ib_write_bw",
+        "bw_avg_gbit_s",
+        "Gb/s",
+        "bandwidth",
+        "ib_port",
+        "perftest ib_write_bw BW average per HCA (--report_gbits)",
+    ),
     _s("tcp_bw", "tcp_gbit_s", "Gb/s", "bandwidth", "tcp", "TCP stream bandwidth between a pair (tcp_bw probe)"),
     # workload
-    _s("train_smoke train_multinode", "final_loss_ratio", "ratio", "ratio", "non_negative", "mean loss of the last 5 steps / the first 5"),
+    _s(
+        "train_smoke train_multinode",
+        "final_loss_ratio",
+        "ratio",
+        "ratio",
+        "non_negative",
+        "mean loss of the last 5 steps / the first 5",
+    ),
     _s("train_smoke train_multinode", "step_time_s", "s", "latency", "positive", "median training step time"),
-    _s("train_smoke train_multinode", "tokens_per_s", "tokens/s", "throughput", "non_negative", "training tokens per second"),
+    _s(
+        "train_smoke train_multinode",
+        "tokens_per_s",
+        "tokens/s",
+        "throughput",
+        "non_negative",
+        "training tokens per second",
+    ),
     # resilience
     _s(_CKPT, "write_gbps", "GB/s", "bandwidth", "host_memory", "checkpoint write + fsync (ckpt probe)"),
     _s(_CKPT, "read_gbps", "GB/s", "bandwidth", "host_memory", "checkpoint read back (ckpt probe)"),
     _s(_CKPT, "model_save_s", "s", "duration", "non_negative", "torch.save of the model and optimizer state"),
     _s(_CKPT, "model_load_s", "s", "duration", "non_negative", "torch.load of the model and optimizer state"),
-    _s("ckpt_shared", "aggregate_write_gbps", "GB/s", "bandwidth", "fleet_memory", "all nodes writing the shared tier at once"),
-    _s("ckpt_shared", "aggregate_read_gbps", "GB/s", "bandwidth", "fleet_memory", "all nodes reading the shared tier at once"),
+    _s(
+        "ckpt_shared",
+        "aggregate_write_gbps",
+        "GB/s",
+        "bandwidth",
+        "fleet_memory",
+        "all nodes writing the shared tier at once",
+    ),
+    _s(
+        "ckpt_shared",
+        "aggregate_read_gbps",
+        "GB/s",
+        "bandwidth",
+        "fleet_memory",
+        "all nodes reading the shared tier at once",
+    ),
     _s(_RESTART, "detect_s", "s", "duration", "non_negative", "kill -> the fault detected"),
     _s(_RESTART, "restart_s", "s", "duration", "non_negative", "kill -> the ranks up again"),
     _s(_RESTART, "reload_s", "s", "duration", "non_negative", "kill -> the checkpoint reloaded"),
-    _s(f"{_RESTART} restart_inprocess", "recovery_s", "s", "duration", "non_negative", "kill -> every rank trained a step"),
+    _s(
+        f"{_RESTART} restart_inprocess",
+        "recovery_s",
+        "s",
+        "duration",
+        "non_negative",
+        "kill -> every rank trained a step",
+    ),
     _s(f"{_RESTART} requeue", "steps_lost", "steps", "count", "count", "steps trained again after the restart"),
-    _s(_RESTART, "loss_max_abs_diff", "loss", "ratio", "non_negative", "largest |loss difference| from the uninterrupted run"),
-    _s(f"{_RESTART} resilience_quick", "effective_fraction", "ratio", "ratio", "fraction", "effective training time estimate"),
+    _s(
+        _RESTART,
+        "loss_max_abs_diff",
+        "loss",
+        "ratio",
+        "non_negative",
+        "largest |loss difference| from the uninterrupted run",
+    ),
+    _s(
+        f"{_RESTART} resilience_quick",
+        "effective_fraction",
+        "ratio",
+        "ratio",
+        "fraction",
+        "effective training time estimate",
+    ),
     _s("straggler", "min_rank_score", "ratio", "ratio", "fraction", "lowest relative straggler score of a rank"),
     _s("straggler", "node_relative_score", "ratio", "ratio", "fraction", "node's step time against the fastest node's"),
     _s("requeue", "running_again_s", "s", "duration", "non_negative", "requeue -> the job running again"),
     _s("requeue", "resumed_s", "s", "duration", "non_negative", "requeue -> resumed from the checkpoint"),
     _s("requeue", "training_again_s", "s", "duration", "non_negative", "requeue -> training again"),
-    _s("inference", "{dtype}_bs{batch}_prefill_tokens_per_s", "tokens/s", "throughput", "non_negative", "prompt tokens / time to first token"),
-    _s("inference", "{dtype}_bs{batch}_decode_tokens_per_s", "tokens/s", "throughput", "non_negative", "decoded tokens / decode time"),
+    _s(
+        "inference",
+        "{dtype}_bs{batch}_prefill_tokens_per_s",
+        "tokens/s",
+        "throughput",
+        "non_negative",
+        "prompt tokens / time to first token",
+    ),
+    _s(
+        "inference",
+        "{dtype}_bs{batch}_decode_tokens_per_s",
+        "tokens/s",
+        "throughput",
+        "non_negative",
+        "decoded tokens / decode time",
+    ),
     _s("inference", "{dtype}_bs{batch}_ttft_ms", "ms", "latency", "positive", "time to first token, median"),
     _s("inference", "{dtype}_bs{batch}_token_p50_ms", "ms", "latency", "positive", "per-token latency p50"),
     _s("inference", "{dtype}_bs{batch}_token_p99_ms", "ms", "latency", "positive", "per-token latency p99"),
     _s("inference", "vllm_output_tokens_per_s", "tokens/s", "throughput", "non_negative", "vllm bench output tokens/s"),
     _s("inference", "vllm_total_tokens_per_s", "tokens/s", "throughput", "non_negative", "vllm bench total tokens/s"),
     _s("sdc", "peers_agreeing", "count", "count", "count", "peers whose digest agrees"),
-)  # fmt: skip
+)
 
 
 def _index() -> dict[tuple[str, str], MetricSpec]:
@@ -377,7 +543,9 @@ for _spec in CATALOG:
 EXTRA: list[MetricSpec] = []
 
 
-def declare_metric(checks: str | tuple[str, ...], pattern: str, unit: str, *, kind: str, bound: str, what: str = "") -> MetricSpec:
+def declare_metric(
+    checks: str | tuple[str, ...], pattern: str, unit: str, *, kind: str, bound: str, what: str = ""
+) -> MetricSpec:
     """Declare a metric of a site's own check (the bundled checks' are in :data:`CATALOG`).
 
     Call it at the top of the check's module, before the check judges it::
@@ -572,9 +740,7 @@ def _pcie_direction(hw: Hardware) -> tuple[float, str]:
     links = [(g, w) for g, w in hw.gpu_pcie if g in PCIE_LANE_GBPS and w > 0]
     if links:
         g, w = max(links, key=lambda gw: PCIE_LANE_GBPS[gw[0]] * gw[1])
-        return _peak_hi(
-            PCIE_LANE_GBPS[g] * w, f"PCIe Gen{g} x{w} per direction (nvidia-smi max link)"
-        )
+        return _peak_hi(PCIE_LANE_GBPS[g] * w, f"PCIe Gen{g} x{w} per direction (nvidia-smi max link)")
     exp = hw.profile.expect if hw.profile else None
     if exp and exp.pcie_gen in PCIE_LANE_GBPS and exp.pcie_width:
         return _peak_hi(
@@ -630,9 +796,7 @@ def _device_memory(hw: Hardware, labels: Mapping[str, str]) -> Bound:
     p = hw.peak("hbm_gbps")
     if p:
         return Bound(0.0, *_peak_hi(*p))
-    return Bound(
-        0.0, GPU_MEMORY_CEILING_GBPS, "GPU memory ceiling (no hbm_gbps peak in the profile)"
-    )
+    return Bound(0.0, GPU_MEMORY_CEILING_GBPS, "GPU memory ceiling (no hbm_gbps peak in the profile)")
 
 
 def _collective(hw: Hardware, labels: Mapping[str, str]) -> Bound:
@@ -670,11 +834,7 @@ def _gemm(hw: Hardware, labels: Mapping[str, str], dtype: str) -> Bound:
     p = hw.peak(f"{dtype}_tflops")
     if p:
         return Bound(0.0, *_peak_hi(*p))
-    peaks = [
-        (k, v)
-        for k, v in (getattr(hw.profile, "peaks", None) or {}).items()
-        if k.endswith("_tflops")
-    ]
+    peaks = [(k, v) for k, v in (getattr(hw.profile, "peaks", None) or {}).items() if k.endswith("_tflops")]
     if peaks:
         key, top = max(peaks, key=lambda kv: kv[1].value)
         return Bound(0.0, *_peak_hi(float(top.value), f"the profile's fastest dtype, peaks.{key}"))
@@ -710,9 +870,7 @@ BOUND_RULES: dict[str, Callable[[Hardware, Mapping[str, str]], Bound]] = {
     "collective": _collective,
     "ib_port": _ib_port,
     "ib_rate": _fixed(0.0, IB_RATE_CEILING_GBIT_S, "the fastest InfiniBand port rate (XDR 4x)"),
-    "tcp": lambda hw, labels: Bound(
-        0.0, _host_memory(hw)[0] * 8, f"{_host_memory(hw)[1]}, in Gb/s"
-    ),
+    "tcp": lambda hw, labels: Bound(0.0, _host_memory(hw)[0] * 8, f"{_host_memory(hw)[1]}, in Gb/s"),
     "gpu_count": lambda hw, labels: _count_of(hw.pci_gpus, "NVIDIA GPUs"),
     "hca_count": lambda hw, labels: _count_of(hw.pci_hcas, "Mellanox network functions"),
     "nvlinks": _fixed(
@@ -739,9 +897,7 @@ BOUND_RULES: dict[str, Callable[[Hardware, Mapping[str, str]], Bound]] = {
 }
 
 
-def plausible_bounds(
-    spec: MetricSpec, name: str, hw: Hardware, labels: Mapping[str, str] | None = None
-) -> Bound:
+def plausible_bounds(spec: MetricSpec, name: str, hw: Hardware, labels: Mapping[str, str] | None = None) -> Bound:
     """The physical bound of metric ``name`` (declared by ``spec``) on hardware ``hw``."""
     labels = labels or {}
     if spec.bound == "gemm":

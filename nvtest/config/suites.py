@@ -61,7 +61,9 @@ def load_suite(name_or_path: str) -> SuiteSpec:
     for i, entry in enumerate(spec.checks):
         module = entry.split("::", 1)[0]
         if not (suites_dir() / module).is_file():
-            raise ConfigError(f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}")
+            raise ConfigError(
+                f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}"
+            )
     return spec
 
 

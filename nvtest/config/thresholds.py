@@ -92,6 +92,7 @@ __all__ = [
 #: Units whose values cannot be negative: a negative bound in one is a config error.
 NON_NEGATIVE_UNITS = KNOWN_UNITS - {"C", "%", "ratio"}
 
+
 def _bound_number(value: Any) -> Any:
     """A threshold bound as a number: YAML 1.1 reads ``1e9`` (no dot) as a string, which is
     taken as the number it spells; ``true``/``false`` and other strings are errors."""
@@ -162,7 +163,9 @@ class SkuMatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpu_name: str | None = Field(default=None, description="regular expression, case-insensitive, on the GPU product name")
+    gpu_name: str | None = Field(
+        default=None, description="regular expression, case-insensitive, on the GPU product name"
+    )
     gpu_count: int | None = None
     pci_device_ids: list[str] | None = Field(
         default=None,
@@ -193,7 +196,9 @@ class SkuExpect(BaseModel):
         "and a profile without it: uniform across the node's HCAs and the fleet's majority",
     )
     nvlinks_per_gpu: int | None = None
-    nvlink_gbps_per_link: float | None = Field(default=None, description="GB/s per link, as nvidia-smi nvlink -s reports")
+    nvlink_gbps_per_link: float | None = Field(
+        default=None, description="GB/s per link, as nvidia-smi nvlink -s reports"
+    )
     imex: bool | None = Field(
         default=None,
         description="True: the GPUs share memory with other nodes over multi-node NVLink (GB200 "
@@ -402,7 +407,11 @@ def validate_thresholds(thresholds: dict[str, dict[str, Threshold]]) -> dict[str
 def _check_peaks(peaks: dict[str, Peak]) -> dict[str, Peak]:
     for key, peak in peaks.items():
         if key not in PEAK_KEYS:
-            raise _error((key,), f"unknown peak {key!r}{suggest(key, sorted(PEAK_KEYS)) or '; known: ' + ', '.join(PEAK_KEYS)}", key)
+            raise _error(
+                (key,),
+                f"unknown peak {key!r}{suggest(key, sorted(PEAK_KEYS)) or '; known: ' + ', '.join(PEAK_KEYS)}",
+                key,
+            )
         if peak.unit != PEAK_KEYS[key]:
             raise _error((key, "unit"), f"peak {key} is in {PEAK_KEYS[key]}, not {peak.unit!r}", peak.unit)
     return peaks
@@ -552,9 +561,7 @@ def assess(
     why = bound.violation(value, unit)
     if why is not None:
         said = f"raw: {raw.strip()[:300]!r}" if raw else f"as recorded: {value!r}"
-        return Assessment(
-            Verdict.ERROR, f"implausible: {why}; {said}; not judged: {RERUN_HINT}", None, bound, True
-        )
+        return Assessment(Verdict.ERROR, f"implausible: {why}; {said}; not judged: {RERUN_HINT}", None, bound, True)
     thr = profile.threshold(check, name) if profile else None
     ev = evaluate(value, unit, thr)
     return Assessment(ev.verdict, ev.reason, thr, bound)

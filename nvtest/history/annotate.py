@@ -54,7 +54,9 @@ def _check_delta(result: Mapping[str, Any], before: Mapping[str, Any] | None) ->
         delta = None
         if isinstance(old, (int, float)) and isinstance(now, (int, float)) and old:
             delta = round((now - old) / abs(old) * 100.0, 2)
-        rows.append({"name": key[0], "labels": key[1], "unit": m.get("unit"), "before": old, "now": now, "delta_pct": delta})
+        rows.append(
+            {"name": key[0], "labels": key[1], "unit": m.get("unit"), "before": old, "now": now, "delta_pct": delta}
+        )
     return {"verdict_before": before.get("verdict"), "verdict_now": result.get("verdict"), "metrics": rows}
 
 

@@ -36,13 +36,26 @@ from nvtest.history.store import HistoryStore
 __all__ = ["diff_records", "previous_asbuilt", "since_last_acceptance", "write_asbuilt"]
 
 #: (field, kind) per part: identity fields first (a swapped part), then versions.
-_GPU = (("serial", "swapped"), ("uuid", "swapped"), ("board_part_number", "swapped"), ("vbios", "firmware"),
-        ("inforom_image", "firmware"), ("inforom_oem", "firmware"), ("inforom_ecc", "firmware"))  # fmt: skip
+_GPU = (
+    ("serial", "swapped"),
+    ("uuid", "swapped"),
+    ("board_part_number", "swapped"),
+    ("vbios", "firmware"),
+    ("inforom_image", "firmware"),
+    ("inforom_oem", "firmware"),
+    ("inforom_ecc", "firmware"),
+)
 _HCA = (("node_guid", "swapped"), ("psid", "firmware"), ("model", "swapped"), ("firmware", "firmware"))
 _NIC = (("device", "swapped"), ("vendor", "swapped"))
 _SYSTEM = (("serial", "swapped"), ("product", "swapped"), ("bios_version", "firmware"), ("bios_date", "firmware"))
-_SOFTWARE = (("driver", "firmware"), ("cuda", "firmware"), ("fabric_manager", "firmware"), ("ofed", "firmware"),
-             ("kernel", "firmware"), ("os", "firmware"))  # fmt: skip
+_SOFTWARE = (
+    ("driver", "firmware"),
+    ("cuda", "firmware"),
+    ("fabric_manager", "firmware"),
+    ("ofed", "firmware"),
+    ("kernel", "firmware"),
+    ("os", "firmware"),
+)
 
 
 def _parts(record: Mapping[str, Any]) -> dict[str, tuple[Mapping[str, Any], tuple[tuple[str, str], ...]]]:
@@ -60,9 +73,7 @@ def _parts(record: Mapping[str, Any]) -> dict[str, tuple[Mapping[str, Any], tupl
     return out
 
 
-def diff_records(
-    before: Mapping[str, Mapping[str, Any]], now: Mapping[str, Mapping[str, Any]]
-) -> list[dict[str, Any]]:
+def diff_records(before: Mapping[str, Mapping[str, Any]], now: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """What changed from ``before`` to ``now`` (see the module doc), by node then part."""
     out: list[dict[str, Any]] = []
     for node in sorted(set(before) | set(now)):
@@ -71,7 +82,9 @@ def diff_records(
             out.append({"node": node, "kind": "appeared", "part": "node", "field": None, "before": None, "now": None})
             continue
         if b is None:
-            out.append({"node": node, "kind": "disappeared", "part": "node", "field": None, "before": None, "now": None})
+            out.append(
+                {"node": node, "kind": "disappeared", "part": "node", "field": None, "before": None, "now": None}
+            )
             continue
         if not a.get("read", True) or not b.get("read", True):
             continue  # a node that did not answer tells nothing of its parts

@@ -185,8 +185,7 @@ def migrate(engine: Engine, target: int = LATEST) -> tuple[int, int]:
         start = current_version(conn)
     if start > LATEST:
         raise ConfigError(
-            f"history database schema version {start} is newer than this nvtest's ({LATEST}): "
-            "upgrade nvtest",
+            f"history database schema version {start} is newer than this nvtest's ({LATEST}): upgrade nvtest",
             field="--history",
         )
     for version, description, step in STEPS:
@@ -194,9 +193,5 @@ def migrate(engine: Engine, target: int = LATEST) -> tuple[int, int]:
             continue
         with engine.begin() as conn:
             step(conn)
-            conn.execute(
-                schema_table.insert().values(
-                    version=version, description=description, applied_at=time.time()
-                )
-            )
+            conn.execute(schema_table.insert().values(version=version, description=description, applied_at=time.time()))
     return start, max(start, min(target, LATEST))

@@ -127,13 +127,9 @@ def timeline(
     vals: dict[int, dict[tuple[str, str, str], tuple[float, str | None]]] = defaultdict(dict)
     with store.engine.connect() as conn:
         for chunk in _chunks(ids):
-            for r in conn.execute(
-                select(results).where(and_(results.c.node == node, results.c.run_id.in_(chunk)))
-            ):
+            for r in conn.execute(select(results).where(and_(results.c.node == node, results.c.run_id.in_(chunk)))):
                 per_run[r.run_id].append(r)
-            for m in conn.execute(
-                select(metrics).where(and_(metrics.c.node == node, metrics.c.run_id.in_(chunk)))
-            ):
+            for m in conn.execute(select(metrics).where(and_(metrics.c.node == node, metrics.c.run_id.in_(chunk)))):
                 if m.value is not None:
                     vals[m.run_id][(m.check_name, m.metric, m.labels)] = (m.value, m.unit)
         ev_q = select(events).where(events.c.node == node).order_by(events.c.at)
@@ -193,9 +189,7 @@ class Lemon:
     cluster: str = ""
 
 
-def lemons(
-    store: HistoryStore, *, min_days: int = 3, window_days: int = 7, now: float | None = None
-) -> list[Lemon]:
+def lemons(store: HistoryStore, *, min_days: int = 3, window_days: int = 7, now: float | None = None) -> list[Lemon]:
     """Nodes with a ``fail`` verdict (any run, gate or sweep) or a drain on at least
     ``min_days`` separate days within the last ``window_days`` days, most days first.
 
@@ -240,9 +234,17 @@ def lemons(
             for key in sorted(k for k in hits if k[1] in in_chunk):
                 seen = sorted(fails[key] + drains[key])
                 out.append(
-                    Lemon(key[1], hits[key], len(fails[key]), len(drains[key]), seen[0][0], seen[-1][0],
-                          seen[-1][1][:300], cluster=key[0])
-                )  # fmt: skip
+                    Lemon(
+                        key[1],
+                        hits[key],
+                        len(fails[key]),
+                        len(drains[key]),
+                        seen[0][0],
+                        seen[-1][0],
+                        seen[-1][1][:300],
+                        cluster=key[0],
+                    )
+                )
     return sorted(out, key=lambda lem: (-lem.days, -lem.last_t, lem.node, lem.cluster))
 
 
@@ -303,7 +305,16 @@ def trend(
             sign = -1.0 if lower_is_better(units[(node, labels)]) else 1.0  # a time's drop is a rise
             drop = round(sign * (base - latest) / abs(base) * 100.0, 2)
         out.append(
-            TrendSeries(node, labels, units[(node, labels)], tuple(pts), base, latest, drop, drop is not None and drop > drop_pct)
+            TrendSeries(
+                node,
+                labels,
+                units[(node, labels)],
+                tuple(pts),
+                base,
+                latest,
+                drop,
+                drop is not None and drop > drop_pct,
+            )
         )
     return sorted(out, key=lambda s: (-(s.drop_pct if s.drop_pct is not None else -1e9), s.node, s.labels))
 
@@ -401,16 +412,30 @@ class NodeLatest:
 def latest_per_node(store: HistoryStore, *, cluster: str | None = None) -> list[NodeLatest]:
     """Per node and check, the most recent result of any run, gate or sweep; of ``cluster``'s
     records only when given (a shared database with two clusters' ``node1``)."""
-    newest_q = (
-        select(results.c.node, results.c.check_name, func.max(results.c.started_at).label("latest_t"))
-        .group_by(results.c.node, results.c.check_name)
+    newest_q = select(results.c.node, results.c.check_name, func.max(results.c.started_at).label("latest_t")).group_by(
+        results.c.node, results.c.check_name
     )
     if cluster is not None:
         newest_q = newest_q.join(runs, runs.c.id == results.c.run_id).where(runs.c.cluster == cluster)
     newest = newest_q.subquery()
     q = (
-        select(results.c.node, results.c.check_name, results.c.verdict, results.c.started_at, results.c.run_id, runs.c.kind, runs.c.details)
-        .join(newest, and_(newest.c.node == results.c.node, newest.c.check_name == results.c.check_name, newest.c.latest_t == results.c.started_at))
+        select(
+            results.c.node,
+            results.c.check_name,
+            results.c.verdict,
+            results.c.started_at,
+            results.c.run_id,
+            runs.c.kind,
+            runs.c.details,
+        )
+        .join(
+            newest,
+            and_(
+                newest.c.node == results.c.node,
+                newest.c.check_name == results.c.check_name,
+                newest.c.latest_t == results.c.started_at,
+            ),
+        )
         .join(runs, runs.c.id == results.c.run_id)
     )
     if cluster is not None:

@@ -33,6 +33,7 @@ from nvtest.history.target import default_path, redact, resolve_target, scrub
 
 __all__ = ["HistoryStore", "day_of", "default_path", "labels_key", "resolve_target"]
 
+
 def day_of(t: float) -> int:
     """The UTC day number of epoch seconds ``t`` (days since 1970-01-01)."""
     return int(t // 86400)
@@ -254,16 +255,19 @@ class HistoryStore:
             with self.engine.begin() as conn:
                 conn.execute(
                     events.insert().values(
-                        node=node, at=when, day=day_of(when), kind=kind, reason=reason, source=source,
+                        node=node,
+                        at=when,
+                        day=day_of(when),
+                        kind=kind,
+                        reason=reason,
+                        source=source,
                         cluster=cluster,
                     )
                 )
         except SQLAlchemyError as exc:
             raise self.failure(exc) from exc
 
-    def ingest_results(
-        self, doc: Mapping[str, Any], *, kind: str = "run", key: str | None = None
-    ) -> int:
+    def ingest_results(self, doc: Mapping[str, Any], *, kind: str = "run", key: str | None = None) -> int:
         """Write a results.json document (``nvtest.results``, schema 1) as one run; its row id.
 
         ``key`` defaults to ``run:<run_id>``. Nodes drained by the run (``run.drained``)
@@ -317,9 +321,7 @@ def _insert_metrics(conn: Connection, run_id: int, rows: Sequence[Mapping[str, A
         conn.execute(metrics.insert(), [{**m, "run_id": run_id} for m in rows])
 
 
-def _result_rows(
-    rows: Iterable[Mapping[str, Any]], start: float
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _result_rows(rows: Iterable[Mapping[str, Any]], start: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """results.json results -> (result rows, metric rows) of the history tables."""
     out_r: list[dict[str, Any]] = []
     out_m: list[dict[str, Any]] = []

@@ -46,6 +46,7 @@ __all__ = [
     "up_nodes",
 ]
 
+
 def fleet_cache(ctx: RunContext) -> FleetCache:
     """The :class:`~nvtest.session.context.FleetCache` of this run: ``ctx.fleet_cache``. Kept
     for this round for callers not yet moved; a check asks the ``fleet`` fixture
@@ -62,10 +63,19 @@ def check_nodes(ctx: RunContext, check: str) -> list[Node]:
 #: The checks that launch one job (or a pair schedule) over several nodes: a node an earlier
 #: check of the run failed, or on which something hung, is left out of them and named
 #: (:func:`require_launched`). tests/jobs/test_known_bad.py walks every one.
-MULTI_NODE_CHECKS = frozenset({
-    "nccl_multinode", "ib_write_bw", "tcp_bw", "mpi", "collectives_multinode",
-    "train_multinode", "restart_injob", "container_identity", "nvlink_multinode",
-})  # fmt: skip
+MULTI_NODE_CHECKS = frozenset(
+    {
+        "nccl_multinode",
+        "ib_write_bw",
+        "tcp_bw",
+        "mpi",
+        "collectives_multinode",
+        "train_multinode",
+        "restart_injob",
+        "container_identity",
+        "nvlink_multinode",
+    }
+)
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -105,9 +115,10 @@ def known_bad(ctx: RunContext, check: str) -> dict[str, str]:
                 out[n.name] = f"{h.key} hung on this node ({_short(h.error)})"
                 continue
             fails = [
-                (c, r) for c, v, r in ctx.verdicts.get(n.name, ())
+                (c, r)
+                for c, v, r in ctx.verdicts.get(n.name, ())
                 if v == Verdict.FAIL.value and c != check and c not in systemic
-            ]  # fmt: skip
+            ]
             if fails:
                 c, r = fails[0]
                 more = f"; {len(fails) - 1} more failed check(s)" if len(fails) > 1 else ""

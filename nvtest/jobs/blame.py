@@ -212,16 +212,10 @@ def find_suspects(nodes: Sequence[str], outcomes: Iterable[PairOutcome]) -> Susp
     passed = {n for o in outs if o.status == "pass" for n in o.pair}
     judged = {n for o in outs if o.status in ("pass", "fail") for n in o.pair}
     erred = {n for o in outs if o.status == "error" and not _culprit(o, pinned) for n in o.pair}
-    good = tuple(
-        n for n in nodes if n in passed and n not in suspects and n not in erred and n not in pinned
-    )
+    good = tuple(n for n in nodes if n in passed and n not in suspects and n not in erred and n not in pinned)
     explained = {n for o in outs if (c := _culprit(o, pinned)) for n in o.pair if n != c}
-    orphans = tuple(
-        n for n in nodes if n in explained and n not in judged and n not in erred and n not in pinned
-    )
-    order = sorted(
-        suspects, key=lambda n: (n not in common, list(nodes).index(n) if n in nodes else 0)
-    )
+    orphans = tuple(n for n in nodes if n in explained and n not in judged and n not in erred and n not in pinned)
+    order = sorted(suspects, key=lambda n: (n not in common, list(nodes).index(n) if n in nodes else 0))
     return Suspicion(tuple(order), frozenset(common), good, explained_by, pinned, orphans)
 
 
@@ -292,9 +286,7 @@ def _finding(
         )
     if n in sus.orphans:
         return _orphan(n, outs, again, sus)
-    listed = "; ".join(o.describe() for o in fails[:4]) + (
-        f" (+{len(fails) - 4} more)" if len(fails) > 4 else ""
-    )
+    listed = "; ".join(o.describe() for o in fails[:4]) + (f" (+{len(fails) - 4} more)" if len(fails) > 4 else "")
     if n in confirmed:
         bad = next(o for o in again if o.status == "fail")
         return NodeFinding(
@@ -340,13 +332,10 @@ def _finding(
                 return NodeFinding(
                     n,
                     "error",
-                    f"not measured: failing pair(s) attributed to {', '.join(blamed)} and no "
-                    f"passing pair: {listed}",
+                    f"not measured: failing pair(s) attributed to {', '.join(blamed)} and no passing pair: {listed}",
                     outs,
                 )
-            return NodeFinding(
-                n, "pass", f"failing pair(s) attributed to {', '.join(blamed)}", outs
-            )
+            return NodeFinding(n, "pass", f"failing pair(s) attributed to {', '.join(blamed)}", outs)
         return NodeFinding(
             n,
             "warn",

@@ -173,23 +173,33 @@ def torchrun_commands(
             ]
         else:
             where = [
-                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{host}:{master_port}",
-                "--rdzv-id", rdzv_id, "--rdzv-conf", f"is_host={1 if i == 0 else 0}",
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"{host}:{master_port}",
+                "--rdzv-id",
+                rdzv_id,
+                "--rdzv-conf",
+                f"is_host={1 if i == 0 else 0}",
                 *(["--local-addr", local_addr(node)] if local_addr else []),
-            ]  # fmt: skip
+            ]
         out[node.name] = [
-            node.python, "-m", LAUNCHER_MODULES[launcher],
-            "--nnodes", str(n), "--nproc-per-node", str(nproc_per_node),
-            *where, "--max-restarts", str(max_restarts), *launcher_args,
+            node.python,
+            "-m",
+            LAUNCHER_MODULES[launcher],
+            "--nnodes",
+            str(n),
+            "--nproc-per-node",
+            str(nproc_per_node),
+            *where,
+            "--max-restarts",
+            str(max_restarts),
+            *launcher_args,
             *script(node),
-        ]  # fmt: skip
+        ]
     return out
 
 
 def torchrun_rank_map(nodes: Sequence[Node], nproc_per_node: int) -> dict[int, str]:
     """global rank -> node name of :func:`torchrun_commands` (static rendezvous order)."""
-    return {
-        i * nproc_per_node + local: node.name
-        for i, node in enumerate(nodes)
-        for local in range(nproc_per_node)
-    }
+    return {i * nproc_per_node + local: node.name for i, node in enumerate(nodes) for local in range(nproc_per_node)}

@@ -181,7 +181,11 @@ def node_for_token(token: str, nodes: Sequence[Node]) -> str | None:
         if exact:
             fits = {n.name for n in nodes if token in (n.name, n.address)}
         else:
-            fits = {n.name for n in nodes if _short(token) == _short(n.name) or (n.address and _short(token) == _short(n.address))}
+            fits = {
+                n.name
+                for n in nodes
+                if _short(token) == _short(n.name) or (n.address and _short(token) == _short(n.address))
+            }
         if token in fits:  # a node's own name: names are unique in an inventory
             return token
         if len(fits) == 1:
@@ -191,9 +195,7 @@ def node_for_token(token: str, nodes: Sequence[Node]) -> str | None:
     return None
 
 
-def resolve_rank_nodes(
-    ranks: Sequence[Mapping[str, Any]], nodes: Sequence[Node]
-) -> dict[int, str | None]:
+def resolve_rank_nodes(ranks: Sequence[Mapping[str, Any]], nodes: Sequence[Node]) -> dict[int, str | None]:
     """rank -> inventory node name of each rank the probe reported (None: not identifiable).
 
     Evidence, strongest first: ``slurm_node`` (``$SLURMD_NODENAME``), ``host``
@@ -246,11 +248,7 @@ def blame_from_output(
     blamed: dict[str, str] = {}
     for pattern, kind in _BLAME_PATTERNS:
         for m in pattern.finditer(text):
-            name = (
-                rank_nodes.get(int(m.group(1)))
-                if kind == "rank"
-                else node_for_token(m.group(1), nodes)
-            )
+            name = rank_nodes.get(int(m.group(1))) if kind == "rank" else node_for_token(m.group(1), nodes)
             if name and name not in blamed:
                 blamed[name] = _line_at(text, m.start())
     if srun:
@@ -322,9 +320,7 @@ class MpiJob:
         return self.first.blamed if self.first else {}
 
 
-def run_mpi(
-    ctx: RunContext, check: str, args: Sequence[str], *, ranks_per_node: int, timeout_s: float
-) -> MpiJob:
+def run_mpi(ctx: RunContext, check: str, args: Sequence[str], *, ranks_per_node: int, timeout_s: float) -> MpiJob:
     """Launch ``mpi_probe.py args`` over the check's nodes (less those an earlier check failed
     or hung on: :func:`~nvtest.jobs.base.launch_nodes`), once per run (cached).
 
@@ -345,8 +341,9 @@ def run_mpi(
         able = [n for n in nodes if n.name not in unreachable]
         if unreachable and len(able) < 2:
             res = CommandResult(node=nodes[0].name, command="", error="not launched", failure="launch")
-            return MpiJob(check, tuple(n.name for n in nodes), "mpirun", res, None,
-                          "not launched", {}, unreachable=unreachable)  # fmt: skip
+            return MpiJob(
+                check, tuple(n.name for n in nodes), "mpirun", res, None, "not launched", {}, unreachable=unreachable
+            )
         job = _launch(ctx, check, check, able, args, ranks_per_node, timeout_s)
         job = replace(job, unreachable=unreachable)
         rest = [n for n in able if n.name not in job.blamed]
@@ -431,9 +428,7 @@ def _launch(
     observed = resolve_rank_nodes(doc.get("ranks") or [], reached) if doc else {}
     blamed = {}
     if doc is None or doc.get("status") != "ok" or res.exit_code != 0:
-        blamed = blame_from_output(
-            res.stdout + "\n" + res.stderr, reached, expected, srun=launcher.startswith("srun")
-        )
+        blamed = blame_from_output(res.stdout + "\n" + res.stderr, reached, expected, srun=launcher.startswith("srun"))
     if doc is None and res.completed and not blamed and len(nodes) > 1:
         blamed = _preflight(ctx, key, nodes)
     return MpiJob(
@@ -458,8 +453,7 @@ def _preflight(ctx: RunContext, key: str, nodes: Sequence[Node]) -> dict[str, st
     commands = {n.name: probe_argv(ctx, n, "mpi_probe.py", "--help") for n in nodes}
     results = run_commands(ctx, f"{key}.preflight", nodes, commands, timeout_s=120)
     return {
-        name: f"`{shlex.join(commands[name])}` failed there: "
-        + (r.error or _tail(r) or f"exit {r.exit_code}")
+        name: f"`{shlex.join(commands[name])}` failed there: " + (r.error or _tail(r) or f"exit {r.exit_code}")
         for name, r in results.items()
         if not r.completed or r.exit_code != 0
     }
@@ -494,11 +488,12 @@ def node_share(job: MpiJob, node: Node) -> NodeShare:
         raise CheckFailed(job.unreachable[node.name], cause="launch:node_ssh")
     if job.unreachable and res.failure == "launch" and not res.command:
         named = ", ".join(sorted(job.unreachable))
-        raise NodeError(f"mpirun not launched: the node-to-node ssh preflight failed on {named}", cause="launch:node_ssh")
+        raise NodeError(
+            f"mpirun not launched: the node-to-node ssh preflight failed on {named}", cause="launch:node_ssh"
+        )
     if node.name in job.excluded:
         raise AssertionError(
-            f"ranks could not start on {node.name}: {job.excluded[node.name]} "
-            f"(the job ran again without it)"
+            f"ranks could not start on {node.name}: {job.excluded[node.name]} (the job ran again without it)"
         )
     if node.name not in job.nodes:
         raise NodeError(f"{node.name} was not part of the MPI job (down at the start?)")
@@ -514,9 +509,7 @@ def node_share(job: MpiJob, node: Node) -> NodeShare:
     if job.blamed:
         raise ProbeError(f"MPI job not measured: ranks could not start on {others}")
     if job.doc is None:
-        raise ProbeError(
-            f"{job.launcher} exited {res.exit_code}, no result: {_tail(res) or job.doc_error}"
-        )
+        raise ProbeError(f"{job.launcher} exited {res.exit_code}, no result: {_tail(res) or job.doc_error}")
     if job.doc.get("status") == "skip":
         raise ProbeSkip(str(job.doc.get("reason")))
     if job.doc.get("status") != "ok":

@@ -181,18 +181,21 @@ def binary(op: str, tests_dir: str | None) -> str:
     return f"{tests_dir.rstrip('/')}/{name}" if tests_dir else name
 
 
-def perf_argv(
-    op: str, recipe: NcclRecipe, gpus_per_process: int, tests_dir: str | None = None
-) -> list[str]:
+def perf_argv(op: str, recipe: NcclRecipe, gpus_per_process: int, tests_dir: str | None = None) -> list[str]:
     """``<op>_perf -b MIN -e MAX -f F -g G -c 1 [-n N] [-w W]``."""
     argv = [
         binary(op, tests_dir or recipe.tests_dir),
-        "-b", str(recipe.min_bytes),
-        "-e", str(recipe.max_bytes),
-        "-f", str(recipe.step_factor),
-        "-g", str(gpus_per_process),
-        "-c", "1",
-    ]  # fmt: skip
+        "-b",
+        str(recipe.min_bytes),
+        "-e",
+        str(recipe.max_bytes),
+        "-f",
+        str(recipe.step_factor),
+        "-g",
+        str(gpus_per_process),
+        "-c",
+        "1",
+    ]
     if recipe.iters is not None:
         argv += ["-n", str(recipe.iters)]
     if recipe.warmup_iters is not None:
@@ -334,10 +337,7 @@ def _path_fails(run: NcclTestRun, rdma_nics: int) -> tuple[list[str], list[str]]
         why = f"; '{path.no_ib_device.text}'" if path.no_ib_device and line is not path.no_ib_device else ""
         fails.append(f"NCCL used TCP sockets, not RDMA: {said}{why}; {where}")
     for hca, line in path.gdr_disabled:
-        fails.append(
-            f"GPUDirect RDMA disabled on {hca}: '{line.text}' (line {line.line}); {where}, "
-            "GPUDirect expected"
-        )
+        fails.append(f"GPUDirect RDMA disabled on {hca}: '{line.text}' (line {line.line}); {where}, GPUDirect expected")
     staged = path.net_without_gdrdma
     if staged is not None and not path.gdr_disabled:
         fails.append(
@@ -384,7 +384,9 @@ def nvls_collnet_fails(run: NcclTestRun, op: str, *, nvls: bool, collnet: bool) 
             )
     if collnet and len(run.hostnames) > 1 and not path.collnet:
         plugin = f" ('{path.collnet_plugin.text}')" if path.collnet_plugin else " (no collnet plugin loaded)"
-        fails.append(f"CollNet not connected across nodes{plugin}; the site expects the IB SHARP plugin (expect.collnet)")
+        fails.append(
+            f"CollNet not connected across nodes{plugin}; the site expects the IB SHARP plugin (expect.collnet)"
+        )
     return fails, note
 
 
@@ -395,8 +397,7 @@ def _gaps(
     out = []
     if run.validation == 0:
         out.append(
-            "correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), "
-            "so #wrong was never checked"
+            "correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), so #wrong was never checked"
         )
     if reduced is not None and plateau_from is not None and reduced[0] < plateau_from:
         out.append(
@@ -466,9 +467,7 @@ def judge_run(
     fails: list[str] = []
     if run.wrong_total:
         bad = [r.size_bytes for r in run.rows if r.wrong]
-        fails.append(
-            f"#wrong = {run.wrong_total} (sizes {', '.join(map(str, bad[:5]))}): wrong results"
-        )
+        fails.append(f"#wrong = {run.wrong_total} (sizes {', '.join(map(str, bad[:5]))}): wrong results")
     if run.oob_values or run.oob_ok is False:
         fails.append(f"out of bounds values: {run.oob_values} FAILED")
     site = None

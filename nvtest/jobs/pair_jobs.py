@@ -57,9 +57,7 @@ def outcome_from_value(
     return PairOutcome(pair, "pass", value, unit, command=command)
 
 
-def implausible_rows(
-    log: perftest.PerftestLog, plausible: Callable[[float], tuple[Verdict, str]]
-) -> list[str]:
+def implausible_rows(log: perftest.PerftestLog, plausible: Callable[[float], tuple[Verdict, str]]) -> list[str]:
     """The bandwidth rows of ``log`` that ``plausible`` (a Gb/s value -> (verdict, reason), the
     ``ib_write_bw.bw_avg_gbit_s`` judgement) finds ``error``: implausible (negative, above
     the port rate) or not a number. One such row and the figures are not judged: the run
@@ -81,9 +79,7 @@ class TcpPairJob(PairJob):
     metric = "tcp_gbit_s"
     needs = ("network",)
 
-    def __init__(
-        self, ctx: RunContext, *, seconds: float = 2.0, streams: int = 1, timeout_s: float = 90.0
-    ) -> None:
+    def __init__(self, ctx: RunContext, *, seconds: float = 2.0, streams: int = 1, timeout_s: float = 90.0) -> None:
         self.ctx = ctx
         self.seconds = seconds
         self.streams = streams
@@ -91,28 +87,42 @@ class TcpPairJob(PairJob):
 
     def server(self, server: Node, client: Node, label: str, port: int) -> Command:
         return probe_argv(
-            self.ctx, server, "tcp_bw_probe.py", "serve", "--port", str(port),
-            "--streams", str(self.streams), "--timeout-s", str(int(self.timeout_s - 10)),
-        )  # fmt: skip
+            self.ctx,
+            server,
+            "tcp_bw_probe.py",
+            "serve",
+            "--port",
+            str(port),
+            "--streams",
+            str(self.streams),
+            "--timeout-s",
+            str(int(self.timeout_s - 10)),
+        )
 
     def client(self, client: Node, server: Node, label: str, port: int) -> Command:
         return probe_argv(
-            self.ctx, client, "tcp_bw_probe.py", "send", "--host", address(self.ctx, server), "--port", str(port),
-            "--seconds", f"{self.seconds:g}", "--streams", str(self.streams),
-        )  # fmt: skip
+            self.ctx,
+            client,
+            "tcp_bw_probe.py",
+            "send",
+            "--host",
+            address(self.ctx, server),
+            "--port",
+            str(port),
+            "--seconds",
+            f"{self.seconds:g}",
+            "--streams",
+            str(self.streams),
+        )
 
-    def judge_complete(
-        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
-    ) -> PairOutcome:
+    def judge_complete(self, pair: Pair, label: str, results: dict[str, CommandResult], command: str) -> PairOutcome:
         a, b = pair
         try:
             doc = parse_probe_json(results[b])
         except ProbeError as exc:
             return PairOutcome(pair, "error", reason=f"client {b}: {exc}", command=command)
         if doc.get("status") != "ok":
-            return PairOutcome(
-                pair, "fail", reason=f"client {b}: {doc.get('reason')}", command=command
-            )
+            return PairOutcome(pair, "fail", reason=f"client {b}: {doc.get('reason')}", command=command)
         value = float(doc["results"][0]["gbit_s"])
         return outcome_from_value(
             self.ctx, self.ctx.states[b].node, pair, self.name, self.metric, value, "Gb/s", command
@@ -155,10 +165,20 @@ class PerftestPairJob(PairJob):
         """The ib_write_bw command line (server form; the client appends the server address)."""
         r = self._recipe(node)
         argv = [
-            self.tool, "-d", label, "-i", str(r.get("ib_port", 1)), "-p", str(port),
-            "-s", str(r.get("size_bytes", 8 * 1024 * 1024)), "--report_gbits", "-F",
-            "-D", str(r.get("seconds", 5)),
-        ]  # fmt: skip
+            self.tool,
+            "-d",
+            label,
+            "-i",
+            str(r.get("ib_port", 1)),
+            "-p",
+            str(port),
+            "-s",
+            str(r.get("size_bytes", 8 * 1024 * 1024)),
+            "--report_gbits",
+            "-F",
+            "-D",
+            str(r.get("seconds", 5)),
+        ]
         if r.get("gid_index") is not None:
             argv += ["-x", str(r["gid_index"])]
         gpus = self._gpus(node)
@@ -173,9 +193,7 @@ class PerftestPairJob(PairJob):
     def client(self, client: Node, server: Node, label: str, port: int) -> Command:
         return [*self.argv(client, label, port), address(self.ctx, server)]
 
-    def judge_complete(
-        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
-    ) -> PairOutcome:
+    def judge_complete(self, pair: Pair, label: str, results: dict[str, CommandResult], command: str) -> PairOutcome:
         a, b = pair
         errors: list[str] = []
         value = None
@@ -200,14 +218,12 @@ class PerftestPairJob(PairJob):
         if errors:
             return PairOutcome(pair, "fail", value, "Gb/s", "; ".join(errors[:3]), command=command)
         if value is None:
-            return PairOutcome(
-                pair, "error", reason=f"client {b}: no bandwidth row", command=command
-            )
+            return PairOutcome(pair, "error", reason=f"client {b}: no bandwidth row", command=command)
         if implausible:  # any row outside the physical bound: the run's figures are not judged
-            return PairOutcome(pair, "error", value, "Gb/s", f"client {b}: " + "; ".join(implausible[:3]), command=command)
-        return outcome_from_value(
-            self.ctx, node, pair, self.name, self.metric, value, "Gb/s", command
-        )
+            return PairOutcome(
+                pair, "error", value, "Gb/s", f"client {b}: " + "; ".join(implausible[:3]), command=command
+            )
+        return outcome_from_value(self.ctx, node, pair, self.name, self.metric, value, "Gb/s", command)
 
 
 class NcclPairJob(PairJob):
@@ -257,14 +273,10 @@ class NcclPairJob(PairJob):
             _quote(x) for x in mpirun_argv(hosts, prog, export=list(self.env), opts=self.mpi)
         )
 
-    def judge_complete(
-        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
-    ) -> PairOutcome:
+    def judge_complete(self, pair: Pair, label: str, results: dict[str, CommandResult], command: str) -> PairOutcome:
         a, b = pair
         r = results[a]
-        ranks = max(1, self._gpus(self.ctx.states[a].node)) + max(
-            1, self._gpus(self.ctx.states[b].node)
-        )
+        ranks = max(1, self._gpus(self.ctx.states[a].node)) + max(1, self._gpus(self.ctx.states[b].node))
         nics = [self.rdma_nics(self.ctx.states[n].node) if self.rdma_nics else None for n in pair]
         both = [n for n in nics if n]
         v = judge_output(
@@ -283,9 +295,7 @@ class NcclPairJob(PairJob):
             status: Literal["fail", "error"] = "fail" if v.verdict == Verdict.FAIL else "error"
             return PairOutcome(pair, status, busbw, "GB/s", v.text(), command=command, named=named or "")
         node = self.ctx.states[a].node
-        return outcome_from_value(
-            self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", busbw, "GB/s", command
-        )
+        return outcome_from_value(self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", busbw, "GB/s", command)
 
 
 def _quote(x: str) -> str:

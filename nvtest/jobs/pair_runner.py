@@ -100,15 +100,18 @@ class PairJob(ABC):
         if undone:
             n = undone[0]
             return PairOutcome(
-                pair, "error", reason=f"{n}: {results[n].error or 'did not complete'}", command=command,
-                hung=hung, pinned=pinned, cause=cause_of(results[n]),
-            )  # fmt: skip
+                pair,
+                "error",
+                reason=f"{n}: {results[n].error or 'did not complete'}",
+                command=command,
+                hung=hung,
+                pinned=pinned,
+                cause=cause_of(results[n]),
+            )
         return self.judge_complete(pair, label, results, command)
 
     @abstractmethod
-    def judge_complete(
-        self, pair: Pair, label: str, results: dict[str, CommandResult], command: str
-    ) -> PairOutcome:
+    def judge_complete(self, pair: Pair, label: str, results: dict[str, CommandResult], command: str) -> PairOutcome:
         """The outcome of a pair whose commands all completed; ``command`` is the
         ``node: command line`` text every outcome carries as its evidence."""
 
@@ -129,19 +132,13 @@ def _key(job: PairJob, round_no: int, label: str, role: str) -> str:
 
 
 def _error(pair: Pair, label: str, reason: str, round_no: int, second: bool) -> PairOutcome:
-    return PairOutcome(
-        pair, "error", reason=reason, round=round_no, second_pass=second, label=label
-    )
+    return PairOutcome(pair, "error", reason=reason, round=round_no, second_pass=second, label=label)
 
 
-def _ports(
-    ctx: RunContext, job: PairJob, servers: list[Node], round_no: int, label: str
-) -> dict[str, int | str]:
+def _ports(ctx: RunContext, job: PairJob, servers: list[Node], round_no: int, label: str) -> dict[str, int | str]:
     """server node -> a port free there, or the reason there is none."""
     cmds = {
-        n.name: probe_argv(
-            ctx, n, "tcp_bw_probe.py", "free-port", "--start", str(PORT_BASE + PORT_STRIDE * i)
-        )
+        n.name: probe_argv(ctx, n, "tcp_bw_probe.py", "free-port", "--start", str(PORT_BASE + PORT_STRIDE * i))
         for i, n in enumerate(servers)
     }
     res = run_commands(ctx, _key(job, round_no, label, "port"), servers, cmds, timeout_s=60)
@@ -152,11 +149,7 @@ def _ports(
             if r is None or not r.completed:
                 raise ProbeError(r.error if r else "no result")
             doc = parse_probe_json(r)
-            out[n.name] = (
-                int(doc["results"][0]["port"])
-                if doc.get("status") == "ok"
-                else str(doc.get("reason"))
-            )
+            out[n.name] = int(doc["results"][0]["port"]) if doc.get("status") == "ok" else str(doc.get("reason"))
         except (ProbeError, KeyError, IndexError, TypeError, ValueError) as exc:
             out[n.name] = f"no free port: {exc}"
     return out
@@ -175,20 +168,19 @@ def _run_wave(
         launchers = [by_name[a] for a, _ in wave]
         cmds = {a: job.launcher(by_name[a], by_name[b], label) for a, b in wave}
         res = run_commands(
-            ctx, _key(job, round_no, label, "launch"), launchers, cmds, timeout_s=job.timeout_s,
-            needs=job.needs, mark=False,
-        )  # fmt: skip
-        return [
-            _tag(job.judge((a, b), label, {a: res[a]}), round_no, label, second) for a, b in wave
-        ]
+            ctx,
+            _key(job, round_no, label, "launch"),
+            launchers,
+            cmds,
+            timeout_s=job.timeout_s,
+            needs=job.needs,
+            mark=False,
+        )
+        return [_tag(job.judge((a, b), label, {a: res[a]}), round_no, label, second) for a, b in wave]
     servers = [by_name[a] for a, _ in wave]
     ports = _ports(ctx, job, servers, round_no, label)
     ready = [(a, b) for a, b in wave if isinstance(ports[a], int)]
-    out = [
-        _error((a, b), label, f"server {a}: {ports[a]}", round_no, second)
-        for a, b in wave
-        if (a, b) not in ready
-    ]
+    out = [_error((a, b), label, f"server {a}: {ports[a]}", round_no, second) for a, b in wave if (a, b) not in ready]
     if not ready:
         return out
     srv_nodes = [by_name[a] for a, _ in ready]
@@ -203,7 +195,8 @@ def _run_wave(
                 srv_nodes,
                 srv_cmds,
                 timeout_s=job.timeout_s,
-                needs=job.needs, mark=False,
+                needs=job.needs,
+                mark=False,
             )
         )
 
@@ -222,9 +215,7 @@ def _run_wave(
         )
         for a, _ in ready
     }
-    waited = run_commands(
-        ctx, _key(job, round_no, label, "listen"), srv_nodes, wait_cmds, timeout_s=60
-    )
+    waited = run_commands(ctx, _key(job, round_no, label, "listen"), srv_nodes, wait_cmds, timeout_s=60)
     go = [(a, b) for a, b in ready if waited[a].completed and waited[a].exit_code == 0]
     for a, b in ready:
         if (a, b) not in go:
@@ -248,7 +239,8 @@ def _run_wave(
             [by_name[b] for _, b in go],
             cli_cmds,
             timeout_s=job.timeout_s,
-            needs=job.needs, mark=False,
+            needs=job.needs,
+            mark=False,
         )
     thread.join()
     for a, b in go:
@@ -262,17 +254,13 @@ def _run_wave(
     return out
 
 
-def _tag(
-    o: PairOutcome, round_no: int, label: str, second: bool, logs: dict[str, str] | None = None
-) -> PairOutcome:
+def _tag(o: PairOutcome, round_no: int, label: str, second: bool, logs: dict[str, str] | None = None) -> PairOutcome:
     from dataclasses import replace
 
     return replace(o, round=round_no, label=label, second_pass=second, logs=logs or o.logs)
 
 
-def _pinned(
-    ctx: RunContext, job: PairJob, outcomes: Sequence[PairOutcome], by_name: dict[str, Node]
-) -> dict[str, str]:
+def _pinned(ctx: RunContext, job: PairJob, outcomes: Sequence[PairOutcome], by_name: dict[str, Node]) -> dict[str, str]:
     """node -> why no pair is run with it: a hang the pairs so far pin on it
     (:func:`~nvtest.jobs.blame.pinned_hangs`), or one of the job's needs hung on it earlier in
     the run (a launch of the same check that hung there, an earlier check)."""
@@ -293,9 +281,13 @@ def _not_run(pair: Pair, pinned: dict[str, str], round_no: int, second: bool) ->
     """The outcome of a pair not run because a hang is pinned on one of its nodes."""
     on = next(n for n in pair if n in pinned)
     return PairOutcome(
-        pair, "error", reason=f"not run: the hang is pinned on {on} ({pinned[on]}); no further "
-        "pair spends a deadline on it", round=round_no, second_pass=second, pinned=on,
-    )  # fmt: skip
+        pair,
+        "error",
+        reason=f"not run: the hang is pinned on {on} ({pinned[on]}); no further pair spends a deadline on it",
+        round=round_no,
+        second_pass=second,
+        pinned=on,
+    )
 
 
 def _run_rounds(
@@ -317,9 +309,7 @@ def _run_rounds(
         skipped = [p for p in rnd if any(n in pinned for n in p)]
         out.extend(_not_run(p, pinned, round_no, second) for p in skipped)
         rnd = tuple(p for p in rnd if p not in skipped)
-        waves = [
-            rnd[k : k + max_concurrent_pairs] for k in range(0, len(rnd), max_concurrent_pairs)
-        ] or [()]
+        waves = [rnd[k : k + max_concurrent_pairs] for k in range(0, len(rnd), max_concurrent_pairs)] or [()]
         for w, wave in enumerate(waves):
             if not wave:
                 continue
@@ -334,10 +324,17 @@ def _run_rounds(
                 for p in [p for p in todo if any(n in pinned for n in p) or _norm(p) in hung]:
                     todo.remove(p)
                     out.append(
-                        _not_run(p, pinned, no, second) if any(n in pinned for n in p)
-                        else _error(p, label, f"not run: this pair hung on {hung[_norm(p)].label or 'its first test'}"
-                                    f" ({hung[_norm(p)].reason})", no, second)
-                    )  # fmt: skip
+                        _not_run(p, pinned, no, second)
+                        if any(n in pinned for n in p)
+                        else _error(
+                            p,
+                            label,
+                            f"not run: this pair hung on {hung[_norm(p)].label or 'its first test'}"
+                            f" ({hung[_norm(p)].reason})",
+                            no,
+                            second,
+                        )
+                    )
                 if todo:
                     out.extend(_run_wave(ctx, job, todo, by_name, no, label, second))
     return out
@@ -380,9 +377,7 @@ def node_value(finding: NodeFinding) -> float | None:
     own = [o.value for o in finding.outcomes if o.value is not None]
     if finding.verdict == "fail":
         bad = [
-            o.value
-            for o in finding.outcomes
-            if o.status == "fail" and o.value is not None and finding.node in o.pair
+            o.value for o in finding.outcomes if o.status == "fail" and o.value is not None and finding.node in o.pair
         ]
         return min(bad or own, default=None)
     good = [o.value for o in finding.outcomes if o.status == "pass" and o.value is not None]

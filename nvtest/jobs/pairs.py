@@ -151,9 +151,7 @@ def build_schedule(name: str, nodes: Sequence[str], *, k: int = 3, seed: int = 0
     raise ValueError(f"unknown pair schedule {name!r}; known: {', '.join(SCHEDULES)}")
 
 
-def estimate_wall_s(
-    schedule: Schedule, per_pair_s: float, max_concurrent_pairs: int | None = None
-) -> float:
+def estimate_wall_s(schedule: Schedule, per_pair_s: float, max_concurrent_pairs: int | None = None) -> float:
     """Estimated wall time, seconds: every round takes ``per_pair_s`` per wave of pairs.
 
     A round of P pairs runs in ceil(P / ``max_concurrent_pairs``) waves (one wave when the

@@ -59,14 +59,32 @@ def rendezvous_preflight(
         return {}
     commands = {
         host.name: probe_argv(
-            ctx, host, "reach_probe.py", "listen", "--port", str(port), "--peers", str(len(peers)),
-            "--timeout-s", f"{LISTEN_S:g}",
-        ),  # fmt: skip
+            ctx,
+            host,
+            "reach_probe.py",
+            "listen",
+            "--port",
+            str(port),
+            "--peers",
+            str(len(peers)),
+            "--timeout-s",
+            f"{LISTEN_S:g}",
+        ),
         **{
             n.name: probe_argv(
-                ctx, n, "reach_probe.py", "connect", "--host", addr, "--port", str(port),
-                "--name", n.name, "--timeout-s", f"{CONNECT_S:g}",
-            )  # fmt: skip
+                ctx,
+                n,
+                "reach_probe.py",
+                "connect",
+                "--host",
+                addr,
+                "--port",
+                str(port),
+                "--name",
+                n.name,
+                "--timeout-s",
+                f"{CONNECT_S:g}",
+            )
             for n in peers
         },
     }
@@ -88,20 +106,24 @@ def rendezvous_preflight(
     return failed
 
 
-def ssh_preflight(
-    ctx: RunContext, key: str, launcher: Node, nodes: Sequence[Node], config: str
-) -> dict[str, str]:
+def ssh_preflight(ctx: RunContext, key: str, launcher: Node, nodes: Sequence[Node], config: str) -> dict[str, str]:
     """node -> why ``launcher`` could not ssh to it with ``config`` (phase
     ``<key>.ssh``; see the module text). Every node of ``nodes`` is tried, the
     launcher itself included (mpirun starts its daemon there by ssh too)."""
     names = [n.name for n in nodes]
     command = probe_argv(
-        ctx, launcher, "reach_probe.py", "ssh", "--config", config, "--hosts", ",".join(names),
-        "--timeout-s", f"{SSH_S:g}",
-    )  # fmt: skip
-    res = run_commands(ctx, f"{key}.ssh", [launcher], {launcher.name: command}, timeout_s=SSH_S + 60)[
-        launcher.name
-    ]
+        ctx,
+        launcher,
+        "reach_probe.py",
+        "ssh",
+        "--config",
+        config,
+        "--hosts",
+        ",".join(names),
+        "--timeout-s",
+        f"{SSH_S:g}",
+    )
+    res = run_commands(ctx, f"{key}.ssh", [launcher], {launcher.name: command}, timeout_s=SSH_S + 60)[launcher.name]
     try:
         doc = parse_probe_json(res) if res.completed else None
     except ProbeError:
@@ -116,7 +138,6 @@ def ssh_preflight(
     others = [n for n in names if n != launcher.name]
     if others and all(n in failed for n in others) and launcher.name not in failed:
         failed[launcher.name] = (
-            f"node-to-node ssh from {launcher.name} reached no other node: check its ssh client "
-            "and keys"
+            f"node-to-node ssh from {launcher.name} reached no other node: check its ssh client and keys"
         )
     return failed

@@ -137,9 +137,17 @@ def run_torchrun(
         unreachable = rendezvous_preflight(ctx, key, nodes, first, master, port)
         if unreachable:
             return TorchrunJob(
-                key, tuple(n.name for n in nodes), {}, None, "not launched", {}, first.name,
-                launcher, rdzv, unreachable=unreachable,
-            )  # fmt: skip
+                key,
+                tuple(n.name for n in nodes),
+                {},
+                None,
+                "not launched",
+                {},
+                first.name,
+                launcher,
+                rdzv,
+                unreachable=unreachable,
+            )
 
         def script_argv(n: Node) -> list[str]:
             extra = args(n) if callable(args) else args
@@ -203,7 +211,9 @@ def _finished(job: TorchrunJob, node: Node) -> CommandResult:
         if node.name in job.unreachable:
             raise CheckFailed(job.unreachable[node.name], cause="launch:rendezvous")
         named = ", ".join(sorted(job.unreachable))
-        raise NodeError(f"{job.launcher} not launched: the rendezvous preflight failed on {named}", cause="launch:rendezvous")
+        raise NodeError(
+            f"{job.launcher} not launched: the rendezvous preflight failed on {named}", cause="launch:rendezvous"
+        )
     res = job.results.get(node.name)
     if res is None:
         raise NodeError(f"{node.name} was not part of the {job.launcher} job (down at the start?)")

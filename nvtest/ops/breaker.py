@@ -35,8 +35,15 @@ class BreakerVerdict:
     details: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"tripped": self.tripped, "reason": self.reason, "check": self.check, "nodes": list(self.nodes),
-                "share": round(self.share, 3), "swept": self.swept, "details": self.details}  # fmt: skip
+        return {
+            "tripped": self.tripped,
+            "reason": self.reason,
+            "check": self.check,
+            "nodes": list(self.nodes),
+            "share": round(self.share, 3),
+            "swept": self.swept,
+            "details": self.details,
+        }
 
 
 _NUM = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?", re.I)
@@ -64,7 +71,9 @@ def circuit_breaker(
     """Judge the swept nodes' results.json documents (node -> document; see the module doc)."""
     swept = sorted(docs)
     if len(swept) < min_nodes:
-        return BreakerVerdict(False, f"{len(swept)} node(s) swept: fewer than {min_nodes}, no pattern to judge", swept=len(swept))
+        return BreakerVerdict(
+            False, f"{len(swept)} node(s) swept: fewer than {min_nodes}, no pattern to judge", swept=len(swept)
+        )
     groups: dict[tuple[str, str], list[tuple[str, float | None]]] = defaultdict(list)
     for node in swept:
         for r in docs[node].get("results") or []:
@@ -82,11 +91,21 @@ def circuit_breaker(
         return BreakerVerdict(False, "no swept node failed", swept=len(swept))
     frac, check, sig, nodes = best
     if frac <= share:
-        return BreakerVerdict(False, f"largest same-way failure: {check} on {len(nodes)}/{len(swept)} nodes ({frac:.0%} <= {share:.0%})",
-                              check, tuple(nodes), frac, len(swept))  # fmt: skip
+        return BreakerVerdict(
+            False,
+            f"largest same-way failure: {check} on {len(nodes)}/{len(swept)} nodes ({frac:.0%} <= {share:.0%})",
+            check,
+            tuple(nodes),
+            frac,
+            len(swept),
+        )
     return BreakerVerdict(
         True,
         f"{len(nodes)} of {len(swept)} swept nodes ({frac:.0%} > {share:.0%}) fail {check} the same way ({sig}): "
         "nvtest suspects itself (its environment, a shipped file, a threshold) before the hardware; nothing drained",
-        check, tuple(nodes), frac, len(swept), {"signature": sig},
-    )  # fmt: skip
+        check,
+        tuple(nodes),
+        frac,
+        len(swept),
+        {"signature": sig},
+    )

@@ -42,14 +42,31 @@ VERDICT_VALUE = {"skip": -1.0, "pass": 0.0, "warn": 1.0, "unknown": 2.0, "error"
 def prometheus_text(latest: Iterable[NodeLatest]) -> bytes:
     """The textfile of the nodes' latest records (see the module docstring)."""
     reg = CollectorRegistry()
-    verdict = Gauge("nvtest_check_verdict", "Latest nvtest verdict: -1 skip, 0 pass, 1 warn, 2 unknown/error, 3 fail",
-                    ["check", "node", "sku"], registry=reg)  # fmt: skip
-    when = Gauge("nvtest_check_timestamp_seconds", "When the latest verdict was given (epoch seconds)", ["check", "node"], registry=reg)
-    metric = Gauge("nvtest_metric", "Latest value of an nvtest measurement, in the unit of its unit label",
-                   ["check", "metric", "node", "unit", "labels"], registry=reg)  # fmt: skip
+    verdict = Gauge(
+        "nvtest_check_verdict",
+        "Latest nvtest verdict: -1 skip, 0 pass, 1 warn, 2 unknown/error, 3 fail",
+        ["check", "node", "sku"],
+        registry=reg,
+    )
+    when = Gauge(
+        "nvtest_check_timestamp_seconds",
+        "When the latest verdict was given (epoch seconds)",
+        ["check", "node"],
+        registry=reg,
+    )
+    metric = Gauge(
+        "nvtest_metric",
+        "Latest value of an nvtest measurement, in the unit of its unit label",
+        ["check", "metric", "node", "unit", "labels"],
+        registry=reg,
+    )
     gate = Gauge("nvtest_gate_duration_seconds", "Wall time of the node's latest nvtest gate", ["node"], registry=reg)
-    config = Gauge("nvtest_gate_config_error", "1 for each site file with a configuration error in the node's latest "
-                   "nvtest gate (0 with file=\"\" when none)", ["node", "file"], registry=reg)  # fmt: skip
+    config = Gauge(
+        "nvtest_gate_config_error",
+        '1 for each site file with a configuration error in the node\'s latest nvtest gate (0 with file="" when none)',
+        ["node", "file"],
+        registry=reg,
+    )
     for nl in latest:
         for check, (v, t, _kind, values) in sorted(nl.checks.items()):
             verdict.labels(check=check, node=nl.node, sku=nl.sku or "").set(VERDICT_VALUE.get(v, 2.0))

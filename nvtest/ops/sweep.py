@@ -48,8 +48,21 @@ from nvtest.transports.slurm import discover_nodes, node_states
 __all__ = ["SweepOptions", "max_out_count", "plan_batches", "run_sweep"]
 
 #: squeue states after which a job will not run any more.
-FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-                      "BOOT_FAIL", "DEADLINE", "REVOKED", "SPECIAL_EXIT"})  # fmt: skip
+FINISHED = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
 
 
 @dataclass
@@ -110,7 +123,10 @@ def max_out_count(spec: str, partition_size: int) -> int:
                 raise ValueError
             return n
     except ValueError:
-        raise ConfigError(f"--max-out {spec!r}: a count from 1 to {MAX_OUT_COUNT} or a share of the partition (10% or 0.1)", field="--max-out") from None
+        raise ConfigError(
+            f"--max-out {spec!r}: a count from 1 to {MAX_OUT_COUNT} or a share of the partition (10% or 0.1)",
+            field="--max-out",
+        ) from None
     if not 0 < frac <= 1:
         raise ConfigError(f"--max-out {spec!r}: a share must be in (0, 100%]", field="--max-out")
     return max(1, math.floor(frac * partition_size))
@@ -134,12 +150,29 @@ def _job_options(opts: SweepOptions) -> list[str]:
 def _submit(opts: SweepOptions, client: SlurmClient, sweep_dir: Path, node: str) -> str:
     node_dir = sweep_dir / node
     node_dir.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "nvtest.cli", "run", "--backend", "local", "--suite", opts.suite,
-            "--progress", "plain", "--nodes", node, *opts.run_args]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "nvtest.cli",
+        "run",
+        "--backend",
+        "local",
+        "--suite",
+        opts.suite,
+        "--progress",
+        "plain",
+        "--nodes",
+        node,
+        *opts.run_args,
+    ]
     script = sweep_batch_script(
-        name=f"nvtest-sweep-{opts.sweep_id}", node=node, output=str(node_dir / "slurm-%j.out"), argv=argv,
-        env={"NVTEST_RUN_DIR": str(node_dir), "NVTEST_HISTORY": "off"}, options=_job_options(opts),
-    )  # fmt: skip
+        name=f"nvtest-sweep-{opts.sweep_id}",
+        node=node,
+        output=str(node_dir / "slurm-%j.out"),
+        argv=argv,
+        env={"NVTEST_RUN_DIR": str(node_dir), "NVTEST_HISTORY": "off"},
+        options=_job_options(opts),
+    )
     path = node_dir / "nvtest-sweep.sbatch"
     path.write_text(script, encoding="utf-8")
     return client.submit(str(path))
@@ -181,7 +214,9 @@ def _sleep(opts: SweepOptions, seconds: float) -> None:
         time.sleep(min(rest, 0.1))
 
 
-def _cancel(client: SlurmClient, active: Sequence[str], last: dict[str, str], by_job: Mapping[str, str], why: str) -> None:
+def _cancel(
+    client: SlurmClient, active: Sequence[str], last: dict[str, str], by_job: Mapping[str, str], why: str
+) -> None:
     """scancel each job of ``active`` (a failure is noted, never raised); its state becomes ``why``."""
     for j in active:
         try:
@@ -207,8 +242,11 @@ def _select(opts: SweepOptions) -> tuple[list[str], dict[str, str], int, int]:
     unknown = sorted(wanted - set(names))
     if unknown:
         where = f"partition {opts.partition}" if opts.partition else "the default partition"
-        raise ConfigError(f"{', '.join(unknown)}: not a node of {where} (Slurm lists {len(names)}: "
-                          f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})", field="--nodes")  # fmt: skip
+        raise ConfigError(
+            f"{', '.join(unknown)}: not a node of {where} (Slurm lists {len(names)}: "
+            f"{', '.join(names[:8])}{' ...' if len(names) > 8 else ''})",
+            field="--nodes",
+        )
     idle, skipped = [], {}
     out_now = sum(1 for n in names if not states[n].available)
     for n in names:
@@ -246,16 +284,26 @@ def _stopper(opts: SweepOptions) -> Callable[[str], None]:
     return stop
 
 
-def _sweep(opts: SweepOptions, sweep_dir: Path, idle: list[str], skipped: dict[str, str], out_now: int, size: int) -> dict[str, Any]:
+def _sweep(
+    opts: SweepOptions, sweep_dir: Path, idle: list[str], skipped: dict[str, str], out_now: int, size: int
+) -> dict[str, Any]:
     limit = max_out_count(opts.max_out, size)
     budget = limit - out_now
     batches = plan_batches(idle, budget)
     summary: dict[str, Any] = {
-        "sweep_id": opts.sweep_id, "started_at": time.time(), "partition": opts.partition, "suite": opts.suite,
-        "max_out": limit, "out_of_service_before": out_now, "batch_size": max(budget, 0), "batches": [],
-        "nodes": {n: {"verdict": None, "why": why} for n, why in skipped.items()}, "breaker": None, "drained": {},
+        "sweep_id": opts.sweep_id,
+        "started_at": time.time(),
+        "partition": opts.partition,
+        "suite": opts.suite,
+        "max_out": limit,
+        "out_of_service_before": out_now,
+        "batch_size": max(budget, 0),
+        "batches": [],
+        "nodes": {n: {"verdict": None, "why": why} for n, why in skipped.items()},
+        "breaker": None,
+        "drained": {},
         "dir": str(sweep_dir),
-    }  # fmt: skip
+    }
     if budget < 1:
         summary["note"] = f"{out_now} of {size} nodes already out of service, --max-out {limit}: nothing swept"
     docs: dict[str, dict[str, Any]] = {}
@@ -280,8 +328,9 @@ def _sweep(opts: SweepOptions, sweep_dir: Path, idle: list[str], skipped: dict[s
                 summary["drained"][n] = _drain(opts, n, docs[n])
             pending_drain = []
     if summary["breaker"] is None:
-        summary["breaker"] = circuit_breaker(docs, share=opts.breaker_share, min_nodes=opts.breaker_min_nodes,
-                                             similar_pct=opts.breaker_similar_pct).to_json()  # fmt: skip
+        summary["breaker"] = circuit_breaker(
+            docs, share=opts.breaker_share, min_nodes=opts.breaker_min_nodes, similar_pct=opts.breaker_similar_pct
+        ).to_json()
     if opts.interrupted:
         summary["interrupted"] = opts.interrupted
     summary["ended_at"] = time.time()
@@ -289,13 +338,22 @@ def _sweep(opts: SweepOptions, sweep_dir: Path, idle: list[str], skipped: dict[s
     return summary
 
 
-def _batch(opts: SweepOptions, client: SlurmClient, sweep_dir: Path, batch: list[str],
-           summary: dict[str, Any], docs: dict[str, dict[str, Any]]) -> BreakerVerdict:  # fmt: skip
+def _batch(
+    opts: SweepOptions,
+    client: SlurmClient,
+    sweep_dir: Path,
+    batch: list[str],
+    summary: dict[str, Any],
+    docs: dict[str, dict[str, Any]],
+) -> BreakerVerdict:
     """Submit one batch, wait for it, read and record its nodes; the breaker over all so far."""
     jobs: dict[str, str] = {}
     for node in batch:
         if opts.interrupted:
-            summary["nodes"][node] = {"verdict": None, "why": f"not submitted: the sweep was stopped by {opts.interrupted}"}
+            summary["nodes"][node] = {
+                "verdict": None,
+                "why": f"not submitted: the sweep was stopped by {opts.interrupted}",
+            }
             continue
         try:
             jobs[node] = _submit(opts, client, sweep_dir, node)
@@ -307,14 +365,24 @@ def _batch(opts: SweepOptions, client: SlurmClient, sweep_dir: Path, batch: list
     for node in jobs:
         doc, verdict = _node_result(sweep_dir, node, states[node])
         if doc is None:
-            summary["nodes"][node] = {"verdict": "error" if not states[node].startswith("not started") else None, "why": verdict, "job": jobs[node]}
+            summary["nodes"][node] = {
+                "verdict": "error" if not states[node].startswith("not started") else None,
+                "why": verdict,
+                "job": jobs[node],
+            }
             continue
         docs[node] = doc
         bad = [r for r in doc.get("results") or [] if r.get("verdict") in ("fail", "error")]
-        summary["nodes"][node] = {"verdict": verdict, "job": jobs[node], "report": str(sweep_dir / node / "report.html"),
-                                  "why": "; ".join(f"{r['check']}: {r.get('reason') or r['verdict']}" for r in bad[:3])}  # fmt: skip
+        summary["nodes"][node] = {
+            "verdict": verdict,
+            "job": jobs[node],
+            "report": str(sweep_dir / node / "report.html"),
+            "why": "; ".join(f"{r['check']}: {r.get('reason') or r['verdict']}" for r in bad[:3]),
+        }
         _record(opts, node, doc, summary)
-    return circuit_breaker(docs, share=opts.breaker_share, min_nodes=opts.breaker_min_nodes, similar_pct=opts.breaker_similar_pct)
+    return circuit_breaker(
+        docs, share=opts.breaker_share, min_nodes=opts.breaker_min_nodes, similar_pct=opts.breaker_similar_pct
+    )
 
 
 def _record(opts: SweepOptions, node: str, doc: dict[str, Any], summary: dict[str, Any]) -> None:
@@ -348,8 +416,13 @@ def _drain(opts: SweepOptions, node: str, doc: Mapping[str, Any]) -> dict[str, A
             store = HistoryStore.open(opts.history)
             if store is not None:
                 with store:
-                    store.record_event(node, "drain", act.reason, source=f"sweep {opts.sweep_id}",
-                                       cluster=cluster_of_run(doc.get("run") or {}))  # fmt: skip
+                    store.record_event(
+                        node,
+                        "drain",
+                        act.reason,
+                        source=f"sweep {opts.sweep_id}",
+                        cluster=cluster_of_run(doc.get("run") or {}),
+                    )
         except (HistoryError, ConfigError):
             pass
     opts.log(f"sweep: {node}: {act.action}: {act.reason}")

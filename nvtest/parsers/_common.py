@@ -454,9 +454,7 @@ def launch_failures(binaries: str) -> tuple[FailureRule, ...]:
             "ld.so (glibc): a library the binary links is not installed or not on LD_LIBRARY_PATH",
         ),
         (
-            re.compile(
-                exe + r"(?P<code>command not found|No such file or directory|Permission denied)$"
-            ),
+            re.compile(exe + r"(?P<code>command not found|No such file or directory|Permission denied)$"),
             FailureKind.COULD_NOT_START,
             "bash/sh: the binary is not installed, not on PATH, or not executable",
         ),
@@ -475,9 +473,7 @@ class FailureTable:
     __slots__ = ("_any", "rules")
 
     def __init__(self, rules: Sequence[FailureRule], *, binaries: str | None = None) -> None:
-        self.rules: tuple[FailureRule, ...] = tuple(rules) + (
-            launch_failures(binaries) if binaries else ()
-        )
+        self.rules: tuple[FailureRule, ...] = tuple(rules) + (launch_failures(binaries) if binaries else ())
         # one alternation of every row (groups unnamed, flags scoped) tried first: most lines
         # are no failure, and one search rejects them where a search per row would not
         self._any = re.compile("|".join(_bare(rx) for rx, _, _ in self.rules)) if rules else None
@@ -648,11 +644,7 @@ def _unwrap(lines: list[str]) -> tuple[list[str], list[str]]:
     longest = max((len(ln) for ln in lines), default=0)
     if longest not in _TERMINAL_WIDTHS:
         return lines, []
-    pairs = [
-        (ln, nxt)
-        for ln, nxt in zip(lines, lines[1:], strict=False)
-        if len(ln) == longest and nxt.strip()
-    ]
+    pairs = [(ln, nxt) for ln, nxt in zip(lines, lines[1:], strict=False) if len(ln) == longest and nxt.strip()]
     if not pairs or all(_same_layout(ln, nxt) for ln, nxt in pairs):
         return lines, []
     out = list(lines)
@@ -810,9 +802,7 @@ def clean_paste(
             fences.append(i + 1)
             lines[i] = ""
     if prompts:
-        warnings.append(
-            f"read line(s) {', '.join(map(str, prompts))} as a shell prompt (only its command kept)"
-        )
+        warnings.append(f"read line(s) {', '.join(map(str, prompts))} as a shell prompt (only its command kept)")
     if fences:
         warnings.append(f"skipped markdown fence line(s) {', '.join(map(str, fences))}")
     if shape is not None:
@@ -842,9 +832,7 @@ _LAUNCHER_SENTENCE_RE = re.compile(
 
 
 #: A poster's mark of lines left out: ``[... 40 lines snipped ...]``, ``....``, ``...``, ``…``.
-_ELISION_RE = re.compile(
-    r"^\s*(?:\[\s*(?:\.\.\.|…)[^\]]*\]|\.{3,}|…|<snip(?:ped)?>|\[snip(?:ped)?\])\s*$"
-)
+_ELISION_RE = re.compile(r"^\s*(?:\[\s*(?:\.\.\.|…)[^\]]*\]|\.{3,}|…|<snip(?:ped)?>|\[snip(?:ped)?\])\s*$")
 
 
 def is_sentence(line: str) -> bool:
@@ -885,9 +873,7 @@ def _shape(value: Any) -> Any:
     count of lines read left out, mappings and sequences compared by content."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return tuple(
-            (f.name, _shape(getattr(value, f.name)))
-            for f in dataclasses.fields(value)
-            if f.name != "warnings"
+            (f.name, _shape(getattr(value, f.name))) for f in dataclasses.fields(value) if f.name != "warnings"
         )
     if isinstance(value, Mapping):
         return tuple(sorted((str(k), _shape(v)) for k, v in value.items() if k != "lines"))

@@ -59,16 +59,12 @@ _K = FailureKind
 #: dcgmi's own log lines (``2023-10-26 12:30:41.636 ERROR [pid:tid] ...``, the timestamp
 #: perhaps removed as a collector's prefix),
 #: read for their failure words and otherwise passed over: not a poster's.
-OWN_SENTENCES = re.compile(
-    r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ )?(?:ERROR|WARN(?:ING)?|INFO|DEBUG) \[\d+:\d+\] "
-)
+OWN_SENTENCES = re.compile(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ )?(?:ERROR|WARN(?:ING)?|INFO|DEBUG) \[\d+:\d+\] ")
 
 FAILURES = FailureTable(
     [
         (
-            re.compile(
-                r"Error: unable to establish a connection to the specified host: (?P<device>\S+)"
-            ),
+            re.compile(r"Error: unable to establish a connection to the specified host: (?P<device>\S+)"),
             _K.COULD_NOT_START,
             "dcgmi 2.x-4.x: nv-hostengine not running or not listening",
         ),
@@ -96,9 +92,7 @@ FAILURES = FailureTable(
             "dcgmi 3.3+ (dcgm-exporter#324): the diagnostic's nvvs is not installed",
         ),
         (
-            re.compile(
-                r"Diagnostic could not be run because the Tesla recommended driver is not being used"
-            ),
+            re.compile(r"Diagnostic could not be run because the Tesla recommended driver is not being used"),
             _K.COULD_NOT_START,
             "dcgmi 2.x-4.x Diag.cpp",
         ),
@@ -124,9 +118,7 @@ FAILURES = FailureTable(
     binaries=r"dcgmi|nvvs",
 )
 _RUN_RE = re.compile(r"dcgmi\s+diag\b.*?(?:-r|--run)\s+(\S+)")
-_GPU_RESULT_RE = re.compile(
-    r"^GPU\s*(\d+):\s*(Pass|Fail|Warn|Skip|Not Run|Passed|Failed|Skipped|Warning)\b", re.I
-)
+_GPU_RESULT_RE = re.compile(r"^GPU\s*(\d+):\s*(Pass|Fail|Warn|Skip|Not Run|Passed|Failed|Skipped|Warning)\b", re.I)
 
 _RANK = {"fail": 4, "warn": 3, "skip": 2, "pass": 1}
 
@@ -189,11 +181,7 @@ class DcgmDiag:
     def passed(self) -> bool:
         """True only when tests ran and every one of them passed (Skip and Warn are not a pass),
         and the diagnostic reported no failure of its own."""
-        return (
-            bool(self.tests)
-            and all(t.status == "pass" for t in self.tests)
-            and self.failure is None
-        )
+        return bool(self.tests) and all(t.status == "pass" for t in self.tests) and self.failure is None
 
     @property
     def failure_reason(self) -> str | None:
@@ -257,11 +245,7 @@ def _json_test(category: str | None, t: dict[str, object]) -> DcgmTest:
         inf, _ = _warning_texts(r.get("info"))
         info.extend(inf)
         st = r.get("status")
-        results.append(
-            DcgmGpuResult(
-                _status(st) if isinstance(st, str) else "unknown", gpus, tuple(texts), tuple(ids)
-            )
-        )
+        results.append(DcgmGpuResult(_status(st) if isinstance(st, str) else "unknown", gpus, tuple(texts), tuple(ids)))
     summary = t.get("test_summary")
     sst = summary.get("status") if isinstance(summary, dict) else None
     status = _status(sst) if isinstance(sst, str) else _worst([r.status for r in results])
@@ -294,9 +278,7 @@ def _parse_json(text: str, start: int) -> DcgmDiag:
             TOOL, f"invalid JSON: {getattr(exc, 'msg', exc)}", line=line, expected="dcgmi -j JSON"
         ) from None
     if not isinstance(doc, dict):
-        raise ParseError(
-            TOOL, "JSON document is not an object", expected="{'DCGM GPU Diagnostic': ...}"
-        )
+        raise ParseError(TOOL, "JSON document is not an object", expected="{'DCGM GPU Diagnostic': ...}")
     layout = "json-4" if "DCGM Diagnostic" in doc else "json-3"
     body = doc.get("DCGM Diagnostic", doc.get("DCGM GPU Diagnostic"))
     if not isinstance(body, dict):
@@ -342,9 +324,7 @@ def _parse_json(text: str, start: int) -> DcgmDiag:
     )
 
 
-_RESULT_RE = re.compile(
-    r"^(Pass|Fail|Warn|Skip|Not Run|Passed|Failed|Skipped|Warning)\b\s*(?:-\s*(.*))?$", re.I
-)
+_RESULT_RE = re.compile(r"^(Pass|Fail|Warn|Skip|Not Run|Passed|Failed|Skipped|Warning)\b\s*(?:-\s*(.*))?$", re.I)
 _CATEGORY_RE = re.compile(r"^-+\s+([A-Za-z][\w ]*?)\s+-+$")
 
 
@@ -442,11 +422,7 @@ def _failure(text: str, diag: DcgmDiag) -> ToolFailure | None:
     cell (rejoined) that is one, with the test it belongs to in ``detail``."""
     head = text if diag.layout == "text" else text[: text.find("{")]  # JSON: the lines before it
     # an error row with no test row around it is the whole output: read table rows too then
-    outside = (
-        (no, ln)
-        for no, ln in numbered_lines(head)
-        if not diag.tests or not ln.lstrip().startswith("|")
-    )
+    outside = ((no, ln) for no, ln in numbered_lines(head) if not diag.tests or not ln.lstrip().startswith("|"))
     f = FAILURES.scan(outside)
     if f is not None:
         return f
@@ -486,9 +462,7 @@ def parse(text: str) -> DcgmDiag:
     diag = _parse_json(text, m.start() + (len(m.group(0)) - 1)) if m else _parse_text(text)
     failure = diag.failure or _failure(text, diag)
     if not diag.tests and failure is None and diag.layout == "text":
-        raise not_tool_output(
-            TOOL, "'| <test> | Pass/Fail/Warn/Skip |' rows or dcgmi -j JSON", text
-        )
+        raise not_tool_output(TOOL, "'| <test> | Pass/Fail/Warn/Skip |' rows or dcgmi -j JSON", text)
     return dataclasses.replace(diag, failure=failure, effective=_effective(text, diag))
 
 

@@ -68,8 +68,15 @@ DESCRIPTION = (
 )
 
 __all__ = [
-    "DRIVER_MESSAGES", "FAILURES", "HOST_CLASSES", "HostEvent", "KernelEvent", "KernelLog", "detect", "parse",
-]  # fmt: skip
+    "DRIVER_MESSAGES",
+    "FAILURES",
+    "HOST_CLASSES",
+    "HostEvent",
+    "KernelEvent",
+    "KernelLog",
+    "detect",
+    "parse",
+]
 
 #: Line prefixes that are dmesg's own (``dmesg --time-format=iso``): never removed as a collector's.
 OWN_PREFIXES = frozenset({"an ISO timestamp"})
@@ -99,17 +106,13 @@ DRIVER_MESSAGES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("rm_init_adapter_failed", re.compile(r"RmInitAdapter failed!|rm_init_adapter failed")),
     (
         "gsp_init_failed",
-        re.compile(
-            r"Cannot initialize GSP firmware RM|failed to wait for GFW(?:_BOOT| boot complete)"
-        ),
+        re.compile(r"Cannot initialize GSP firmware RM|failed to wait for GFW(?:_BOOT| boot complete)"),
     ),
     ("no_adapter_probed", re.compile(r"No NVIDIA graphics adapter (?:probed|found)")),
     ("probe_not_called", re.compile(r"probe routine was not called for \d+ device")),
     (
         "gsp_heartbeat_timeout",
-        re.compile(
-            r"Heartbeat timed out|GSP Timeout|Timeout after \d+s of waiting for RPC response"
-        ),
+        re.compile(r"Heartbeat timed out|GSP Timeout|Timeout after \d+s of waiting for RPC response"),
     ),
     ("reset_required", re.compile(r"NV_ERR_RESET_REQUIRED")),
     ("memory_subsystem_error", re.compile(r"Memory Subsystem Error detected")),
@@ -205,11 +208,7 @@ class KernelLog(ToolRecord):
     @property
     def fallen_off_bus(self) -> tuple[str, ...]:
         """PCI addresses of GPUs that fell off the bus (either form), in order."""
-        return tuple(
-            dict.fromkeys(
-                e.pci_address or "?" for e in self.events if e.kind != "sxid" and e.code == 79
-            )
-        )
+        return tuple(dict.fromkeys(e.pci_address or "?" for e in self.events if e.kind != "sxid" and e.code == 79))
 
 
 _TS_RE = re.compile(
@@ -219,17 +218,13 @@ _TS_RE = re.compile(
     r"|([A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d)\s+\S+\s+kernel:\s?)"
 )
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
-_SXID_RE = re.compile(
-    r"SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(?:(Fatal|Non-fatal),\s*)?(.*)$"
-)
+_SXID_RE = re.compile(r"SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(?:(Fatal|Non-fatal),\s*)?(.*)$")
 _RECOVERY_RE = re.compile(
     r"recovery action changed from\s+\S+(?:\s*\([^)]*\))?\s+to\s+(0x[0-9A-Fa-f]+|\d+)(?:\s*\(([^)]*)\))?",
     re.IGNORECASE,
 )
 _PID_RE = re.compile(r"^pid=['\"]?([^,'\"]*)['\"]?,\s*(?:name=['\"]?([^,'\"]*)['\"]?,\s*)?(.*)$")
-_GPU_START_RE = re.compile(
-    r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f:.]+)"
-)
+_GPU_START_RE = re.compile(r"NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?([0-9A-Fa-f]{4}:[0-9A-Fa-f:.]+)")
 _PCI_ID_RE = re.compile(r"\(PCI ID: ([0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)")
 _PROBE_RE = re.compile(r"probe routine failed for (\d+) device")
 _GPU_NAMED_RE = re.compile(
@@ -321,12 +316,7 @@ class _Reader:
             return
         self.driver_message(no, raw, msg)
         p = self.pending
-        if (
-            p is not None
-            and "Xid" not in msg
-            and msg.startswith("NVRM: ")
-            and not _GPU_START_RE.search(msg)
-        ):
+        if p is not None and "Xid" not in msg and msg.startswith("NVRM: ") and not _GPU_START_RE.search(msg):
             self.pending = p = (p[0], p[1], p[2] + " " + msg[6:], p[3])
             no, raw, msg = p[0], p[1], p[2]
         self.raw = raw
@@ -347,9 +337,7 @@ class _Reader:
         """The :class:`KernelLog`, with a warning for a GPU block that never ended."""
         warnings: list[str] = []
         if self.pending is not None:
-            warnings.append(
-                f"line {self.pending[0]}: GPU message without a recognised ending: {self.pending[2][:80]}"
-            )
+            warnings.append(f"line {self.pending[0]}: GPU message without a recognised ending: {self.pending[2][:80]}")
         return KernelLog(
             events=tuple(self.events),
             driver_version=self.driver,
@@ -371,11 +359,7 @@ class _Reader:
         addr_m = _GPU_START_RE.search(msg)
         addr = addr_m.group(1) if addr_m else (self.pending[3] if self.pending else None)
         last = self.events[-1] if self.events else None
-        if (
-            last is not None
-            and last.code == FALLEN_OFF_BUS_XID
-            and _same_gpu(last.pci_address, addr)
-        ):
+        if last is not None and last.code == FALLEN_OFF_BUS_XID and _same_gpu(last.pci_address, addr):
             self.pending = None  # the second line of the Xid 79 just read, not a new event
             return
         pid_m = _PCI_ID_RE.search(msg)
@@ -443,9 +427,7 @@ _LINES: LineDispatch[_Reader] = LineDispatch(
 _HUNG_RE = re.compile(r"INFO: task (.+?):(\d+) blocked for more than (\d+) seconds")
 _NFS_DOWN_RE = re.compile(r"\bnfs: server (\S+) not responding, (still trying|timed out)")
 _NFS_OK_RE = re.compile(r"\bnfs: server (\S+) OK\b")
-_LUSTRE_LOST_RE = re.compile(
-    r"(\S+): Connection to (?:service )?(\S+) (?:\(at (\S+?)\)|via nid (\S+)) was lost"
-)
+_LUSTRE_LOST_RE = re.compile(r"(\S+): Connection to (?:service )?(\S+) (?:\(at (\S+?)\)|via nid (\S+)) was lost")
 _LUSTRE_RESTORED_RE = re.compile(r"(\S+): Connection restored to (?:service )?(\S*)\s*(?:\(at (\S+?)\)|via nid (\S+))?")
 _LUSTRE_EVICTED_RE = re.compile(r"(?:(\S+): )?This client was evicted by (\S+?)[;.]")
 _LUSTRE_ERROR_RE = re.compile(r"\bLustreError: (.*)$")
@@ -460,7 +442,9 @@ _MCE_LOGGED_RE = re.compile(r"mce: \[Hardware Error\]: Machine check events logg
 _MCE_BANK_RE = re.compile(
     r"CPU:? ?(\d+):? Machine Check(?: Exception| Event)?: (\S+) Bank (\d+): ([0-9a-fA-F]{4,16})\b"
 )
-_MCE_FATAL_RE = re.compile(r"Kernel panic - not syncing: .*[Mm]achine check|Fatal [Mm]achine check|Processor context corrupt")
+_MCE_FATAL_RE = re.compile(
+    r"Kernel panic - not syncing: .*[Mm]achine check|Fatal [Mm]achine check|Processor context corrupt"
+)
 _MEMORY_FAILURE_RE = re.compile(r"Memory failure: (0x[0-9a-fA-F]+): (.*)$")
 _GHES_RE = re.compile(r"\[Hardware Error\]: event severity: (corrected|recoverable|fatal)")
 _EDAC_RE = re.compile(r"EDAC (?:\S+ )?(MC\d+): (\d+) (CE|UE) (.*?)(?: on (\S+))?(?: \(|$)")
@@ -489,8 +473,18 @@ class _HostReader:
         self.hung: int | None = None  # index of the hung task whose trace is being read
         self.hung_left = 0
 
-    def add(self, no: int, raw: str | None, cls: str, kind: str, severity: str, subject: str, msg: str,
-            key: str | None = None, count: int | None = None) -> None:
+    def add(
+        self,
+        no: int,
+        raw: str | None,
+        cls: str,
+        kind: str,
+        severity: str,
+        subject: str,
+        msg: str,
+        key: str | None = None,
+        count: int | None = None,
+    ) -> None:
         self.events.append(HostEvent(no, cls, kind, severity, subject, msg, raw, _seconds(raw), key, count=count))
 
     def recover(self, no: int, cls: str, key: str) -> None:
@@ -529,7 +523,9 @@ class _HostReader:
             self.add(no, raw, "nfs", "recovered", "info", m.group(1), msg.strip(), key=m.group(1))
         elif m := _LUSTRE_LOST_RE.search(msg):
             nid = m.group(3) or m.group(4)
-            self.add(no, raw, "lustre", "connection_lost", "error", f"{m.group(2)} (at {nid})", msg.strip(), key=m.group(1))
+            self.add(
+                no, raw, "lustre", "connection_lost", "error", f"{m.group(2)} (at {nid})", msg.strip(), key=m.group(1)
+            )
         elif m := _LUSTRE_EVICTED_RE.search(msg):
             self.add(no, raw, "lustre", "evicted", "error", m.group(2), msg.strip(), key=m.group(1) or m.group(2))
         elif m := _LUSTRE_RESTORED_RE.search(msg):
@@ -547,8 +543,15 @@ class _HostReader:
             self.add(no, raw, "machine_check", "events_logged", "warning", "CPU", msg.strip())
         elif m := _MCE_BANK_RE.search(msg):
             uc = bool(int(m.group(4), 16) & _MCI_STATUS_UC)
-            self.add(no, raw, "machine_check", "uncorrected" if uc else "corrected", "fatal" if uc else "warning",
-                     f"CPU {m.group(1)} bank {m.group(3)} status 0x{m.group(4).lower()}", msg.strip())
+            self.add(
+                no,
+                raw,
+                "machine_check",
+                "uncorrected" if uc else "corrected",
+                "fatal" if uc else "warning",
+                f"CPU {m.group(1)} bank {m.group(3)} status 0x{m.group(4).lower()}",
+                msg.strip(),
+            )
         elif _MCE_FATAL_RE.search(msg):
             self.add(no, raw, "machine_check", "uncorrected", "fatal", "CPU", msg.strip())
         elif m := _MEMORY_FAILURE_RE.search(msg):
@@ -556,12 +559,28 @@ class _HostReader:
         elif m := _GHES_RE.search(msg):
             sev = m.group(1)
             kind = "corrected" if sev == "corrected" else "uncorrected"
-            self.add(no, raw, "machine_check", kind, "warning" if sev == "corrected" else "fatal", f"APEI ({sev})", msg.strip())
+            self.add(
+                no,
+                raw,
+                "machine_check",
+                kind,
+                "warning" if sev == "corrected" else "fatal",
+                f"APEI ({sev})",
+                msg.strip(),
+            )
         elif m := _EDAC_RE.search(msg):
             ue = m.group(3) == "UE"
             where = f"{m.group(1)} {m.group(5)}" if m.group(5) else m.group(1)
-            self.add(no, raw, "edac", "uncorrected" if ue else "corrected", "fatal" if ue else "warning", where,
-                     msg.strip(), count=int(m.group(2)))
+            self.add(
+                no,
+                raw,
+                "edac",
+                "uncorrected" if ue else "corrected",
+                "fatal" if ue else "warning",
+                where,
+                msg.strip(),
+                count=int(m.group(2)),
+            )
 
 
 def _stamp_format(raw: str) -> str:
@@ -606,9 +625,7 @@ def detect(text: str) -> bool:
     if any(FAILURES.match(ln) for ln in head.splitlines()[:10]):
         return True
     # a log of host events only: a kernel-log line (timestamp or ``kernel:``) that is one
-    return any(
-        _KERNEL_LINE_RE.search(ln) and _HOST_HINT_RE.search(ln) and _host_line(ln) for ln in head.splitlines()
-    )
+    return any(_KERNEL_LINE_RE.search(ln) and _HOST_HINT_RE.search(ln) and _host_line(ln) for ln in head.splitlines())
 
 
 def _host_line(line: str) -> bool:

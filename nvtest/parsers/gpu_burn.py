@@ -252,9 +252,7 @@ class _Reader:
         bm = _BURN_RE.search(line)
         if bm:
             self.burn_s = int(bm.group(1))
-        if line.startswith(
-            ("Burning for", "Run length not specified", "Using compare file", "Killing processes")
-        ):
+        if line.startswith(("Burning for", "Run length not specified", "Using compare file", "Killing processes")):
             self.anchored = True
         if line.startswith("No clients are alive"):
             self.aborted = True
@@ -290,9 +288,7 @@ class _Reader:
         """The :class:`GpuBurnResult`; ParseError when no line only gpu-burn prints was read."""
         anchored = self.anchored or self.last is not None or self.tested is not None
         if not anchored and not self.memory:
-            raise not_tool_output(
-                TOOL, "'proc'd:' progress line, 'Tested N GPUs:' or a gpu-burn error", text
-            )
+            raise not_tool_output(TOOL, "'proc'd:' progress line, 'Tested N GPUs:' or a gpu-burn error", text)
         pct, procd, errs, temps = self.last if self.last else (None, [], [], [])
         n = max(
             len(procd),
@@ -302,9 +298,7 @@ class _Reader:
             max(self.names, default=-1) + 1,
         )
         if procd and errs and len(procd) != len(errs):
-            self.warnings.append(
-                f"progress line lists {len(procd)} throughputs but {len(errs)} error counts"
-            )
+            self.warnings.append(f"progress line lists {len(procd)} throughputs but {len(errs)} error counts")
         if self.tested is not None and self.tested != len(self.status):
             self.warnings.append(f"summary says {self.tested} GPUs but lists {len(self.status)}")
         return GpuBurnResult(

@@ -55,9 +55,7 @@ UNASSIGNED_LIDS = frozenset({0, 0xFFFF})
 FAILURES = FailureTable(
     [
         (
-            re.compile(
-                r"ibpanic: \[\d+\] \w+: stat of IB device '(?P<device>[^']+)' failed: (?P<code>.+)$"
-            ),
+            re.compile(r"ibpanic: \[\d+\] \w+: stat of IB device '(?P<device>[^']+)' failed: (?P<code>.+)$"),
             FailureKind.INIT_FAILURE,
             "ibstat: umad_get_ca failed (rdma-core <= 52 exits at the first such CA)",
         ),
@@ -294,9 +292,7 @@ class CaBuilder:
         self.close_port()
         if self.ca is None:
             # a paste that starts inside a CA block: the port belongs to no CA it shows
-            self.warnings.append(
-                f"line {no}: port section before any CA (output cut at the start): skipped"
-            )
+            self.warnings.append(f"line {no}: port section before any CA (output cut at the start): skipped")
             port = None
         self.port_no, self.in_port = port, True
         if port is None and self.ca is not None:
@@ -317,9 +313,7 @@ class CaBuilder:
             raise not_tool_output(tool, "a CA / hca_id block", text)
         for ca in self.cas:
             if ca.num_ports is not None and len(ca.ports) < ca.num_ports:
-                self.warnings.append(
-                    f"{ca.name}: {ca.num_ports} ports announced, {len(ca.ports)} read (output cut?)"
-                )
+                self.warnings.append(f"{ca.name}: {ca.num_ports} ports announced, {len(ca.ports)} read (output cut?)")
             for p in ca.ports:
                 if p.state is None:
                     self.warnings.append(f"{ca.name} port {p.port}: no state line (output cut?)")
@@ -327,9 +321,7 @@ class CaBuilder:
             cas=tuple(self.cas),
             warnings=tuple(self.warnings),
             failure=self.failure,
-            effective=effective(
-                cas=tuple(ca.name for ca in self.cas), ports=sum(len(ca.ports) for ca in self.cas)
-            ),
+            effective=effective(cas=tuple(ca.name for ca in self.cas), ports=sum(len(ca.ports) for ca in self.cas)),
         )
 
 

@@ -137,9 +137,7 @@ def parse(text: str) -> IbReport:
         elif key == "phys_port_cnt":
             b.ca["num_ports"] = to_int(value)
     if opened_failures > 1:
-        b.warnings.append(
-            f"{opened_failures} devices listed but not opened ('Failed to open device')"
-        )
+        b.warnings.append(f"{opened_failures} devices listed but not opened ('Failed to open device')")
     return b.report(TOOL, text)
 
 

@@ -39,9 +39,7 @@ from nvtest.parsers._common import (
 )
 
 TOOL = "lspci"
-DESCRIPTION = (
-    "lspci (-nn, -nnk, -vvv, -vmm -nn, grep-filtered): ids, classes, drivers, PCIe LnkCap vs LnkSta"
-)
+DESCRIPTION = "lspci (-nn, -nnk, -vvv, -vmm -nn, grep-filtered): ids, classes, drivers, PCIe LnkCap vs LnkSta"
 
 __all__ = ["FAILURES", "LspciReport", "PciDevice", "detect", "parse"]
 
@@ -49,9 +47,7 @@ __all__ = ["FAILURES", "LspciReport", "PciDevice", "detect", "parse"]
 FAILURES = FailureTable(
     [
         (
-            re.compile(
-                r"pcilib: Cannot open (?P<code>\S+)|lspci: Cannot find any working access method"
-            ),
+            re.compile(r"pcilib: Cannot open (?P<code>\S+)|lspci: Cannot find any working access method"),
             FailureKind.COULD_NOT_START,
             "pciutils without /proc/bus/pci or sysfs (a container without /sys)",
         ),
@@ -309,9 +305,7 @@ def parse(text: str) -> LspciReport:
         raise not_tool_output(TOOL, "'<bus>:<dev>.<fn> <class>: <name>' line", text)
     for d in devices:
         if d.unresponsive:
-            warnings.append(
-                f"{d.slot}: revision ff: config space reads all ones (device not responding)"
-            )
+            warnings.append(f"{d.slot}: revision ff: config space reads all ones (device not responding)")
     return LspciReport(
         devices=tuple(devices),
         warnings=tuple(warnings),

@@ -490,9 +490,7 @@ FAILURES = FailureTable(
             "Slurm srun: a task died",
         ),
         (
-            re.compile(
-                r"\*\*\* (?:STEP|JOB) \S+ ON (?P<device>\S+) CANCELLED AT \S+(?P<code>.*?)\s*\*\*\*"
-            ),
+            re.compile(r"\*\*\* (?:STEP|JOB) \S+ ON (?P<device>\S+) CANCELLED AT \S+(?P<code>.*?)\s*\*\*\*"),
             _K.CRASH_AFTER_PARTIAL_OUTPUT,
             "Slurm slurmstepd: step cancelled (time limit, scancel)",
         ),
@@ -511,9 +509,7 @@ FAILURES = FailureTable(
 _LAUNCHER = FailureTable(FAILURES.rules[3:])
 
 
-_PARAM_RE = re.compile(
-    r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)"
-)
+_PARAM_RE = re.compile(r"^#?\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 _ITERS_RE = re.compile(r"(?<![a-z] )iters:\s*(\d+)")
 _WARMUP_RE = re.compile(r"warmup iters:\s*(\d+)")
 _VALID_RE = re.compile(r"validation:\s*(\d+)")
@@ -620,15 +616,7 @@ class _Builder:
 
     @property
     def empty(self) -> bool:
-        return not (
-            self.f
-            or self.ranks
-            or self.rows
-            or self.failures
-            or self.columns
-            or self.launcher
-            or self.plugin
-        )
+        return not (self.f or self.ranks or self.rows or self.failures or self.columns or self.launcher or self.plugin)
 
     @property
     def started(self) -> bool:
@@ -693,9 +681,7 @@ class _Builder:
             hm = _FAIL_AT_HOST_RE.search(_ROW_CUT_RE.sub(" ", line, count=1))
             kind = _K.CRASH_AFTER_PARTIAL_OUTPUT if table else _K.INIT_FAILURE
             detail = self.nccl_warnings[-2:] + chain + [ln for _, ln in self.launcher[:1]]
-            return ToolFailure(
-                kind, line, no, code or None, hm.group(1) if hm else None, tuple(detail)
-            )
+            return ToolFailure(kind, line, no, code or None, hm.group(1) if hm else None, tuple(detail))
         if self.launcher and not self.summary_seen:
             f = _LAUNCHER.failure(*self.launcher[0], detail=[ln for _, ln in self.launcher[1:3]])
             # no nccl-tests line at all: it never started; after its parameters: it died
@@ -825,9 +811,7 @@ def _halves(columns: tuple[str, ...], n_prefix: int) -> tuple[int, bool] | None:
     return starts[1], stamped
 
 
-def _row(
-    no: int, tokens: list[str], prefix: tuple[str, ...], columns: tuple[str, ...] = ()
-) -> NcclRow | None:
+def _row(no: int, tokens: list[str], prefix: tuple[str, ...], columns: tuple[str, ...] = ()) -> NcclRow | None:
     n = len(prefix)
     rest_len = len(tokens) - n
     shape = _halves(columns, n) if columns else None
@@ -998,15 +982,9 @@ class _Reader:
     def log(self, text: str) -> NcclLog:
         """Close the last test and return the log; ParseError when no test was found."""
         self.close()
-        runs = tuple(
-            t
-            for t in self.done
-            if t.n_gpus is not None or t.rows or t.failures or t.columns or t.failure
-        )
+        runs = tuple(t for t in self.done if t.n_gpus is not None or t.rows or t.failures or t.columns or t.failure)
         if not runs:
-            raise not_tool_output(
-                TOOL, "'# nThread ...' line, a results table or a failure line", text
-            )
+            raise not_tool_output(TOOL, "'# nThread ...' line, a results table or a failure line", text)
         return NcclLog(
             tests=runs,
             failure=next((t.failure for t in runs if t.failure), None),
@@ -1024,9 +1002,7 @@ class _Reader:
         line that is no row."""
         b = self.b
         tokens = line.split()
-        prefix = (
-            b.prefix or _DEFAULT_LAYOUTS.get(len(tokens)) or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
-        )
+        prefix = b.prefix or _DEFAULT_LAYOUTS.get(len(tokens)) or _DEFAULT_LAYOUTS.get(len(tokens) + 2)
         row = _row(no, tokens, prefix, b.columns if b.prefix else ()) if prefix else None
         if row is None and b.prefix is not None:
             fallback = _DEFAULT_LAYOUTS.get(len(tokens))
@@ -1079,9 +1055,7 @@ class _Reader:
         host = hm.group(1) if hm and hm.group(1) not in ("Test", "NCCL", "CUDA") else None
         if host and host.isdigit():  # a row cut off by the failure: its size, not a host
             host = None
-        self.b.failures.append(
-            NcclFailure(no, m.group(1) or "Test", m.group(2), m.group(3) or "", host)
-        )
+        self.b.failures.append(NcclFailure(no, m.group(1) or "Test", m.group(2), m.group(3) or "", host))
         self.b.fail_lines.append((no, line))
 
     def launcher(self, no: int, line: str, _m: re.Match[str]) -> None:
@@ -1247,9 +1221,7 @@ def detect(text: str) -> bool:
     if len(_ROW_SHAPE_RE.findall(head, 0, 20000)) >= 2:
         return True
     if ("nThread" in head and "minBytes" in head) or (
-        "busbw" in head
-        and "algbw" in head
-        and ("#wrong" in head or " error" in head or " res" in head)
+        "busbw" in head and "algbw" in head and ("#wrong" in head or " error" in head or " res" in head)
     ):
         return True
     lines = head.splitlines()

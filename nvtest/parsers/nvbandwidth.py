@@ -44,9 +44,7 @@ from nvtest.parsers._common import (
 )
 
 TOOL = "nvbandwidth"
-DESCRIPTION = (
-    "nvbandwidth: per-testcase bandwidth (GB/s) or latency (ns) matrices, SUM and CoV lines"
-)
+DESCRIPTION = "nvbandwidth: per-testcase bandwidth (GB/s) or latency (ns) matrices, SUM and CoV lines"
 
 __all__ = [
     "FAILURES",
@@ -62,9 +60,7 @@ _CRASH = FailureKind.CRASH_AFTER_PARTIAL_OUTPUT
 
 #: nvbandwidth's failure wordings (v0.4-v0.10); kind ``init_failure`` before the first testcase.
 #: nvbandwidth's own NOTE lines (its banner), passed over on purpose: not a poster's.
-OWN_SENTENCES = re.compile(
-    r"^(?:Additional system-specific tuning|Performance can vary with software drivers)"
-)
+OWN_SENTENCES = re.compile(r"^(?:Additional system-specific tuning|Performance can vary with software drivers)")
 
 FAILURES = FailureTable(
     [
@@ -203,9 +199,7 @@ class NvbandwidthResult(ToolRecord):
 
 _TITLE_RE = re.compile(r"^(.*?)\s*\((GB/s|ns|us|MB/s)\)\s*$")
 _DEVICE_RE = re.compile(r"^Device (\d+): (.+?)(?: \(([0-9A-Fa-f:.]+)\))?$")
-_PROCESS_RE = re.compile(
-    r"^Process \d+ \(([^)]*)\): device (\d+): (.+?)(?: \(([0-9A-Fa-f:.]+)\))?$"
-)
+_PROCESS_RE = re.compile(r"^Process \d+ \(([^)]*)\): device (\d+): (.+?)(?: \(([0-9A-Fa-f:.]+)\))?$")
 _VERSION_KEYS = {
     "nvbandwidth Version": "version",
     "CUDA Runtime Version": "cuda_runtime_version",
@@ -270,9 +264,7 @@ class _Reader:
         failure = self.failure
         if failure is not None and self.detail:
             f = failure
-            failure = ToolFailure(
-                f.kind, f.message, f.line, f.code, f.device, tuple(self.detail[:3])
-            )
+            failure = ToolFailure(f.kind, f.message, f.line, f.code, f.device, tuple(self.detail[:3]))
         if cut and self.last is not None:
             failure = ToolFailure(_CRASH, self.last[1], self.last[0], NO_MATRIX)
         return NvbandwidthResult(
@@ -386,12 +378,7 @@ class _Reader:
 
     def other(self, no: int, line: str) -> None:
         """Any other line: remembered when it may be the hostname printed before the devices."""
-        if (
-            self.name is None
-            and not self.devices
-            and " " not in line
-            and not line.startswith(("NOTE", "Built"))
-        ):
+        if self.name is None and not self.devices and " " not in line and not line.startswith(("NOTE", "Built")):
             self.prev_blank_line = line
 
 

@@ -41,9 +41,7 @@ from nvtest.parsers._common import (
 )
 
 TOOL = "nvidia-smi"
-DESCRIPTION = (
-    "plain nvidia-smi table: per-GPU temp, power, memory, util, ECC, MIG; MIG devices; lost GPUs"
-)
+DESCRIPTION = "plain nvidia-smi table: per-GPU temp, power, memory, util, ECC, MIG; MIG devices; lost GPUs"
 
 __all__ = ["FAILURES", "SmiMigDevice", "SmiPlain", "SmiPlainGpu", "SmiProcess", "detect", "parse"]
 
@@ -54,9 +52,7 @@ _K = FailureKind
 FAILURES = FailureTable(
     [
         (
-            re.compile(
-                r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"
-            ),
+            re.compile(r"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
             _K.INIT_FAILURE,
             "nvidia-smi, driver not loaded (all versions)",
         ),

@@ -34,9 +34,7 @@ from nvtest.parsers._common import (
 from nvtest.parsers.nvidia_smi import FAILURES
 
 TOOL = "nvidia-smi-csv"
-DESCRIPTION = (
-    "nvidia-smi --query-gpu CSV: one row per GPU, units from the header, states for [N/A] etc."
-)
+DESCRIPTION = "nvidia-smi --query-gpu CSV: one row per GPU, units from the header, states for [N/A] etc."
 
 __all__ = ["FAILURES", "SmiCsv", "SmiCsvRow", "detect", "parse"]
 
@@ -78,15 +76,11 @@ class SmiCsv(ToolRecord):
     def faulty_rows(self) -> tuple[int, ...]:
         """Indexes of rows holding a fault state (reset required, unknown error, ERR!)."""
         return tuple(
-            i
-            for i, r in enumerate(self.rows)
-            if any(isinstance(v, ValueState) and v.is_fault for v in r.values)
+            i for i, r in enumerate(self.rows) if any(isinstance(v, ValueState) and v.is_fault for v in r.values)
         )
 
 
-_TEXT_FIELDS = frozenset(
-    {"name", "uuid", "pstate", "pci.bus_id", "driver_version", "serial", "vbios_version"}
-)
+_TEXT_FIELDS = frozenset({"name", "uuid", "pstate", "pci.bus_id", "driver_version", "serial", "vbios_version"})
 _NUMBER_WITH_UNIT_RE = re.compile(r"^[-+]?[\d.]+(?:[eE][-+]?\d+)?(?:\s*[A-Za-z%/]+)?$")
 #: Characters nvidia-smi never prints in a ``--query-gpu`` value: a headerless row holding one is
 #: another tool's text (JSON, a table, a log), not ``noheader`` output.
@@ -200,10 +194,6 @@ def detect(text: str) -> bool:
     """True when ``text`` looks like ``--query-gpu`` CSV (a header of dotted field names)."""
     for line in text[:5000].splitlines()[:5]:
         cells = [c.strip() for c in line.split(",")]
-        if (
-            len(cells) > 1
-            and all(_FIELD_RE.match(c) for c in cells)
-            and any("." in c or c == "index" for c in cells)
-        ):
+        if len(cells) > 1 and all(_FIELD_RE.match(c) for c in cells) and any("." in c or c == "index" for c in cells):
             return True
     return False

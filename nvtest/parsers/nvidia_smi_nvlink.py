@@ -40,9 +40,7 @@ FAILURES = FailureTable(
     [
         *nvidia_smi.FAILURES.rules,
         (
-            re.compile(
-                r"NVML:\s*Unable to retrieve NVLink information as all links are inActive", re.I
-            ),
+            re.compile(r"NVML:\s*Unable to retrieve NVLink information as all links are inActive", re.I),
             FailureKind.ERROR_BANNER,
             "nvidia-smi nvlink -s, every link of a GPU down",
         ),

@@ -35,11 +35,19 @@ from nvtest.parsers._common import (
 from nvtest.parsers.nvidia_smi import FAILURES
 
 TOOL = "nvidia-smi-q"
-DESCRIPTION = (
-    "nvidia-smi -q text: per-GPU identity, memory, ECC, remapping, PCIe, temperatures, power"
-)
+DESCRIPTION = "nvidia-smi -q text: per-GPU identity, memory, ECC, remapping, PCIe, temperatures, power"
 
-__all__ = ["FAILURES", "SmiGpu", "SmiQuery", "SmiTextNode", "TreeNode", "detect", "gpu_from_tree", "gpu_values", "parse"]
+__all__ = [
+    "FAILURES",
+    "SmiGpu",
+    "SmiQuery",
+    "SmiTextNode",
+    "TreeNode",
+    "detect",
+    "gpu_from_tree",
+    "gpu_values",
+    "parse",
+]
 
 #: A count: an int, a state such as N/A, or None when the field is absent.
 Count = int | ValueState | None
@@ -298,34 +306,22 @@ def gpu_from_tree(bus_id: str, g: TreeNode, mig_device_count: int | None = None)
             "retired_pages/pending_page_blacklist",
             "retired_pages/pending_page_retirement",
         ),
-        remapped_rows_correctable=_count(
-            g, "remapped_rows/remapped_row_corr", "remapped_rows/correctable_error"
-        ),
-        remapped_rows_uncorrectable=_count(
-            g, "remapped_rows/remapped_row_unc", "remapped_rows/uncorrectable_error"
-        ),
-        remapped_rows_pending=_str(
-            g, "remapped_rows/remapped_row_pending", "remapped_rows/pending", "remapped_rows"
-        ),
+        remapped_rows_correctable=_count(g, "remapped_rows/remapped_row_corr", "remapped_rows/correctable_error"),
+        remapped_rows_uncorrectable=_count(g, "remapped_rows/remapped_row_unc", "remapped_rows/uncorrectable_error"),
+        remapped_rows_pending=_str(g, "remapped_rows/remapped_row_pending", "remapped_rows/pending", "remapped_rows"),
         remapped_rows_failure=_str(
             g,
             "remapped_rows/remapped_row_failure",
             "remapped_rows/remapping_failure_occurred",
             "remapped_rows",
         ),
-        pcie_gen_current=_reading(
-            g, f"{link}/pcie_gen/current_link_gen", f"{link}/pcie_generation/current"
-        ),
+        pcie_gen_current=_reading(g, f"{link}/pcie_gen/current_link_gen", f"{link}/pcie_generation/current"),
         pcie_gen_max=_reading(g, f"{link}/pcie_gen/max_link_gen", f"{link}/pcie_generation/max"),
-        pcie_width_current=_reading(
-            g, f"{link}/link_widths/current_link_width", f"{link}/link_width/current"
-        ),
+        pcie_width_current=_reading(g, f"{link}/link_widths/current_link_width", f"{link}/link_width/current"),
         pcie_width_max=_reading(g, f"{link}/link_widths/max_link_width", f"{link}/link_width/max"),
         pcie_replays=_count(g, "pci/replay_counter", "pci/replays_since_reset"),
         temperature_gpu_c=_reading(g, "temperature/gpu_temp", "temperature/gpu_current_temp"),
-        temperature_memory_c=_reading(
-            g, "temperature/memory_temp", "temperature/memory_current_temp"
-        ),
+        temperature_memory_c=_reading(g, "temperature/memory_temp", "temperature/memory_current_temp"),
         power_draw_w=_first_number(
             g,
             "gpu_power_readings/power_draw",
@@ -350,9 +346,7 @@ def gpu_from_tree(bus_id: str, g: TreeNode, mig_device_count: int | None = None)
         utilization_gpu_pct=_reading(g, "utilization/gpu_util", "utilization/gpu"),
         fan_speed_pct=_reading(g, "fan_speed"),
         performance_state=_str(g, "performance_state"),
-        clock_event_reasons_active=_active_reasons(
-            g.get("clocks_event_reasons", "clocks_throttle_reasons")
-        ),
+        clock_event_reasons_active=_active_reasons(g.get("clocks_event_reasons", "clocks_throttle_reasons")),
     )
 
 
@@ -451,6 +445,4 @@ def gpu_values(text: str, path: str) -> list[tuple[str, str | None]]:
 def detect(text: str) -> bool:
     """True when ``text`` looks like ``nvidia-smi -q`` output."""
     head = text[:5000]
-    return "NVSMI LOG" in head or (
-        "Attached GPUs" in head and "Driver Version" in head and "<" not in head[:200]
-    )
+    return "NVSMI LOG" in head or ("Attached GPUs" in head and "Driver Version" in head and "<" not in head[:200])

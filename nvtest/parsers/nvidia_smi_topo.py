@@ -158,6 +158,4 @@ def parse(text: str) -> SmiTopology:
 def detect(text: str) -> bool:
     """True when ``text`` looks like ``nvidia-smi topo -m``."""
     head = text[:20000]
-    return bool(re.search(r"^\s+GPU0\s+(GPU1|NIC0|mlx\S+|CPU Affinity)", head, re.M)) and (
-        " X " in head
-    )
+    return bool(re.search(r"^\s+GPU0\s+(GPU1|NIC0|mlx\S+|CPU Affinity)", head, re.M)) and (" X " in head)

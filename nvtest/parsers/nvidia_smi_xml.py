@@ -125,9 +125,7 @@ def _squeeze(body: str) -> str:
 def _gpu(el: ET.Element) -> SmiGpu:
     mig = el.find("mig_devices")
     count = mig.get("count") if mig is not None else None
-    return gpu_from_tree(
-        el.get("id", ""), XmlNode(el), int(count) if count and count.isdigit() else None
-    )
+    return gpu_from_tree(el.get("id", ""), XmlNode(el), int(count) if count and count.isdigit() else None)
 
 
 _DTD_RE = re.compile(r'<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+"([^"]+)"')
@@ -138,9 +136,7 @@ _DRIVER_RE = re.compile(r"<driver_version>\s*([^<]*?)\s*</driver_version>")
 def _outside(text: str, start: int, end: int) -> tuple[tuple[str, ...], ToolFailure | None]:
     """Lost GPUs and the first failure line in the text before and after the XML document
     (``start < 0``: there is no document, the whole text is outside)."""
-    parts = (
-        [(0, text)] if start < 0 else [(0, text[:start]), (text.count("\n", 0, end), text[end:])]
-    )
+    parts = [(0, text)] if start < 0 else [(0, text[:start]), (text.count("\n", 0, end), text[end:])]
     lines = [(offset + no, ln) for offset, part in parts for no, ln in numbered_lines(part)]
     lost = tuple(g for _, ln in lines if (g := lost_gpu(ln)))
     return lost, FAILURES.scan(lines)
@@ -181,9 +177,7 @@ def parse(text: str) -> SmiQuery:
     if start < 0:
         if failure is None:
             raise not_tool_output(TOOL, "<?xml ...?> or <nvidia_smi_log>", text)
-        return SmiQuery(
-            gpus=(), lost_gpus=lost, failure=failure, effective=query_effective((), None, None)
-        )
+        return SmiQuery(gpus=(), lost_gpus=lost, failure=failure, effective=query_effective((), None, None))
     body = _squeeze(text[start:end])
     dtd = _DTD_RE.search(body)
     try:
@@ -191,9 +185,7 @@ def parse(text: str) -> SmiQuery:
     except ET.ParseError as exc:
         line = exc.position[0] + text.count("\n", 0, start) if exc.position else None
         if "<nvidia_smi_log" not in body:
-            raise ParseError(
-                TOOL, f"malformed XML: {exc}", line=line, expected="well-formed XML"
-            ) from None
+            raise ParseError(TOOL, f"malformed XML: {exc}", line=line, expected="well-formed XML") from None
         salvaged, cut = _salvage(body, exc, line)
         dm = _DRIVER_RE.search(body)
         driver = dm.group(1) if dm else None

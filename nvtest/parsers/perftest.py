@@ -48,9 +48,7 @@ from nvtest.parsers._common import (
 )
 
 TOOL = "perftest"
-DESCRIPTION = (
-    "perftest ib_*_bw / ib_*_lat: banner, bandwidth or latency rows, connect/completion errors"
-)
+DESCRIPTION = "perftest ib_*_bw / ib_*_lat: banner, bandwidth or latency rows, connect/completion errors"
 
 __all__ = [
     "FAILURES",
@@ -360,9 +358,7 @@ def _bw_row(run: _Run, no: int, tokens: list[str]) -> None:
         run.warnings.append(f"line {no}: unreadable bandwidth row")
         return
     factor = 1.0 if run.unit.startswith("Gb") else _MBS_TO_GBIT
-    run.bw.append(
-        PerftestBwRow(size, iters, peak, avg, run.unit, peak * factor, avg * factor, rate)
-    )
+    run.bw.append(PerftestBwRow(size, iters, peak, avg, run.unit, peak * factor, avg * factor, rate))
 
 
 def _lat_row(run: _Run, no: int, tokens: list[str]) -> None:
@@ -407,11 +403,7 @@ class _Reader:
         found (error lines alone count only when they are perftest's wording)."""
         if self.cur is not None:
             self.runs.append(self.cur.build())
-        anchored = (
-            bool(self.runs)
-            or self.command is not None
-            or any(FAILURES.match(e.message) for e in self.errors)
-        )
+        anchored = bool(self.runs) or self.command is not None or any(FAILURES.match(e.message) for e in self.errors)
         errors = self.errors if anchored else []
         if not self.runs and not errors:
             raise not_tool_output(TOOL, "'... BW Test' banner, a table or a perftest error", text)
@@ -420,9 +412,7 @@ class _Reader:
             errors=tuple(errors),
             command=self.command,
             failure=_failure(errors),
-            effective=effective(
-                command=self.command, sides=tuple(r.side or "?" for r in self.runs), **self.notices
-            ),
+            effective=effective(command=self.command, sides=tuple(r.side or "?" for r in self.runs), **self.notices),
         )
 
     def wait(self, no: int, line: str, _m: re.Match[str]) -> None:
@@ -491,11 +481,7 @@ class _Reader:
                 if key == "peak_not_measured" and self.cur is not None:
                     self.cur.f["duration_mode"] = True
                 return
-        if (
-            line.startswith(_ERROR_STARTS)
-            or ("error" in line.lower() and self.cur is None)
-            or FAILURES.match(line)
-        ):
+        if line.startswith(_ERROR_STARTS) or ("error" in line.lower() and self.cur is None) or FAILURES.match(line):
             sm = _STATUS_RE.search(line)
             self.errors.append(PerftestError(no, line, int(sm.group(1)) if sm else None))
 
@@ -507,9 +493,7 @@ def _failure(errors: list[PerftestError]) -> ToolFailure | None:
     if not errors:
         return None
     first = next((e for e in errors if FAILURES.match(e.message)), errors[0])
-    f = FAILURES.failure(first.line, first.message) or ToolFailure(
-        FailureKind.ERROR_BANNER, first.message, first.line
-    )
+    f = FAILURES.failure(first.line, first.message) or ToolFailure(FailureKind.ERROR_BANNER, first.message, first.line)
     status = next((e.status for e in errors if e.status is not None), None)
     rest = tuple(e.message for e in errors if e is not first)[:3]
     code = f.code if f.code is not None else (str(status) if status is not None else None)

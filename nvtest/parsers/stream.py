@@ -63,9 +63,7 @@ FAILURES = FailureTable(
             "nvtest STREAM kernel",
         ),
         (
-            re.compile(
-                r"(?P<code>Segmentation fault|Bus error|Killed|Aborted)(?: \(core dumped\))?\s*$"
-            ),
+            re.compile(r"(?P<code>Segmentation fault|Bus error|Killed|Aborted)(?: \(core dumped\))?\s*$"),
             FailureKind.CRASH_AFTER_PARTIAL_OUTPUT,
             "the shell, after stream.c printed its banner",
         ),
@@ -144,9 +142,7 @@ class StreamResult:
         if self.failure is not None and self.failure.code not in (NO_VALIDATION,):
             return self.failure.reason
         if self.validated is False:
-            return "failed validation on " + ", ".join(
-                f"{v.array}[]" for v in self.validation_failures
-            )
+            return "failed validation on " + ", ".join(f"{v.array}[]" for v in self.validation_failures)
         if not self.passed:
             return "no 'Solution Validates' line (run cut short?)"
         return None
@@ -193,9 +189,7 @@ class _Reader:
         banner, or a line for :data:`_LINES`."""
         self.last = (no, line)
         hit = FAILURES.match(line)
-        if hit is not None and (
-            self.banner or hit[0] in (FailureKind.INIT_FAILURE, FailureKind.COULD_NOT_START)
-        ):
+        if hit is not None and (self.banner or hit[0] in (FailureKind.INIT_FAILURE, FailureKind.COULD_NOT_START)):
             self.failure = self.failure or FAILURES.failure(no, line)
             return
         if self.want_relerr:
@@ -272,9 +266,7 @@ class _Reader:
 
     def header(self, no: int, line: str, _m: re.Match[str]) -> None:
         if "MB/s" not in line:
-            raise ParseError(
-                TOOL, "table header without MB/s unit", line=no, expected="'Best Rate MB/s'"
-            )
+            raise ParseError(TOOL, "table header without MB/s unit", line=no, expected="'Best Rate MB/s'")
         self.table_line = no
 
     def kernel(self, no: int, line: str, m: re.Match[str]) -> bool:
@@ -283,9 +275,7 @@ class _Reader:
             return False
         vals = [to_float(m.group(i)) for i in range(2, 6)]
         if any(v is None for v in vals):
-            raise ParseError(
-                TOOL, f"non-numeric {m.group(1)} row", line=no, expected="rate and three times"
-            )
+            raise ParseError(TOOL, f"non-numeric {m.group(1)} row", line=no, expected="rate and three times")
         rate, avg, mn, mx = (float(v) for v in vals)  # type: ignore[arg-type]
         self.kernels[m.group(1)] = StreamKernel(m.group(1), rate, avg, mn, mx, rate / 1000.0)
         return True

@@ -61,14 +61,18 @@ _K = FailureKind
 FAILURES = FailureTable(
     [
         (
-            re.compile(r"(?P<code>\w*(?:Error|Exception)): (?:No CUDA GPUs are available"
-                       r"|Current node has no GPU available|Failed to infer device type)"),
+            re.compile(
+                r"(?P<code>\w*(?:Error|Exception)): (?:No CUDA GPUs are available"
+                r"|Current node has no GPU available|Failed to infer device type)"
+            ),
             _K.NO_DEVICE,
             "torch (torch.cuda init) and vLLM 0.7+ (ray executor, platform detection)",
         ),
         (
-            re.compile(r"(?:(?P<code>\w*Error): )?(?:Engine core initialization failed"
-                       r"|EngineCore failed to start)"),
+            re.compile(
+                r"(?:(?P<code>\w*Error): )?(?:Engine core initialization failed"
+                r"|EngineCore failed to start)"
+            ),
             _K.INIT_FAILURE,
             "vLLM v1 engine 0.8+ (v1/engine/utils.py wait_for_engine_startup, v1/engine/core.py)",
         ),
@@ -167,9 +171,13 @@ class _Reader:
 
     def throughput(self, no: int, line: str, m: re.Match[str]) -> None:
         self.summaries += 1
-        self.values.update(requests_per_s=float(m.group(1)), total_tokens_per_s=float(m.group(2)),
-                           output_tokens_per_s=float(m.group(3)) if m.group(3) else None,
-                           prompt_tokens=None, output_tokens=None)
+        self.values.update(
+            requests_per_s=float(m.group(1)),
+            total_tokens_per_s=float(m.group(2)),
+            output_tokens_per_s=float(m.group(3)) if m.group(3) else None,
+            prompt_tokens=None,
+            output_tokens=None,
+        )
 
     def total(self, no: int, line: str, m: re.Match[str]) -> None:
         self.values[f"{m.group(1)}_tokens"] = int(m.group(2))
@@ -225,8 +233,7 @@ _LINES: LineDispatch[_Reader] = LineDispatch(
 def _warnings(r: VllmThroughput) -> tuple[str, ...]:
     """Counts that disagree with the printed rates (the two are printed from one elapsed time)."""
     out = []
-    if r.prompt_tokens is not None and r.output_tokens is not None and r.output_tokens_per_s \
-            and r.total_tokens_per_s:
+    if r.prompt_tokens is not None and r.output_tokens is not None and r.output_tokens_per_s and r.total_tokens_per_s:
         ratio = r.output_tokens / (r.prompt_tokens + r.output_tokens)
         printed = r.output_tokens_per_s / r.total_tokens_per_s
         if abs(ratio - printed) > 0.01 * max(ratio, 1e-9) + 1e-3:
@@ -248,12 +255,12 @@ def _failure(reader: _Reader) -> ToolFailure | None:
         main = causes[-1] if causes else reader.hits[-1]
         init = any(f.kind is _K.INIT_FAILURE for f in reader.hits)
         others = tuple(f.message for f in reader.hits if f is not main)[-3:]
-        return ToolFailure(_K.INIT_FAILURE if init else main.kind, main.message, main.line,
-                           main.code, main.device, others)
+        return ToolFailure(
+            _K.INIT_FAILURE if init else main.kind, main.message, main.line, main.code, main.device, others
+        )
     if reader.traceback:
         tail = (reader.last_traceback_line,) if reader.last_traceback_line else ()
-        return ToolFailure(_K.ERROR_BANNER, "Python traceback without a final error line",
-                           None, None, None, tail)
+        return ToolFailure(_K.ERROR_BANNER, "Python traceback without a final error line", None, None, None, tail)
     return None
 
 
@@ -291,19 +298,18 @@ def parse(text: str) -> VllmThroughput:
             _LINES(reader, no, s)
             reader.failure_line(no, raw)
     if not reader.summaries and not (vllm_seen and (reader.error or reader.traceback or reader.hits)):
-        raise not_tool_output(
-            TOOL, "'Throughput: R requests/s, T total tokens/s, O output tokens/s'", text
-        )
+        raise not_tool_output(TOOL, "'Throughput: R requests/s, T total tokens/s, O output tokens/s'", text)
     error = reader.error or (None if reader.summaries else "Python traceback without a final error line")
-    rec = VllmThroughput(summaries=reader.summaries, error=error if not reader.summaries else None,
-                         **reader.values)  # type: ignore[arg-type]
+    rec = VllmThroughput(summaries=reader.summaries, error=error if not reader.summaries else None, **reader.values)  # type: ignore[arg-type]
     warn = _warnings(rec) + tuple(f"error after the summary: {m}" for m in reader.after_summary[:3])
-    return VllmThroughput(**{
-        **rec.__dict__,
-        "warnings": warn,
-        "failure": _failure(reader),
-        "effective": _effective(reader, rec),
-    })
+    return VllmThroughput(
+        **{
+            **rec.__dict__,
+            "warnings": warn,
+            "failure": _failure(reader),
+            "effective": _effective(reader, rec),
+        }
+    )
 
 
 def detect(text: str) -> bool:
@@ -311,5 +317,6 @@ def detect(text: str) -> bool:
     head = text[:200000]
     if _THROUGHPUT_RE.search(head):
         return True
-    return "vllm" in head.lower() and ("bench throughput" in head or "benchmark_throughput" in head
-                                       or "EngineCore" in head)
+    return "vllm" in head.lower() and (
+        "bench throughput" in head or "benchmark_throughput" in head or "EngineCore" in head
+    )

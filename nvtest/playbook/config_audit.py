@@ -105,8 +105,7 @@ REMEDIATION: dict[str, str] = {
         "declare the node's networks: (CIDR) in the inventory so the interface NCCL uses can be judged"
     ),
     "nccl_hca_missing": (
-        "fix the inventory's ib_hca: NCCL_IB_HCA=={name} names no HCA of this node, so NCCL "
-        "falls back to sockets"
+        "fix the inventory's ib_hca: NCCL_IB_HCA=={name} names no HCA of this node, so NCCL falls back to sockets"
     ),
     "ip_unreadable": "install iproute2 (`ip -j`, iproute2 >= 4.13) on the node",
     "rank_on_host": (

@@ -77,9 +77,14 @@ TOOL_KEYS: tuple[str, ...] = tuple(f"tool:{k.value}" for k in FailureKind)
 #: own error, output no parser could read, a tool's own failure, a launcher that could not
 #: start, a command interrupted or its transport closed.
 NO_MEASUREMENT_KEYS: tuple[str, ...] = (
-    "probe:error", "tool:parse", *TOOL_KEYS, "transport:start", "transport:launch",
-    "transport:interrupted", "transport:closed",
-)  # fmt: skip
+    "probe:error",
+    "tool:parse",
+    *TOOL_KEYS,
+    "transport:start",
+    "transport:launch",
+    "transport:interrupted",
+    "transport:closed",
+)
 
 
 @dataclass(frozen=True)
@@ -198,8 +203,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "",
         "nodes were left out of the multi-node launch (an earlier check failed or hung on each, "
         "named in the reason) and fewer than it needs remained: nothing was measured across nodes",
-        "fix what the left-out nodes' own items found, or run with more nodes; then rerun the "
-        "multi-node checks",
+        "fix what the left-out nodes' own items found, or run with more nodes; then rerun the multi-node checks",
         "RETEST",
         example="NodeError: too few nodes left for the multi-node launch: 1 of 2 (gpu001); left out: "
         "gpu002: ib_ports failed on this node (HCA mlx5_1 missing)",
@@ -250,7 +254,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "read the log of the check that hung (named in the reason); if nvidia-smi or the "
         "GPU hung, reboot the node; then `nvtest run --rerun-failed RUN_DIR`",
         "REBOOT",
-        example='NodeError: blocked: nvidia-smi hung on this node in nvidia-smi-q-x (timed out after 120 s); not started',
+        example="NodeError: blocked: nvidia-smi hung on this node in nvidia-smi-q-x (timed out after 120 s); not started",
         keys=("transport:blocked",),
     ),
     _r(
@@ -277,7 +281,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "check the inventory `address` of the node hosting the rendezvous, and that nodes "
         "may connect to each other on high TCP ports; rerun",
         "CONFIG",
-        example='NodeError: torchrun not launched: the rendezvous preflight failed on node02: rendezvous preflight: node02 could not reach 10.0.0.1:29500: connection refused',
+        example="NodeError: torchrun not launched: the rendezvous preflight failed on node02: rendezvous preflight: node02 could not reach 10.0.0.1:29500: connection refused",
         keys=("launch:rendezvous",),
     ),
     _r(
@@ -288,7 +292,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "from the first node, try the command in the reason by hand; authorise the key on "
         "every node and check the inventory addresses; rerun",
         "CONFIG",
-        example='NodeError: mpirun not launched: the node-to-node ssh preflight failed on node03: node-to-node ssh from node01 to node03 failed: Permission denied (publickey).',
+        example="NodeError: mpirun not launched: the node-to-node ssh preflight failed on node03: node-to-node ssh from node01 to node03 failed: Permission denied (publickey).",
         keys=("launch:node_ssh",),
     ),
     _r(
@@ -297,8 +301,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         r"could not resolve|Name or service not known|Temporary failure in name resolution",
         "the node's name does not resolve to an address (DNS, /etc/hosts, or the ssh "
         "config's HostName): a configuration problem, not the node",
-        "give the node an `address` in the inventory, or fix DNS / the ssh config's HostName; "
-        "then rerun",
+        "give the node an `address` in the inventory, or fix DNS / the ssh config's HostName; then rerun",
         "CONFIG",
         example="NodeError: node name does not resolve: cannot resolve host name 'gpu017.rack07': Name or service not known",
         keys=("transport:resolve",),
@@ -317,10 +320,9 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "ssh_key_passphrase",
         "",
         "the SSH key is passphrase-protected and nvtest asks for no passphrase",
-        "load the key into ssh-agent (`ssh-add KEY`) and drop key_file, or give an "
-        "unencrypted deployment key; rerun",
+        "load the key into ssh-agent (`ssh-add KEY`) and drop key_file, or give an unencrypted deployment key; rerun",
         "CONFIG",
-        example='NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: the key file is passphrase-protected and nvtest asks for no passphrase',
+        example="NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: the key file is passphrase-protected and nvtest asks for no passphrase",
         keys=("transport:auth",),
         guard=r"passphrase-protected",
     ),
@@ -330,29 +332,26 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "the node refused the SSH login (the key is not authorised for this user)",
         "check the inventory's user and key_file and the node's ~/.ssh/authorized_keys; rerun",
         "CONFIG",
-        example='NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: key not accepted',
+        example="NodeError: SSH login refused: authentication failed for field@10.0.0.17:22: key not accepted",
         keys=("transport:auth",),
     ),
     _r(
         "ssh_host_key",
         "",
-        "the node's SSH host key is unknown or differs from known_hosts (a reinstalled node, "
-        "or a man in the middle)",
-        "verify the key's fingerprint out of band, then add it to known_hosts "
-        "(`ssh-keyscan -p PORT HOST`); rerun",
+        "the node's SSH host key is unknown or differs from known_hosts (a reinstalled node, or a man in the middle)",
+        "verify the key's fingerprint out of band, then add it to known_hosts (`ssh-keyscan -p PORT HOST`); rerun",
         "CONFIG",
-        example='NodeError: host key rejected: host key for [10.0.0.17]:22 (ssh-ed25519 SHA256:abc) does not match known_hosts (~/.ssh/known_hosts): possible man-in-the-middle',
+        example="NodeError: host key rejected: host key for [10.0.0.17]:22 (ssh-ed25519 SHA256:abc) does not match known_hosts (~/.ssh/known_hosts): possible man-in-the-middle",
         keys=("transport:host_key",),
     ),
     _r(
         "staging_failed",
         "",
-        "nvtest could not copy its probes to the node (by SFTP, nor as a tar stream over "
-        "the exec channel)",
+        "nvtest could not copy its probes to the node (by SFTP, nor as a tar stream over the exec channel)",
         "check that /tmp on the node is writable and not full, and that tar is installed; "
         "or set `probe_dir` in the inventory to a path the node has; rerun",
         "CONFIG",
-        example='NodeError: probes not staged: files not staged: SFTP refused (Channel closed) and the tar over the exec channel failed: No space left on device',
+        example="NodeError: probes not staged: files not staged: SFTP refused (Channel closed) and the tar over the exec channel failed: No space left on device",
         keys=("transport:staging",),
     ),
     _r(
@@ -364,7 +363,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "run the inventory's python on the node by hand (`PYTHON -c 1`); fix the wrapper or "
         "the file system it waits on; rerun",
         "CONFIG",
-        example='NodeError: inventory probe hung: timed out after 120 s; process group killed',
+        example="NodeError: inventory probe hung: timed out after 120 s; process group killed",
         keys=("transport:timeout:inventory",),
     ),
     _r(
@@ -374,7 +373,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "went down, or its sshd died)",
         "check the node's console and kernel log for a crash or reboot; then rerun",
         "RETEST",
-        example='NodeError: connection lost during the command (the node dropped or its sshd died)',
+        example="NodeError: connection lost during the command (the node dropped or its sshd died)",
         keys=("transport:lost",),
     ),
     _r(
@@ -387,19 +386,18 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
         "the node did not answer over the transport (down, network, sshd/slurmd)",
         "check power, network and the ssh/slurm daemon; then `nvtest run --rerun-failed RUN_DIR`",
         "RETEST",
-        example='node unreachable: ssh: connect to host node03 port 22: Connection refused',
+        example="node unreachable: ssh: connect to host node03 port 22: Connection refused",
         keys=("transport:unreachable",),
         tool="ssh",
     ),
     _r(
         "probe_timeout",
         "",
-        "the probe exceeded its time limit: a hung tool "
-        "(dcgmi, nccl-tests) or a wedged driver (nvidia-smi in D state)",
+        "the probe exceeded its time limit: a hung tool (dcgmi, nccl-tests) or a wedged driver (nvidia-smi in D state)",
         "read the log; if nvidia-smi itself hangs, reboot the node; else rerun with --timeout-scale 2",
         "RETEST",
         verdicts=("error",),
-        example='NodeError: timed out after 120 s; process group killed',
+        example="NodeError: timed out after 120 s; process group killed",
         keys=("transport:timeout",),
     ),
     _r(
@@ -533,8 +531,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "torch_cpu_build",
         r"Torch not compiled with CUDA enabled",
         "the node's torch is a CPU-only build: no probe can use the GPUs through it",
-        "install a CUDA build of torch (or cupy) in the Python the nodes run (--python / inventory "
-        "`python`); rerun",
+        "install a CUDA build of torch (or cupy) in the Python the nodes run (--python / inventory `python`); rerun",
         "CONFIG",
         example="CUDA cannot start: torch.cuda.init(): AssertionError: Torch not compiled with CUDA enabled",
         tool="torch",
@@ -649,7 +646,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "GPU memory ran out of spare rows (row remapping failure)",
         "drain the node and RMA the GPU/board",
         "RMA",
-        example='GPU 0 (00000000:18:00.0): row remapping failure (spare rows exhausted): RMA',
+        example="GPU 0 (00000000:18:00.0): row remapping failure (spare rows exhausted): RMA",
         keys=("ecc:remap_failure",),
     ),
     _r(
@@ -658,7 +655,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "a row remap or page retirement is pending: it applies at the next GPU reset",
         "reset the GPU or reboot, then rerun acceptance (no hardware service needed unless it recurs)",
         "RESET",
-        example='GPU 0 (00000000:18:00.0): row remap pending (4 uncorrectable): reset the GPU or reboot',
+        example="GPU 0 (00000000:18:00.0): row remap pending (4 uncorrectable): reset the GPU or reboot",
         keys=("ecc:remap_pending",),
     ),
     _r(
@@ -667,7 +664,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "uncorrectable GPU memory (ECC) errors",
         "reset the GPU and rerun; RMA if errors recur",
         "RESET",
-        example='GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset',
+        example="GPU 0 (00000000:18:00.0): 3 uncorrectable ECC errors since the last reset",
         keys=("ecc:uncorrectable", "xid:48", "xid:94", "xid:95"),
         tool="dmesg (NVRM Xid)",
     ),
@@ -686,8 +683,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     _r(
         "ecc_enable_pending",
         "",
-        "ECC was switched on (`nvidia-smi -e 1`) but the GPU has not been reset since: it still runs "
-        "without ECC",
+        "ECC was switched on (`nvidia-smi -e 1`) but the GPU has not been reset since: it still runs without ECC",
         "reboot the node (or reset the GPUs) so the pending ECC mode applies; rerun",
         "REBOOT",
         example="GPU 0 (00000000:18:00.0): ECC mode Disabled (pending: Enabled): ECC enable pending, applies at "
@@ -700,7 +696,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "ECC is disabled on the GPU",
         "enable it (`nvidia-smi -e 1`) and reboot; rerun",
         "CONFIG",
-        example='GPU 0 (00000000:18:00.0): ECC mode Disabled, SKU expects Enabled',
+        example="GPU 0 (00000000:18:00.0): ECC mode Disabled, SKU expects Enabled",
         keys=("ecc:disabled",),
     ),
     _r(
@@ -711,7 +707,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "a GPU stopped answering on PCIe (lost / fallen off the bus)",
         "drain; power-cycle the node (reseat the GPU if it stays missing); RMA if it happens again",
         "REBOOT",
-        example='nvidia-smi reports 7: nvidia-smi cannot reach GPU 0000:DF:00.0: GPU lost',
+        example="nvidia-smi reports 7: nvidia-smi cannot reach GPU 0000:DF:00.0: GPU lost",
         keys=("gpu:lost", "xid:79"),
         tool="dmesg (NVRM Xid), nvidia-smi",
     ),
@@ -721,7 +717,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "collective or GEMM results were wrong: silent data corruption on a GPU, NVLink or NIC path",
         "isolate the node; rerun with `-c N` per GPU pair to find the part; RMA it (never retried into a pass)",
         "RMA",
-        example='all_reduce: #wrong = 12 (sizes 1048576): wrong results',
+        example="all_reduce: #wrong = 12 (sizes 1048576): wrong results",
         tool="nvtest",
     ),
     _r(
@@ -731,7 +727,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "reseat the card, check the riser/cable and the slot; check the BIOS PCIe settings",
         "CABLING",
         ("pcie_link", "gpus"),
-        example='GPU 0 PCIe x8 of x16 (link width downgraded)',
+        example="GPU 0 PCIe x8 of x16 (link width downgraded)",
         keys=("pcie:downgraded",),
     ),
     _r(
@@ -750,11 +746,10 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "nvlink_inactive",
         "",
         "NVLink links are inactive or slow",
-        "reset the GPUs (or reboot) and check the fabric manager; "
-        "RMA the baseboard if links stay down",
+        "reset the GPUs (or reboot) and check the fabric manager; RMA the baseboard if links stay down",
         "RESET",
         ("nvlink",),
-        example='GPU3: 4/6 links active, links 3,5 inactive (profile a100-sxm-80gb expects 12 active)',
+        example="GPU3: 4/6 links active, links 3,5 inactive (profile a100-sxm-80gb expects 12 active)",
         keys=("nvlink:inactive",),
     ),
     _r(
@@ -763,7 +758,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "an IB port has no link partner (cable, optic or switch port down)",
         "check the cable and optic, and that the switch port is enabled",
         "CABLING",
-        example='mlx5_1 port 1: Polling: no link partner',
+        example="mlx5_1 port 1: Polling: no link partner",
         tool="ibstat (port state)",
     ),
     _r(
@@ -772,7 +767,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "an IB port trained but was not activated (subnet manager, pkey, VF GUID)",
         "check the subnet manager sees the port and its partition configuration",
         "CONFIG",
-        example='mlx5_0 port 1: Initializing, LinkUp: no subnet manager',
+        example="mlx5_0 port 1: Initializing, LinkUp: no subnet manager",
         tool="ibstat (port state)",
     ),
     _r(
@@ -782,7 +777,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "check the cable, the port configuration (`ibportstate`) and the switch",
         "CABLING",
         ("ib_ports",),
-        example='mlx5_0 port 1: rate 200.0 Gb/s < 400 Gb/s',
+        example="mlx5_0 port 1: rate 200.0 Gb/s < 400 Gb/s",
         tool="nvtest",
     ),
     _r(
@@ -792,7 +787,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "check fans, airflow, inlet temperature and PSUs; rerun; RMA a GPU that throttles alone",
         "MONITOR",
         ("thermal", "burnin"),
-        example='cuda:0: hardware throttling under load (hw_slowdown 12 s): check cooling and power delivery',
+        example="cuda:0: hardware throttling under load (hw_slowdown 12 s): check cooling and power delivery",
         tool="nvtest",
     ),
     _r(
@@ -802,7 +797,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "flash the fleet's firmware version; rerun",
         "FIRMWARE",
         ("sw_uniformity",),
-        example='vbios 96.00.74.00.01 differs: 3 nodes have 96.00.89.00.01',
+        example="vbios 96.00.74.00.01 differs: 3 nodes have 96.00.89.00.01",
         tool="nvtest",
     ),
     _r(
@@ -811,7 +806,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "the software stack differs from the fleet or the SKU (driver, CUDA, NCCL, plugin, OFED)",
         "install the fleet's versions (pin the packages); rerun",
         "CONFIG",
-        example='driver 535.104.05 older than 550.0',
+        example="driver 535.104.05 older than 550.0",
         tool="nvtest",
     ),
     _r(
@@ -821,7 +816,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "read the dcgmi log for the GPU and test; reset and rerun; RMA if it repeats",
         "RESET",
         ("dcgm_diag",),
-        example='dcgmi memory failed on GPU 0: memory error',
+        example="dcgmi memory failed on GPU 0: memory error",
         tool="nvtest",
     ),
     _r(
@@ -831,7 +826,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "check DCGM's is_allowed settings and GPU preconditions (idle GPUs, no MIG); rerun",
         "CONFIG",
         ("dcgm_diag",),
-        example='required dcgmi test pcie skipped (is_allowed / not supported?)',
+        example="required dcgmi test pcie skipped (is_allowed / not supported?)",
         tool="nvtest",
     ),
     _r(
@@ -840,7 +835,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "a threshold is in another unit than the measurement",
         "fix the SKU profile or overlay (GB/s vs Gb/s)",
         "CONFIG",
-        example='unit mismatch: measured in Gb/s, threshold in GB/s',
+        example="unit mismatch: measured in Gb/s, threshold in GB/s",
         tool="nvtest",
     ),
     _r(
@@ -850,7 +845,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "rerun; compare with the fleet statistics; check clocks, throttling and links of this node",
         "RETEST",
         verdicts=("fail",),
-        example='bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s',
+        example="bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s",
         tool="nvtest",
     ),
     _r(
@@ -860,7 +855,7 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "read the log; fix the tool or environment; rerun",
         "RETEST",
         verdicts=("error",),
-        example='ProbeError: probe printed no JSON (exit 1)',
+        example="ProbeError: probe printed no JSON (exit 1)",
         keys=NO_MEASUREMENT_KEYS,
     ),
     _r(
@@ -888,6 +883,7 @@ def first_cause(keys: Iterable[str | None]) -> str | None:
     A check that found several keyed causes (ECC disabled on one GPU, a row remapping failure
     on another) gives its result this one: the diagnosis is the one its findings' words gave
     when the rules read them."""
+
     def rank(key: str) -> float:
         if key in _RANK:
             return _RANK[key]
@@ -895,6 +891,7 @@ def first_cause(keys: Iterable[str | None]) -> str | None:
 
     found = [k for k in keys if k]
     return min(found, key=rank) if found else None
+
 
 #: Xid codes a rule of their own diagnoses (a GPU off the bus: lost_gpu; uncorrectable ECC:
 #: ecc_uncorrectable), by their ``xid:<code>`` key or the driver's words.
@@ -936,8 +933,12 @@ def _xid(reason: str, code: int | None = None) -> Diagnosis | None:
     action = ra.group(1) if ra else ""
     step = recovery_step(action) if action else None
     if step is not None:
-        return Diagnosis(f"the NVIDIA driver asks for recovery action '{action}' (Xid 154, GPU Recovery Action)",
-                         step[0], step[1], "xid_recovery_action")  # fmt: skip
+        return Diagnosis(
+            f"the NVIDIA driver asks for recovery action '{action}' (Xid 154, GPU Recovery Action)",
+            step[0],
+            step[1],
+            "xid_recovery_action",
+        )
     m = _XID_RE.search(reason)
     if code is None and not m:
         return None
@@ -1040,7 +1041,11 @@ def diagnose(
     if check == "xid_scan" or "Xid" in reason or "recovery action '" in reason or code is not None:
         x = _xid(reason, code)
         # a GPU off the bus and uncorrectable ECC have their own rules (lost_gpu, ecc_uncorrectable)
-        if x is not None and code not in OWN_RULE_XIDS and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason):
+        if (
+            x is not None
+            and code not in OWN_RULE_XIDS
+            and not re.search(r"fell off the bus|Xid 79|Xid 48|Xid 9[45]", reason)
+        ):
             return x
     found = next((r for r in RULES if r.matches(check, verdict, reason, cause)), None)
     if found is None or found.name in NODE_SYMPTOMS:

@@ -87,9 +87,7 @@ def _judge(e: HostEvent, storage: str) -> tuple[str, str] | None:
         limit = f"{m.group(1)} seconds" if m else "the kernel's hung-task limit"
         blocked = f"task {e.subject} blocked for more than {limit}"
         if e.via == "nvidia":
-            return "fail", (
-                f"{blocked} in the NVIDIA driver: the GPU driver is wedged; drain the node and reboot it"
-            )
+            return "fail", (f"{blocked} in the NVIDIA driver: the GPU driver is wedged; drain the node and reboot it")
         via = f" waiting in the {e.via} client" if e.via else ""
         return "warn", (
             f"{blocked}{via}: find what it waits on (cat /proc/<pid>/stack); a storage client in "

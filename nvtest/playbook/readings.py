@@ -102,9 +102,7 @@ def _kernel_log(log: KernelLog) -> Assessment:
             warnings.append(line)
     for d in log.driver_messages:
         where = f" on {d.pci_address}" if d.pci_address else ""
-        (failures if d.kind in FAILED_DRIVER else warnings).append(
-            f"driver: {d.kind.replace('_', ' ')}{where}"
-        )
+        (failures if d.kind in FAILED_DRIVER else warnings).append(f"driver: {d.kind.replace('_', ' ')}{where}")
     for j in judge_host_events(log.host_events):  # the run's xid_scan judgement (a note: neither)
         if j.verdict in ("fail", "warn"):
             (failures if j.verdict == "fail" else warnings).extend([j.line] * j.times)
@@ -147,11 +145,7 @@ def _nvlink(status: NvLinkStatus) -> Assessment:
             for g in status.gpus
             if g.inactive_links and g.active_count
         ),
-        tuple(
-            f"GPU {g.index}: no active NVLink"
-            for g in status.gpus
-            if g.links and not g.active_count
-        ),
+        tuple(f"GPU {g.index}: no active NVLink" for g in status.gpus if g.links and not g.active_count),
     )
 
 
@@ -173,9 +167,7 @@ def _smi_plain(s: SmiPlain) -> Assessment:
     """A GPU row showing ``ERR!``, ``Unknown Error`` or ``GPU requires reset``; a lost GPU."""
     failures = _lost(s.lost_gpus)
     for g in s.gpus:
-        failures += _fault_values(
-            f"GPU {g.index} {g.bus_id}", ((n, getattr(g, n)) for n in g.faults)
-        )
+        failures += _fault_values(f"GPU {g.index} {g.bus_id}", ((n, getattr(g, n)) for n in g.faults))
     return Assessment(tuple(failures))
 
 
@@ -192,17 +184,11 @@ def _smi_query(q: SmiQuery) -> Assessment:
     lost GPU; page retirement pending (a reboot retires them) is doubtful."""
     failures = _lost(q.lost_gpus)
     failures += [f"{g.pci_bus_id}: row remapping failed" for g in q.gpus if g.row_remap_failed]
-    failures += [
-        f"{g.pci_bus_id}: row remap pending (GPU reset required)"
-        for g in q.gpus
-        if g.row_remap_pending
-    ]
+    failures += [f"{g.pci_bus_id}: row remap pending (GPU reset required)" for g in q.gpus if g.row_remap_pending]
     for g in q.gpus:
         failures += _fault_values(g.pci_bus_id, vars(g).items())
     warnings = [
-        f"{g.pci_bus_id}: retired pages pending (a reboot retires them)"
-        for g in q.gpus
-        if g.page_retirement_pending
+        f"{g.pci_bus_id}: retired pages pending (a reboot retires them)" for g in q.gpus if g.page_retirement_pending
     ]
     return Assessment(tuple(failures), tuple(warnings))
 

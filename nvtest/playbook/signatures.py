@@ -100,8 +100,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Driver/library version mismatch|NVML library version mismatch|NVRM: API mismatch",
         "user-space NVIDIA libraries differ from the loaded kernel module (driver upgraded "
         "without a reboot): NVML, CUDA and the fabric manager all fail from it",
-        "reboot the node so the new kernel module loads (the fabric manager follows the "
-        "driver); rerun",
+        "reboot the node so the new kernel module loads (the fabric manager follows the driver); rerun",
         "REBOOT",
     ),
     Signature(
@@ -229,8 +228,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Persistence mode for GPU \d+ is disabled",
         "persistence mode is off on the GPU (DCGM's software precondition): the driver tears "
         "the GPU state down between jobs, a setting, not a GPU fault",
-        "enable persistence (`systemctl enable --now nvidia-persistenced`, or `nvidia-smi -pm 1` "
-        "as root); rerun",
+        "enable persistence (`systemctl enable --now nvidia-persistenced`, or `nvidia-smi -pm 1` as root); rerun",
         "CONFIG",
     ),
     Signature(
@@ -272,8 +270,7 @@ SIGNATURES: tuple[Signature, ...] = (
         "ib_port_error",
         r"IBV_EVENT_PORT_ERR|Got async event : port error|async event[^\n]{0,40}port error",
         "an IB port went down during the run (link flap)",
-        "check the port's error counters (`perfquery`), the cable and optic, and the switch "
-        "log for the port; rerun",
+        "check the port's error counters (`perfquery`), the cable and optic, and the switch log for the port; rerun",
         "CABLING",
     ),
     Signature(
@@ -373,8 +370,7 @@ SIGNATURES: tuple[Signature, ...] = (
         r"Couldn't connect to \S+|Unable to init the socket connection",
         "the RDMA test could not reach its peer over TCP to exchange keys (firewall, route, "
         "or the server side did not start)",
-        "check the address and port between the two nodes (firewall, routes) and that the "
-        "server side started; rerun",
+        "check the address and port between the two nodes (firewall, routes) and that the server side started; rerun",
         "CONFIG",
     ),
     Signature(
@@ -443,8 +439,7 @@ SIGNATURES: tuple[Signature, ...] = (
         # an active slowdown, or DCGM's words for one, are the tool naming heat
         r"(SW Thermal|HW Thermal|HW) Slowdown\s*:\s*Active|SW Thermal Slowdown (at|on|in|detected)"
         r"|Thermal violations? totaling|due to thermal violation",
-        "the GPU slowed its clocks to protect itself from heat (thermal slowdown): cooling or "
-        "airflow, not the GPU",
+        "the GPU slowed its clocks to protect itself from heat (thermal slowdown): cooling or airflow, not the GPU",
         "check fans, airflow, blanking panels, inlet temperature and the heat sink seating of "
         "the GPUs named; rerun; only a GPU hot alone beside cool neighbours needs service",
         "MONITOR",

@@ -62,8 +62,7 @@ DOMAINS: tuple[Stuck, ...] = (
     Stuck(
         "gpu",
         "GPU or driver wedged",
-        "a process of the check survived SIGKILL (uninterruptible sleep, state D): "
-        "the GPU or its driver is wedged",
+        "a process of the check survived SIGKILL (uninterruptible sleep, state D): the GPU or its driver is wedged",
         "drain the node and reboot it (a GPU reset cannot reach a wedged driver); "
         "look for Xid errors in the kernel log; rerun acceptance",
     ),
@@ -72,16 +71,14 @@ DOMAINS: tuple[Stuck, ...] = (
         "stuck on the network (HCA or its driver)",
         "a process of the check is stuck in the network or RDMA stack (uninterruptible sleep, "
         "state D): the HCA or its driver is wedged",
-        "check the HCA (ibstat; the kernel log's mlx5 errors); drain the node and reboot it; "
-        "rerun acceptance",
+        "check the HCA (ibstat; the kernel log's mlx5 errors); drain the node and reboot it; rerun acceptance",
     ),
     Stuck(
         "pci",
         "stuck on a PCI device",
         "a process reading the PCI bus is stuck (uninterruptible sleep, state D): a device does "
         "not answer its config reads",
-        "look for AER / PCIe errors in the kernel log; drain and reboot the node; reseat the "
-        "device if it recurs",
+        "look for AER / PCIe errors in the kernel log; drain and reboot the node; reseat the device if it recurs",
     ),
     Stuck(
         "host",
@@ -106,26 +103,46 @@ UNKNOWN = Stuck(
 #: Each device and tool a probe may declare in ``needs`` -> the domain it touches.
 NEED_DOMAIN: dict[str, str] = {
     # devices (nvtest.session.probe.DEVICES)
-    "storage": "storage", "gpu": "gpu", "hca": "network", "network": "network", "pci": "pci",
+    "storage": "storage",
+    "gpu": "gpu",
+    "hca": "network",
+    "network": "network",
+    "pci": "pci",
     "host-memory": "host",
     # tools
-    "nvidia-smi": "gpu", "dcgmi": "gpu", "nvbandwidth": "gpu", "nv-fabricmanager": "gpu",
-    "gpu_burn": "gpu", "all_reduce_perf": "gpu",
-    "ibstat": "network", "ibv_devinfo": "network", "ib_write_bw": "network", "ofed_info": "network",
-    "ip": "network", "mpirun": "network",
-    "lspci": "pci", "setpci": "pci",
-    "dmesg": "host", "journalctl": "host", "systemctl": "host",
-}  # fmt: skip
+    "nvidia-smi": "gpu",
+    "dcgmi": "gpu",
+    "nvbandwidth": "gpu",
+    "nv-fabricmanager": "gpu",
+    "gpu_burn": "gpu",
+    "all_reduce_perf": "gpu",
+    "ibstat": "network",
+    "ibv_devinfo": "network",
+    "ib_write_bw": "network",
+    "ofed_info": "network",
+    "ip": "network",
+    "mpirun": "network",
+    "lspci": "pci",
+    "setpci": "pci",
+    "dmesg": "host",
+    "journalctl": "host",
+    "systemctl": "host",
+}
 
 #: Wait channels (``/proc/<pid>/wchan``) -> domain, tried in order.
 WCHAN_DOMAIN: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^(nfs|rpc_|nfs4|lnet|ll_|lov_|osc_|mdc_|ptlrpc|cl_|gpfs|mmfs|fuse|xfs|ext4|"
-                r"jbd2|btrfs|io_schedule|folio_wait|wait_on_page|__lock_page|blk_|bit_wait_io|"
-                r"do_fsync|filemap_|writeback)"), "storage"),
+    (
+        re.compile(
+            r"^(nfs|rpc_|nfs4|lnet|ll_|lov_|osc_|mdc_|ptlrpc|cl_|gpfs|mmfs|fuse|xfs|ext4|"
+            r"jbd2|btrfs|io_schedule|folio_wait|wait_on_page|__lock_page|blk_|bit_wait_io|"
+            r"do_fsync|filemap_|writeback)"
+        ),
+        "storage",
+    ),
     (re.compile(r"^(mlx[45]_|ib_|rdma_|ipoib|uverbs)"), "network"),
     (re.compile(r"^(nv|uvm_|os_|_nv|rm_)"), "gpu"),
     (re.compile(r"^(pci_|vfio)"), "pci"),
-)  # fmt: skip
+)
 
 _BY_DOMAIN = {s.domain: s for s in DOMAINS}
 

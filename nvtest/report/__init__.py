@@ -71,9 +71,7 @@ def _evidence(run_dir: Path) -> str:
         raise OutputWriteError.of(run_dir, exc) from exc
 
 
-def render_all(
-    run_dir: Path, doc: dict[str, Any] | None = None, *, pdf: bool = False
-) -> list[Path]:
+def render_all(run_dir: Path, doc: dict[str, Any] | None = None, *, pdf: bool = False) -> list[Path]:
     """Render every report of ``run_dir``; return the paths written.
 
     Each file is written whole or not at all (:func:`nvtest.results.write_atomic`): a

@@ -43,29 +43,36 @@ def asbuilt_view(doc: Mapping[str, Any]) -> dict[str, Any] | None:
         differ = {f for g in mine for r in g.get("rows") or [] for f in r["values"]}
         cols = [f for f in fields if f in differ]
         rows = [
-            {"rack": g.get("rack") or "", "node": r["node"],
-             "cells": [(r["values"].get(f, maj.get(f)), f in r["values"]) for f in cols]}
-            for g in mine for r in g.get("rows") or []
-        ]  # fmt: skip
-        skus.append({
-            "sku": sku,
-            "fields": [f for f in fields if f in maj],
-            "majority": [maj[f] for f in fields if f in maj],
-            "cols": cols,
-            "col_majority": [maj[f] for f in cols],
-            "rows": rows[:MAX_DRIFT_ROWS],
-            "nodes": sum(int(g.get("nodes") or 0) for g in mine),
-            "differing": sum(int(g.get("differing") or 0) for g in mine),
-            "more": sum(int(g.get("more") or 0) for g in mine) + max(0, len(rows) - MAX_DRIFT_ROWS),
-            "racks": [(g.get("rack") or "", g.get("nodes") or 0, g.get("differing") or 0) for g in mine],
-        })
+            {
+                "rack": g.get("rack") or "",
+                "node": r["node"],
+                "cells": [(r["values"].get(f, maj.get(f)), f in r["values"]) for f in cols],
+            }
+            for g in mine
+            for r in g.get("rows") or []
+        ]
+        skus.append(
+            {
+                "sku": sku,
+                "fields": [f for f in fields if f in maj],
+                "majority": [maj[f] for f in fields if f in maj],
+                "cols": cols,
+                "col_majority": [maj[f] for f in cols],
+                "rows": rows[:MAX_DRIFT_ROWS],
+                "nodes": sum(int(g.get("nodes") or 0) for g in mine),
+                "differing": sum(int(g.get("differing") or 0) for g in mine),
+                "more": sum(int(g.get("more") or 0) for g in mine) + max(0, len(rows) - MAX_DRIFT_ROWS),
+                "racks": [(g.get("rack") or "", g.get("nodes") or 0, g.get("differing") or 0) for g in mine],
+            }
+        )
     since = ab.get("since_last")
     changes = list((since or {}).get("changes") or [])
     run_id = str((doc.get("run") or {}).get("run_id") or "RUN_DIR")
     failed = sorted(
-        (name, str(nd.get("verdict"))) for name, nd in (doc.get("nodes") or {}).items()
+        (name, str(nd.get("verdict")))
+        for name, nd in (doc.get("nodes") or {}).items()
         if nd.get("verdict") in ("fail", "error")
-    )  # fmt: skip
+    )
     rma = [(n, v, f"nvtest rma {shlex.quote(run_id)} {shlex.quote(n)}") for n, v in failed[:MAX_RMA]]
     return {
         "file": ab.get("file") or "asbuilt.json",

@@ -40,11 +40,30 @@ __all__ = ["data_blob"]
 _INF = float("inf")
 _THRESHOLD_KEYS = ("min", "max", "warn_min", "warn_max", "unit", "source", "origin")
 _CODE = {"pass": "p", "warn": "w", "fail": "f", "error": "e", "skip": "s"}
-_COVERED = frozenset({
-    "host", "cpu_model", "sockets", "cores", "threads", "memory_total_kib", "os", "kernel",
-    "python", "libraries", "tools", "driver_version", "cuda_version", "gpus", "pci",
-    "gpu_absent_reason", "notes", "gpu_count", "nics", "hcas",
-})  # fmt: skip
+_COVERED = frozenset(
+    {
+        "host",
+        "cpu_model",
+        "sockets",
+        "cores",
+        "threads",
+        "memory_total_kib",
+        "os",
+        "kernel",
+        "python",
+        "libraries",
+        "tools",
+        "driver_version",
+        "cuda_version",
+        "gpus",
+        "pci",
+        "gpu_absent_reason",
+        "notes",
+        "gpu_count",
+        "nics",
+        "hcas",
+    }
+)
 
 
 def _finite(v: Any) -> Any:
@@ -81,9 +100,7 @@ class _Table:
 
 def _downgraded(g: Mapping[str, Any]) -> bool:
     pairs = (("pcie_gen_current", "pcie_gen_max"), ("pcie_width_current", "pcie_width_max"))
-    return any(
-        isinstance(g.get(a), int) and isinstance(g.get(b), int) and g[a] < g[b] for a, b in pairs
-    )
+    return any(isinstance(g.get(a), int) and isinstance(g.get(b), int) and g[a] < g[b] for a, b in pairs)
 
 
 def _nics(inv: Mapping[str, Any]) -> list[list[Any]]:
@@ -112,12 +129,19 @@ def _inventory(nd: Mapping[str, Any], T: _Table) -> dict[str, Any]:
     gpus = []
     for g in inv.get("gpus") or []:
         row = [
-            g.get("index"), g.get("name"), None, None, g.get("pci_bus_id"), g.get("memory_mib"),
-            g.get("vbios"), g.get("ecc_mode"),
+            g.get("index"),
+            g.get("name"),
+            None,
+            None,
+            g.get("pci_bus_id"),
+            g.get("memory_mib"),
+            g.get("vbios"),
+            g.get("ecc_mode"),
             f"Gen{g.get('pcie_gen_current') or '?'}/Gen{g.get('pcie_gen_max') or '?'} "
             f"x{g.get('pcie_width_current') or '?'}/x{g.get('pcie_width_max') or '?'}",
-            _downgraded(g), g.get("mig_mode"),
-        ]  # fmt: skip
+            _downgraded(g),
+            g.get("mig_mode"),
+        ]
         gpus.append([T(row), g.get("serial"), g.get("uuid")])
     other = [
         [k, str(v)]
@@ -129,10 +153,15 @@ def _inventory(nd: Mapping[str, Any], T: _Table) -> dict[str, Any]:
             other.extend([f"{k}.{kk}", str(vv)] for kk, vv in v.items() if isinstance(vv, (str, int, float)))
     mem = inv.get("memory_total_kib")
     host = [
-        inv.get("cpu_model"), inv.get("cores"), inv.get("sockets"),
+        inv.get("cpu_model"),
+        inv.get("cores"),
+        inv.get("sockets"),
         round(mem / 1048576, 1) if isinstance(mem, (int, float)) else None,
-        inv.get("os"), inv.get("kernel"), inv.get("driver_version"), inv.get("cuda_version"),
-    ]  # fmt: skip
+        inv.get("os"),
+        inv.get("kernel"),
+        inv.get("driver_version"),
+        inv.get("cuda_version"),
+    ]
     out: dict[str, Any] = {"h": T(host), "g": gpus, "n": [T(x) for x in _nics(inv)], "o": [T(x) for x in other]}
     for key, value in (
         ("no", [str(x) for x in inv.get("notes") or []]),
@@ -174,9 +203,12 @@ class _Metrics:
         f = m.get("fleet") or None
         labels = m.get("labels")
         key = [
-            m.get("name"), " ".join(f"{k}={v}" for k, v in labels.items()) if labels else "",
-            m.get("unit") or "", self.threshold(m.get("threshold")), _finite(f.get("median")) if f else None,
-        ]  # fmt: skip
+            m.get("name"),
+            " ".join(f"{k}={v}" for k, v in labels.items()) if labels else "",
+            m.get("unit") or "",
+            self.threshold(m.get("threshold")),
+            _finite(f.get("median")) if f else None,
+        ]
         row = [self.keys[ci](key), _raw(m.get("value")), _finite(f.get("robust_z")) if f else None]
         verdict, outlier = m.get("verdict"), bool(f and f.get("outlier"))
         if verdict != "pass" or outlier:
@@ -219,12 +251,19 @@ def data_blob(view: ReportView) -> dict[str, Any]:
         nd = view.nodes[n]
         row = view.matrix.get(n, {})
         ld = _log_dir(nd, row)
-        nodes.append({
-            "n": n, "v": nd.get("verdict") or "skip", "r": node_rack(nd), "s": nd.get("sku") or "",
-            "t": " ".join(f"{k}={v}" for k, v in node_tags(nd).items()),
-            "c": "".join(_CODE.get(row[c]["verdict"], "s") if c in row else "-" for c in checks),
-            "d": nd.get("down_reason") or "", "dr": view.drained.get(n, ""), "ld": ld,
-        })  # fmt: skip
+        nodes.append(
+            {
+                "n": n,
+                "v": nd.get("verdict") or "skip",
+                "r": node_rack(nd),
+                "s": nd.get("sku") or "",
+                "t": " ".join(f"{k}={v}" for k, v in node_tags(nd).items()),
+                "c": "".join(_CODE.get(row[c]["verdict"], "s") if c in row else "-" for c in checks),
+                "d": nd.get("down_reason") or "",
+                "dr": view.drained.get(n, ""),
+                "ld": ld,
+            }
+        )
         shown = str(nd.get("log_dir") or "").rstrip("/")
         if shown and shown != ld:  # the directory's own name where its link is quoted
             nodes[-1]["dir"] = shown

@@ -86,11 +86,18 @@ class Chromium:
         self._tmp = tempfile.TemporaryDirectory(prefix="nvtest-chromium-")
         profile = Path(self._tmp.name) / "profile"
         self._proc = subprocess.Popen(
-            [self.executable, *OFFLINE_FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
-             f"--window-size={self.width},{self.height}", "--hide-scrollbars", "about:blank"],
+            [
+                self.executable,
+                *OFFLINE_FLAGS,
+                f"--user-data-dir={profile}",
+                "--remote-debugging-port=0",
+                f"--window-size={self.width},{self.height}",
+                "--hide-scrollbars",
+                "about:blank",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         port_file = profile / "DevToolsActivePort"
         deadline = time.monotonic() + self.timeout_s
         while not port_file.exists() or len(port_file.read_text().split()) < 2:
@@ -146,15 +153,10 @@ class Chromium:
         p = msg.get("params") or {}
         if method == "Runtime.exceptionThrown":
             d = p.get("exceptionDetails") or {}
-            self.errors.append(
-                f"exception: {(d.get('exception') or {}).get('description') or d.get('text')}"
-            )
+            self.errors.append(f"exception: {(d.get('exception') or {}).get('description') or d.get('text')}")
         elif method == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
             self.errors.append(
-                "console: "
-                + " ".join(
-                    str(a.get("value", a.get("description", ""))) for a in p.get("args") or []
-                )
+                "console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args") or [])
             )
         elif method == "Log.entryAdded" and (p.get("entry") or {}).get("level") == "error":
             self.errors.append(f"log: {p['entry'].get('text')}")
@@ -219,22 +221,16 @@ class Chromium:
 
     def eval(self, expression: str) -> Any:
         """Evaluate JavaScript in the page and return its value (JSON-serialisable)."""
-        res = self.send(
-            "Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True
-        )
+        res = self.send("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
         if "exceptionDetails" in res:
-            raise RuntimeError(
-                f"evaluate failed: {res['exceptionDetails'].get('text')}: {expression[:200]}"
-            )
+            raise RuntimeError(f"evaluate failed: {res['exceptionDetails'].get('text')}: {expression[:200]}")
         return (res.get("result") or {}).get("value")
 
     def screenshot(self, path: Path, full_page: bool = False) -> Path:
         """Save a PNG of the viewport (or the whole page) to ``path``."""
         params: dict[str, Any] = {"format": "png"}
         if full_page:
-            size = self.eval(
-                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
-            )
+            size = self.eval("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
             params["clip"] = {
                 "x": 0,
                 "y": 0,

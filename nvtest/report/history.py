@@ -60,9 +60,14 @@ def _rows(node: str, entry: Mapping[str, Any]) -> tuple[list[HistoryRow], int]:
             if m.get("delta_pct") is not None and abs(m["delta_pct"]) >= CHANGED_PCT
         )
         row = HistoryRow(
-            node, check, c.get("verdict_before"), c.get("verdict_now"), changes,
-            entry.get("previous_run"), entry.get("previous_at"),
-        )  # fmt: skip
+            node,
+            check,
+            c.get("verdict_before"),
+            c.get("verdict_now"),
+            changes,
+            entry.get("previous_run"),
+            entry.get("previous_at"),
+        )
         if row.verdict_changed or changes:
             rows.append(row)
         else:
@@ -93,6 +98,11 @@ def history_view(doc: Mapping[str, Any]) -> HistoryView | None:
     first = len([n for n in all_nodes if not (nodes.get(n) or {}).get("previous_run")])
     rows.sort(key=lambda r: (not r.verdict_changed, r.node, r.check))
     return HistoryView(
-        str(hist.get("database") or ""), tuple(rows), tuple(drained), compared, first, unchanged,
+        str(hist.get("database") or ""),
+        tuple(rows),
+        tuple(drained),
+        compared,
+        first,
+        unchanged,
         cluster=str(hist.get("cluster") or ""),
-    )  # fmt: skip
+    )

@@ -95,9 +95,7 @@ _ENV = make_env()
 
 def asset(name: str) -> Markup:
     """A static file of ``nvtest/report/templates`` inlined as is (our own CSS or JS, no data)."""
-    return Markup(
-        resources.files("nvtest.report").joinpath("templates", name).read_text(encoding="utf-8")
-    )
+    return Markup(resources.files("nvtest.report").joinpath("templates", name).read_text(encoding="utf-8"))
 
 
 def gpu_text(inv: Mapping[str, Any]) -> str:
@@ -144,15 +142,11 @@ def _down_groups(view: ReportView) -> list[tuple[str, list[str]]]:
     return sorted(groups.items(), key=lambda kv: -len(kv[1]))
 
 
-def template_context(
-    view: ReportView, *, xmlns: bool = False, evidence: str | None = None
-) -> dict[str, Any]:
+def template_context(view: ReportView, *, xmlns: bool = False, evidence: str | None = None) -> dict[str, Any]:
     """What both templates (HTML and PDF) are rendered with: the view, charts, SKUs,
     configurations, and ``evidence``: the run's evidence digest (None: not shown)."""
     charts = {
-        (c.name, s.name): Markup(
-            metric_chart(s, view.node_names, f"{c.title}: {s.name}", xmlns=xmlns)
-        )
+        (c.name, s.name): Markup(metric_chart(s, view.node_names, f"{c.title}: {s.name}", xmlns=xmlns))
         for c in view.checks
         for s in c.series
     }
@@ -175,9 +169,7 @@ def template_context(
     }
 
 
-def render_html(
-    doc: Mapping[str, Any], view: ReportView | None = None, *, evidence: str | None = None
-) -> str:
+def render_html(doc: Mapping[str, Any], view: ReportView | None = None, *, evidence: str | None = None) -> str:
     """Return the report.html text for a results.json document (``evidence``: the run's
     evidence digest shown on the first screen, see :mod:`nvtest.report.manifest`)."""
     view = view or build_view(doc)

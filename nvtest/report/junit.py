@@ -35,6 +35,7 @@ from nvtest.text import visible
 
 __all__ = ["render_junit"]
 
+
 def _x(text: Any) -> str:
     """``text`` as XML may hold it: control characters, U+FFFE/U+FFFF and lone surrogates
     (never valid XML 1.0) written as escapes (:func:`nvtest.text.visible`)."""
@@ -93,9 +94,7 @@ def render_junit(doc: Mapping[str, Any]) -> str:
         if r.get("metrics"):
             props = ET.SubElement(case, "properties")
             for m in r["metrics"]:
-                ET.SubElement(
-                    props, "property", name=_x(_metric_name(m)), value=_x(_metric_value(m))
-                )
+                ET.SubElement(props, "property", name=_x(_metric_name(m)), value=_x(_metric_value(m)))
         verdict = r["verdict"]
         message, text = _message(r)
         if verdict == "fail":
@@ -141,32 +140,24 @@ def render_junit(doc: Mapping[str, Any]) -> str:
             "'not measured' (rerun them with --rerun-failed); the other results are what "
             "was measured before the run stopped"
         )
-        ET.SubElement(case, "error", message=_x(incomplete), type="nvtest.incomplete").text = _x(
-            text
-        )
+        ET.SubElement(case, "error", message=_x(incomplete), type="nvtest.incomplete").text = _x(text)
         cases.append(case)
     duration = f"{float(run.get('duration_s') or 0):.3f}"
     attrs = {k: str(v) for k, v in counts.items()}
     root = ET.Element("testsuites", {"name": "nvtest", "time": duration, **attrs})
-    suite = ET.SubElement(
-        root, "testsuite", {"name": _x(f"nvtest.{run.get('suite', 'run')}"), **attrs}
-    )
+    suite = ET.SubElement(root, "testsuite", {"name": _x(f"nvtest.{run.get('suite', 'run')}"), **attrs})
     suite.set("time", duration)
     if run.get("started_at"):
         suite.set(
             "timestamp",
-            dt.datetime.fromtimestamp(float(run["started_at"]), tz=dt.UTC).strftime(
-                "%Y-%m-%dT%H:%M:%S"
-            ),
+            dt.datetime.fromtimestamp(float(run["started_at"]), tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S"),
         )
     suite.set("hostname", _x(run.get("host") or ""))
     props = ET.SubElement(suite, "properties")
     for key in ("run_id", "nvtest_version", "backend", "cluster", "command_line"):
         if run.get(key) is not None:
             ET.SubElement(props, "property", name=key, value=_x(run[key]))
-    ET.SubElement(
-        props, "property", name="verdict", value=_x((doc.get("summary") or {}).get("verdict", ""))
-    )
+    ET.SubElement(props, "property", name="verdict", value=_x((doc.get("summary") or {}).get("verdict", "")))
     suite.extend(cases)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -68,8 +68,13 @@ SIGNATURE = "manifest.sha256.sig"
 #: The files that show the evidence digest, listed in the manifest after it is taken.
 REPORTS = frozenset({"report.html", "report.pdf"})
 _CHUNK = 1 << 20
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISDIR, "a directory"))  # fmt: skip
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 def _read_regular(path: Path, *, follow: bool = True) -> bytes:

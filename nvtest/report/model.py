@@ -281,18 +281,14 @@ def _checks_in_order(doc: Mapping[str, Any]) -> list[CheckView]:
     return out
 
 
-def _series_of(
-    check: str, items: Iterable[Mapping[str, Any]], index: Mapping[str, int]
-) -> list[MetricSeries]:
+def _series_of(check: str, items: Iterable[Mapping[str, Any]], index: Mapping[str, int]) -> list[MetricSeries]:
     series: dict[str, MetricSeries] = {}
     fleet_medians: dict[str, list[float]] = defaultdict(list)
     for r in items:
         for m in r.get("metrics") or []:
             s = series.get(m["name"])
             if s is None:
-                s = series[m["name"]] = MetricSeries(
-                    check=check, name=m["name"], unit=str(m.get("unit") or "")
-                )
+                s = series[m["name"]] = MetricSeries(check=check, name=m["name"], unit=str(m.get("unit") or ""))
             if s.threshold is None and m.get("threshold"):
                 s.threshold = dict(m["threshold"])
             s.counts[m.get("verdict", "pass")] += 1
@@ -330,9 +326,7 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
     docd = dict(doc)
     run = dict(docd.get("run") or {})
     results = list(docd.get("results") or [])
-    nodes: dict[str, dict[str, Any]] = {
-        str(k): dict(v or {}) for k, v in (docd.get("nodes") or {}).items()
-    }
+    nodes: dict[str, dict[str, Any]] = {str(k): dict(v or {}) for k, v in (docd.get("nodes") or {}).items()}
     for r in results:
         nodes.setdefault(r["node"], {"name": r["node"]})
     node_names = sorted(nodes)
@@ -390,9 +384,7 @@ def build_view(doc: Mapping[str, Any]) -> ReportView:
     for g in groups.values():
         g["check"] = g["checks"][0]
         g["nodes"].sort()
-    diagnoses = sorted(
-        groups.values(), key=lambda g: (-rank_of(g["verdict"]), -len(g["nodes"]), g["check"])
-    )
+    diagnoses = sorted(groups.values(), key=lambda g: (-rank_of(g["verdict"]), -len(g["nodes"]), g["check"]))
     evidence: dict[str, list[tuple[str, str]]] = {}
     for n in node_names:
         links: dict[str, str] = {}
@@ -439,16 +431,24 @@ def collapse(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for r in items:
         diag = r.get("diagnosis") or {}
         key = (
-            str(r["check"]), str(r["verdict"]), " ".join(str(r.get("reason") or "").split()),
-            str(diag.get("cause", "")), str(diag.get("action", "")), str(r.get("cause") or ""),
-        )  # fmt: skip
+            str(r["check"]),
+            str(r["verdict"]),
+            " ".join(str(r.get("reason") or "").split()),
+            str(diag.get("cause", "")),
+            str(diag.get("action", "")),
+            str(r.get("cause") or ""),
+        )
         row = rows.get(key)
         if row is None:
             row = rows[key] = {
-                "check": key[0], "verdict": key[1], "reason": r.get("reason") or "",
-                "diagnosis": r.get("diagnosis") or None, "nodes": [], "log": r.get("log"),
+                "check": key[0],
+                "verdict": key[1],
+                "reason": r.get("reason") or "",
+                "diagnosis": r.get("diagnosis") or None,
+                "nodes": [],
+                "log": r.get("log"),
                 "cause": r.get("cause") or None,
-            }  # fmt: skip
+            }
         row["nodes"].append(str(r["node"]))
     for row in rows.values():
         if len(row["nodes"]) > 1:

@@ -38,15 +38,9 @@ def _node_rows(view: ReportView) -> list[dict[str, Any]]:
         nd = view.nodes[n]
         inv = nd.get("inventory") or {}
         bad = [
-            c.name
-            for c in view.checks
-            if view.matrix.get(n, {}).get(c.name, {}).get("verdict") in ("fail", "error")
+            c.name for c in view.checks if view.matrix.get(n, {}).get(c.name, {}).get("verdict") in ("fail", "error")
         ]
-        warn = [
-            c.name
-            for c in view.checks
-            if view.matrix.get(n, {}).get(c.name, {}).get("verdict") == "warn"
-        ]
+        warn = [c.name for c in view.checks if view.matrix.get(n, {}).get(c.name, {}).get("verdict") == "warn"]
         rows.append(
             {
                 "name": n,
@@ -80,9 +74,7 @@ def _refuse_fetch(url: str, *args: Any, **kwargs: Any) -> Any:
     raise ValueError(f"report.pdf loads nothing from outside (refused {url[:80]!r})")
 
 
-def write_pdf(
-    run_dir: Path, doc: Mapping[str, Any], engine: str | None = None, *, evidence: str | None = None
-) -> Path:
+def write_pdf(run_dir: Path, doc: Mapping[str, Any], engine: str | None = None, *, evidence: str | None = None) -> Path:
     """Write ``run_dir/report.pdf`` and return its path.
 
     Args:
@@ -105,9 +97,7 @@ def write_pdf(
                 field="--pdf",
             ) from exc
         tmp = out.with_suffix(".pdf.tmp")
-        weasyprint.HTML(string=html, base_url=str(run_dir), url_fetcher=_refuse_fetch).write_pdf(
-            str(tmp)
-        )
+        weasyprint.HTML(string=html, base_url=str(run_dir), url_fetcher=_refuse_fetch).write_pdf(str(tmp))
         tmp.replace(out)
         return out
     exe = find_chromium()
@@ -120,12 +110,14 @@ def write_pdf(
         src = Path(td) / "report_pdf.html"
         src.write_text(html, encoding="utf-8")
         cmd = [
-            exe, *OFFLINE_FLAGS, f"--user-data-dir={td}/profile",
-            "--no-pdf-header-footer", f"--print-to-pdf={out}", src.as_uri(),
-        ]  # fmt: skip
-        proc = subprocess.run(
-            cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "LANG": "C.UTF-8"}
-        )
+            exe,
+            *OFFLINE_FLAGS,
+            f"--user-data-dir={td}/profile",
+            "--no-pdf-header-footer",
+            f"--print-to-pdf={out}",
+            src.as_uri(),
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ, "LANG": "C.UTF-8"})
     if proc.returncode != 0 or not out.exists():
         raise ConfigError(
             f"chromium --print-to-pdf failed (exit {proc.returncode}): {proc.stderr[-300:]}",

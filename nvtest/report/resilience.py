@@ -67,7 +67,7 @@ SYMBOLS = (
     ("R", "restart time after a failure, s (measured in-job recovery_s, or the in-job target in the quick form)"),
     ("C/T", "share of the time spent saving"),
     ("(T/2 + R)/M", "share lost to failures: half an interval redone on average, plus the restart, once per M"),
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -186,9 +186,7 @@ def _num(v: Any) -> float | None:
 def _metric(r: Mapping[str, Any], name: str, **labels: str) -> float | None:
     """The value of metric ``name`` of result ``r`` (with these labels, when given)."""
     for m in r.get("metrics") or []:
-        if m.get("name") == name and all(
-            str((m.get("labels") or {}).get(k)) == v for k, v in labels.items()
-        ):
+        if m.get("name") == name and all(str((m.get("labels") or {}).get(k)) == v for k, v in labels.items()):
             return _num(m.get("value"))
     return None
 
@@ -245,9 +243,7 @@ def _injob(items: Sequence[Mapping[str, Any]]) -> DrillTable:
         rec = d.get("recovery")
         if not d.get("job") and isinstance(rec, Mapping) and rec.get("killed_rank") is not None:
             note = f"rank {rec['killed_rank']} killed at step {rec.get('kill_step')}"
-        table.rows.append(
-            FigureRow(r["node"], r["verdict"], values, _target(r, "recovery_s"), note)
-        )
+        table.rows.append(FigureRow(r["node"], r["verdict"], values, _target(r, "recovery_s"), note))
         if job is None and isinstance(d.get("job"), Mapping):
             job = d["job"]
             killed = d.get("killed") or (d.get("kill") or {}).get("killed")
@@ -265,9 +261,7 @@ def _injob(items: Sequence[Mapping[str, Any]]) -> DrillTable:
                 within = recovery <= t0.target_s
             target = Target("recovery_s", recovery, t0.target_s, t0.source, within)
         matches = {row.values[-1] for row in table.rows} - {None}
-        values = [_num(fig.get(k)) for k, _ in _INJOB_COLUMNS[:-1]] + [
-            matches.pop() if len(matches) == 1 else None
-        ]
+        values = [_num(fig.get(k)) for k, _ in _INJOB_COLUMNS[:-1]] + [matches.pop() if len(matches) == 1 else None]
         nodes = job.get("nodes") or []
         scope = f"job ({job.get('world_size', '?')} ranks on {len(nodes)} nodes)"
         verdicts = [row.verdict for row in table.rows]
@@ -290,9 +284,7 @@ def _simple(
     for r in items:
         values = [_metric(r, k) for k, _ in columns]
         note = "" if r["verdict"] in ("pass", "warn") else str(r.get("reason") or "")
-        table.rows.append(
-            FigureRow(r["node"], r["verdict"], values, _target(r, target_metric), note)
-        )
+        table.rows.append(FigureRow(r["node"], r["verdict"], values, _target(r, target_metric), note))
     return table
 
 
@@ -327,9 +319,7 @@ def _tiers(by_check: Mapping[str, list[Mapping[str, Any]]]) -> list[TierRow]:
         note = f"{nodes} nodes at once" if nodes else ""
         if left:
             note += f"; left out: {'; '.join(map(str, left))}"
-        rows.append(
-            TierRow("shared", "all nodes (aggregate)", "ckpt_shared", w, rd, r["verdict"], note)
-        )
+        rows.append(TierRow("shared", "all nodes (aggregate)", "ckpt_shared", w, rd, r["verdict"], note))
         break
     return rows
 

@@ -70,9 +70,7 @@ def _range(s: MetricSeries) -> tuple[float, float]:
     return (lo if lo == 0 else lo - pad), hi + pad
 
 
-def metric_chart(
-    s: MetricSeries, node_names: list[str], title: str = "", *, xmlns: bool = False
-) -> str:
+def metric_chart(s: MetricSeries, node_names: list[str], title: str = "", *, xmlns: bool = False) -> str:
     """The SVG text of one metric's per-node chart; empty string when it has no value.
 
     ``xmlns`` adds the SVG namespace (needed by WeasyPrint; inline SVG in HTML needs none).
@@ -160,9 +158,7 @@ def metric_chart(
                 f'<text x="{x(i):.1f}" y="{H - MB + 14}" text-anchor="middle" class="tick">{escape(_short(name))}</text>'
             )
     else:
-        out.append(
-            f'<text x="{ML}" y="{H - MB + 14}" class="tick">{escape(_short(node_names[0]))}</text>'
-        )
+        out.append(f'<text x="{ML}" y="{H - MB + 14}" class="tick">{escape(_short(node_names[0]))}</text>')
         out.append(
             f'<text x="{ML + pw}" y="{H - MB + 14}" text-anchor="end" class="tick">{escape(_short(node_names[-1]))}</text>'
         )

@@ -26,13 +26,37 @@ from nvtest.text import visible
 __all__ = ["COLUMNS", "results_frame", "write_tables"]
 
 COLUMNS = [
-    "run_id", "node", "rack", "sku", "check", "check_verdict", "check_reason",
-    "metric", "labels", "value", "unit", "metric_verdict", "metric_reason",
-    "threshold_min", "threshold_max", "threshold_warn_min", "threshold_warn_max", "threshold_unit",
-    "threshold_source", "threshold_origin",
-    "fleet_median", "fleet_mad", "fleet_delta_pct", "fleet_robust_z", "fleet_outlier",
-    "diagnosis_cause", "diagnosis_action", "diagnosis_class", "log", "duration_s",
-]  # fmt: skip
+    "run_id",
+    "node",
+    "rack",
+    "sku",
+    "check",
+    "check_verdict",
+    "check_reason",
+    "metric",
+    "labels",
+    "value",
+    "unit",
+    "metric_verdict",
+    "metric_reason",
+    "threshold_min",
+    "threshold_max",
+    "threshold_warn_min",
+    "threshold_warn_max",
+    "threshold_unit",
+    "threshold_source",
+    "threshold_origin",
+    "fleet_median",
+    "fleet_mad",
+    "fleet_delta_pct",
+    "fleet_robust_z",
+    "fleet_outlier",
+    "diagnosis_cause",
+    "diagnosis_action",
+    "diagnosis_class",
+    "log",
+    "duration_s",
+]
 
 
 def _rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -68,9 +92,7 @@ def _rows(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
                     **base,
                     "metric": m.get("name"),
                     "labels": labels_text(m.get("labels")) or None,
-                    "value": float(value)
-                    if isinstance(value, (int, float)) and not isinstance(value, bool)
-                    else None,
+                    "value": float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None,
                     "unit": m.get("unit"),
                     "metric_verdict": m.get("verdict"),
                     "metric_reason": m.get("reason") or None,
@@ -96,8 +118,18 @@ def results_frame(doc: Mapping[str, Any]) -> Any:
     import pandas as pd
 
     df = pd.DataFrame(_rows(doc), columns=COLUMNS)
-    for col in ("value", "threshold_min", "threshold_max", "threshold_warn_min", "threshold_warn_max",
-                "fleet_median", "fleet_mad", "fleet_delta_pct", "fleet_robust_z", "duration_s"):  # fmt: skip
+    for col in (
+        "value",
+        "threshold_min",
+        "threshold_max",
+        "threshold_warn_min",
+        "threshold_warn_max",
+        "fleet_median",
+        "fleet_mad",
+        "fleet_delta_pct",
+        "fleet_robust_z",
+        "duration_s",
+    ):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
     df["fleet_outlier"] = df["fleet_outlier"].astype("boolean")
     text = [c for c in COLUMNS if df[c].dtype == object]

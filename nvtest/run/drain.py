@@ -50,7 +50,9 @@ def drain_failed_nodes(
     run_id = str(doc["run"].get("run_id"))
     plan = drain_plan(doc, max_fraction)
     opts = {k: v for k, v in backend_options.items() if k in ("partition",)}
-    already = {e.get("node") for e in read_events(run_dir / "results.jsonl") if e.get("kind") in ("drain", "drain_skipped")}
+    already = {
+        e.get("node") for e in read_events(run_dir / "results.jsonl") if e.get("kind") in ("drain", "drain_skipped")
+    }
     out: list[DrainDecision] = []
     transport = SlurmTransport(allocate=False, **opts) if any(d.drain for d in plan) else None
     store = ResultStore(run_dir)

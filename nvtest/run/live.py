@@ -128,7 +128,9 @@ class _Live(_Base):
         recent.add_column("item", overflow="fold")
         recent.add_column("reason", overflow="fold")
         for check, node, verdict, reason in self.last[-6:]:
-            recent.add_row(Text(verdict, style=_COLORS.get(verdict, "")), Text(f"{check}[{node}]"), Text(short(reason, 100)))
+            recent.add_row(
+                Text(verdict, style=_COLORS.get(verdict, "")), Text(f"{check}[{node}]"), Text(short(reason, 100))
+            )
         return Group(t, recent)
 
     def update(self, kind: str, payload: dict[str, Any]) -> None:

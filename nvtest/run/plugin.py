@@ -65,7 +65,9 @@ FLEET = "fleet"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("nvtest", "nvtest acceptance runs")
     group.addoption("--nvtest-config", default=None, metavar="FILE", help="run_config.json written by `nvtest run`")
-    group.addoption("--nvtest-progress", default="auto", choices=("auto", "live", "plain", "none"), help="progress view")
+    group.addoption(
+        "--nvtest-progress", default="auto", choices=("auto", "live", "plain", "none"), help="progress view"
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -473,7 +475,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.user_properties.clear()
         report.user_properties = []
         for fn in ctx.listeners:
-            fn("result", {"check": result.check, "node": result.node, "verdict": result.verdict.value, "reason": result.reason})
+            fn(
+                "result",
+                {"check": result.check, "node": result.node, "verdict": result.verdict.value, "reason": result.reason},
+            )
     return report
 
 
@@ -511,7 +516,9 @@ def _report_of(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestRep
     )
 
 
-def _result_of(ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> CheckResult:
+def _result_of(
+    ctx: RunContext, item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport
+) -> CheckResult:
     judge = item.stash.get(JUDGE_KEY, None)
     check = check_name(item)
     node = _node_of(item) or FLEET
@@ -598,8 +605,11 @@ def pytest_collectreport(report: pytest.CollectReport) -> None:
         said = next((ln[1:].strip() for ln in reversed(lines) if ln.startswith("E ")), lines[-1] if lines else "")
         found = [m for ln in lines if (m := _MODULE_FILE.search(ln))]
         # a syntax error's own file first, then the module's line of the import that failed
-        files = (f for f in [*(m.group(1) for m in found if m.group(1)), *(m.group(2) for m in found if m.group(2))]
-                 if "/_pytest/" not in f and "/lib/python" not in f)
+        files = (
+            f
+            for f in [*(m.group(1) for m in found if m.group(1)), *(m.group(2) for m in found if m.group(2))]
+            if "/_pytest/" not in f and "/lib/python" not in f
+        )
         where = report.nodeid or next(files, "") or (lines[0] if lines else "a check module")
         _collect_errors.append(f"{where}: {said}"[:500])
 
@@ -625,7 +635,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         ctx.interrupt_signal = stop.first_signal
         ctx.store.append(
             "warning",
-            {"message": f"run interrupted by {stop.describe()}: the items not measured are errors (rerun them with --rerun-failed)"},
+            {
+                "message": f"run interrupted by {stop.describe()}: the items not measured are errors (rerun them with --rerun-failed)"
+            },
         )
     collect_errors = list(_collect_errors)
     _collect_errors.clear()

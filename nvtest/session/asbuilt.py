@@ -47,8 +47,15 @@ _DMI = {
     "bios_date": "bios_date",
 }
 _GPU_FIELDS = (
-    "name", "serial", "uuid", "vbios", "inforom_image", "inforom_oem", "inforom_ecc", "board_part_number",
-)  # fmt: skip
+    "name",
+    "serial",
+    "uuid",
+    "vbios",
+    "inforom_image",
+    "inforom_oem",
+    "inforom_ecc",
+    "board_part_number",
+)
 _HCA_FIELDS = ("slot", "model", "firmware", "psid", "node_guid", "sys_image_guid")
 
 
@@ -161,10 +168,15 @@ def _gpus(raw: dict[str, Any], facts: NodeFacts, unread: dict[str, str]) -> list
         try:
             for g in identities(text):
                 found[norm_slot(g.pci_bus_id)] = {
-                    "name": g.product_name, "serial": g.serial, "uuid": g.uuid, "vbios": g.vbios_version,
-                    "inforom_image": g.inforom_image, "inforom_oem": g.inforom_oem,
-                    "inforom_ecc": g.inforom_ecc, "board_part_number": g.board_part_number,
-                }  # fmt: skip
+                    "name": g.product_name,
+                    "serial": g.serial,
+                    "uuid": g.uuid,
+                    "vbios": g.vbios_version,
+                    "inforom_image": g.inforom_image,
+                    "inforom_oem": g.inforom_oem,
+                    "inforom_ecc": g.inforom_ecc,
+                    "board_part_number": g.board_part_number,
+                }
         except ParseError as exc:
             why = f"nvidia-smi -q -x output unreadable: {exc}"
     slots = sorted(set(found) | {p.slot for p in facts.bus("gpu")})
@@ -187,7 +199,12 @@ def _nics(facts: NodeFacts, unread: dict[str, str]) -> list[dict[str, Any]]:
     and driver; the firmware of an HCA is in ``hcas``, an Ethernet-only NIC's is not read."""
     out = []
     for p in facts.bus("nic"):
-        entry = {"slot": p.slot, "vendor": p.vendor or p.vendor_id, "device": p.device or p.device_id, "driver": p.driver}
+        entry = {
+            "slot": p.slot,
+            "vendor": p.vendor or p.vendor_id,
+            "device": p.device or p.device_id,
+            "driver": p.driver,
+        }
         for key, value in entry.items():
             if value is None:
                 unread[f"nics[{p.slot}].{key}"] = f"not shown by the PCI bus readings ({facts.bus_text()})"
@@ -242,5 +259,7 @@ def _hcas(raw: dict[str, Any], doc: dict[str, Any], facts: NodeFacts, unread: di
                 unread[f"hcas[{name}].{key}"] = whys.get(key, "not reported")
         out.append(entry)
     if not out and facts.bus("nic"):
-        unread["hcas"] = f"the PCI bus shows {len(facts.bus('nic'))} network function(s); ibstat: {ib_why}; sysfs: {sys_why}"
+        unread["hcas"] = (
+            f"the PCI bus shows {len(facts.bus('nic'))} network function(s); ibstat: {ib_why}; sysfs: {sys_why}"
+        )
     return out

@@ -25,7 +25,7 @@ KEY = "nvidia-bug-report"
 #: The node-side command (POSIX sh): the report into a temporary directory, its text on stdout.
 SCRIPT = (
     'command -v nvidia-bug-report.sh >/dev/null 2>&1 || { echo "nvidia-bug-report.sh not found on PATH" >&2; exit 127; }; '
-    'd=$(mktemp -d) || exit 1; '
+    "d=$(mktemp -d) || exit 1; "
     'nvidia-bug-report.sh --output-file "$d/nvidia-bug-report.log" >"$d/stdout" 2>&1; rc=$?; '
     'if [ -f "$d/nvidia-bug-report.log.gz" ]; then gzip -dc "$d/nvidia-bug-report.log.gz"; '
     'elif [ -f "$d/nvidia-bug-report.log" ]; then cat "$d/nvidia-bug-report.log"; '

@@ -122,8 +122,11 @@ class NodeState:
         if self.down_cause is not None:
             return self.down_cause
         kind = self.down_kind
-        special = {"timeout": "transport:timeout:inventory", "unkillable": "transport:unkillable:gpu",
-                   "excluded": "scheduler:excluded"}  # fmt: skip
+        special = {
+            "timeout": "transport:timeout:inventory",
+            "unkillable": "transport:unkillable:gpu",
+            "excluded": "scheduler:excluded",
+        }
         if kind in special:
             return special[kind]
         return f"transport:{kind}" if kind in FAILURES else None
@@ -279,12 +282,12 @@ class RunContext:
         cfg = self.config
         cluster, source = run_cluster(
             inventory_cluster=self.inventory.cluster,
-            slurm_cluster=None if self.inventory.cluster else (
-                os.environ.get("SLURM_CLUSTER_NAME") or self.transport.cluster_name()
-            ),
+            slurm_cluster=None
+            if self.inventory.cluster
+            else (os.environ.get("SLURM_CLUSTER_NAME") or self.transport.cluster_name()),
             backend=cfg.backend,
             inventory_file=self.inventory.source,
-        )  # fmt: skip
+        )
         self.emit(
             "run",
             {
@@ -366,13 +369,17 @@ class RunContext:
                 self.probe_dirs = {}
             unreached = self._read_kernel_logs(nodes) if nodes else {}
             reached = [n for n in nodes if n.name not in unreached]
-            results = self.phases.run(
-                "inventory",
-                reached,
-                self._inventory_command,
-                timeout_s=120 * self.config.timeout_scale,
-                touches=("gpu", "pci"),  # NVML and the PCI bus: what a wedged inventory waits on
-            ) if reached else {}  # fmt: skip
+            results = (
+                self.phases.run(
+                    "inventory",
+                    reached,
+                    self._inventory_command,
+                    timeout_s=120 * self.config.timeout_scale,
+                    touches=("gpu", "pci"),  # NVML and the PCI bus: what a wedged inventory waits on
+                )
+                if reached
+                else {}
+            )
             for name, state in self.states.items():
                 probe_doc = None
                 if name in excluded:  # never started on: the scheduler's words say why
@@ -490,7 +497,9 @@ class RunContext:
     def _match_sku(self, state: NodeState) -> None:
         forced = state.node.sku or self.config.sku
         if forced:
-            state.match = MatchResult(self.catalog.get(forced), (f"forced ({'inventory' if state.node.sku else '--sku'})",), True)
+            state.match = MatchResult(
+                self.catalog.get(forced), (f"forced ({'inventory' if state.node.sku else '--sku'})",), True
+            )
             return
         if state.facts is None:
             state.match = None
@@ -513,9 +522,10 @@ class RunContext:
         from nvtest.session.bug_report import bug_report_targets, collect_bug_reports
 
         failed = {
-            str(ev.get("node")) for ev in read_events(self.run_dir / "results.jsonl")
+            str(ev.get("node"))
+            for ev in read_events(self.run_dir / "results.jsonl")
             if ev.get("kind") == "result" and ev.get("verdict") == "fail"
-        }  # fmt: skip
+        }
         up = {n for n in failed if n in self.states and not self.states[n].down_reason}
         recipes: dict[str, Any] = {}
         for n in up:
@@ -523,9 +533,11 @@ class RunContext:
             recipes[n] = match.profile.recipe if match is not None and match.profile is not None else None
         deadline, names = bug_report_targets(up, recipes)
         collect_bug_reports(
-            [self.states[n].node for n in names], deadline * self.config.timeout_scale, self.phases.run,
+            [self.states[n].node for n in names],
+            deadline * self.config.timeout_scale,
+            self.phases.run,
             lambda message: self.store.append("warning", {"message": message}),
-        )  # fmt: skip
+        )
 
     def write_errors(self) -> list[OutputWriteError]:
         """The run's files that could not be written so far: results.jsonl first, then
@@ -533,9 +545,7 @@ class RunContext:
         out = [self.store.write_error] if self.store.write_error else []
         return [*out, *self.phases.write_errors]
 
-    def close(
-        self, *, interrupted: bool, harness_error: str | None = None, signals: Sequence[str] = ()
-    ) -> None:
+    def close(self, *, interrupted: bool, harness_error: str | None = None, signals: Sequence[str] = ()) -> None:
         """Write the end record and release the transport (its staged files removed) and the store.
 
         ``signals``: the stop signals received, in order (the first decides the exit code).

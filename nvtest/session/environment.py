@@ -43,9 +43,7 @@ def effective_environment(ctx: RunContext, node: str, log: str | None) -> dict[s
     facts = st.facts
     harness = ctx.phases.env_of(log) or {}
     merged = {**facts.environment, **harness}
-    variables = {
-        k: {"value": v, "source": "harness" if k in harness else "node"} for k, v in sorted(merged.items())
-    }
+    variables = {k: {"value": v, "source": "harness" if k in harness else "node"} for k, v in sorted(merged.items())}
     chosen = {k: merged[k] for k in BOOTSTRAP_VARS if merged.get(k)}
     up = sorted(n for n, d in facts.net_interfaces.items() if d.get("operstate") == "up")
     return {

@@ -39,15 +39,22 @@ class Expected:
 
 
 def _expected(
-    what: str, facts: NodeFacts, kinds: tuple[str, ...], sku_count: int | None, sku: SkuProfile | None,
-    reported: int = 0, vendor: str | None = None,
-) -> Expected:  # fmt: skip
+    what: str,
+    facts: NodeFacts,
+    kinds: tuple[str, ...],
+    sku_count: int | None,
+    sku: SkuProfile | None,
+    reported: int = 0,
+    vendor: str | None = None,
+) -> Expected:
     on_bus = [p for p in facts.pci if p.kind in kinds and (vendor is None or p.vendor_id == vendor)]
     sources: list[str] = []
     if on_bus:
         # vendor:device IDs where the bus reading has them (lspci -n, sysfs), else the name
         # lspci printed (plain ``lspci`` has no IDs)
-        ids = sorted({f"{p.vendor_id}:{p.device_id}" if p.device_id else (p.device or f"{p.vendor_id}:?") for p in on_bus})
+        ids = sorted(
+            {f"{p.vendor_id}:{p.device_id}" if p.device_id else (p.device or f"{p.vendor_id}:?") for p in on_bus}
+        )
         sources.append(f"PCI bus: {len(on_bus)} x {', '.join(ids)}")
     if sku_count:
         sources.append(f"SKU {sku.name if sku else '?'} expects {sku_count}")
@@ -77,6 +84,11 @@ def expected_hcas(facts: NodeFacts, sku: SkuProfile | None, reported: int = 0) -
     ``expect.ib_hcas``, and the HCAs the tools (or sysfs ``/sys/class/infiniband``) report."""
     reported = max(reported, len(facts.rdma_devices))
     return _expected(
-        "RDMA NIC (vendor 15b3)", facts, ("nic",), sku.expect.ib_hcas if sku else None, sku,
-        reported, MELLANOX_VENDOR_ID,
-    )  # fmt: skip
+        "RDMA NIC (vendor 15b3)",
+        facts,
+        ("nic",),
+        sku.expect.ib_hcas if sku else None,
+        sku,
+        reported,
+        MELLANOX_VENDOR_ID,
+    )

@@ -237,7 +237,9 @@ def facts_from_probe(doc: dict[str, Any]) -> NodeFacts:
     raw = doc.get("raw") or {}
     notes: list[str] = []
     sources: list[PciSource] = []
-    pci = _merge_pci(_pci_from_sysfs(doc.get("pci_sysfs"), sources), _pci_from_raw(raw.get("lspci") or {}, notes, sources))
+    pci = _merge_pci(
+        _pci_from_sysfs(doc.get("pci_sysfs"), sources), _pci_from_raw(raw.get("lspci") or {}, notes, sources)
+    )
     gpus, driver, cuda, smi_error = _gpus_from_raw(raw.get("nvidia-smi-xml") or {}, notes)
     facts = NodeFacts(
         host=str(doc.get("host")),
@@ -391,16 +393,16 @@ def _merge_pci(sysfs: list[PciFact], lspci: list[PciFact]) -> list[PciFact]:
 def _smi_words(raw: dict[str, Any]) -> str:
     """What nvidia-smi said when it did not produce its XML: exit code and its own first lines."""
     said = " ".join(
-        line.strip() for line in ((raw.get("stdout") or "") + "\n" + (raw.get("stderr") or "")).splitlines() if line.strip()
+        line.strip()
+        for line in ((raw.get("stdout") or "") + "\n" + (raw.get("stderr") or "")).splitlines()
+        if line.strip()
     )
     if raw.get("reason"):
         return str(raw["reason"])
     return f"nvidia-smi -q -x exited {raw.get('rc')}: {said[:400] or 'no output'}"
 
 
-def _gpus_from_raw(
-    raw: dict[str, Any], notes: list[str]
-) -> tuple[list[GpuFact], str | None, str | None, str | None]:
+def _gpus_from_raw(raw: dict[str, Any], notes: list[str]) -> tuple[list[GpuFact], str | None, str | None, str | None]:
     from nvtest.errors import ParseError
     from nvtest.parsers import nvidia_smi_xml
 

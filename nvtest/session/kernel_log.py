@@ -78,7 +78,7 @@ def facts_blocked(smi_error: str | None) -> str | None:
     node whose kernel log shows a GPU that needs a reset (its error ``stopped: CAUSE ...``);
     None otherwise (an nvidia-smi that answered is judged on its words)."""
     if smi_error and smi_error.startswith(STOPPED):
-        return blocked_message(smi_error[len(STOPPED):])
+        return blocked_message(smi_error[len(STOPPED) :])
     return None
 
 

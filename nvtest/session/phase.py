@@ -23,9 +23,17 @@ from nvtest.transports._deadline import UNKILLABLE
 from nvtest.transports.base import Command, CommandResult, Transport, render_command
 
 __all__ = [
-    "GPU_NEEDS", "Hang", "PhaseRunner", "attribute_unkillable", "cause_of", "hung_needs", "node_log_dir",
-    "path_part", "unkillable_owners", "write_evidence",
-]  # fmt: skip
+    "GPU_NEEDS",
+    "Hang",
+    "PhaseRunner",
+    "attribute_unkillable",
+    "cause_of",
+    "hung_needs",
+    "node_log_dir",
+    "path_part",
+    "unkillable_owners",
+    "write_evidence",
+]
 
 #: A survivor's wait channel in a transport's error (``sleep (pid 7, state D, wchan nfs_wait)``).
 _WCHAN = re.compile(r"wchan ([A-Za-z0-9_.]+)")

@@ -53,13 +53,46 @@ __all__ = [
 
 #: Keys of a probe's document, or of its result entries, that say what ran: devices,
 #: libraries, data types, sizes, ranks and world size, iterations, durations, threads.
-EFFECTIVE_KEYS = frozenset({
-    "device", "library", "implementation", "backend", "dtype", "dtypes", "m", "n", "k", "size",
-    "sizes", "size_bytes", "array_elements", "array_mib", "threads", "reps", "iters", "seconds",
-    "window_s", "sample_s", "ranks", "world_size", "nproc", "steps", "op", "kernel", "direction",
-    "tier", "mode", "gpu_name", "pci_bus_id", "raw_tool", "fallback_reason", "libraries_missing",
-    "omp_env", "launcher",
-})  # fmt: skip
+EFFECTIVE_KEYS = frozenset(
+    {
+        "device",
+        "library",
+        "implementation",
+        "backend",
+        "dtype",
+        "dtypes",
+        "m",
+        "n",
+        "k",
+        "size",
+        "sizes",
+        "size_bytes",
+        "array_elements",
+        "array_mib",
+        "threads",
+        "reps",
+        "iters",
+        "seconds",
+        "window_s",
+        "sample_s",
+        "ranks",
+        "world_size",
+        "nproc",
+        "steps",
+        "op",
+        "kernel",
+        "direction",
+        "tier",
+        "mode",
+        "gpu_name",
+        "pci_bus_id",
+        "raw_tool",
+        "fallback_reason",
+        "libraries_missing",
+        "omp_env",
+        "launcher",
+    }
+)
 
 
 ArgsFn = Callable[["Node", "SkuProfile | None"], Sequence[str]]

@@ -130,13 +130,20 @@ class PostgresServer:
         steps = [
             [str(self._bin / "initdb"), "-D", str(self.dir / "data"), "-A", "trust", "-U", "nvtest", "-E", "UTF8"],
             [
-                str(self._bin / "pg_ctl"), "-D", str(self.dir / "data"), "-l", str(self.dir / "server.log"), "-w",
-                "-t", str(int(self.start_timeout_s)),
-                "-o", f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off",
+                str(self._bin / "pg_ctl"),
+                "-D",
+                str(self.dir / "data"),
+                "-l",
+                str(self.dir / "server.log"),
+                "-w",
+                "-t",
+                str(int(self.start_timeout_s)),
+                "-o",
+                f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off",
                 "start",
             ],
             [str(self._bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", "nvtest", self.database],
-        ]  # fmt: skip
+        ]
         for argv in steps:
             proc = self._cmd(argv, self.start_timeout_s + 30)
             if proc.returncode != 0:

@@ -82,9 +82,19 @@ class SignalRig:
         signals, to_group, _ = KINDS[kind]
         before = self._calls()
         argv = [
-            *NVTEST, "run", "--backend", "ssh", "--inventory", str(self.cluster.inventory_path),
-            "-k", "host or sw_uniformity", "--out", str(out), "--progress", "plain",
-        ]  # fmt: skip
+            *NVTEST,
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(self.cluster.inventory_path),
+            "-k",
+            "host or sw_uniformity",
+            "--out",
+            str(out),
+            "--progress",
+            "plain",
+        ]
         env = {**os.environ, "HOME": str(self.home), "COLUMNS": "200"}
         proc = subprocess.Popen(
             argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
@@ -97,7 +107,9 @@ class SignalRig:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
                 reader.join(5)
-                return Outcome(kind, proc.returncode, "".join(lines), None, None, 0.0, ["the probe never started on every node"])
+                return Outcome(
+                    kind, proc.returncode, "".join(lines), None, None, 0.0, ["the probe never started on every node"]
+                )
             time.sleep(0.05)
         t0 = time.monotonic()
         for i, sig in enumerate(signals):
@@ -173,7 +185,9 @@ def _incomplete(doc: dict) -> list[str]:
     for n in nodes:
         r = items.get(("sw_uniformity", n))
         # in flight or never started, it reads the same: not measured, and why
-        if r is not None and (r["verdict"] != "error" or not r["reason"].startswith("not measured: run interrupted (SIG")):
+        if r is not None and (
+            r["verdict"] != "error" or not r["reason"].startswith("not measured: run interrupted (SIG")
+        ):
             problems.append(f"sw_uniformity[{n}]: {r['verdict']} {r['reason']!r}, not an interrupted error")
         if doc["nodes"].get(n, {}).get("verdict") != "error":
             problems.append(f"node {n} is {doc['nodes'].get(n, {}).get('verdict')}, not error")

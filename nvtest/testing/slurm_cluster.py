@@ -60,9 +60,7 @@ def missing_slurm_binaries() -> list[str]:
 def _which(name: str) -> str:
     found = shutil.which(name, path=os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin")
     if not found:
-        raise ClusterStartError(
-            f"{name} not found: install the Debian packages munge and slurm-wlm"
-        )
+        raise ClusterStartError(f"{name} not found: install the Debian packages munge and slurm-wlm")
     return found
 
 
@@ -140,9 +138,7 @@ def render_slurm_conf(
             f"NodeName={name} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port} "
             f"CPUs={cpus_per_node} RealMemory=1000 State=UNKNOWN"
         )
-    lines.append(
-        f"PartitionName={partition} Nodes={','.join(nodes)} Default=YES MaxTime=INFINITE State=UP"
-    )
+    lines.append(f"PartitionName={partition} Nodes={','.join(nodes)} Default=YES MaxTime=INFINITE State=UP")
     return "\n".join(lines) + "\n"
 
 
@@ -223,9 +219,7 @@ class SlurmCluster:
     @contextlib.contextmanager
     def activated(self) -> Iterator[SlurmCluster]:
         """Set :attr:`env` in ``os.environ`` (and drop any ``SLURM_JOB_*``) for the block."""
-        saved = {
-            k: v for k, v in os.environ.items() if k == "SLURM_CONF" or k.startswith("SLURM_JOB")
-        }
+        saved = {k: v for k, v in os.environ.items() if k == "SLURM_CONF" or k.startswith("SLURM_JOB")}
         for key in list(saved):
             del os.environ[key]
         os.environ.update(self.env)
@@ -298,7 +292,9 @@ class SlurmCluster:
         for node, env in self.task_env.items():
             (env_dir / node).write_text("".join(f"export {k}={v}\n" for k, v in env.items()), encoding="utf-8")
         script = self.dir / "task-prolog.sh"
-        script.write_text(f'#!/bin/sh\nf="{env_dir}/$SLURMD_NODENAME"\n[ -r "$f" ] && cat "$f"\nexit 0\n', encoding="utf-8")
+        script.write_text(
+            f'#!/bin/sh\nf="{env_dir}/$SLURMD_NODENAME"\n[ -r "$f" ] && cat "$f"\nexit 0\n', encoding="utf-8"
+        )
         script.chmod(0o755)
         with self.conf.open("a", encoding="utf-8") as fh:
             fh.write(f"TaskProlog={script}\n")
@@ -359,16 +355,12 @@ class SlurmCluster:
             except (OSError, subprocess.SubprocessError):
                 pass
             time.sleep(0.1)
-        raise ClusterStartError(
-            f"timed out after {self.start_timeout_s:g} s waiting for {what}\n{self.log_tails()}"
-        )
+        raise ClusterStartError(f"timed out after {self.start_timeout_s:g} s waiting for {what}\n{self.log_tails()}")
 
     def log_tails(self, lines: int = 15) -> str:
         """The last ``lines`` lines of every daemon log, for error messages."""
         out = []
-        for path in sorted((self.dir / "log").glob("*")) + sorted(
-            (self.dir / "munge").glob("*.log")
-        ):
+        for path in sorted((self.dir / "log").glob("*")) + sorted((self.dir / "munge").glob("*.log")):
             try:
                 tail = path.read_text(errors="replace").splitlines()[-lines:]
             except OSError:
@@ -382,10 +374,7 @@ class SlurmCluster:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 self.client("scancel", "--user=root", timeout=10)
                 deadline = time.monotonic() + 5
-                while (
-                    time.monotonic() < deadline
-                    and self.client("squeue", "-h", timeout=5).stdout.strip()
-                ):
+                while time.monotonic() < deadline and self.client("squeue", "-h", timeout=5).stdout.strip():
                     time.sleep(0.1)
         for proc in reversed(self._procs):
             _terminate(proc)

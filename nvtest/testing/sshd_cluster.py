@@ -82,9 +82,7 @@ def generate_ed25519(path: Path) -> str:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(private)
-    public = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     text = public.decode("ascii")
     path.with_name(path.name + ".pub").write_text(text + "\n", encoding="ascii")
     return text
@@ -268,11 +266,7 @@ class SSHDCluster:
         self.startup_timeout_s = startup_timeout_s
         self.user = getpass.getuser()
         self._own_dir = base_dir is None
-        self.dir = (
-            Path(base_dir)
-            if base_dir is not None
-            else Path(tempfile.mkdtemp(prefix="nvtest-sshd-"))
-        )
+        self.dir = Path(base_dir) if base_dir is not None else Path(tempfile.mkdtemp(prefix="nvtest-sshd-"))
         self.nodes: tuple[SimNode, ...] = ()
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._by_name: dict[str, SimNode] = {}
@@ -352,12 +346,8 @@ class SSHDCluster:
         Penalties would lock loopback out after the fault tests' refused keys.
         """
         probe = self.dir / "probe_sshd_config"
-        probe.write_text(
-            f"HostKey {self.dir}/id_ed25519\nPerSourcePenalties no\n", encoding="ascii"
-        )
-        proc = subprocess.run(
-            [self.sshd, "-t", "-f", str(probe)], capture_output=True, text=True, check=False
-        )
+        probe.write_text(f"HostKey {self.dir}/id_ed25519\nPerSourcePenalties no\n", encoding="ascii")
+        proc = subprocess.run([self.sshd, "-t", "-f", str(probe)], capture_output=True, text=True, check=False)
         probe.unlink()
         return "PerSourcePenalties no\n" if "PerSourcePenalties" not in proc.stderr else ""
 
@@ -402,9 +392,7 @@ class SSHDCluster:
     def _start_all(self, nodes: list[SimNode], extra: str) -> list[SimNode]:
         pending = {}
         for node in nodes:
-            node = SimNode(
-                node.name, node.address, _free_port(node.address), node.dir, node.host_public_key
-            )
+            node = SimNode(node.name, node.address, _free_port(node.address), node.dir, node.host_public_key)
             self._write_sshd_config(node, extra)
             self._procs[node.name] = self._spawn(node)
             pending[node.name] = (node, 0)
@@ -421,17 +409,13 @@ class SSHDCluster:
                     log = self._log_tail(node)
                     if "Address already in use" not in log or tries >= 3:
                         raise ClusterStartError(f"sshd for {name} exited with {proc.returncode}:\n{log}")
-                    node = SimNode(
-                        name, node.address, _free_port(node.address), node.dir, node.host_public_key
-                    )
+                    node = SimNode(name, node.address, _free_port(node.address), node.dir, node.host_public_key)
                     self._write_sshd_config(node, extra)
                     self._procs[name] = self._spawn(node)
                     pending[name] = (node, tries + 1)
             if pending and time.monotonic() > deadline:
                 name = sorted(pending)[0]
-                raise ClusterStartError(
-                    f"sshd for {name} did not listen within {self.startup_timeout_s:g} s"
-                )
+                raise ClusterStartError(f"sshd for {name} did not listen within {self.startup_timeout_s:g} s")
             if pending:
                 time.sleep(0.05)
         return [ready[node.name] for node in nodes]
@@ -450,9 +434,7 @@ class SSHDCluster:
 
     def _write_client_files(self) -> None:
         key = self.user_key_path
-        blocks = [
-            f"# nvtest simulated cluster: {len(self.nodes)} nodes, written by nvtest.testing.sshd_cluster\n"
-        ]
+        blocks = [f"# nvtest simulated cluster: {len(self.nodes)} nodes, written by nvtest.testing.sshd_cluster\n"]
         for node in self.nodes:
             proxy = ""
             if node.name in self.bastion_only:
@@ -472,9 +454,7 @@ class SSHDCluster:
             )
         self.ssh_config_path.write_text("\n".join(blocks), encoding="utf-8")
         self.known_hosts_path.write_text(
-            "".join(
-                f"[{self.host_name(n)}]:{n.port} {n.host_public_key}\n" for n in self.nodes
-            ),
+            "".join(f"[{self.host_name(n)}]:{n.port} {n.host_public_key}\n" for n in self.nodes),
             encoding="ascii",
         )
         self.write_inventory(self.inventory_path)
@@ -499,8 +479,7 @@ class SSHDCluster:
             base["key_file"] = str(self.user_key_path)
         inventory = {"cluster": "sshd-sim", "defaults": base, "nodes": nodes}
         path.write_text(
-            "# nvtest simulated cluster (nvtest.testing.sshd_cluster)\n"
-            + yaml.safe_dump(inventory, sort_keys=False),
+            "# nvtest simulated cluster (nvtest.testing.sshd_cluster)\n" + yaml.safe_dump(inventory, sort_keys=False),
             encoding="utf-8",
         )
         return path

@@ -50,9 +50,21 @@ from pathlib import Path
 from nvtest.testing.standin import Recording, StandInTools
 
 __all__ = [
-    "FAULTS", "PROFILES", "NodeProfile", "Tool", "fatal_xid", "healthy_h100", "hung", "ib_port_down",
-    "XID79_WEDGED", "install", "lost_gpu", "node_bin", "pcie_sysfs", "recovery_action",
-]  # fmt: skip
+    "FAULTS",
+    "PROFILES",
+    "NodeProfile",
+    "Tool",
+    "fatal_xid",
+    "healthy_h100",
+    "hung",
+    "ib_port_down",
+    "XID79_WEDGED",
+    "install",
+    "lost_gpu",
+    "node_bin",
+    "pcie_sysfs",
+    "recovery_action",
+]
 
 #: The checkout's test data: recorded real tool outputs (a profile reads them from a checkout).
 DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
@@ -247,7 +259,10 @@ def lost_gpu(tools: StandInTools) -> StandInTools:
     tools.add(
         "nvidia-smi",
         None,
-        by_args={"-q": Recording(stdout="", stderr=lost.read_text(), exit_code=15), "nvlink -s": Recording.of_file(H100["nvlink"])},
+        by_args={
+            "-q": Recording(stdout="", stderr=lost.read_text(), exit_code=15),
+            "nvlink -s": Recording.of_file(H100["nvlink"]),
+        },
     )
     return tools
 
@@ -261,7 +276,10 @@ def fatal_xid(tools: StandInTools) -> StandInTools:
 def recovery_action(tools: StandInTools) -> StandInTools:
     """A kernel log in which the driver asks for a GPU reset: Xid 51, then Xid 154 "GPU recovery
     action changed from 0x0 (None) to 0x1 (PF FLR)" (corpus INDEX.md)."""
-    tools.add("dmesg", Recording.of_file(CORPUS / "dmesg-xid/kmsg-xid51-then-xid154-recovery-action-pf-flr-reset-required.txt"))
+    tools.add(
+        "dmesg",
+        Recording.of_file(CORPUS / "dmesg-xid/kmsg-xid51-then-xid154-recovery-action-pf-flr-reset-required.txt"),
+    )
     return tools
 
 
@@ -292,8 +310,16 @@ def node_bin(base: Path, name: str) -> StandInTools:
 
 
 #: The GPUs of the ``h100_healthy`` profile's lspci recording (PCI slots).
-H100_GPU_SLOTS = ("0000:1b:00.0", "0000:43:00.0", "0000:52:00.0", "0000:61:00.0",
-                  "0000:9d:00.0", "0000:c3:00.0", "0000:d1:00.0", "0000:df:00.0")  # fmt: skip
+H100_GPU_SLOTS = (
+    "0000:1b:00.0",
+    "0000:43:00.0",
+    "0000:52:00.0",
+    "0000:61:00.0",
+    "0000:9d:00.0",
+    "0000:c3:00.0",
+    "0000:d1:00.0",
+    "0000:df:00.0",
+)
 #: An H100 SXM5's PCIe link as sysfs shows it (Gen5 x16: ``LnkCap``/``LnkSta`` ``Speed 32GT/s,
 #: Width x16``; the kernel's ``current_link_speed`` reads ``32.0 GT/s PCIe``).
 GEN5 = "32.0 GT/s PCIe"
@@ -313,11 +339,24 @@ def pcie_sysfs(root: Path, slots: tuple[str, ...] = H100_GPU_SLOTS, widths: Mapp
         gpu = port / slot
         gpu.mkdir(parents=True)
         values = {
-            port: {"vendor": "0x8086", "class": "0x060400", "current_link_speed": GEN5,
-                   "current_link_width": "16", "max_link_speed": GEN5, "max_link_width": "16"},
-            gpu: {"vendor": "0x10de", "device": "0x2330", "class": "0x030200", "current_link_speed": GEN5,
-                  "current_link_width": str(widths.get(slot, 16)), "max_link_speed": GEN5, "max_link_width": "16"},
-        }  # fmt: skip
+            port: {
+                "vendor": "0x8086",
+                "class": "0x060400",
+                "current_link_speed": GEN5,
+                "current_link_width": "16",
+                "max_link_speed": GEN5,
+                "max_link_width": "16",
+            },
+            gpu: {
+                "vendor": "0x10de",
+                "device": "0x2330",
+                "class": "0x030200",
+                "current_link_speed": GEN5,
+                "current_link_width": str(widths.get(slot, 16)),
+                "max_link_speed": GEN5,
+                "max_link_width": "16",
+            },
+        }
         for where, files in values.items():
             for name, text in files.items():
                 (where / name).write_text(text + "\n")

@@ -169,10 +169,18 @@ def _gpus(rnd: random.Random, idx: int, hostile: bool) -> list[dict[str, Any]]:
 def _inventory(n: str, gpus: list[dict[str, Any]]) -> dict[str, Any]:
     """The inventory of a reachable node ``n``: host facts, GPUs and 8 ConnectX-7 functions."""
     pci = [
-        {"slot": f"0000:{0x1a + k * 0x10:02x}:00.0", "class_name": "Infiniband controller", "class_id": "0207", "vendor": "Mellanox Technologies",
-         "vendor_id": "15b3", "device": "MT2910 Family [ConnectX-7]", "device_id": "1021", "driver": "mlx5_core"}
+        {
+            "slot": f"0000:{0x1A + k * 0x10:02x}:00.0",
+            "class_name": "Infiniband controller",
+            "class_id": "0207",
+            "vendor": "Mellanox Technologies",
+            "vendor_id": "15b3",
+            "device": "MT2910 Family [ConnectX-7]",
+            "device_id": "1021",
+            "driver": "mlx5_core",
+        }
         for k in range(8)
-    ]  # fmt: skip
+    ]
     return {
         "host": n,
         "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
@@ -274,8 +282,7 @@ def _node_metrics(
         )
     ]
     raw["devmem"] = [
-        metric("copy_gbps", round(rnd.gauss(2950, 25), 1), "GB/s", "devmem", {"gpu": str(g)})
-        for g in range(8)
+        metric("copy_gbps", round(rnd.gauss(2950, 25), 1), "GB/s", "devmem", {"gpu": str(g)}) for g in range(8)
     ]
     gemm = []
     bad_gpu = rnd.randrange(8) if rnd.random() < fail_rate else None
@@ -283,9 +290,7 @@ def _node_metrics(
         for g in range(8):
             scale = 0.55 if g == bad_gpu else 1.0
             value = round(rnd.gauss(mean, sd) * scale, 1)
-            gemm.append(
-                metric(f"{dtype}_tflops", value, "TFLOP/s", "gemm", {"gpu": str(g), "dtype": dtype})
-            )
+            gemm.append(metric(f"{dtype}_tflops", value, "TFLOP/s", "gemm", {"gpu": str(g), "dtype": dtype}))
     raw["gemm"] = gemm
     raw["h2d"] = [
         metric(
@@ -345,9 +350,7 @@ def _judge_metric(m: dict[str, Any], med: float, mad: float) -> None:
         m["reason"] = f"{m['value']:.4g} {m['unit']} > max {th['max']:.4g}"
     elif outlier or (th and th.get("warn_min") is not None and m["value"] < th["warn_min"]):
         m["verdict"] = "warn"
-        m["reason"] = (
-            f"{m['fleet']['delta_pct']:+.1f}% from the fleet median {med:.4g} {m['unit']} (robust z {z:.1f})"
-        )
+        m["reason"] = f"{m['fleet']['delta_pct']:+.1f}% from the fleet median {med:.4g} {m['unit']} (robust z {z:.1f})"
     else:
         m["reason"] = (
             f"{m['value']:.4g} {m['unit']} >= {th['min']:.4g}"
@@ -371,9 +374,7 @@ def _judge(
         if rank_of(m["verdict"]) > rank_of(worst):
             worst = m["verdict"]
         if m["verdict"] != "pass":
-            bad.append(
-                f"{m['name']}[{' '.join(f'{k}={v}' for k, v in m['labels'].items())}]: {m['reason']}"
-            )
+            bad.append(f"{m['name']}[{' '.join(f'{k}={v}' for k, v in m['labels'].items())}]: {m['reason']}")
     r["metrics"] = metrics
     r["verdict"] = worst
     r["reason"] = "; ".join(bad[:3])
@@ -398,9 +399,19 @@ def _results(
         for n in names:
             t += 0.05
             log = f"logs/{n}/{c}.log" if c not in ("host", "gpus") else f"logs/{n}/inventory.log"
-            r: dict[str, Any] = {"check": c, "node": n, "verdict": "pass", "reason": "", "metrics": [], "log": log,
-                                 "duration_s": round(rnd.uniform(1, 30), 3), "started_at": t, "details": None,
-                                 "diagnosis": None, "nodeid": f"suites/test_{c}.py::test_{c}[{n}]"}  # fmt: skip
+            r: dict[str, Any] = {
+                "check": c,
+                "node": n,
+                "verdict": "pass",
+                "reason": "",
+                "metrics": [],
+                "log": log,
+                "duration_s": round(rnd.uniform(1, 30), 3),
+                "started_at": t,
+                "details": None,
+                "diagnosis": None,
+                "nodeid": f"suites/test_{c}.py::test_{c}[{n}]",
+            }
             if n in down:
                 r.update(verdict="error", reason=f"unreachable: {_DOWN_REASON}", metrics=[])
                 r["diagnosis"] = dict(_UNREACHABLE)
@@ -417,9 +428,7 @@ def _results(
     return results, t
 
 
-def _summary(
-    results: list[dict[str, Any]], names: list[str], node_docs: dict[str, Any]
-) -> dict[str, Any]:
+def _summary(results: list[dict[str, Any]], names: list[str], node_docs: dict[str, Any]) -> dict[str, Any]:
     """The run's summary (worst verdict, counts per node and per item); sets each node's verdict."""
     verdict_of: dict[str, str] = {}
     for r in results:
@@ -438,9 +447,7 @@ def _summary(
     return {"verdict": overall, "nodes": node_counts, "items": item_counts}
 
 
-def _run(
-    nodes: int, seed: int, hostile: bool, last: float, verdict: str, drained: dict[str, str]
-) -> dict[str, Any]:
+def _run(nodes: int, seed: int, hostile: bool, last: float, verdict: str, drained: dict[str, str]) -> dict[str, Any]:
     """The ``run`` block: ended a minute after the ``last`` result started."""
     return {
         "run_id": f"20260101-120000-{seed:04x}",

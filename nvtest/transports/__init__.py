@@ -31,9 +31,7 @@ def get_transport(name: str, **options: Any) -> Transport:
     try:
         target = BACKENDS[name]
     except KeyError:
-        raise ConfigError(
-            f"unknown backend {name!r}; known: {', '.join(BACKENDS)}", field="backend"
-        ) from None
+        raise ConfigError(f"unknown backend {name!r}; known: {', '.join(BACKENDS)}", field="backend") from None
     module_name, cls_name = target.split(":")
     try:
         module = importlib.import_module(module_name)

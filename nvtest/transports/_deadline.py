@@ -244,9 +244,7 @@ END {
 """
 
 
-def kill_task_script(
-    pgid: int | None, token: str | None, grace_s: float, *, same_env: str | None = None
-) -> str:
+def kill_task_script(pgid: int | None, token: str | None, grace_s: float, *, same_env: str | None = None) -> str:
     """POSIX shell doing :func:`kill_task` on a remote node (needs ``/proc``, ``awk``, ``grep``).
 
     ``pgid`` None: the task is found by ``token`` (and descent) alone (a Slurm step's
@@ -269,24 +267,24 @@ def kill_task_script(
             raise ValueError(f"not a variable name: {same_env!r}")
         narrow = f'| xargs grep -l -a -F "{same_env}=${{{same_env}}}" 2>/dev/null '
     members = (
-        "_m() { { [ -n \"$t\" ] && grep -l -a -F \"" + TASK_ENV + "=$t\" /proc/[0-9]*/environ "
+        '_m() { { [ -n "$t" ] && grep -l -a -F "' + TASK_ENV + '=$t" /proc/[0-9]*/environ '
         f"2>/dev/null {narrow}| sed 's,^/proc/,T ,; s,/environ$,,'; cat /proc/[0-9]*/stat 2>/dev/null; }} "
-        f"| awk -v p={p} -v self=\"$$\" {shlex.quote(_AWK_MEMBERS)}; }}; "
+        f'| awk -v p={p} -v self="$$" {shlex.quote(_AWK_MEMBERS)}; }}; '
     )
     return (
         f"t={tok}; {members}"
         "_live() { _m | awk '$2 != \"Z\"'; }; "
         "_now() { read -r u _ < /proc/uptime; c=${u#*.}; echo $(( ${u%.*} * 100 + ${c#0} )); }; "
         "_wait() { e=$(( $(_now) + " + str(cs) + " )); while :; do l=$(_live); "
-        "[ -z \"$l\" ] && break; [ $(_now) -ge $e ] && break; sleep 0.1; done; }; "
+        '[ -z "$l" ] && break; [ $(_now) -ge $e ] && break; sleep 0.1; done; }; '
         "h=$(_live); printf '%s\\n' \"$h\" | sed '/^$/d; s/^/hung /'; "
         f"for s in TERM CONT; do {group}"
         "for q in $(printf '%s\\n' \"$h\" | awk '{print $1}'); do kill -s $s $q 2>/dev/null; done; done; "
         "_wait; "
-        f"if [ -n \"$l\" ]; then for r in 1 2; do s=KILL; {group}"
+        f'if [ -n "$l" ]; then for r in 1 2; do s=KILL; {group}'
         "for q in $(_live | awk '{print $1}'); do kill -s $s $q 2>/dev/null; done; done; "
-        "_wait; printf '%s\\n' \"$l\" | while read -r q s c; do [ -n \"$q\" ] && "
-        "echo \"survivor $q $s $c $(cat /proc/$q/wchan 2>/dev/null)\"; done; fi; exit 0"
+        '_wait; printf \'%s\\n\' "$l" | while read -r q s c; do [ -n "$q" ] && '
+        'echo "survivor $q $s $c $(cat /proc/$q/wchan 2>/dev/null)"; done; fi; exit 0'
     )
 
 

@@ -74,9 +74,7 @@ class SlurmNodeState:
     @property
     def flags(self) -> frozenset[str]:
         """The state's words, upper case, without Slurm's ``*~#!%$@^-`` suffixes."""
-        return frozenset(
-            p.strip().rstrip("*~#!%$@^-").upper() for p in self.state.split("+") if p.strip()
-        )
+        return frozenset(p.strip().rstrip("*~#!%$@^-").upper() for p in self.state.split("+") if p.strip())
 
     @property
     def available(self) -> bool:
@@ -84,9 +82,7 @@ class SlurmNodeState:
         return not (self.flags & UNAVAILABLE_FLAGS) and "*" not in self.state
 
 
-_REASON_RE = re.compile(
-    r"(?:^|\s)Reason=(?P<reason>.*?)(?:\s+\[(?P<who>[^\]@\s]+)@(?P<when>[^\]\s]+)\])?\s*$"
-)
+_REASON_RE = re.compile(r"(?:^|\s)Reason=(?P<reason>.*?)(?:\s+\[(?P<who>[^\]@\s]+)@(?P<when>[^\]\s]+)\])?\s*$")
 _KEY_RE = re.compile(r"(?:^|\s)([A-Za-z][A-Za-z0-9_]*)=")
 
 
@@ -205,12 +201,8 @@ class TaskStatus:
 
 _SIGNALS = {signal.strsignal(s) or "": int(s) for s in signal.Signals}
 _LAUNCH_RE = re.compile(r"launching (?:StepId=)?(\d+)\.(\d+) on host (\S+), \d+ tasks?: (\S+)")
-_JOB_RE = re.compile(
-    r"^srun: (?:jobid (\d+):|job (\d+) (?:queued|has been allocated)|Granted job allocation (\d+))"
-)
-_STATUS_RE = re.compile(
-    r"^srun: (?:error: |launch/slurm: _task_finish: )?(\S+): tasks? (\S+): (.+)$"
-)
+_JOB_RE = re.compile(r"^srun: (?:jobid (\d+):|job (\d+) (?:queued|has been allocated)|Granted job allocation (\d+))")
+_STATUS_RE = re.compile(r"^srun: (?:error: |launch/slurm: _task_finish: )?(\S+): tasks? (\S+): (.+)$")
 _EXIT_RE = re.compile(r"Exited with exit code (\d+)")
 
 

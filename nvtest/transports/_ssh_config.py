@@ -129,9 +129,7 @@ def load_ssh_config(path: str | None) -> paramiko.SSHConfig:
     try:
         return paramiko.SSHConfig.from_file(io.StringIO(text))
     except paramiko.ssh_exception.ConfigParseError as exc:
-        raise ConfigError(
-            f"cannot parse ssh config: {exc}", path=str(target), field="ssh_config"
-        ) from exc
+        raise ConfigError(f"cannot parse ssh config: {exc}", path=str(target), field="ssh_config") from exc
 
 
 def _files(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -230,9 +228,7 @@ def parse_jump(spec: str) -> list[Node]:
     return hops
 
 
-def launcher_config(
-    hosts: list[tuple[str, SSHTarget, str | None]], known_hosts_path: str, *, run_id: str
-) -> str:
+def launcher_config(hosts: list[tuple[str, SSHTarget, str | None]], known_hosts_path: str, *, run_id: str) -> str:
     """The OpenSSH client config a launcher that opens its own SSH (mpirun's ``plm_rsh``)
     uses between the run's nodes: one ``Host <node name>`` block per node with where the
     controller reached it (the inventory's address/port/user, else the controller's ssh

@@ -77,9 +77,7 @@ class HostKeyCheck(paramiko.MissingHostKeyPolicy):
         self.insecure = insecure
         self.warn = warn
 
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         entries = self.known.lookup(hostname)
         if entries is not None and entries.get(key.get_name()) == key:
             return
@@ -95,9 +93,7 @@ class HostKeyCheck(paramiko.MissingHostKeyPolicy):
         raise HostKeyRejected(problem)
 
 
-def _preferring_known_types(
-    known: paramiko.HostKeys, name: str
-) -> Callable[..., paramiko.Transport]:
+def _preferring_known_types(known: paramiko.HostKeys, name: str) -> Callable[..., paramiko.Transport]:
     """A transport factory that asks the server first for the key types known_hosts has."""
 
     def factory(sock: Any, **kwargs: Any) -> paramiko.Transport:
@@ -262,17 +258,11 @@ def connect(
             sock = sock_factory() if sock_factory is not None else None
             return connect_once(target, timeout_s=timeout_s, policy=policy, sock=sock)
         except ConnectError as exc:
-            if (
-                not exc.retryable
-                or attempt == attempts
-                or (stop and stop.is_set())
-            ):
+            if not exc.retryable or attempt == attempts or (stop and stop.is_set()):
                 raise
             delay = min(BACKOFF_S * 2 ** (attempt - 1), BACKOFF_MAX_S) * (1 + random.random() / 4)
             if note:
-                note(
-                    f"connect attempt {attempt}/{attempts} failed: {exc}; retrying in {delay:.1f} s"
-                )
+                note(f"connect attempt {attempt}/{attempts} failed: {exc}; retrying in {delay:.1f} s")
             if stop is not None:
                 if stop.wait(delay):
                     raise

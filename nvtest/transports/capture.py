@@ -22,7 +22,17 @@ import subprocess
 import time
 from collections import deque
 
-__all__ = ["CAPTURE_ENV", "DEFAULT_LIMIT", "BoundedCapture", "capture_limit", "capture_note", "human_bytes", "joined_note", "pump_process", "read_capped"]
+__all__ = [
+    "CAPTURE_ENV",
+    "DEFAULT_LIMIT",
+    "BoundedCapture",
+    "capture_limit",
+    "capture_note",
+    "human_bytes",
+    "joined_note",
+    "pump_process",
+    "read_capped",
+]
 
 #: The environment variable that sets the capture limit per stream, in bytes.
 CAPTURE_ENV = "NVTEST_CAPTURE_BYTES"
@@ -31,8 +41,19 @@ DEFAULT_LIMIT = 8 * 1024 * 1024
 #: The smallest limit accepted (a probe's JSON document must fit in the tail).
 MIN_LIMIT = 64 * 1024
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-          "kib": 1024, "mib": 1024**2, "gib": 1024**3}  # fmt: skip
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+}
 
 
 def capture_limit() -> int:

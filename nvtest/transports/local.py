@@ -203,9 +203,14 @@ def run_argv(
         out_fh = files.enter_context(stdout.open("wb")) if stdout is not None else subprocess.PIPE
         err_fh = files.enter_context(stderr.open("wb")) if stderr is not None else subprocess.PIPE
         proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=out_fh, stderr=err_fh, cwd=cwd,
-            start_new_session=True, env=_task_env(env, token),
-        )  # fmt: skip
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out_fh,
+            stderr=err_fh,
+            cwd=cwd,
+            start_new_session=True,
+            env=_task_env(env, token),
+        )
     task = LocalTask(proc, token)
     if on_start is not None:
         on_start(task)
@@ -263,9 +268,12 @@ class LocalTransport(Transport):
         t0 = time.monotonic()
         if self._interrupted:
             return CommandResult(
-                node=node_name, command=line, error="interrupted before start", started_at=started,
+                node=node_name,
+                command=line,
+                error="interrupted before start",
+                started_at=started,
                 failure="interrupted",
-            )  # fmt: skip
+            )
         token = new_token()
         full_env = dict(os.environ)
         if env:
@@ -281,9 +289,12 @@ class LocalTransport(Transport):
             )
         except OSError as exc:
             return CommandResult(
-                node=node_name, command=line, error=f"cannot start: {exc}", started_at=started,
+                node=node_name,
+                command=line,
+                error=f"cannot start: {exc}",
+                started_at=started,
                 failure="start",
-            )  # fmt: skip
+            )
         with self._lock:
             self._running[proc] = token
         try:

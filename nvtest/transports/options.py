@@ -78,12 +78,8 @@ class SshOptions:
     parallel: int = _opt(64, "at most this many nodes at once.")
     connect_timeout_s: float = _opt(10.0, "connect timeout, seconds.", param="connect_timeout")
     insecure_host_keys: bool = _opt(False, "accept unknown host keys (warned in the report).")
-    ssh_config: str | None = _opt(
-        None, "OpenSSH client config (default ~/.ssh/config).", path=True
-    )
-    known_hosts: str | None = _opt(
-        None, "known_hosts file (default ~/.ssh/known_hosts).", path=True
-    )
+    ssh_config: str | None = _opt(None, "OpenSSH client config (default ~/.ssh/config).", path=True)
+    known_hosts: str | None = _opt(None, "known_hosts file (default ~/.ssh/known_hosts).", path=True)
     connect_retries: int = _opt(2, "connection attempts after the first (never for commands).")
 
     def as_kwargs(self) -> dict[str, Any]:
@@ -116,24 +112,18 @@ class SlurmOptions:
     """
 
     partition: str | None = _opt(None, "partition.", job_flag="--partition")
-    time_limit: str | None = _opt(
-        None, "allocation time limit.", flag="--time", job_flag="--time"
-    )
+    time_limit: str | None = _opt(None, "allocation time limit.", flag="--time", job_flag="--time")
     account: str | None = _opt(None, "account.", job_flag="--account")
     reservation: str | None = _opt(None, "reservation.", job_flag="--reservation")
     qos: str | None = _opt(None, "QOS.", job_flag="--qos")
     exclusive: bool = _opt(False, "exclusive node allocation.", job_flag="--exclusive")
-    gpus_per_node: int | None = _opt(
-        None, "GPUs per node to allocate.", job_flag="--gpus-per-node"
-    )
+    gpus_per_node: int | None = _opt(None, "GPUs per node to allocate.", job_flag="--gpus-per-node")
     mpi: str | None = _opt(None, "srun --mpi plugin (pmix, pmi2).")
     container_image: str | None = _opt(
         None, "pyxis --container-image of multi-node launches (per-node probes stay on the host)."
     )
     container_mounts: str | None = _opt(None, "pyxis --container-mounts of those launches.")
-    image_id: str | None = _opt(
-        None, "identity every rank must report from inside the image (/etc/nvtest-image-id)."
-    )
+    image_id: str | None = _opt(None, "identity every rank must report from inside the image (/etc/nvtest-image-id).")
 
     def as_kwargs(self) -> dict[str, Any]:
         """The fields that are set (not None, not False), as transport keyword arguments."""
@@ -162,9 +152,7 @@ def build_options(cls: type[OptionsT], values: Mapping[str, Any], *, where: str 
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(values) - set(names))
     if unknown:
-        raise ConfigError(
-            f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(names)}", field=where
-        )
+        raise ConfigError(f"unknown option(s) {', '.join(unknown)}; valid: {', '.join(names)}", field=where)
     kw: dict[str, Any] = {}
     for f, info in option_infos(cls):
         if f.name not in values:

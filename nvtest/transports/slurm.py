@@ -108,34 +108,26 @@ def node_states(names: Sequence[str]) -> dict[str, SlurmNodeState]:
     Raises:
         TransportError: scontrol could not run or failed.
     """
-    states = states_from_records(
-        parse_node_records(_client(["scontrol", "show", "node", "-o"], "node states"))
-    )
+    states = states_from_records(parse_node_records(_client(["scontrol", "show", "node", "-o"], "node states")))
     missing = SlurmNodeState(state="NOT_FOUND", reason="not a node of this Slurm cluster")
     return {n: states.get(n, missing) for n in names}
 
 
 def _partition_nodes(partition: str | None) -> list[str]:
     if partition:
-        text = _client(
-            ["sinfo", "-h", "-p", partition, "-o", "%N"], f"nodes of partition {partition}"
-        )
+        text = _client(["sinfo", "-h", "-p", partition, "-o", "%N"], f"nodes of partition {partition}")
     else:
         rows = _client(["sinfo", "-h", "-o", "%P %N"], "the default partition").split()
         default = [n for p, n in zip(rows[::2], rows[1::2], strict=False) if p.endswith("*")]
         if not default:
-            raise ConfigError(
-                "Slurm has no default partition: give --partition or --nodes", field="--partition"
-            )
+            raise ConfigError("Slurm has no default partition: give --partition or --nodes", field="--partition")
         text = "\n".join(default)
     names: list[str] = []
     for line in text.split():
         if line and line != "n/a":
             names.extend(n for n in expand_hostlist(line) if n not in names)
     if not names:
-        raise ConfigError(
-            f"partition {partition!r} has no nodes (or does not exist)", field="--partition"
-        )
+        raise ConfigError(f"partition {partition!r} has no nodes (or does not exist)", field="--partition")
     return expand_hostlist(fold_hostlist(names))
 
 
@@ -336,37 +328,35 @@ class SlurmTransport(Transport):
             return {}
         if self._interrupted:
             return {
-                n: CommandResult(
-                    node=n, command="", error="interrupted before start", failure="interrupted"
-                )
+                n: CommandResult(node=n, command="", error="interrupted before start", failure="interrupted")
                 for n in names
             }
         if isinstance(command, Mapping):
             lines = {n: render_command(command[n], env) for n in names}
-            shell = (
-                next(iter(lines.values()))
-                if len(set(lines.values())) == 1
-                else node_dispatch_command(lines)
-            )
+            shell = next(iter(lines.values())) if len(set(lines.values())) == 1 else node_dispatch_command(lines)
         else:
             shell = render_command(command, env)
         try:
             job = self._job_for(names)
         except TransportError as exc:
-            return {
-                n: CommandResult(node=n, command=shell, error=str(exc), failure="start")
-                for n in names
-            }
+            return {n: CommandResult(node=n, command=shell, error=str(exc), failure="start") for n in names}
         token = new_token()
         argv = srun_phase_argv(
-            names, task_shell(shell, token), timeout_s=timeout_s, name=self.job_name,
-            opts=self.options, job_id=job,
-        )  # fmt: skip
+            names,
+            task_shell(shell, token),
+            timeout_s=timeout_s,
+            name=self.job_name,
+            opts=self.options,
+            job_id=job,
+        )
         reports: dict[str, KillReport] = {}
         outcome = self._srun(
-            argv, timeout_s, own_job=job is None, tasks=len(names),
+            argv,
+            timeout_s,
+            own_job=job is None,
+            tasks=len(names),
             before_cancel=(lambda: reports.update(self._kill_task(job, names, token))) if job else None,
-        )  # fmt: skip
+        )
         results = _phase_results(names, shlex.join(argv), outcome, timeout_s)
         return {n: _with_report(r, reports.get(n)) for n, r in results.items()}
 
@@ -380,16 +370,12 @@ class SlurmTransport(Transport):
         """
         script = kill_task_script(None, token, self.kill_grace_s, same_env="SLURMD_NODENAME")
         limit = 2 * self.kill_grace_s + 30.0
-        argv = srun_phase_argv(
-            names, script, timeout_s=limit, name=self.job_name, opts=self.options, job_id=job
-        )
+        argv = srun_phase_argv(names, script, timeout_s=limit, name=self.job_name, opts=self.options, job_id=job)
         outcome = SrunProcess(argv, own_job=False, tasks=len(names)).run(limit)
         if outcome.timed_out or outcome.start_error:
             self._log(f"slurm: the kill step at a deadline did not finish: {outcome.start_error or 'timed out'}")
         results = _phase_results(names, shlex.join(argv), outcome, limit)
-        return {
-            n: parse_kill_report(r.stdout) for n, r in results.items() if r.exit_code == 0
-        }
+        return {n: parse_kill_report(r.stdout) for n, r in results.items() if r.exit_code == 0}
 
     def multi_launcher(self) -> MultiLauncher:
         """srun: one step over the nodes (:meth:`launch_multi`), with the run's ``--mpi``
@@ -439,9 +425,11 @@ class SlurmTransport(Transport):
         )
         reports: dict[str, KillReport] = {}
         out = self._srun(
-            argv, timeout_s, own_job=job is None,
+            argv,
+            timeout_s,
+            own_job=job is None,
             before_cancel=(lambda: reports.update(self._kill_task(job, names, token))) if job else None,
-        )  # fmt: skip
+        )
         res = CommandResult(
             node=label,
             command=shlex.join(argv),
@@ -621,10 +609,7 @@ class SlurmTransport(Transport):
         if alloc is not None and alloc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 alloc.kill()
-        threads = [
-            threading.Thread(target=s.cancel, kwargs={"interrupted": True}, daemon=True)
-            for s in steps
-        ]
+        threads = [threading.Thread(target=s.cancel, kwargs={"interrupted": True}, daemon=True) for s in steps]
         for t in threads:
             t.start()
         self.release()
@@ -687,15 +672,11 @@ def _step_error(out: SrunOutcome, timeout_s: float) -> str | None:
         how = f" (scancel {out.cancelled})" if out.cancelled else " (srun killed)"
         return f"timed out after {timeout_s:g} s; step cancelled{how}"
     if out.interrupted:
-        return "interrupted; step cancelled" + (
-            f" (scancel {out.cancelled})" if out.cancelled else ""
-        )
+        return "interrupted; step cancelled" + (f" (scancel {out.cancelled})" if out.cancelled else "")
     return None
 
 
-def _phase_results(
-    names: Sequence[str], line: str, out: SrunOutcome, timeout_s: float
-) -> dict[str, CommandResult]:
+def _phase_results(names: Sequence[str], line: str, out: SrunOutcome, timeout_s: float) -> dict[str, CommandResult]:
     """Split one step's labelled output and srun's task report into per-node results."""
     stdout, _ = split_labelled(out.stdout)
     stderr, rest = split_labelled(out.task_stderr)
@@ -712,11 +693,7 @@ def _phase_results(
             statuses = [out.log.status[t] for t in tasks if t in out.log.status]
             if not tasks:
                 kind = "launch"
-                why = (
-                    " ".join(m.strip() for m in out.log.messages)
-                    or rest.strip()
-                    or f"srun exited {out.returncode}"
-                )
+                why = " ".join(m.strip() for m in out.log.messages) or rest.strip() or f"srun exited {out.returncode}"
                 error = f"srun did not launch a task on {name}: {why[-500:]}"
             elif len(statuses) == len(tasks):
                 code = max(s.exit_code for s in statuses)

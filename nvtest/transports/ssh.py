@@ -90,9 +90,7 @@ _OUTER = (
 )
 # Marks the task (NVTEST_TASK, inherited by every child), prints the group id, then runs
 # the command as a child so a signal death still yields an exit status (128 + signal).
-_INNER = (
-    f'{TASK_ENV}=$2; export {TASK_ENV}; echo "' + _MARK.decode() + '$$"; /bin/sh -c "$1"; exit $?'
-)
+_INNER = f'{TASK_ENV}=$2; export {TASK_ENV}; echo "' + _MARK.decode() + '$$"; /bin/sh -c "$1"; exit $?'
 
 
 def wrap_command(line: str, token: str = "") -> str:
@@ -103,8 +101,7 @@ def wrap_command(line: str, token: str = "") -> str:
     The first line the wrapper prints on stdout is ``__nvtest_pgid__ <pgid>``.
     """
     return (
-        f"exec /bin/sh -c {shlex.quote(_OUTER)} nvtest {shlex.quote(_INNER)} "
-        f"{shlex.quote(line)} {shlex.quote(token)}"
+        f"exec /bin/sh -c {shlex.quote(_OUTER)} nvtest {shlex.quote(_INNER)} {shlex.quote(line)} {shlex.quote(token)}"
     )
 
 
@@ -266,15 +263,14 @@ class SSHTransport(Transport):
         if self._closed:
             return {
                 node.name: CommandResult(
-                    node=node.name, command=lines[node.name], error="transport closed",
+                    node=node.name,
+                    command=lines[node.name],
+                    error="transport closed",
                     failure="closed",
-                )  # fmt: skip
+                )
                 for node in nodes
             }
-        futures = [
-            (node.name, self._pool.submit(self._run_one, node, lines[node.name], timeout_s))
-            for node in nodes
-        ]
+        futures = [(node.name, self._pool.submit(self._run_one, node, lines[node.name], timeout_s)) for node in nodes]
         return {name: future.result() for name, future in futures}
 
     def stage(self, nodes: Sequence[Node], local_dir: Path) -> dict[str, str]:
@@ -287,9 +283,7 @@ class SSHTransport(Transport):
         the path return that reason as their error.
         """
         local_dir = Path(local_dir).resolve()
-        futures = [
-            (node.name, self._pool.submit(self._stage_one, node, local_dir)) for node in nodes
-        ]
+        futures = [(node.name, self._pool.submit(self._stage_one, node, local_dir)) for node in nodes]
         return {name: future.result() for name, future in futures}
 
     def interrupt(self) -> None:
@@ -302,10 +296,7 @@ class SSHTransport(Transport):
         self._interrupted.set()
         with self._lock:
             items = list(self._inflight)
-        threads = [
-            threading.Thread(target=self._stop_inflight, args=(item,), daemon=True)
-            for item in items
-        ]
+        threads = [threading.Thread(target=self._stop_inflight, args=(item,), daemon=True) for item in items]
         for thread in threads:
             thread.start()
         deadline = time.monotonic() + INTERRUPT_GRACE_S + 5.0
@@ -321,9 +312,7 @@ class SSHTransport(Transport):
             roots = dict(self._remote_roots)
             conns = dict(self._conns)
         cleanups = [
-            self._pool.submit(
-                self._exec, name, conns[name], f"rm -rf -- {shlex.quote(root)}", 30.0, cleanup=True
-            )
+            self._pool.submit(self._exec, name, conns[name], f"rm -rf -- {shlex.quote(root)}", 30.0, cleanup=True)
             for name, root in roots.items()
             if name in conns and conns[name].alive()
         ]
@@ -446,9 +435,7 @@ class SSHTransport(Transport):
                     try:
                         conn = self._open(target, node, via=via)
                     except ConnectError as exc:
-                        raise ConnectError(
-                            f"jump host {target.alias}: {exc}", kind=exc.kind
-                        ) from None
+                        raise ConnectError(f"jump host {target.alias}: {exc}", kind=exc.kind) from None
                     with self._lock:
                         self._jumps[key] = conn
             via = conn
@@ -517,9 +504,7 @@ class SSHTransport(Transport):
             return failed(f"files not staged: {staged_error}", "staging")
         return self._exec(node.name, conn, line, timeout_s, node=node)
 
-    def _open_channel(
-        self, name: str, conn: _Conn, node: Node | None
-    ) -> tuple[_Conn, paramiko.Channel]:
+    def _open_channel(self, name: str, conn: _Conn, node: Node | None) -> tuple[_Conn, paramiko.Channel]:
         """A session channel; reconnects once if the cached connection went stale."""
         try:
             return conn, conn.transport.open_session(timeout=self.connect_timeout_s)
@@ -600,9 +585,7 @@ class SSHTransport(Transport):
         if outcome == "timeout":
             text = self._kill(item, self.kill_grace_s)
             unkillable = item.report is not None and item.report.unkillable
-            return None, f"timed out after {timeout_s:g} s; {text}", (
-                "unkillable" if unkillable else "timeout"
-            )
+            return None, f"timed out after {timeout_s:g} s; {text}", ("unkillable" if unkillable else "timeout")
         if outcome == "interrupted":
             if not item.stopped:  # interrupt() may have listed the in-flight set before us
                 self._kill(item, INTERRUPT_GRACE_S)
@@ -623,9 +606,7 @@ class SSHTransport(Transport):
             )
         return None, "the command's shell was killed by a signal (no exit status)", "lost"
 
-    def _pump(
-        self, item: _InFlight, deadline: float, *, cleanup: bool
-    ) -> tuple[BoundedCapture, BoundedCapture, str]:
+    def _pump(self, item: _InFlight, deadline: float, *, cleanup: bool) -> tuple[BoundedCapture, BoundedCapture, str]:
         """Read the channel until the command ends, the deadline passes or a stop, each
         stream into a :class:`~nvtest.transports.capture.BoundedCapture`.
 
@@ -826,9 +807,13 @@ class SSHTransport(Transport):
             OSError: the node's tar or the rename failed (with its stderr).
         """
         result = self._exec(
-            node.name, conn, untar_script(self.remote_root, dest), 300.0,
-            node=node, stdin=tar_bytes(local_dir),
-        )  # fmt: skip
+            node.name,
+            conn,
+            untar_script(self.remote_root, dest),
+            300.0,
+            node=node,
+            stdin=tar_bytes(local_dir),
+        )
         if result.error or result.exit_code:
             raise OSError(
                 f"tar over the exec channel: {result.error or result.stderr.strip()[-300:] or result.exit_code}"

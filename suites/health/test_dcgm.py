@@ -29,9 +29,16 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
 
 
 DCGM = Probe(
-    "dcgmi-diag", command=("dcgmi", "diag"), args=_args, timeout_s=3600, needs=("dcgmi", "gpu"),
-    expects="gpu", parse=dcgmi.parse, package="DCGM, datacenter-gpu-manager", stdout_only=True,
-)  # fmt: skip
+    "dcgmi-diag",
+    command=("dcgmi", "diag"),
+    args=_args,
+    timeout_s=3600,
+    needs=("dcgmi", "gpu"),
+    expects="gpu",
+    parse=dcgmi.parse,
+    package="DCGM, datacenter-gpu-manager",
+    stdout_only=True,
+)
 
 
 @pytest.mark.check("dcgm_diag", area="health", title="DCGM diagnostics (dcgmi diag)")

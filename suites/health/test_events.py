@@ -23,13 +23,13 @@ from nvtest.checks.health.kernel_log import (
 )
 
 #: The same phase the run reads first on every node (nvtest.session.kernel_log): cached, not rerun.
-KERNEL_LOG = Probe(
-    KERNEL_LOG_KEY, command=("sh", "-c", KERNEL_LOG_SCRIPT), timeout_s=120, needs=KERNEL_LOG_NEEDS
-)
+KERNEL_LOG = Probe(KERNEL_LOG_KEY, command=("sh", "-c", KERNEL_LOG_SCRIPT), timeout_s=120, needs=KERNEL_LOG_NEEDS)
 
 
 @pytest.mark.check(
-    "xid_scan", area="health", title="Kernel log: Xid / SXid, hung tasks, storage clients, machine checks",
+    "xid_scan",
+    area="health",
+    title="Kernel log: Xid / SXid, hung tasks, storage clients, machine checks",
     reads="kernel-log",
 )
 def test_xid_scan(node, judge: Judge, node_facts: NodeFacts, raw, sku: SkuProfile | None) -> None:

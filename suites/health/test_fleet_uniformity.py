@@ -14,14 +14,14 @@ from nvtest.checks.health import apply
 from nvtest.checks.health.uniformity import VERSIONS_SCRIPT, fleet_versions, uniformity
 
 VERSIONS = Probe(
-    "sw-versions", command=("sh", "-c", VERSIONS_SCRIPT), timeout_s=60,
+    "sw-versions",
+    command=("sh", "-c", VERSIONS_SCRIPT),
+    timeout_s=60,
     needs=("ofed_info", "nv-fabricmanager", "hca"),
-)  # fmt: skip
-
-
-@pytest.mark.check(
-    "sw_uniformity", area="health", title="Driver, firmware and library versions across the fleet"
 )
+
+
+@pytest.mark.check("sw_uniformity", area="health", title="Driver, firmware and library versions across the fleet")
 def test_sw_uniformity(node, judge: Judge, node_facts: NodeFacts, nvtest_context: RunContext) -> None:
     """Compare this node's versions with the majority of the nodes of its SKU."""
     judge.log = nvtest_context.phases.log_path(VERSIONS.name, node.name)

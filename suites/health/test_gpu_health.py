@@ -39,21 +39,43 @@ def _no_nvlink(sku: SkuProfile | None) -> str | None:
 # a hung nvidia-smi is a wedged driver: it blocks every later check of the GPUs on the node
 _SMI = ("nvidia-smi", "gpu")
 SMI_XML = Probe(
-    "nvidia-smi-q-x", command=("nvidia-smi", "-q", "-x"), timeout_s=120, needs=_SMI,
-    expects="gpu", parse=nvidia_smi_xml.parse, package=DRIVER,
-)  # fmt: skip
+    "nvidia-smi-q-x",
+    command=("nvidia-smi", "-q", "-x"),
+    timeout_s=120,
+    needs=_SMI,
+    expects="gpu",
+    parse=nvidia_smi_xml.parse,
+    package=DRIVER,
+)
 NVLINK = Probe(
-    "nvidia-smi-nvlink", command=("nvidia-smi", "nvlink", "-s"), timeout_s=120, needs=_SMI,
-    expects="gpu", parse=_nvlink, package=DRIVER, stdout_only=True, skip_if=_no_nvlink,
-)  # fmt: skip
+    "nvidia-smi-nvlink",
+    command=("nvidia-smi", "nvlink", "-s"),
+    timeout_s=120,
+    needs=_SMI,
+    expects="gpu",
+    parse=_nvlink,
+    package=DRIVER,
+    stdout_only=True,
+    skip_if=_no_nvlink,
+)
 PCIE = Probe(
-    "pcie-sysfs", command=("sh", "-c", SYSFS_SCRIPT), timeout_s=60, needs=("pci",),
-    expects=("gpu", "hca"), parse=hops_from_sysfs, stdout_only=True,
-)  # fmt: skip
+    "pcie-sysfs",
+    command=("sh", "-c", SYSFS_SCRIPT),
+    timeout_s=60,
+    needs=("pci",),
+    expects=("gpu", "hca"),
+    parse=hops_from_sysfs,
+    stdout_only=True,
+)
 FABRIC = Probe(
-    "fabric-manager", command=("sh", "-c", FM_SCRIPT), timeout_s=60, needs=(*_SMI, "systemctl"),
-    expects="nvswitch", parse=split_sections, stdout_only=True,
-)  # fmt: skip
+    "fabric-manager",
+    command=("sh", "-c", FM_SCRIPT),
+    timeout_s=60,
+    needs=(*_SMI, "systemctl"),
+    expects="nvswitch",
+    parse=split_sections,
+    stdout_only=True,
+)
 
 
 @pytest.mark.check("driver_stack", area="health", title="NVIDIA driver and CUDA versions")
@@ -62,9 +84,7 @@ def test_driver_stack(node, judge: Judge, node_facts: NodeFacts, sku: SkuProfile
     apply(driver_stack(node_facts, sku), judge)
 
 
-@pytest.mark.check(
-    "ecc", area="health", title="ECC mode, uncorrectable errors, retired pages, row remapping"
-)
+@pytest.mark.check("ecc", area="health", title="ECC mode, uncorrectable errors, retired pages, row remapping")
 def test_ecc(node, judge: Judge, read, sku: SkuProfile | None) -> None:
     """``nvidia-smi -q -x``: ECC on, no uncorrectable error, no pending or failed remap, no lost GPU."""
     apply(ecc_health(read(SMI_XML), sku), judge)

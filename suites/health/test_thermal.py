@@ -23,7 +23,9 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     ]
 
 
-BURN = Probe("thermal-burn", script="burnin_probe.py", args=_args, timeout_s=1200, needs=("gpu",), device="gpu", expects="gpu")
+BURN = Probe(
+    "thermal-burn", script="burnin_probe.py", args=_args, timeout_s=1200, needs=("gpu",), device="gpu", expects="gpu"
+)
 
 
 @pytest.mark.check("thermal", area="health", title="Clocks, throttling and temperature under load")

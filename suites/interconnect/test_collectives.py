@@ -23,15 +23,13 @@ from nvtest.checks.api import Fleet, Judge, Node, NodeFacts, Probe
 from nvtest.checks.interconnect import collectives
 
 
-@pytest.mark.check(
-    "collectives", area="interconnect", title="Collectives inside the node (torch.distributed)"
-)
-def test_collectives(node: Node, node_facts: NodeFacts, measure: Callable[[Probe], dict[str, Any]], judge: Judge) -> None:
+@pytest.mark.check("collectives", area="interconnect", title="Collectives inside the node (torch.distributed)")
+def test_collectives(
+    node: Node, node_facts: NodeFacts, measure: Callable[[Probe], dict[str, Any]], judge: Judge
+) -> None:
     collectives.inside(node_facts, measure, judge)
 
 
-@pytest.mark.check(
-    "collectives_multinode", area="interconnect", title="Collectives across all nodes (torchrun)"
-)
+@pytest.mark.check("collectives_multinode", area="interconnect", title="Collectives across all nodes (torchrun)")
 def test_collectives_multinode(node: Node, fleet: Fleet, judge: Judge) -> None:
     collectives.across(fleet, node, judge)

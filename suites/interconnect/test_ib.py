@@ -33,24 +33,18 @@ from nvtest.checks.api import Fleet, Judge, Node, NodeFacts, SkuProfile
 from nvtest.checks.interconnect import ib
 
 
-@pytest.mark.check(
-    "ib_ports", area="interconnect", title="IB/RoCE ports: HCAs, state, rate, link layer"
-)
+@pytest.mark.check("ib_ports", area="interconnect", title="IB/RoCE ports: HCAs, state, rate, link layer")
 def test_ib_ports(node: Node, node_facts: NodeFacts, fleet: Fleet, sku: SkuProfile | None, judge: Judge) -> None:
     ib.ports(fleet, node, node_facts, sku, judge)
 
 
-@pytest.mark.check(
-    "ib_write_bw", area="interconnect", title="RDMA write bandwidth between node pairs (perftest)"
-)
+@pytest.mark.check("ib_write_bw", area="interconnect", title="RDMA write bandwidth between node pairs (perftest)")
 def test_ib_write_bw(node: Node, node_facts: NodeFacts, fleet: Fleet, sku: SkuProfile | None, judge: Judge) -> None:
     """Every HCA of the golden shape measured against a peer; an HCA the node lacks fails it,
     and one never measured because every peer lacked it is an error naming those peers."""
     ib.write_bw(fleet, node, node_facts, sku, judge)
 
 
-@pytest.mark.check(
-    "tcp_bw", area="interconnect", title="TCP bandwidth between node pairs (no RDMA device)"
-)
+@pytest.mark.check("tcp_bw", area="interconnect", title="TCP bandwidth between node pairs (no RDMA device)")
 def test_tcp_bw(node: Node, fleet: Fleet, judge: Judge) -> None:
     ib.tcp_bw(fleet, node, judge)

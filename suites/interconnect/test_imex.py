@@ -23,12 +23,18 @@ from nvtest.checks.interconnect import nvlink_multinode
 
 
 @pytest.mark.check("imex", area="interconnect", title="IMEX channel, service and domain (multi-node NVLink)")
-def test_imex(node: Node, judge: Judge, node_facts: NodeFacts, raw: Callable[[Probe], CommandResult], sku: SkuProfile | None) -> None:
+def test_imex(
+    node: Node, judge: Judge, node_facts: NodeFacts, raw: Callable[[Probe], CommandResult], sku: SkuProfile | None
+) -> None:
     """An IMEX channel device, nvidia-imex active, every domain node READY and connected."""
     nvlink_multinode.imex(node_facts, raw, sku, judge)
 
 
-@pytest.mark.check("nvlink_multinode", area="interconnect", title="NVLink bandwidth across nodes (nvbandwidth multinode)")
-def test_nvlink_multinode(node: Node, judge: Judge, node_facts: NodeFacts, fleet: Fleet, sku: SkuProfile | None) -> None:
+@pytest.mark.check(
+    "nvlink_multinode", area="interconnect", title="NVLink bandwidth across nodes (nvbandwidth multinode)"
+)
+def test_nvlink_multinode(
+    node: Node, judge: Judge, node_facts: NodeFacts, fleet: Fleet, sku: SkuProfile | None
+) -> None:
     """The slowest multi-node NVLink read per GPU against ``nvlink_multinode.mn_read_ce_gbps``."""
     nvlink_multinode.bandwidth(fleet, node, node_facts, sku, judge)

@@ -36,15 +36,11 @@ def test_nccl(node: Node, node_facts: NodeFacts, fleet: Fleet, judge: Judge) -> 
     nccl.intra(fleet, node, node_facts, judge)
 
 
-@pytest.mark.check(
-    "nccl_nics_only", area="interconnect", title="NCCL all_reduce through the NICs only"
-)
+@pytest.mark.check("nccl_nics_only", area="interconnect", title="NCCL all_reduce through the NICs only")
 def test_nccl_nics_only(node: Node, node_facts: NodeFacts, fleet: Fleet, judge: Judge) -> None:
     nccl.intra(fleet, node, node_facts, judge, nics_only=True)
 
 
-@pytest.mark.check(
-    "nccl_multinode", area="interconnect", title="NCCL across nodes (busbw), pairs to localize"
-)
+@pytest.mark.check("nccl_multinode", area="interconnect", title="NCCL across nodes (busbw), pairs to localize")
 def test_nccl_multinode(node: Node, node_facts: NodeFacts, fleet: Fleet, judge: Judge) -> None:
     nccl.multinode(fleet, node, node_facts, judge)

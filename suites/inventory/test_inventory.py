@@ -21,12 +21,8 @@ def test_host(node, node_facts: NodeFacts, judge: Judge) -> None:
     apply(host_inventory(node_facts), judge)
 
 
-@pytest.mark.check(
-    "gpus", area="inventory", title="GPUs: count, model, driver, ECC, MIG, PCIe link"
-)
-def test_gpus(
-    node, node_facts: NodeFacts, sku: SkuProfile | None, judge: Judge, nvtest_context: RunContext
-) -> None:
+@pytest.mark.check("gpus", area="inventory", title="GPUs: count, model, driver, ECC, MIG, PCIe link")
+def test_gpus(node, node_facts: NodeFacts, sku: SkuProfile | None, judge: Judge, nvtest_context: RunContext) -> None:
     """GPU count and model against the PCI bus and the SKU, ECC on, MIG off, PCIe link width at
     its maximum: nvidia-smi must report every NVIDIA GPU the PCI bus shows (fewer fails with
     nvidia-smi's own words: a driver that is not loaded, a library mismatch, a lost GPU). The

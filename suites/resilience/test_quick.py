@@ -17,9 +17,7 @@ from nvtest.checks.resilience.probes import CKPT_QUICK
 from nvtest.checks.resilience.recipe import resilience_recipe
 
 
-@pytest.mark.check(
-    "resilience_quick", area="resilience", title="Checkpoint tiers, quick (memory, local disk)"
-)
+@pytest.mark.check("resilience_quick", area="resilience", title="Checkpoint tiers, quick (memory, local disk)")
 def test_resilience_quick(node, nodes, measure, judge: Judge, sku: SkuProfile | None) -> None:
     entries = {}
     for tier, probe in CKPT_QUICK.items():

@@ -42,9 +42,7 @@ def test_restart_injob(
     restart.injob(fleet, node, measure, sku, judge)
 
 
-@pytest.mark.check(
-    "restart_inprocess", area="resilience", title="In-process restart (nvidia-resiliency-ext)"
-)
+@pytest.mark.check("restart_inprocess", area="resilience", title="In-process restart (nvidia-resiliency-ext)")
 def test_restart_inprocess(
     node: Node, measure: Callable[[Probe], dict[str, Any]], judge: Judge, sku: SkuProfile | None
 ) -> None:

@@ -21,9 +21,7 @@ from nvtest.checks.resilience.recipe import resilience_recipe
 
 
 @pytest.mark.check("straggler", area="resilience", title="Straggler scores per rank and node")
-def test_stragglers(
-    node, nodes, nvtest_context, measure, judge: Judge, sku: SkuProfile | None
-) -> None:
+def test_stragglers(node, nodes, nvtest_context, measure, judge: Judge, sku: SkuProfile | None) -> None:
     rec = resilience_recipe(sku)
     doc = measure(STRAGGLER)
     judge_stragglers(judge, doc["results"][0], float(rec["straggler_min_score"]))

@@ -20,13 +20,26 @@ from nvtest.checks.api import Judge, Node, Probe, SkuProfile
 from nvtest.checks.workload.inference import judge_inference, judge_vllm
 
 #: recipe.inference key -> probe option
-OPTIONS = (("width", "--width"), ("depth", "--depth"), ("heads", "--heads"), ("vocab", "--vocab"),
-           ("prompt_len", "--prompt-len"), ("new_tokens", "--new-tokens"),
-           ("check_tokens", "--check-tokens"), ("repeats", "--repeats"), ("seed", "--seed"),
-           ("threads", "--threads"))
-VLLM_OPTIONS = (("model", "--vllm-model"), ("input_len", "--vllm-input-len"),
-                ("output_len", "--vllm-output-len"), ("num_prompts", "--vllm-num-prompts"),
-                ("dtype", "--vllm-dtype"), ("tensor_parallel_size", "--vllm-tp"))
+OPTIONS = (
+    ("width", "--width"),
+    ("depth", "--depth"),
+    ("heads", "--heads"),
+    ("vocab", "--vocab"),
+    ("prompt_len", "--prompt-len"),
+    ("new_tokens", "--new-tokens"),
+    ("check_tokens", "--check-tokens"),
+    ("repeats", "--repeats"),
+    ("seed", "--seed"),
+    ("threads", "--threads"),
+)
+VLLM_OPTIONS = (
+    ("model", "--vllm-model"),
+    ("input_len", "--vllm-input-len"),
+    ("output_len", "--vllm-output-len"),
+    ("num_prompts", "--vllm-num-prompts"),
+    ("dtype", "--vllm-dtype"),
+    ("tensor_parallel_size", "--vllm-tp"),
+)
 
 
 def _recipe(sku: SkuProfile | None) -> dict:
@@ -50,9 +63,7 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     return args
 
 
-INFERENCE = Probe(
-    "inference", script="inference_probe.py", args=_args, timeout_s=2400, needs=("gpu",), device="any"
-)
+INFERENCE = Probe("inference", script="inference_probe.py", args=_args, timeout_s=2400, needs=("gpu",), device="any")
 
 
 @pytest.mark.check("inference", area="workload", title="Inference serving throughput and latency per GPU")

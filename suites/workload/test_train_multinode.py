@@ -18,8 +18,6 @@ from nvtest.checks.api import Fleet, Judge, Node
 from nvtest.checks.workload import training
 
 
-@pytest.mark.check(
-    "train_multinode", area="workload", title="Multi-node training smoke run (torchrun, DDP)"
-)
+@pytest.mark.check("train_multinode", area="workload", title="Multi-node training smoke run (torchrun, DDP)")
 def test_train_multinode(node: Node, fleet: Fleet, judge: Judge) -> None:
     training.multinode(fleet, node, judge)

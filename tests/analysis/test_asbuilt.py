@@ -42,7 +42,14 @@ PROBE = _probe_module()
 #: Two network functions as sysfs lists them (ConnectX-7, 15b3:1021, class 0207): one bound
 #: to mlx5_core, one with no driver bound.
 NICS = [
-    {"slot": "0000:18:00.0", "vendor": "15b3", "device": "1021", "class": "020700", "numa_node": 0, "driver": "mlx5_core"},
+    {
+        "slot": "0000:18:00.0",
+        "vendor": "15b3",
+        "device": "1021",
+        "class": "020700",
+        "numa_node": 0,
+        "driver": "mlx5_core",
+    },
     {"slot": "0000:2a:00.0", "vendor": "15b3", "device": "1021", "class": "020700", "numa_node": 0, "driver": None},
 ]
 
@@ -62,10 +69,15 @@ def _doc(**raw: dict[str, Any]) -> dict[str, Any]:
     }
     base.update({k.replace("_", "-") if k == "nvidia_smi_xml" else k: v for k, v in raw.items()})
     return {
-        "probe": "inventory", "host": "gpu017", "cpu": {}, "memory": {}, "os": {"pretty_name": "Ubuntu 22.04.5 LTS", "kernel": "5.15.0-122-generic"},
+        "probe": "inventory",
+        "host": "gpu017",
+        "cpu": {},
+        "memory": {},
+        "os": {"pretty_name": "Ubuntu 22.04.5 LTS", "kernel": "5.15.0-122-generic"},
         "pci_sysfs": {"path": "/sys/bus/pci/devices", "devices": NICS, "reason": None},
-        "asbuilt": PROBE.asbuilt_sysfs(str(ROOT)), "raw": base,
-    }  # fmt: skip
+        "asbuilt": PROBE.asbuilt_sysfs(str(ROOT)),
+        "raw": base,
+    }
 
 
 def _record(doc: dict[str, Any], node: str = "gpu017", rack: str = "r1") -> dict[str, Any]:
@@ -84,7 +96,15 @@ def _nulls(record: dict[str, Any]) -> set[str]:
 
 
 def _validate(records: dict[str, dict[str, Any]]) -> list[str]:
-    doc = {"schema": "nvtest-asbuilt/1", "run_id": "r", "cluster": "c", "sources": SOURCES, "nodes": records, "drift": drift(records), "since_last": None}
+    doc = {
+        "schema": "nvtest-asbuilt/1",
+        "run_id": "r",
+        "cluster": "c",
+        "sources": SOURCES,
+        "nodes": records,
+        "drift": drift(records),
+        "since_last": None,
+    }
     return [e.message for e in jsonschema.Draft202012Validator(SCHEMA).iter_errors(doc)]
 
 
@@ -127,7 +147,10 @@ def test_the_tools_words_are_the_reason():
     rec = _record(_doc(**CASES["ofed_fails"]))
     assert rec["unread"]["software.ofed"] == "ofed_info -s exited 1: ofed_info: command failed"
     healthy = _record(_doc())
-    assert healthy["software"]["ofed"] == "MLNX_OFED_LINUX-24.10-1.1.4.0" and healthy["software"]["fabric_manager"] == "565.57.01"
+    assert (
+        healthy["software"]["ofed"] == "MLNX_OFED_LINUX-24.10-1.1.4.0"
+        and healthy["software"]["fabric_manager"] == "565.57.01"
+    )
 
 
 def test_drift_lists_only_the_nodes_and_fields_that_differ():
@@ -135,7 +158,12 @@ def test_drift_lists_only_the_nodes_and_fields_that_differ():
     odd = json.loads(json.dumps(base))
     odd["node"], odd["rack"] = "gpu031", "r2"
     odd["hcas"][3]["firmware"] = "28.39.1002"
-    records = {"gpu017": base, "gpu018": {**base, "node": "gpu018"}, "gpu030": {**base, "node": "gpu030", "rack": "r2"}, "gpu031": odd}
+    records = {
+        "gpu017": base,
+        "gpu018": {**base, "node": "gpu018"},
+        "gpu030": {**base, "node": "gpu030", "rack": "r2"},
+        "gpu031": odd,
+    }
     d = drift(records)
     assert d["majority"]["h100-sxm-80gb"]["HCA firmware"] == "28.43.2026"
     r1, r2 = d["groups"]
@@ -220,4 +248,7 @@ def test_a_tool_past_its_deadline_is_killed_with_its_children():
     got = PROBE.run_raw(["sh", "-c", "sleep 30 & sleep 30"], timeout_s=1.0)
     assert time.monotonic() - start < 10  # the child holding the pipe did not hold the probe
     assert got["rc"] is None and got["reason"] == "timed out after 1 s"
-    assert PROBE.run_raw(["sh", "-c", "echo MLNX_OFED_LINUX-24.10-1.1.4.0:"])["stdout"] == "MLNX_OFED_LINUX-24.10-1.1.4.0:\n"
+    assert (
+        PROBE.run_raw(["sh", "-c", "echo MLNX_OFED_LINUX-24.10-1.1.4.0:"])["stdout"]
+        == "MLNX_OFED_LINUX-24.10-1.1.4.0:\n"
+    )

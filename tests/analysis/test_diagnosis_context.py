@@ -22,10 +22,16 @@ MTU_LINE = (
 
 def _doc(nodes: list[str], extra: list[dict] | None = None) -> dict:
     results = [
-        {"check": "nccl", "node": n, "verdict": "fail", "reason": "all_reduce busbw 95.1 GB/s < min 360 GB/s",
-         "metrics": [], "log": f"logs/{n}/nccl.log"}
+        {
+            "check": "nccl",
+            "node": n,
+            "verdict": "fail",
+            "reason": "all_reduce busbw 95.1 GB/s < min 360 GB/s",
+            "metrics": [],
+            "log": f"logs/{n}/nccl.log",
+        }
         for n in nodes
-    ]  # fmt: skip
+    ]
     return {
         "schema_version": 1,
         "run": {"warnings": []},
@@ -37,9 +43,7 @@ def _doc(nodes: list[str], extra: list[dict] | None = None) -> dict:
 
 
 def _rule(doc: dict, node: str, check: str = "nccl") -> str:
-    return next(r for r in doc["results"] if r["node"] == node and r["check"] == check)[
-        "diagnosis"
-    ]["rule"]
+    return next(r for r in doc["results"] if r["node"] == node and r["check"] == check)["diagnosis"]["rule"]
 
 
 POLICY = {SKU: FleetPolicy()}
@@ -53,8 +57,13 @@ def test_two_nodes_failing_alike_are_not_systemic():
 
 
 def test_the_tools_log_and_the_nodes_config_beat_the_fleet(tmp_path: Path):
-    acs = {"check": "pcie_acs", "node": "n2", "verdict": "fail", "metrics": [],
-           "reason": "ACS redirect enabled on 0000:15:00.0 (ReqRedir+ CmpltRedir+)"}  # fmt: skip
+    acs = {
+        "check": "pcie_acs",
+        "node": "n2",
+        "verdict": "fail",
+        "metrics": [],
+        "reason": "ACS redirect enabled on 0000:15:00.0 (ReqRedir+ CmpltRedir+)",
+    }
     doc = _doc(["n1", "n2", "n3"], [acs])
     log = tmp_path / "logs/n1/nccl.log"
     log.parent.mkdir(parents=True)

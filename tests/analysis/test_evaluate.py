@@ -14,9 +14,7 @@ from tests.conftest import run_nvtest
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("reports")
-    proc = run_nvtest(
-        "run", "--suite", "quick", "--out", str(out), "--progress", "none", timeout=600
-    )
+    proc = run_nvtest("run", "--suite", "quick", "--out", str(out), "--progress", "none", timeout=600)
     assert proc.returncode in (0, 1), proc.stdout + proc.stderr
     return (out / "latest").resolve()
 
@@ -52,9 +50,7 @@ def test_evaluate_rejudges_without_touching_the_run(quick_run: Path, tmp_path: P
 
     lax = _overlay(tmp_path / "lax.yaml", 1e-9, 1e-12)
     out = tmp_path / "lax"
-    proc = run_nvtest(
-        "evaluate", str(quick_run), "--sku", "cpu-generic", "--overlay", str(lax), "--out", str(out)
-    )
+    proc = run_nvtest("evaluate", str(quick_run), "--sku", "cpu-generic", "--overlay", str(lax), "--out", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert json.loads((out / "results.json").read_text())["summary"]["verdict"] in ("pass", "warn")
 
@@ -105,8 +101,9 @@ def test_rejudging_applies_plausibility_skips_and_unmeasured_thresholds():
 
     cat = load_catalog()
     h100, a100, cpu = cat.get("h100-sxm-80gb"), cat.get("a100-sxm-80gb"), cat.get("cpu-generic")
-    h2d = _item("h2d", [{"name": "h2d_gbps", "value": 55.0, "unit": "GB/s", "verdict": "pass",
-                         "labels": {"device": "cuda:0"}}])  # fmt: skip
+    h2d = _item(
+        "h2d", [{"name": "h2d_gbps", "value": 55.0, "unit": "GB/s", "verdict": "pass", "labels": {"device": "cuda:0"}}]
+    )
     ok = rejudge(h2d, h100, cat)
     assert ok["metrics"][0]["verdict"] == "pass" and ok["metrics"][0]["bound"]["max"] == 69.3088
     assert {m["name"] for m in ok["metrics"] if m["verdict"] == "error"} == {"d2h_gbps", "d2d_read_ce_gbps"}

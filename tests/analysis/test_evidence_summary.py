@@ -25,8 +25,15 @@ def _probe(name: str, **doc: Any) -> dict[str, Any]:
 
 
 def _gemm(dtype: str, tflops: float, ok: bool = True, status: str = "ok", reason: str | None = None) -> dict[str, Any]:
-    return {"device": "cuda:0", "dtype": dtype, "library": "torch 2.13.0", "tflops_median": tflops, "status": status,
-            "reason": reason, "check": {"ok": ok, "max_rel_err": 1e-6 if ok else 0.5, "tolerance": 7.8e-3}}  # fmt: skip
+    return {
+        "device": "cuda:0",
+        "dtype": dtype,
+        "library": "torch 2.13.0",
+        "tflops_median": tflops,
+        "status": status,
+        "reason": reason,
+        "check": {"ok": ok, "max_rel_err": 1e-6 if ok else 0.5, "tolerance": 7.8e-3},
+    }
 
 
 def _evidence(tmp_path: Path, xml: str | None, lspci_status: str = "ok") -> tuple[Path, dict[str, Any]]:
@@ -36,30 +43,87 @@ def _evidence(tmp_path: Path, xml: str | None, lspci_status: str = "ok") -> tupl
     steps: list[dict[str, Any]] = []
     if xml is not None:
         (out / "captures" / "nvidia-smi-q-x.xml").write_text(xml)
-        steps.append({"name": "nvidia-smi-q-x", "group": "capture", "status": "ok", "files": ["captures/nvidia-smi-q-x.xml"]})
+        steps.append(
+            {"name": "nvidia-smi-q-x", "group": "capture", "status": "ok", "files": ["captures/nvidia-smi-q-x.xml"]}
+        )
     else:
-        steps.append({"name": "nvidia-smi-q-x", "group": "capture", "status": "failed", "files": [],
-                      "reason": "exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."})  # fmt: skip
-    steps.append({"name": "lspci-nvidia", "group": "capture", "status": lspci_status, "files": [],
-                  "reason": "lspci lists no NVIDIA (vendor 10de) PCI function" if lspci_status == "empty" else None})  # fmt: skip
+        steps.append(
+            {
+                "name": "nvidia-smi-q-x",
+                "group": "capture",
+                "status": "failed",
+                "files": [],
+                "reason": "exit 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+            }
+        )
+    steps.append(
+        {
+            "name": "lspci-nvidia",
+            "group": "capture",
+            "status": lspci_status,
+            "files": [],
+            "reason": "lspci lists no NVIDIA (vendor 10de) PCI function" if lspci_status == "empty" else None,
+        }
+    )
     docs = {
-        "gemm": _probe("gemm", device="cuda", results=[
-            _gemm("bf16", 280.0), _gemm("fp16", 250.0, ok=False),
-            _gemm("fp8", 0.0, status="skip", reason="fp8 needs compute capability >= 8.9 (this GPU: 8.0)")]),
-        "devmem": _probe("devmem", device="cuda", results=[
-            {"device": "cuda:0", "kernel": "triad", "best_gbps": 1600.0, "check_ok": True, "status": "ok"}]),
-        "h2d": _probe("h2d", implementation="torch-pinned-copies", results=[
-            {"device": "cuda:0", "direction": "h2d", "best_gbps": 24.5}, {"device": "cuda:0", "direction": "d2h", "best_gbps": 20.0}]),
-        "h2d-nvbandwidth": _probe("h2d", raw_tool="nvbandwidth", raw=NVB.read_text(), results=[], library="nvbandwidth"),
-        "collectives": _probe("collectives", device="cuda", world_size=1, results=[
-            {"op": "all_reduce", "size_bytes": 1 << 20, "busbw_gbps": 1.0, "wrong": 0},
-            {"op": "all_reduce", "size_bytes": 1 << 26, "busbw_gbps": 2.0, "wrong": 0}]),
-        "inference": _probe("inference", results=[
-            {"device": "cuda:0", "dtype": "bf16", "batch": 1, "decode_tokens_per_s": 1234.5, "ttft_ms": 20.0,
-             "check": {"ok": True}},
-            {"device": "cuda:0", "dtype": "bf16", "batch": 16, "decode_tokens_per_s": 9000.0, "check": {"ok": False}}]),
-        "devmem-skip": _probe("devmem", status="skip", reason="no CUDA device: torch.cuda.is_available() is False", results=[]),
-    }  # fmt: skip
+        "gemm": _probe(
+            "gemm",
+            device="cuda",
+            results=[
+                _gemm("bf16", 280.0),
+                _gemm("fp16", 250.0, ok=False),
+                _gemm("fp8", 0.0, status="skip", reason="fp8 needs compute capability >= 8.9 (this GPU: 8.0)"),
+            ],
+        ),
+        "devmem": _probe(
+            "devmem",
+            device="cuda",
+            results=[{"device": "cuda:0", "kernel": "triad", "best_gbps": 1600.0, "check_ok": True, "status": "ok"}],
+        ),
+        "h2d": _probe(
+            "h2d",
+            implementation="torch-pinned-copies",
+            results=[
+                {"device": "cuda:0", "direction": "h2d", "best_gbps": 24.5},
+                {"device": "cuda:0", "direction": "d2h", "best_gbps": 20.0},
+            ],
+        ),
+        "h2d-nvbandwidth": _probe(
+            "h2d", raw_tool="nvbandwidth", raw=NVB.read_text(), results=[], library="nvbandwidth"
+        ),
+        "collectives": _probe(
+            "collectives",
+            device="cuda",
+            world_size=1,
+            results=[
+                {"op": "all_reduce", "size_bytes": 1 << 20, "busbw_gbps": 1.0, "wrong": 0},
+                {"op": "all_reduce", "size_bytes": 1 << 26, "busbw_gbps": 2.0, "wrong": 0},
+            ],
+        ),
+        "inference": _probe(
+            "inference",
+            results=[
+                {
+                    "device": "cuda:0",
+                    "dtype": "bf16",
+                    "batch": 1,
+                    "decode_tokens_per_s": 1234.5,
+                    "ttft_ms": 20.0,
+                    "check": {"ok": True},
+                },
+                {
+                    "device": "cuda:0",
+                    "dtype": "bf16",
+                    "batch": 16,
+                    "decode_tokens_per_s": 9000.0,
+                    "check": {"ok": False},
+                },
+            ],
+        ),
+        "devmem-skip": _probe(
+            "devmem", status="skip", reason="no CUDA device: torch.cuda.is_available() is False", results=[]
+        ),
+    }
     for name, doc in docs.items():
         (out / "probes" / f"{name}.json").write_text(json.dumps(doc) + "\n")
         steps.append({"name": name, "group": "probe", "status": doc["status"], "files": [f"probes/{name}.json"]})

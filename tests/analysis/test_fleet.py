@@ -16,20 +16,27 @@ def _doc(values: dict[str, float], floor: float = 660) -> dict:
     results, nodes = [], {}
     for node, v in values.items():
         verdict = "pass" if v >= floor else "fail"
-        reason = (
-            ""
-            if verdict == "pass"
-            else f"bf16_tflops[device=cuda:0]: {v:.4g} TFLOP/s < min {floor:.4g} TFLOP/s"
-        )
-        m = {"name": "bf16_tflops", "value": v, "unit": "TFLOP/s", "verdict": verdict,
-             "reason": f"{v:.4g} TFLOP/s >= {floor}" if verdict == "pass" else reason.split(": ", 1)[1],
-             "threshold": THR, "labels": {"device": "cuda:0", "library": "torch"}, "fleet": None}  # fmt: skip
-        results.append(
-            {"check": "gemm", "node": node, "verdict": verdict, "reason": reason, "metrics": [m]}
-        )
+        reason = "" if verdict == "pass" else f"bf16_tflops[device=cuda:0]: {v:.4g} TFLOP/s < min {floor:.4g} TFLOP/s"
+        m = {
+            "name": "bf16_tflops",
+            "value": v,
+            "unit": "TFLOP/s",
+            "verdict": verdict,
+            "reason": f"{v:.4g} TFLOP/s >= {floor}" if verdict == "pass" else reason.split(": ", 1)[1],
+            "threshold": THR,
+            "labels": {"device": "cuda:0", "library": "torch"},
+            "fleet": None,
+        }
+        results.append({"check": "gemm", "node": node, "verdict": verdict, "reason": reason, "metrics": [m]})
         nodes[node] = {"name": node, "sku": "h100-sxm-80gb"}
-    return {"schema_version": 1, "run": {"warnings": []}, "nodes": nodes, "skus": {"h100-sxm-80gb": {}},
-            "results": results, "summary": {}}  # fmt: skip
+    return {
+        "schema_version": 1,
+        "run": {"warnings": []},
+        "nodes": nodes,
+        "skus": {"h100-sxm-80gb": {}},
+        "results": results,
+        "summary": {},
+    }
 
 
 def _fleet(n: int = 64, slow: dict[int, float] | None = None) -> dict[str, float]:
@@ -52,18 +59,14 @@ def test_one_slow_node_among_64_is_flagged_and_only_it():
     assert "than the fleet median" not in r["reason"]
     f = r["metrics"][0]["fleet"]
     assert f["outlier"] and f["delta_pct"] < -8 and f["robust_z"] < -3.5 and f["n"] == 64
-    assert (
-        doc["nodes"]["gpu017"]["verdict"] == "warn" and doc["nodes"]["gpu016"]["verdict"] == "pass"
-    )
+    assert doc["nodes"]["gpu017"]["verdict"] == "warn" and doc["nodes"]["gpu016"]["verdict"] == "pass"
     assert doc["summary"]["verdict"] == "warn" and doc["summary"]["nodes"]["warn"] == 1
     assert all(r["metrics"][0]["fleet"] is not None for r in doc["results"])
     assert not doc["fleet"]["systemic"]
 
 
 def test_fail_only_when_configured():
-    doc = post_process(
-        _doc(_fleet(slow={3: 0.90})), policies={"h100-sxm-80gb": FleetPolicy(fail_below_pct=8)}
-    )
+    doc = post_process(_doc(_fleet(slow={3: 0.90})), policies={"h100-sxm-80gb": FleetPolicy(fail_below_pct=8)})
     assert next(r for r in doc["results"] if r["node"] == "gpu003")["verdict"] == "fail"
     assert doc["summary"]["verdict"] == "fail"
 
@@ -80,13 +83,9 @@ def test_all_slow_fleet_is_systemic_not_hardware():
     (sys,) = doc["fleet"]["systemic"]
     assert sys["check"] == "gemm" and sys["metrics"] == ["bf16_tflops"] and len(sys["nodes"]) == 16
     assert any(
-        w.startswith("systemic: every one of the 16 h100-sxm-80gb nodes fails gemm")
-        for w in doc["run"]["warnings"]
+        w.startswith("systemic: every one of the 16 h100-sxm-80gb nodes fails gemm") for w in doc["run"]["warnings"]
     )
-    assert all(
-        r["diagnosis"]["class"] == "CONFIG" and r["diagnosis"]["rule"] == "systemic"
-        for r in doc["results"]
-    )
+    assert all(r["diagnosis"]["class"] == "CONFIG" and r["diagnosis"]["rule"] == "systemic" for r in doc["results"])
 
 
 def test_one_failing_node_gets_a_hardware_diagnosis_not_systemic():
@@ -99,9 +98,7 @@ def test_one_failing_node_gets_a_hardware_diagnosis_not_systemic():
 def test_post_process_is_idempotent():
     once = post_process(_doc(_fleet(slow={17: 0.9})), policies=POLICY)
     twice = post_process(copy.deepcopy(once), policies=POLICY)
-    assert (
-        twice["results"] == once["results"] and twice["run"]["warnings"] == once["run"]["warnings"]
-    )
+    assert twice["results"] == once["results"] and twice["run"]["warnings"] == once["run"]["warnings"]
 
 
 def _diag(check: str, reason: str, verdict: str = "fail") -> str | None:
@@ -119,9 +116,7 @@ def test_diagnosis_catalog():
     assert _diag("nvlink", "GPU3: links 3,5 inactive (expects all 6 active)") == "RESET"
     assert _diag("ib_ports", "mlx5_10 port 1: Down/Polling: no link partner") == "CABLING"
     assert _diag("ib_ports", "mlx5_7 port 1: Down/LinkUp: link trained, not activated") == "CONFIG"
-    assert (
-        _diag("gemm", "ProbeError: CUDA error 802: system not yet initialized", "error") == "CONFIG"
-    )
+    assert _diag("gemm", "ProbeError: CUDA error 802: system not yet initialized", "error") == "CONFIG"
     assert (
         _diag(
             "nccl",
@@ -130,23 +125,13 @@ def test_diagnosis_catalog():
         )
         == "CONFIG"
     )
-    assert (
-        _diag("gpus", "Failed to initialize NVML: Driver/library version mismatch", "error")
-        == "REBOOT"
-    )
+    assert _diag("gpus", "Failed to initialize NVML: Driver/library version mismatch", "error") == "REBOOT"
     assert _diag("nccl", "123 wrong results (#wrong > 0)") == "RMA"
-    assert (
-        _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)") == "MONITOR"
-    )
+    assert _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)") == "MONITOR"
     assert _diag("stream", "NodeError: node unreachable: ssh exited 255", "error") == "RETEST"
     assert _diag("dcgm_diag", "CommandTimeout: timed out after 3600 s", "error") == "RETEST"
-    assert (
-        _diag("sw_uniformity", "vbios: n2 has 96.00.74, 7 of 8 nodes have 96.00.89") == "FIRMWARE"
-    )
-    assert (
-        _diag("sw_uniformity", "nccl_net_plugin: n11 has (missing), 5 of 6 nodes have /opt/x")
-        == "CONFIG"
-    )
+    assert _diag("sw_uniformity", "vbios: n2 has 96.00.74, 7 of 8 nodes have 96.00.89") == "FIRMWARE"
+    assert _diag("sw_uniformity", "nccl_net_plugin: n11 has (missing), 5 of 6 nodes have /opt/x") == "CONFIG"
     assert diagnose({"check": "gemm", "verdict": "pass", "reason": ""}) is None
     d = diagnose(
         {
@@ -163,9 +148,11 @@ def test_an_implausible_value_is_left_out_of_the_fleet():
     bad = doc["results"][3]
     bad["verdict"], bad["reason"] = "fail", "the tool reported a failure; bf16_tflops: implausible"
     bad["metrics"][0].update(
-        value=1.0e6, verdict="error", reason="implausible: 1e+06 TFLOP/s > 1088 TFLOP/s",
+        value=1.0e6,
+        verdict="error",
+        reason="implausible: 1e+06 TFLOP/s > 1088 TFLOP/s",
         bound={"rule": "gemm", "min": 0.0, "max": 1088.34, "implausible": True},
-    )  # fmt: skip
+    )
     doc = post_process(doc, policies=POLICY)
     assert bad["metrics"][0]["fleet"] is None and bad["metrics"][0]["verdict"] == "error"
     medians = {r["metrics"][0]["fleet"]["median"] for r in doc["results"][:3]}
@@ -180,8 +167,15 @@ def test_a_slow_time_is_the_outlier_not_a_fast_one():
     for r in doc["results"]:
         m = r["metrics"][0]
         m.update(name="step_time_s", unit="s", threshold=None, reason="")
-        r["metrics"].append({"name": "wrong", "value": 7.0 if r["node"] == "gpu009" else 0.0, "unit": "count",
-                             "verdict": "pass", "labels": {}})  # fmt: skip
+        r["metrics"].append(
+            {
+                "name": "wrong",
+                "value": 7.0 if r["node"] == "gpu009" else 0.0,
+                "unit": "count",
+                "verdict": "pass",
+                "labels": {},
+            }
+        )
     doc = post_process(doc, policies=POLICY)
     assert {o["node"] for o in doc["fleet"]["outliers"]} == {"gpu003"}
     r = next(r for r in doc["results"] if r["node"] == "gpu003")

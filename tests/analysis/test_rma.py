@@ -38,10 +38,22 @@ def _run_dir(root: Path, lines: int = 0) -> Path:
         "schema_version": SCHEMA_VERSION,
         "run": {"run_id": RUN_ID, "suite": "delivery", "host": "ctl01"},
         "nodes": {
-            "gpu017": {"name": "gpu017", "verdict": "fail", "log_dir": "logs/gpu017", "settings": {"address": "10.0.0.5"}},
-            "gpu018": {"name": "gpu018", "verdict": "pass", "log_dir": "logs/gpu018", "settings": {"address": "fd00::10:5"}},
+            "gpu017": {
+                "name": "gpu017",
+                "verdict": "fail",
+                "log_dir": "logs/gpu017",
+                "settings": {"address": "10.0.0.5"},
+            },
+            "gpu018": {
+                "name": "gpu018",
+                "verdict": "pass",
+                "log_dir": "logs/gpu018",
+                "settings": {"address": "fd00::10:5"},
+            },
         },
-        "results": [{"node": "gpu017", "check": "gpus", "verdict": "fail", "reason": "10 GPUs", "log": "logs/gpu017/gpus.log"}],
+        "results": [
+            {"node": "gpu017", "check": "gpus", "verdict": "fail", "reason": "10 GPUs", "log": "logs/gpu017/gpus.log"}
+        ],
     }
     (run / "results.json").write_text(json.dumps(doc))
     return run
@@ -128,10 +140,22 @@ def test_a_full_disk_leaves_no_temporary_file(tmp_path, limit):
     (tmp_path / "tmp").mkdir()
     (tmp_path / "o").mkdir()
     proc = subprocess.run(
-        [sys.executable, "-c", FULL_DISK, str(limit), "rma", str(run), "gpu017", "--out", str(tmp_path / "o" / "a.tar.gz")],
-        env={**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            FULL_DISK,
+            str(limit),
+            "rma",
+            str(run),
+            "gpu017",
+            "--out",
+            str(tmp_path / "o" / "a.tar.gz"),
+        ],
+        env={**os.environ, "TMPDIR": str(tmp_path / "tmp"), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith("nvtest: error: cannot write") and "Traceback" not in proc.stderr
     assert limit == 0 or "File too large" in proc.stderr
@@ -146,8 +170,10 @@ def test_sigterm_removes_the_staged_copies(tmp_path):
     env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "nvtest.cli", "rma", str(run), "gpu017", "--out", str(tmp_path / "a.tar.gz")],
-        env=env, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not list(tmp.iterdir()) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.02)

@@ -44,17 +44,49 @@ clocks_throttle_reasons.active 0x0000000000000004 127.0.0.1 0.0.0.0 255.255.255.
 """
 
 IDENTIFYING = (
-    "1654922000123", "5e1c2d3a-9b8f-4c7d-a6e5-1f2e3d4c5b6a", "8ad5b7c3e1f0a129", "8f1e2d3c-4b5a",
-    "1070fd0300123456", "1070:fd03:0012:3456", "ac14:0307", "b8:59:9f:12:34:56", "b8-59-9f-03-00-12-34-56",
-    "MT2232X12345", "6a38a0f31b86ed11800010701fa7a2d0", "172.20.3.7", "172.20.3.255", "gpu-a17-03 ",
-    "cluster.example.com", "alice", "1654922000456", "11111111-2222", "1270:fdff", "2a00:1450", "1654922000789",
-)  # fmt: skip
+    "1654922000123",
+    "5e1c2d3a-9b8f-4c7d-a6e5-1f2e3d4c5b6a",
+    "8ad5b7c3e1f0a129",
+    "8f1e2d3c-4b5a",
+    "1070fd0300123456",
+    "1070:fd03:0012:3456",
+    "ac14:0307",
+    "b8:59:9f:12:34:56",
+    "b8-59-9f-03-00-12-34-56",
+    "MT2232X12345",
+    "6a38a0f31b86ed11800010701fa7a2d0",
+    "172.20.3.7",
+    "172.20.3.255",
+    "gpu-a17-03 ",
+    "cluster.example.com",
+    "alice",
+    "1654922000456",
+    "11111111-2222",
+    "1270:fdff",
+    "2a00:1450",
+    "1654922000789",
+)
 KEPT = (
-    "692-2G520-0200-000", "00000000:1B:00.0", "MCX755106AS-HEAT", "MLNX_OFED_LINUX-24.04-0.7.0.0",
-    "96.00.74.00.01", "10:53:12", "2026-12-01T10:53:19", "ff:ff:ff:ff:ff:ff", "::1 ", "std::vector",
-    "2001:db8::5", "gpu-a17-030", "0x0000000000000004", "127.0.0.1", "0.0.0.0", "255.255.255.0",
-    "/tmp/.scratch/home/.cache", "[SN] Serial number: ", "RoCE v2",
-)  # fmt: skip
+    "692-2G520-0200-000",
+    "00000000:1B:00.0",
+    "MCX755106AS-HEAT",
+    "MLNX_OFED_LINUX-24.04-0.7.0.0",
+    "96.00.74.00.01",
+    "10:53:12",
+    "2026-12-01T10:53:19",
+    "ff:ff:ff:ff:ff:ff",
+    "::1 ",
+    "std::vector",
+    "2001:db8::5",
+    "gpu-a17-030",
+    "0x0000000000000004",
+    "127.0.0.1",
+    "0.0.0.0",
+    "255.255.255.0",
+    "/tmp/.scratch/home/.cache",
+    "[SN] Serial number: ",
+    "RoCE v2",
+)
 
 
 def test_identifying_values_are_replaced_and_the_rest_kept() -> None:
@@ -68,7 +100,16 @@ def test_identifying_values_are_replaced_and_the_rest_kept() -> None:
     assert "node001 says hi; node001;" in out and "/home/user/x" in out
     assert "192.0.2.1/24" in out
     # the RoCE GID ac14:0307 is 172.20.3.7: one address in two spellings
-    assert s.counts() == {"uuid": 3, "guid": 3, "ipv4": 2, "ipv6": 1, "hwaddr": 2, "serial": 5, "hostname": 1, "user": 1}
+    assert s.counts() == {
+        "uuid": 3,
+        "guid": 3,
+        "ipv4": 2,
+        "ipv6": 1,
+        "hwaddr": 2,
+        "serial": 5,
+        "hostname": 1,
+        "user": 1,
+    }
 
 
 def test_placeholders_keep_length_so_columns_stay_aligned() -> None:
@@ -120,7 +161,9 @@ def test_a_tree_is_sanitised_renamed_and_stripped_of_what_cannot_be_read(tmp_pat
     (root / "latest").symlink_to("runs")
     (root / "odd.txt").write_bytes(b"caf\xe9 gpu-a17-03\n")  # not UTF-8: bytes kept, name replaced
     report = Sanitiser([HOST]).tree(root)
-    assert (root / "runs/r1/logs/node001/gemm.log").read_text() == "host node001 GPU-00000000-0000-0000-0000-000000000001\n"
+    assert (
+        root / "runs/r1/logs/node001/gemm.log"
+    ).read_text() == "host node001 GPU-00000000-0000-0000-0000-000000000001\n"
     assert (root / "capture.txt").read_text() == "GPU UUID : GPU-00000000-0000-0000-0000-000000000001\n"
     assert (root / "events.jsonl").read_text() == '{"node": "node001"}\nnot json node001\n'
     assert (root / "odd.txt").read_bytes() == b"caf\xe9 node001\n"
@@ -167,12 +210,18 @@ def _inject(text: str) -> tuple[str, list[str], list[str]]:
             hosts.append(names[number])
         return put(names[number])
 
-    text = re.sub(r"GPU-00000000-0000-0000-0000-0000000000\d\d",
-                  lambda m: "GPU-" + put(f"{_hex(8)}-{_hex(4)}-{_hex(4)}-{_hex(4)}-{_hex(12)}"), text)  # fmt: skip
+    text = re.sub(
+        r"GPU-00000000-0000-0000-0000-0000000000\d\d",
+        lambda m: "GPU-" + put(f"{_hex(8)}-{_hex(4)}-{_hex(4)}-{_hex(4)}-{_hex(12)}"),
+        text,
+    )
     text = re.sub(r"0x000000000000000\d", lambda m: "0x" + put("1070fd03" + _hex(8)), text)
     text = re.sub(r"0000:0000:0000:000\d", lambda m: put(f"1070:fd03:{_hex(4)}:{_hex(4)}"), text)
-    text = re.sub(r"(?m)(Serial Number\s*:\s*|<serial>)0{8,}",
-                  lambda m: m.group(1) + put("".join(_RNG.choice("0123456789") for _ in range(13))), text)  # fmt: skip
+    text = re.sub(
+        r"(?m)(Serial Number\s*:\s*|<serial>)0{8,}",
+        lambda m: m.group(1) + put("".join(_RNG.choice("0123456789") for _ in range(13))),
+        text,
+    )
     text = re.sub(r"\b10\.0\.0\.(\d+)\b", lambda m: put(f"172.20.{_RNG.randrange(1, 250)}.{m.group(1)}"), text)
     text = re.sub(r"\bnode0*(\d+)\b", host, text)
     return text, injected, hosts

@@ -7,14 +7,26 @@ from nvtest.analysis.postprocess import post_process
 from nvtest.analysis.sdc import compare, digests_from_docs, run_warnings
 from nvtest.verdict import Verdict
 
-H100 = {"device_kind": "cuda", "gpu_name": "NVIDIA H100 80GB HBM3", "driver": "550.54.15",
-        "cuda": "12.4", "cudnn": "90100", "torch": "2.13.0"}
+H100 = {
+    "device_kind": "cuda",
+    "gpu_name": "NVIDIA H100 80GB HBM3",
+    "driver": "550.54.15",
+    "cuda": "12.4",
+    "cudnn": "90100",
+    "torch": "2.13.0",
+}
 GEMM = {"name": "gemm_chain", "dtype": "bf16", "size": 4096, "chain": 16, "seed": 1, "digest": ""}
 
 
 def gpu(i: int, digest: str, config: dict | None = None, serial: str | None = None) -> dict:
-    return {"device": f"cuda:{i}", "index": i, "serial": serial or f"16549220{i:05d}",
-            "config": config or H100, "workloads": [{**GEMM, "digest": digest}], "status": "ok"}
+    return {
+        "device": f"cuda:{i}",
+        "index": i,
+        "serial": serial or f"16549220{i:05d}",
+        "config": config or H100,
+        "workloads": [{**GEMM, "digest": digest}],
+        "status": "ok",
+    }
 
 
 def fleet(spec: dict[str, list[dict]]) -> dict[str, dict]:
@@ -51,8 +63,7 @@ def test_no_majority_fails_every_gpu_of_the_group():
     two = compare(digests_from_docs(fleet({"n1": [gpu(0, "a")], "n2": [gpu(0, "b")]})))
     assert set(verdicts(two).values()) == {Verdict.FAIL}
     assert all("no majority among the 2 GPUs" in f.reason and "split 1/1" in f.reason for f in two.findings)
-    tie = compare(digests_from_docs(fleet({"n1": [gpu(0, "a"), gpu(1, "a")],
-                                           "n2": [gpu(0, "b"), gpu(1, "b")]})))
+    tie = compare(digests_from_docs(fleet({"n1": [gpu(0, "a"), gpu(1, "a")], "n2": [gpu(0, "b"), gpu(1, "b")]})))
     assert set(verdicts(tie).values()) == {Verdict.FAIL}
     assert "split 2/2" in tie.findings[0].reason
 
@@ -68,8 +79,13 @@ def test_a_group_of_one_warns_that_nothing_could_be_compared():
 
 def test_a_whole_group_differing_from_another_is_a_configuration_difference_not_corruption():
     newer = {**H100, "driver": "560.35.03", "cuda": "12.6"}
-    docs = fleet({"n1": [gpu(0, "a"), gpu(1, "a")], "n2": [gpu(0, "a"), gpu(1, "a")],
-                  "n3": [gpu(0, "b", newer), gpu(1, "b", newer)]})
+    docs = fleet(
+        {
+            "n1": [gpu(0, "a"), gpu(1, "a")],
+            "n2": [gpu(0, "a"), gpu(1, "a")],
+            "n3": [gpu(0, "b", newer), gpu(1, "b", newer)],
+        }
+    )
     report = compare(digests_from_docs(docs))
     assert set(verdicts(report).values()) == {Verdict.PASS}
     (line,) = report.config_differences
@@ -87,15 +103,27 @@ def test_groups_on_different_configurations_that_agree_are_not_reported():
 
 def test_dtype_and_shape_are_part_of_the_group():
     docs = fleet({"n1": [gpu(0, "a"), gpu(1, "a")]})
-    docs["n2"] = {"status": "ok", "results": [{**gpu(0, "x"), "workloads": [{**GEMM, "size": 2048, "digest": "x"}]},
-                                              {**gpu(1, "x"), "workloads": [{**GEMM, "size": 2048, "digest": "x"}]}]}
+    docs["n2"] = {
+        "status": "ok",
+        "results": [
+            {**gpu(0, "x"), "workloads": [{**GEMM, "size": 2048, "digest": "x"}]},
+            {**gpu(1, "x"), "workloads": [{**GEMM, "size": 2048, "digest": "x"}]},
+        ],
+    }
     report = compare(digests_from_docs(docs))
     assert set(verdicts(report).values()) == {Verdict.PASS} and len(report.groups) == 2
 
 
 def test_a_gpu_whose_probe_failed_is_an_error_and_not_counted():
-    docs = fleet({"n1": [gpu(0, "a"), gpu(1, "a")],
-                  "n2": [gpu(0, "a"), {"device": "cuda:1", "status": "error", "reason": "CUDA error: an illegal memory access"}]})
+    docs = fleet(
+        {
+            "n1": [gpu(0, "a"), gpu(1, "a")],
+            "n2": [
+                gpu(0, "a"),
+                {"device": "cuda:1", "status": "error", "reason": "CUDA error: an illegal memory access"},
+            ],
+        }
+    )
     report = compare(digests_from_docs(docs))
     v = verdicts(report)
     assert v[("n2", "cuda:1")] is Verdict.ERROR
@@ -106,23 +134,34 @@ def test_a_gpu_whose_probe_failed_is_an_error_and_not_counted():
 
 def test_config_differences_become_one_run_warning_each():
     newer = {**H100, "cuda": "12.6"}
-    report = compare(digests_from_docs(fleet({"n1": [gpu(0, "a"), gpu(1, "a")],
-                                              "n2": [gpu(0, "b", newer), gpu(1, "b", newer)]})))
+    report = compare(
+        digests_from_docs(fleet({"n1": [gpu(0, "a"), gpu(1, "a")], "n2": [gpu(0, "b", newer), gpu(1, "b", newer)]}))
+    )
     details = {"sdc": {"config_differences": report.config_differences}}
-    results = [{"check": "sdc", "node": n, "verdict": "pass", "reason": "", "metrics": [], "details": details}
-               for n in ("n1", "n2")]
+    results = [
+        {"check": "sdc", "node": n, "verdict": "pass", "reason": "", "metrics": [], "details": details}
+        for n in ("n1", "n2")
+    ]
     assert run_warnings(results) == [f"sdc: {report.config_differences[0]}"]
-    doc = {"run": {"warnings": ["operator note"]}, "nodes": {"n1": {"sku": None}, "n2": {"sku": None}},
-           "results": results}
+    doc = {
+        "run": {"warnings": ["operator note"]},
+        "nodes": {"n1": {"sku": None}, "n2": {"sku": None}},
+        "results": results,
+    }
     post_process(doc, policies={})
     post_process(doc, policies={})  # idempotent
     assert doc["run"]["warnings"] == ["operator note", f"sdc: {report.config_differences[0]}"]
 
 
 def test_on_a_cpu_fleet_the_messages_name_cpus():
-    cpu = {"device": "cpu", "index": None, "serial": None, "status": "ok",
-           "config": {"device_kind": "cpu", "cpu_model": "AMD EPYC", "threads": 1},
-           "workloads": [{**GEMM, "dtype": "fp32", "digest": "a"}]}
+    cpu = {
+        "device": "cpu",
+        "index": None,
+        "serial": None,
+        "status": "ok",
+        "config": {"device_kind": "cpu", "cpu_model": "AMD EPYC", "threads": 1},
+        "workloads": [{**GEMM, "dtype": "fp32", "digest": "a"}],
+    }
     report = compare(digests_from_docs(fleet({"n1": [cpu]})))
     (f,) = report.findings
     assert f.verdict is Verdict.WARN and "on n1 cpu (serial unknown): the only CPU of its configuration" in f.reason

@@ -63,11 +63,7 @@ def test_no_import_breaks_the_layers() -> None:
 
 
 def test_every_module_is_in_a_layer() -> None:
-    lost = [
-        module_name(p)
-        for p in all_modules()
-        if p.parent != PKG and part_of(module_name(p)) is None
-    ]
+    lost = [module_name(p) for p in all_modules() if p.parent != PKG and part_of(module_name(p)) is None]
     assert not lost, f"modules in no layer: {lost}"
 
 
@@ -86,14 +82,26 @@ def test_the_facade_imports_nothing_at_load() -> None:
     ("module", "source", "expected"),
     [
         ("nvtest/parsers/x.py", "from nvtest.config.skus import Catalog", "parsers imports only the ground"),
-        ("nvtest/config/x.py", "def f():\n    from nvtest.session.context import RunContext", "up from floor to session"),
+        (
+            "nvtest/config/x.py",
+            "def f():\n    from nvtest.session.context import RunContext",
+            "up from floor to session",
+        ),
         ("nvtest/jobs/x.py", "import nvtest.checks.api", "up from jobs to checks"),
-        ("nvtest/report/x.py", "from nvtest.transports import base", "report imports only the ground and nvtest.results"),
+        (
+            "nvtest/report/x.py",
+            "from nvtest.transports import base",
+            "report imports only the ground and nvtest.results",
+        ),
         ("nvtest/probes/x.py", "from nvtest.errors import ProbeError", "a probe imports nothing"),
-        ("nvtest/jobs/x.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nvtest.checks.api import Judge", None),
+        (
+            "nvtest/jobs/x.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nvtest.checks.api import Judge",
+            None,
+        ),
         ("nvtest/checks/x.py", "from nvtest.jobs import base\nfrom nvtest.errors import NodeError", None),
     ],
-)  # fmt: skip
+)
 def test_the_rule_catches_what_it_should(module: str, source: str, expected: str | None) -> None:
     """The checker itself: each kind of violation is found, allowed imports are not (read
     from a source text: nothing is written into the package)."""

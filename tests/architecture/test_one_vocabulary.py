@@ -50,7 +50,7 @@ ALLOWED: dict[tuple[str, str], Allowed] = {
     ("nvtest.parsers.dcgmi", "{'fail': 4, 'warn': 3, 'skip': 2, 'pass': 1}"): Allowed(
         "dcgmi diag's own status words (its parser's record): fail > warn > skip > pass, a skipped "
         "diag test is not a pass (health/dcgm.py judges it), so skip ranks above pass there",
-        agrees=False
+        agrees=False,
     ),
     ("nvtest.cli.run", "{'error': 0, 'fail': 1, 'warn': 2, 'skip': 3}"): Allowed(
         "the console summary's listing order (what could not be measured first), not a severity",
@@ -74,8 +74,13 @@ def _membership_or_type(tree: ast.AST) -> set[int]:
     out: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
-            out.update(id(c) for op, c in zip(node.ops, node.comparators, strict=True) if isinstance(op, ast.In | ast.NotIn))
-        elif isinstance(node, ast.Subscript) and getattr(node.value, "id", getattr(node.value, "attr", None)) == "Literal":
+            out.update(
+                id(c) for op, c in zip(node.ops, node.comparators, strict=True) if isinstance(op, ast.In | ast.NotIn)
+            )
+        elif (
+            isinstance(node, ast.Subscript)
+            and getattr(node.value, "id", getattr(node.value, "attr", None)) == "Literal"
+        ):
             out.update(id(n) for n in ast.walk(node.slice))
     return out
 

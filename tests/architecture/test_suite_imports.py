@@ -65,11 +65,25 @@ def _rel(path: Path) -> str:
 
 
 def test_the_rule() -> None:
-    for ok in ("nvtest.checks.api", "nvtest.checks.health.ecc", "nvtest.checks.config.probe",
-               "nvtest.parsers", "nvtest.parsers.dcgmi", "nvtest.errors"):  # fmt: skip
+    for ok in (
+        "nvtest.checks.api",
+        "nvtest.checks.health.ecc",
+        "nvtest.checks.config.probe",
+        "nvtest.parsers",
+        "nvtest.parsers.dcgmi",
+        "nvtest.errors",
+    ):
         assert allowed(ok), ok
-    for bad in ("nvtest", "nvtest.checks.hardware", "nvtest.checks.offline", "nvtest.session.facts",
-                "nvtest.jobs.base", "nvtest.config.thresholds", "nvtest.text", "nvtest.errorsx"):  # fmt: skip
+    for bad in (
+        "nvtest",
+        "nvtest.checks.hardware",
+        "nvtest.checks.offline",
+        "nvtest.session.facts",
+        "nvtest.jobs.base",
+        "nvtest.config.thresholds",
+        "nvtest.text",
+        "nvtest.errorsx",
+    ):
         assert not allowed(bad), bad
     src = "import os\nimport nvtest.jobs.base\nfrom nvtest import text\nfrom nvtest.checks.api import Judge\n"
     assert nvtest_imports(src) == [(2, "nvtest.jobs.base"), (3, "nvtest.text"), (4, "nvtest.checks.api")]

@@ -89,6 +89,9 @@ def test_only_a_workload_managers_transport_has_a_multi_node_launcher() -> None:
     multi = slurm.multi_launcher()
     assert isinstance(multi, MultiLauncher)
     assert (multi.name, multi.mpi_plugin, multi.container_image, multi.image_id) == (
-        "srun", "pmix", "nvcr.io#pytorch", "img-1",
-    )  # fmt: skip
+        "srun",
+        "pmix",
+        "nvcr.io#pytorch",
+        "img-1",
+    )
     assert multi.launch == slurm.launch_multi  # type: ignore[attr-defined]

@@ -35,10 +35,22 @@ SUITE_FILES = sorted(suites_dir().rglob("test_*.py"))
 _SHELLS = {"sh", "bash", "dash", "env", "timeout"}
 
 #: Tools that report on the node's GPUs, NVSwitches or RDMA NICs (a check reading one judges them).
-GPU_NIC_TOOLS = frozenset({
-    "nvidia-smi", "dcgmi", "nvbandwidth", "ibstat", "ibv_devinfo", "ibv_devices", "ibstatus",
-    "mlxlink", "mlxconfig", "ib_write_bw", "ib_read_bw", "all_reduce_perf",
-})  # fmt: skip
+GPU_NIC_TOOLS = frozenset(
+    {
+        "nvidia-smi",
+        "dcgmi",
+        "nvbandwidth",
+        "ibstat",
+        "ibv_devinfo",
+        "ibv_devices",
+        "ibstatus",
+        "mlxlink",
+        "mlxconfig",
+        "ib_write_bw",
+        "ib_read_bw",
+        "all_reduce_perf",
+    }
+)
 
 #: Calls a suite never makes: the fixtures apply the fail-closed rules.
 BANNED_CALLS = frozenset({"require", "require_tool", "read_tool"})
@@ -131,17 +143,19 @@ def _reads_gpu_or_nic(probe: Probe) -> bool:
 @pytest.mark.parametrize("path", SUITE_FILES, ids=_rel)
 def test_a_suite_reads_gpu_and_nic_tools_through_declared_probes(path: Path) -> None:
     probes = _module_probes(path)
-    undeclared = [
-        n for n, p in probes.items() if _reads_gpu_or_nic(p) and not (p.expects and p.parse is not None)
-    ]
+    undeclared = [n for n, p in probes.items() if _reads_gpu_or_nic(p) and not (p.expects and p.parse is not None)]
     assert not undeclared, f"{_rel(path)}: GPU/NIC tool probes without expects= and parse=: {undeclared}"
     raw_reads = [
         f"line {n.lineno}: raw({n.args[0].id})"
         for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "raw"
-        and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id in probes
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id == "raw"
+        and n.args
+        and isinstance(n.args[0], ast.Name)
+        and n.args[0].id in probes
         and _reads_gpu_or_nic(probes[n.args[0].id])
-    ]  # fmt: skip
+    ]
     assert not raw_reads, f"{_rel(path)}: read a GPU/NIC tool with read(PROBE), not raw: {raw_reads}"
 
 
@@ -150,7 +164,9 @@ def test_no_suite_writes_the_fail_closed_rules_itself(path: Path) -> None:
     bad = []
     for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(n, ast.Call):
-            name = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
+            name = (
+                n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
+            )
             if name in BANNED_CALLS or name.startswith("expected_"):
                 bad.append(f"line {n.lineno}: {name}(")
     assert not bad, f"{_rel(path)}: declare expects= on the probe and use read/measure instead of {bad}"
@@ -160,5 +176,7 @@ def test_the_ban_sees_a_hand_written_rule() -> None:
     tree = ast.parse("exp = require(expected_gpus(facts, sku))\nq = read_tool(exp, 't', raw(P), parse)\n")
     calls = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     assert {c for c in calls if c in BANNED_CALLS or c.startswith("expected_")} == {
-        "require", "expected_gpus", "read_tool"
+        "require",
+        "expected_gpus",
+        "read_tool",
     }

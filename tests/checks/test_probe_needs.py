@@ -28,9 +28,7 @@ _SHELLS = {"sh", "bash", "dash", "env", "timeout"}
 def _probe_calls(path: Path) -> list[ast.Call]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return [
-        n
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Probe"
+        n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "Probe"
     ]
 
 

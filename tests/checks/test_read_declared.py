@@ -18,14 +18,16 @@ GPU = PciFact("0000:18:00.0", "3D controller", "0302", "NVIDIA", "10de", "GH100"
 
 
 def _facts(pci: tuple[PciFact, ...] = (), sources: tuple[PciSource, ...] = (SYSFS,), **tools: str | None) -> NodeFacts:
-    return NodeFacts("node001", None, None, None, None, None, None, None, None,
-                     pci=pci, pci_sources=sources, tools=dict(tools))  # fmt: skip
+    return NodeFacts(
+        "node001", None, None, None, None, None, None, None, None, pci=pci, pci_sources=sources, tools=dict(tools)
+    )
 
 
 def _run(stdout: str, exit_code: int = 0, stderr: str = ""):
     def run(probe: Probe) -> CommandResult:
-        return CommandResult(node="node001", command=probe.tool(), stdout=stdout, stderr=stderr,
-                             exit_code=exit_code, duration_s=0.1)  # fmt: skip
+        return CommandResult(
+            node="node001", command=probe.tool(), stdout=stdout, stderr=stderr, exit_code=exit_code, duration_s=0.1
+        )
 
     return run
 
@@ -35,7 +37,9 @@ DCGM = Probe("dcgm", command=("dcgmi", "diag"), expects="gpu", parse=str, packag
 
 
 def test_absence_proven_skips_with_the_bus_words() -> None:
-    with pytest.raises(ProbeSkip, match=r"^not on this hardware: the PCI bus shows no NVIDIA GPU \(sysfs .*6 functions\)$"):
+    with pytest.raises(
+        ProbeSkip, match=r"^not on this hardware: the PCI bus shows no NVIDIA GPU \(sysfs .*6 functions\)$"
+    ):
         read_declared(SMI, _facts(), None, _run(""))
 
 
@@ -59,7 +63,9 @@ def test_any_of_several_kinds_names_them_all() -> None:
 def test_a_missing_tool_is_an_error_naming_its_package_but_the_drivers_tool_runs() -> None:
     with pytest.raises(ProbeError, match=r"dcgmi not found on the node's PATH \(DCGM, datacenter-gpu-manager\)"):
         read_declared(DCGM, _facts((GPU,), dcgmi=None), None, _run("x"))
-    with pytest.raises(UnreportedHardware, match=r"nvidia-smi -q -x cannot report on them: exit 127: sh: nvidia-smi: not found"):
+    with pytest.raises(
+        UnreportedHardware, match=r"nvidia-smi -q -x cannot report on them: exit 127: sh: nvidia-smi: not found"
+    ):
         read_declared(SMI, _facts((GPU,)), None, _run("", 127, "sh: nvidia-smi: not found"))
 
 
@@ -67,7 +73,12 @@ def test_the_record_and_the_tools_own_failure() -> None:
     text = corpus("nvidia-smi/q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt")
     assert read_declared(SMI, _facts((GPU,)), None, _run(text)).gpus
     with pytest.raises(UnreportedHardware, match="Unable to determine the device handle"):
-        read_declared(SMI, _facts((GPU,)), None, _run("Unable to determine the device handle for GPU 0000:18:00.0: Unknown Error\n"))
+        read_declared(
+            SMI,
+            _facts((GPU,)),
+            None,
+            _run("Unable to determine the device handle for GPU 0000:18:00.0: Unknown Error\n"),
+        )
 
 
 def _none_or_parse(text: str) -> str | None:
@@ -79,16 +90,28 @@ def _none_or_parse(text: str) -> str | None:
 
 
 def test_nothing_reported_is_accepted_from_a_tool_that_exited_0_only() -> None:
-    probe = Probe("nv", command=("nvidia-smi", "nvlink", "-s"), expects="gpu", parse=_none_or_parse,
-                  package=DRIVER, stdout_only=True)  # fmt: skip
+    probe = Probe(
+        "nv",
+        command=("nvidia-smi", "nvlink", "-s"),
+        expects="gpu",
+        parse=_none_or_parse,
+        package=DRIVER,
+        stdout_only=True,
+    )
     assert read_declared(probe, _facts((GPU,)), None, _run("", 0, "a warning")) is None
     with pytest.raises(UnreportedHardware, match=r"nvidia-smi nvlink -s cannot report on them: exit 3: a warning"):
         read_declared(probe, _facts((GPU,)), None, _run("", 3, "a warning"))
 
 
 def test_skip_if_is_asked_after_the_hardware() -> None:
-    probe = Probe("nv", command=("nvidia-smi", "nvlink", "-s"), expects="gpu", parse=str, package=DRIVER,
-                  skip_if=lambda sku: "PCIe SKU without NVLink")  # fmt: skip
+    probe = Probe(
+        "nv",
+        command=("nvidia-smi", "nvlink", "-s"),
+        expects="gpu",
+        parse=str,
+        package=DRIVER,
+        skip_if=lambda sku: "PCIe SKU without NVLink",
+    )
     with pytest.raises(ProbeSkip, match="PCI bus shows no NVIDIA GPU"):
         require_declared(probe, _facts(), None)
     with pytest.raises(ProbeSkip, match="PCIe SKU without NVLink"):

@@ -62,19 +62,29 @@ def test_every_component_names_each_difference(component):
     assert any("k2 missing" in d for d in diffs) and any("kX not in the golden shape" in d for d in diffs)
     if attrs:
         changed = items[:2] + ((items[2][0], "other", *items[2][2:]),)
-        assert differences(component, changed, gold) == [
-            f"{what} k2: {attrs[0]} other, golden a0 ({gold.origin})"
-        ]
+        assert differences(component, changed, gold) == [f"{what} k2: {attrs[0]} other, golden a0 ({gold.origin})"]
 
 
 def test_shapes_from_real_recordings():
     seven = hca_shape(ibstat.parse((DATA / "standin/ibstat-7x-ndr-mt4129-mlx5_3-absent-assembled.txt").read_text()))
     assert [i[0] for i in seven] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"]
     assert seven[0][1:] == ("InfiniBand", 400.0)
-    facts = NodeFacts("n", None, None, None, None, None, None, None, None, pci=(
-        PciFact("0000:1b:00.0", "3D controller", "0302", "NVIDIA", "10de", "GH100", "2330", numa_node=0),
-        PciFact("0000:07:00.0", "Bridge", "0680", "NVIDIA", "10de", "GH100 [H100 NVSwitch]", "22a3"),
-    ), rdma_devices={"mlx5_0": {"pci": "0000:1a:00.0", "numa_node": 0}})  # fmt: skip
+    facts = NodeFacts(
+        "n",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        pci=(
+            PciFact("0000:1b:00.0", "3D controller", "0302", "NVIDIA", "10de", "GH100", "2330", numa_node=0),
+            PciFact("0000:07:00.0", "Bridge", "0680", "NVIDIA", "10de", "GH100 [H100 NVSwitch]", "22a3"),
+        ),
+        rdma_devices={"mlx5_0": {"pci": "0000:1a:00.0", "numa_node": 0}},
+    )
     shape = facts_shape(facts)
     assert shape == {
         "gpu_pci": (("0000:1b:00.0",),),

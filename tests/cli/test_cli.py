@@ -12,7 +12,21 @@ import pytest
 
 @pytest.mark.parametrize(
     "verb",
-    [["run"], ["report"], ["inventory"], ["list", "suites"], ["list", "checks"], ["list", "skus"], ["parse"], ["skus", "show"], ["skus", "match"], ["evaluate"], ["verify"], ["compare"], ["evidence"]],
+    [
+        ["run"],
+        ["report"],
+        ["inventory"],
+        ["list", "suites"],
+        ["list", "checks"],
+        ["list", "skus"],
+        ["parse"],
+        ["skus", "show"],
+        ["skus", "match"],
+        ["evaluate"],
+        ["verify"],
+        ["compare"],
+        ["evidence"],
+    ],
 )
 def test_help_has_example(nvtest_cli, verb):
     proc = nvtest_cli(*verb, "--help")

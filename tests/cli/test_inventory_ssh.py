@@ -20,11 +20,23 @@ pytestmark = pytest.mark.sshd
 
 def _inventory(cluster: SSHDCluster) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*NVTEST, "inventory", "--backend", "ssh", "--inventory", str(cluster.inventory_path),
-         "--known-hosts", str(cluster.known_hosts_path), "--json"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            *NVTEST,
+            "inventory",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(cluster.inventory_path),
+            "--known-hosts",
+            str(cluster.known_hosts_path),
+            "--json",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+    )
 
 
 def test_two_inventories_at_once_against_the_same_nodes(tmp_path: Path) -> None:

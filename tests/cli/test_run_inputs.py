@@ -36,9 +36,21 @@ def test_an_inventory_implies_the_ssh_backend_and_brings_its_known_hosts(tmp_pat
     )
     out = tmp_path / "r"
     proc = run_nvtest(
-        "run", "--inventory", str(inv), "--suite", "quick", "-k", "host", "--out", str(out),
-        "--progress", "none", "--connect-timeout", "5", timeout=300,
-    )  # fmt: skip
+        "run",
+        "--inventory",
+        str(inv),
+        "--suite",
+        "quick",
+        "-k",
+        "host",
+        "--out",
+        str(out),
+        "--progress",
+        "none",
+        "--connect-timeout",
+        "5",
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the node is down: an error, not a usage error
     assert "backend ssh (implied by --inventory)" in proc.stdout
     run_dir = (out / "latest").resolve()
@@ -50,9 +62,7 @@ def test_an_inventory_implies_the_ssh_backend_and_brings_its_known_hosts(tmp_pat
 
 
 def test_the_local_backend_refuses_several_nodes_before_writing(tmp_path: Path):
-    proc = run_nvtest(
-        "run", "--backend", "local", "--nodes", "gpu[001-002]", "--out", str(tmp_path / "r"), timeout=60
-    )
+    proc = run_nvtest("run", "--backend", "local", "--nodes", "gpu[001-002]", "--out", str(tmp_path / "r"), timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "the local backend runs one node" in proc.stderr and "writing" not in proc.stdout
 
@@ -62,14 +72,22 @@ def test_submit_help_has_an_example():
     assert proc.returncode == 0 and "Example: nvtest submit" in proc.stdout
 
 
-@pytest.mark.parametrize(("where", "sig", "code"), [("configure", "INT", 130), ("collection", "INT", 130), ("collection", "TERM", 3)])
+@pytest.mark.parametrize(
+    ("where", "sig", "code"), [("configure", "INT", 130), ("collection", "INT", 130), ("collection", "TERM", 3)]
+)
 def test_a_signal_before_the_first_item_is_an_interrupted_run(tmp_path: Path, where: str, sig: str, code: int):
     """Stopped while pytest starts or collects: exit 130 (3 for SIGTERM), never a silent 3 with
     the run directory gone; once collected, every planned item is "not measured"."""
-    env = {"PYTHONPATH": str(REPO), "PYTEST_PLUGINS": "tests.cli.signal_at_hook",
-           "NVTEST_TEST_SIGNAL_AT": where, "NVTEST_TEST_SIGNAL": sig}  # fmt: skip
+    env = {
+        "PYTHONPATH": str(REPO),
+        "PYTEST_PLUGINS": "tests.cli.signal_at_hook",
+        "NVTEST_TEST_SIGNAL_AT": where,
+        "NVTEST_TEST_SIGNAL": sig,
+    }
     out = tmp_path / "r"
-    proc = run_nvtest("run", "--suite", "quick", "-k", "host", "--out", str(out), "--progress", "plain", env=env, timeout=120)
+    proc = run_nvtest(
+        "run", "--suite", "quick", "-k", "host", "--out", str(out), "--progress", "plain", env=env, timeout=120
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == code, text
     assert "Traceback" not in text

@@ -81,17 +81,9 @@ class Program:
             elif isinstance(stmt, ast.Import):
                 for a in stmt.names:
                     mod.imports[a.asname or a.name] = (a.name, None)
-            elif (
-                isinstance(stmt, ast.Assign)
-                and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)
-            ):
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 mod.literals[stmt.targets[0].id] = stmt.value
-            elif (
-                isinstance(stmt, ast.AnnAssign)
-                and isinstance(stmt.target, ast.Name)
-                and stmt.value is not None
-            ):
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
                 mod.literals[stmt.target.id] = stmt.value
             elif isinstance(stmt, ast.FunctionDef):
                 self._fn(mod, stmt, None)
@@ -126,9 +118,7 @@ class Program:
         if node is None:
             return None
         for stmt in node.body:
-            if isinstance(stmt, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == attr for t in stmt.targets
-            ):
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in stmt.targets):
                 if isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str):
                     return [stmt.value.value]
         return None
@@ -190,9 +180,7 @@ class Reader:
             if arg is not None and (fn.module, fn.name) not in FORWARDERS:
                 names = self.names(fn, arg, bindings, new_objects)
                 if names is None:
-                    out.unresolved.append(
-                        f"{fn.module}.{fn.name}:{call.lineno}: {ast.unparse(arg)}"
-                    )
+                    out.unresolved.append(f"{fn.module}.{fn.name}:{call.lineno}: {ast.unparse(arg)}")
                 else:
                     out.templates.update(names)
             for target, callee_fn_params in self._targets(fn, call, new_objects):
@@ -219,9 +207,7 @@ class Reader:
                             out[t.id] = where
         return out
 
-    def _targets(
-        self, fn: Fn, call: ast.Call, objects: dict[str, tuple[str, str]]
-    ) -> list[tuple[Fn, list[str]]]:
+    def _targets(self, fn: Fn, call: ast.Call, objects: dict[str, tuple[str, str]]) -> list[tuple[Fn, list[str]]]:
         f = call.func
         found: list[Fn] = []
         if isinstance(f, ast.Name):
@@ -229,9 +215,7 @@ class Reader:
             if where:
                 mod, name = where
                 if name in self.prog.modules[mod].classes:
-                    found += [
-                        g for (m, k), g in self.prog.fns.items() if m == mod and g.cls == name
-                    ]
+                    found += [g for (m, k), g in self.prog.fns.items() if m == mod and g.cls == name]
                 elif (mod, name) in self.prog.fns:
                     found.append(self.prog.fns[(mod, name)])
         elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
@@ -273,9 +257,7 @@ class Reader:
                     out[kw.arg] = tuple(sorted(names))
         return out
 
-    def names(
-        self, fn: Fn, expr: ast.expr, bindings: Bindings, objects: dict[str, tuple[str, str]]
-    ) -> set[str] | None:
+    def names(self, fn: Fn, expr: ast.expr, bindings: Bindings, objects: dict[str, tuple[str, str]]) -> set[str] | None:
         """The metric name(s) ``expr`` can be in ``fn``, or None when it cannot be read."""
         if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
             return {expr.value}
@@ -284,9 +266,11 @@ class Reader:
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
             where = self.prog.resolve(fn.module, expr.func.id)
             target = self.prog.fns.get(where) if where else None
-            returned = [
-                n.value for n in ast.walk(target.node) if isinstance(n, ast.Return) and n.value is not None
-            ] if target else []  # fmt: skip
+            returned = (
+                [n.value for n in ast.walk(target.node) if isinstance(n, ast.Return) and n.value is not None]
+                if target
+                else []
+            )
             if target and returned and all(isinstance(r, (ast.Constant, ast.JoinedStr)) for r in returned):
                 inner = self._bind(fn, expr, target.params, bindings, objects)
                 found: set[str] = set()
@@ -329,9 +313,7 @@ class Reader:
             if not isinstance(node, ast.For):
                 continue
             targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
-            idx = next(
-                (i for i, t in enumerate(targets) if isinstance(t, ast.Name) and t.id == name), None
-            )
+            idx = next((i for i, t in enumerate(targets) if isinstance(t, ast.Name) and t.id == name), None)
             if idx is None:
                 continue
             it = node.iter
@@ -342,20 +324,14 @@ class Reader:
                 return None
             lit = mod.literals[it.id]
             if isinstance(lit, ast.Dict):
-                items = (
-                    lit.values
-                    if method == "values" or (method == "items" and idx == 1)
-                    else lit.keys
-                )
+                items = lit.values if method == "values" or (method == "items" and idx == 1) else lit.keys
             elif isinstance(lit, (ast.Tuple, ast.List)):
                 items = lit.elts
                 if len(targets) > 1:  # for key, suffix, unit in ((..., ..., ...), ...)
                     items = [e.elts[idx] for e in items if isinstance(e, (ast.Tuple, ast.List)) and len(e.elts) > idx]
             else:
                 return None
-            vals = {
-                i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)
-            }
+            vals = {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
             return vals or None
         return None
 

@@ -30,16 +30,10 @@ def test_merge_keys_merge_and_the_own_keys_win(tmp_path: Path):
     p.write_text(MERGED.replace("common: &common", "defaults: &common"))
     inv = load_inventory(p)
     by = inv.by_name()
-    assert (
-        by["gpu001"].port == 2222
-        and by["gpu001"].user == "root"
-        and by["gpu001"].tags == {"rack": "r07"}
-    )
+    assert by["gpu001"].port == 2222 and by["gpu001"].user == "root" and by["gpu001"].tags == {"rack": "r07"}
     assert by["gpu005"].port == 22 and by["gpu005"].user == "root"  # the first merged mapping wins
     data, lines = load_yaml_with_lines(p)
-    assert (
-        lines[("nodes", 0, "port")] == 5 and lines[("nodes", 0, "user")] == 1
-    )  # where the value is written
+    assert lines[("nodes", 0, "port")] == 5 and lines[("nodes", 0, "user")] == 1  # where the value is written
 
 
 def test_an_anchor_only_document_key_is_an_unknown_key_not_a_traceback(tmp_path: Path):
@@ -66,17 +60,13 @@ BAD_YAML = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("text", "line", "words"), [c[1:] for c in BAD_YAML], ids=[c[0] for c in BAD_YAML]
-)
+@pytest.mark.parametrize(("text", "line", "words"), [c[1:] for c in BAD_YAML], ids=[c[0] for c in BAD_YAML])
 def test_bad_yaml_is_a_config_error_with_its_line(tmp_path: Path, text: str, line: int, words: str):
     p = tmp_path / "inv.yaml"
     p.write_text(text)
     with pytest.raises(ConfigError) as ei:
         load_inventory(p)
-    assert ei.value.path == str(p) and ei.value.line == line and words in ei.value.reason, str(
-        ei.value
-    )
+    assert ei.value.path == str(p) and ei.value.line == line and words in ei.value.reason, str(ei.value)
     assert ei.value.exit_code == 2
 
 
@@ -107,9 +97,7 @@ def test_the_size_of_a_file_is_bounded(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("NVTEST_MAX_CONFIG_BYTES", "1000")
     with pytest.raises(ConfigError) as ei:
         load_inventory(p)
-    assert (
-        "larger than 1000 bytes" in ei.value.reason and "NVTEST_MAX_CONFIG_BYTES" in ei.value.reason
-    )
+    assert "larger than 1000 bytes" in ei.value.reason and "NVTEST_MAX_CONFIG_BYTES" in ei.value.reason
     with pytest.raises(ConfigError) as ei:
         load_inventory(Path("/dev/zero"))  # endless: read stops at the limit
     assert "larger than" in ei.value.reason
@@ -177,12 +165,8 @@ CLI_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("text", "words"), [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES]
-)
-def test_run_with_a_hostile_inventory_exits_2_before_anything(
-    tmp_path: Path, text: str, words: str
-):
+@pytest.mark.parametrize(("text", "words"), [c[1:] for c in CLI_CASES], ids=[c[0] for c in CLI_CASES])
+def test_run_with_a_hostile_inventory_exits_2_before_anything(tmp_path: Path, text: str, words: str):
     inv = tmp_path / "inv.yaml"
     inv.write_text(text)
     proc = run_nvtest("run", "--inventory", str(inv), "--out", str(tmp_path / "r"), timeout=60)

@@ -49,9 +49,7 @@ def test_every_judged_metric_is_declared(check: str):
     )
     patterns = _declared_patterns(check)
     undeclared = sorted(
-        t
-        for t in walk.templates
-        if _normal(t) not in patterns and ("{" in t or declared(check, t) is None)
+        t for t in walk.templates if _normal(t) not in patterns and ("{" in t or declared(check, t) is None)
     )
     assert not undeclared, f"{check} judges {undeclared}: declare them in nvtest/config/metrics.py"
 
@@ -81,9 +79,7 @@ def test_the_walk_finds_every_check_and_the_judgements_behind_helpers():
         "thermal",
         "ckpt_shared",
     } <= set(JUDGED)
-    assert (
-        "bw_avg_gbit_s" in JUDGED["ib_write_bw"].templates
-    )  # through the pair job's class attribute
+    assert "bw_avg_gbit_s" in JUDGED["ib_write_bw"].templates  # through the pair job's class attribute
     # an f-string over the parsed result's testcase table (NvbandwidthResult.HOST_COPY_CE)
     assert {"{}_gbps", "d2d_read_ce_gbps"} <= JUDGED["h2d"].templates
     assert "gpu_count" in JUDGED["gpus"].templates  # Outcome.measure behind apply()
@@ -105,9 +101,7 @@ def test_placeholders_are_what_the_probes_and_tools_produce():
     assert set(_literal(PROBES / "devmem_probe.py", "KERNEL_WORDS")) <= set(PLACEHOLDERS["kernel"])
     assert set(_literal(PROBES / "h2d_probe.py", "DIRECTIONS")) == set(PLACEHOLDERS["direction"])
     assert set(_literal(PROBES / "collective_probe.py", "OPS")) <= set(PLACEHOLDERS["op"])
-    assert set(_literal(REPO / "nvtest" / "jobs" / "nccl.py", "NCCL_OPS")) == set(
-        PLACEHOLDERS["op"]
-    )
+    assert set(_literal(REPO / "nvtest" / "jobs" / "nccl.py", "NCCL_OPS")) == set(PLACEHOLDERS["op"])
 
 
 @pytest.mark.parametrize("path", PROFILES, ids=lambda p: p.stem)
@@ -121,9 +115,7 @@ def test_shipped_profile_thresholds_are_declared_and_reachable(path: Path):
             bound = plausible_bounds(spec, name, hw, {"device": "cuda:0"})
             for floor in (thr.min, thr.warn_min):
                 if floor is not None and bound.hi is not None:
-                    assert floor <= bound.hi, (
-                        f"{check}.{name}: a floor of {floor} can never be met ({bound.basis})"
-                    )
+                    assert floor <= bound.hi, f"{check}.{name}: a floor of {floor} can never be met ({bound.basis})"
             if thr.max is not None and bound.lo is not None:
                 assert thr.max >= bound.lo, (check, name)
 
@@ -144,9 +136,7 @@ def _cases():
 
 
 @pytest.mark.parametrize(("check", "name"), list(_cases()))
-def test_every_metric_is_bounded_and_outside_is_implausible_not_judged(
-    check: str, name: str, h100: Hardware
-):
+def test_every_metric_is_bounded_and_outside_is_implausible_not_judged(check: str, name: str, h100: Hardware):
     spec = declared(check, name)
     assert spec is not None
     labels = {"device": "cuda:0"}
@@ -160,9 +150,7 @@ def test_every_metric_is_bounded_and_outside_is_implausible_not_judged(
     if bound.hi is not None:
         a = assess(check, name, bound.hi * 1.01 + 1, spec.unit, h100.profile, h100, labels)
         assert a.verdict == Verdict.ERROR and a.implausible, a.reason
-    inside = bound.lo + (
-        1.0 if bound.lo_open or bound.hi is None else min(1.0, (bound.hi - bound.lo) / 2)
-    )
+    inside = bound.lo + (1.0 if bound.lo_open or bound.hi is None else min(1.0, (bound.hi - bound.lo) / 2))
     a = assess(check, name, inside, spec.unit, h100.profile, h100, labels)
     assert not a.implausible and a.verdict != Verdict.ERROR, a.reason
 
@@ -175,31 +163,19 @@ def test_bounds_come_from_the_profile_and_the_node(catalog: Catalog, h100: Hardw
         assert b.hi is not None
         return b.hi
 
-    assert hi("ib_write_bw", "bw_avg_gbit_s", h100) == pytest.approx(
-        400 * 1.1
-    )  # expect.ib_rate_gbps
-    assert hi(
-        "ib_write_bw", "bw_avg_gbit_s", Hardware(catalog.get("a100-sxm-80gb"))
-    ) == pytest.approx(220)
+    assert hi("ib_write_bw", "bw_avg_gbit_s", h100) == pytest.approx(400 * 1.1)  # expect.ib_rate_gbps
+    assert hi("ib_write_bw", "bw_avg_gbit_s", Hardware(catalog.get("a100-sxm-80gb"))) == pytest.approx(220)
     assert hi("h2d", "h2d_gbps", h100) == pytest.approx(3.938 * 16 * 1.1)  # Gen5 x16 from the facts
     assert hi("h2d", "bidir_gbps", h100) == pytest.approx(2 * 3.938 * 16 * 1.1)
     gen4 = Hardware(catalog.get("h100-sxm-80gb"), gpu_pcie=((4, 16),))
-    assert hi("h2d", "h2d_gbps", gen4) == pytest.approx(
-        1.969 * 16 * 1.1
-    )  # the node's link, not the SKU's
-    assert hi("h2d", "h2d_gbps", Hardware(catalog.get("gb200-nvl72-tray"))) == pytest.approx(
-        450 * 1.1
-    )
+    assert hi("h2d", "h2d_gbps", gen4) == pytest.approx(1.969 * 16 * 1.1)  # the node's link, not the SKU's
+    assert hi("h2d", "h2d_gbps", Hardware(catalog.get("gb200-nvl72-tray"))) == pytest.approx(450 * 1.1)
     assert hi("devmem", "triad_gbps", h100) == pytest.approx(3350 * 1.1)
-    assert (
-        hi("devmem", "triad_gbps", h100, device="cpu") == 4000.0
-    )  # the host's ceiling on a CPU run
+    assert hi("devmem", "triad_gbps", h100, device="cpu") == 4000.0  # the host's ceiling on a CPU run
     assert hi("h2d", "d2d_read_ce_gbps", h100) == pytest.approx(18 * 25 * 1.1)
     assert hi("nccl", "all_reduce_busbw_gbps", h100) == pytest.approx(2 * 18 * 25 * 1.1)
     assert hi("gemm", "bf16_tflops", h100) == pytest.approx(989.4 * 1.1)
-    assert hi("gemm", "fp64_tflops", Hardware(threads=2), device="cpu") == pytest.approx(
-        2 * 6e9 * 32 / 1e12
-    )
+    assert hi("gemm", "fp64_tflops", Hardware(threads=2), device="cpu") == pytest.approx(2 * 6e9 * 32 / 1e12)
     assert hi("gpus", "gpu_count", h100) == 8.0
     assert hi("ckpt_shared", "aggregate_write_gbps", h100) == 4 * 4000.0
 
@@ -213,11 +189,7 @@ def test_judge_refuses_an_undeclared_metric_and_records_the_bound(catalog: Catal
         hardware=Hardware(catalog.get("cpu-generic")),
     )
     m = j("triad_gpbs", 10.0, "GB/s")
-    assert (
-        m.verdict == Verdict.ERROR
-        and "metric not declared" in m.reason
-        and "triad_gbps" in m.reason
-    )
+    assert m.verdict == Verdict.ERROR and "metric not declared" in m.reason and "triad_gbps" in m.reason
     m = j("triad_gbps", 10.0, "Gb/s")
     assert m.verdict == Verdict.ERROR and "declared in GB/s" in m.reason
     m = j("triad_gbps", 10.0, "GB/s")
@@ -227,11 +199,7 @@ def test_judge_refuses_an_undeclared_metric_and_records_the_bound(catalog: Catal
     above = j("bw_avg_gbit_s", 812.5, "Gb/s", raw="8388608    5000    812.50    812.40    0.012")
     neg = j("bw_avg_gbit_s", -3.2, "Gb/s")
     for m in (above, neg):
-        assert (
-            m.verdict == Verdict.ERROR
-            and m.reason.startswith("implausible: ")
-            and m.threshold is None
-        )
+        assert m.verdict == Verdict.ERROR and m.reason.startswith("implausible: ") and m.threshold is None
         assert m.bound is not None and m.bound["implausible"] is True
     assert "812.50" in above.reason and "440 Gb/s" in above.reason
     assert j("bw_avg_gbit_s", 350.0, "Gb/s").verdict == Verdict.FAIL  # plausible, under the floor
@@ -241,12 +209,8 @@ def test_recorded_real_outputs_are_plausible_on_their_hardware(catalog: Catalog)
     from nvtest.jobs.nccl import judge_output
     from nvtest.parsers import stream
 
-    text = (
-        CORPUS / "nccl-tests" / "all_reduce_perf-2node-16xh100-a3mega-normal-8B-8G.txt"
-    ).read_text()
-    v = judge_output(
-        text, op="all_reduce", max_bytes=8 << 30, plateau_bytes=1 << 30, expected_ranks=16
-    )
+    text = (CORPUS / "nccl-tests" / "all_reduce_perf-2node-16xh100-a3mega-normal-8B-8G.txt").read_text()
+    v = judge_output(text, op="all_reduce", max_bytes=8 << 30, plateau_bytes=1 << 30, expected_ranks=16)
     hw = Hardware(catalog.get("h100-sxm-80gb"), gpus=8)
     assert v.details["busbw_gbps"] is not None
     a = assess("nccl_multinode", "all_reduce_busbw_gbps", v.details["busbw_gbps"], "GB/s", hw.profile, hw)
@@ -284,7 +248,9 @@ def test_a_sites_own_check_declares_its_metrics():
         (("site_nvme", "{speed}_gbps", "GB/s"), "unknown placeholder"),
     ):
         with pytest.raises(ConfigError) as ei:
-            nvtest.declare_metric(*args, kind="bandwidth", bound="host_link_bidir" if "stream" in args else "host_memory")
+            nvtest.declare_metric(
+                *args, kind="bandwidth", bound="host_link_bidir" if "stream" in args else "host_memory"
+            )
         assert words in ei.value.reason
     with pytest.raises(ConfigError):
         nvtest.declare_metric("site_nvme", "write_gbps", "GB/s", kind="bandwidth", bound="warp_speed")

@@ -46,8 +46,10 @@ def test_every_section_a_check_reads_has_a_schema() -> None:
     assert {"gemm", "gate", "fleet", "mpi", "nccl", "ib_write_bw", "ckpt", "resilience"} <= set(read), read
     missing = {name: sorted(files) for name, files in read.items() if name not in RecipeSections.model_fields}
     assert not missing, f"recipe sections read without a schema (add one in nvtest/config/recipes.py): {missing}"
-    for name in {m.group(1) for m in READERS[2].finditer("\n".join(
-            p.read_text() for p in sorted((REPO / "suites").rglob("*.py"))))}:  # fmt: skip
+    for name in {
+        m.group(1)
+        for m in READERS[2].finditer("\n".join(p.read_text() for p in sorted((REPO / "suites").rglob("*.py"))))
+    }:
         assert "pairs" in _fields(name), f"{name}: a pair check reads recipe.{name}.pairs"
 
 
@@ -83,7 +85,9 @@ def test_every_verb_that_loads_profiles_refuses_a_typo(tmp_path: Path) -> None:
     ov.write_text(HEAD + "recipe:\n  gemm:\n    dtyeps: [bf16]\n")
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "results.json").write_text(json.dumps({"schema_version": 1, "run": {"run_id": "r"}, "results": [], "nodes": {}}))
+    (run_dir / "results.json").write_text(
+        json.dumps({"schema_version": 1, "run": {"run_id": "r"}, "results": [], "nodes": {}})
+    )
     env = {"PATH": node_bin(tmp_path, "n1").path_prefix()}  # the gate judges a stand-in node
     verbs = {
         "run": ("run", "--suite", "quick", "--out", str(tmp_path / "out")),
@@ -109,12 +113,34 @@ def test_config_check_exit_codes(tmp_path: Path) -> None:
     (skus / "l4-site.yaml").write_text("schema_version: 1\nname: l4-site\ndescription: a site SKU\n")
     inventory = tmp_path / "rack.yaml"
     inventory.write_text("defaults: {sku: l4-site}\nnodes:\n  - {names: gpu01}\n")
-    ok = run_nvtest("config", "check", "--overlay", str(good), "--sku-dir", str(skus), "--sku", "l4-site",
-                    "--inventory", str(inventory), timeout=120)  # fmt: skip
+    ok = run_nvtest(
+        "config",
+        "check",
+        "--overlay",
+        str(good),
+        "--sku-dir",
+        str(skus),
+        "--sku",
+        "l4-site",
+        "--inventory",
+        str(inventory),
+        timeout=120,
+    )
     assert ok.returncode == 0 and "nvtest config check: OK (11 SKU profiles" in ok.stdout, ok.stdout + ok.stderr
     (skus / "broken.yaml").write_text("schema_version: 1\nname: broken\ndescription: x\nrecipe: {gemm: {size: big}}\n")
-    bad = run_nvtest("config", "check", "--overlay", str(tmp_path / "nfs" / "site.yaml"), "--sku-dir", str(skus),
-                     "--sku", "h100-sxm-80g", "--suite", "quik", timeout=120)  # fmt: skip
+    bad = run_nvtest(
+        "config",
+        "check",
+        "--overlay",
+        str(tmp_path / "nfs" / "site.yaml"),
+        "--sku-dir",
+        str(skus),
+        "--sku",
+        "h100-sxm-80g",
+        "--suite",
+        "quik",
+        timeout=120,
+    )
     assert bad.returncode == 2, bad.stdout + bad.stderr
     lines = [ln for ln in bad.stderr.splitlines() if ln.startswith("nvtest: error: ")]
     assert len(lines) == 4 and "nvtest config check: 4 error(s)" in bad.stderr, bad.stderr  # every error, not the first

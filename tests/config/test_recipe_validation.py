@@ -77,9 +77,7 @@ BAD_OVERLAYS = [_recipe_case(c) for c in RECIPE_CASES.strip().splitlines()] + [
 
 
 @pytest.mark.parametrize(("text", "line", "field", "words"), BAD_OVERLAYS)
-def test_bad_overlay_value_names_file_line_field(
-    tmp_path: Path, text: str, line: int, field: str, words: str
-):
+def test_bad_overlay_value_names_file_line_field(tmp_path: Path, text: str, line: int, field: str, words: str):
     ov = tmp_path / "bad.yaml"
     ov.write_text(text)
     with pytest.raises(ConfigError) as ei:
@@ -143,22 +141,26 @@ def test_a_section_no_check_reads_is_refused_with_the_nearest_name(tmp_path: Pat
 def test_run_with_bad_overlay_exits_2_before_running(tmp_path: Path):
     ov = tmp_path / "neg.yaml"
     ov.write_text(HEAD + "recipe: {resilience: {steps: -5}}\n")
-    proc = run_nvtest(
-        "run", "--suite", "quick", "--overlay", str(ov), "--out", str(tmp_path / "out"), timeout=120
-    )
+    proc = run_nvtest("run", "--suite", "quick", "--overlay", str(ov), "--out", str(tmp_path / "out"), timeout=120)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert (
-        f"{ov}:3: recipe.resilience.steps: Input should be greater than 0"
-        in proc.stderr + proc.stdout
-    )
+    assert f"{ov}:3: recipe.resilience.steps: Input should be greater than 0" in proc.stderr + proc.stdout
     assert not (tmp_path / "out" / "latest").exists()
 
 
 def test_probe_error_reason_is_not_prefixed_twice(tmp_path: Path):
     proc = run_nvtest(
-        "run", "--suite", "quick", "-k", "stream", "--out", str(tmp_path), "--progress", "plain",
-        env={"NVTEST_PROBE_FORCE_ERROR": "stream"}, timeout=300,
-    )  # fmt: skip
+        "run",
+        "--suite",
+        "quick",
+        "-k",
+        "stream",
+        "--out",
+        str(tmp_path),
+        "--progress",
+        "plain",
+        env={"NVTEST_PROBE_FORCE_ERROR": "stream"},
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "ProbeError: forced failure" in proc.stdout
     assert "ProbeError: ProbeError" not in proc.stdout + proc.stderr

@@ -11,9 +11,17 @@ from nvtest.verdict import Verdict
 from tests.checks.health.conftest import corpus
 
 REQUIRED = {
-    "h100-sxm-80gb", "h200-sxm-141gb", "a100-sxm-80gb", "a100-pcie-80gb", "h100-pcie-80gb",
-    "h100-nvl-94gb", "b200-hgx-180gb", "gb200-nvl72-tray", "l40s", "cpu-generic",
-}  # fmt: skip
+    "h100-sxm-80gb",
+    "h200-sxm-141gb",
+    "a100-sxm-80gb",
+    "a100-pcie-80gb",
+    "h100-pcie-80gb",
+    "h100-nvl-94gb",
+    "b200-hgx-180gb",
+    "gb200-nvl72-tray",
+    "l40s",
+    "cpu-generic",
+}
 
 
 @pytest.fixture(scope="module")
@@ -76,9 +84,7 @@ def test_matching_by_name_and_memory(catalog, name, mem, sku):
 
 
 def test_unknown_hardware_message_and_measuring_without_thresholds(catalog):
-    gpus = gpus_from_text(
-        corpus("nvidia-smi/plain-a100-pcie-x2-driver535-mig-on-gpu0-only-4-mig-devices.txt")
-    )
+    gpus = gpus_from_text(corpus("nvidia-smi/plain-a100-pcie-x2-driver535-mig-on-gpu0-only-4-mig-devices.txt"))
     res = catalog.match(gpus)
     msg = unknown_sku_help(catalog, gpus, res)
     assert "A100-PCIE-40GB" in msg and "a100-pcie-80gb: GPU memory" in msg

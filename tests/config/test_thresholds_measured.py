@@ -53,14 +53,14 @@ PERFTEST_RECORDING = CORPUS / "perftest"
 
 #: A stand-in nvbandwidth: the recording's header, then only the ``Running <case>.`` sections
 #: of the testcases asked with ``-t`` (all when none is asked), as nvbandwidth(1) runs them.
-NVB_STANDIN = '''#!{python}
+NVB_STANDIN = """#!{python}
 import sys
 text = open({recording!r}).read()
 head, *cases = text.split("Running ")
 asked = [a for i, a in enumerate(sys.argv) if i and sys.argv[i - 1] == "-t"]
 out = [head] + ["Running " + c for c in cases if not asked or c.split(".", 1)[0] in asked]
 sys.stdout.write("".join(out))
-'''
+"""
 
 
 def _suite(rel: str) -> ModuleType:
@@ -161,9 +161,10 @@ def _ib_write_bw(profile: SkuProfile, tmp: Path) -> set[str]:
     from nvtest.parsers import perftest
 
     healthy = [
-        p for p in sorted(PERFTEST_RECORDING.glob("*write_bw*"))
+        p
+        for p in sorted(PERFTEST_RECORDING.glob("*write_bw*"))
         if getattr(perftest.parse(p.read_text(encoding="utf-8")), "best_bw_avg_gbit_s", None)
-    ]  # fmt: skip
+    ]
     return {"bw_avg_gbit_s"} if healthy else set()
 
 

@@ -49,16 +49,26 @@ def _swapped_profile() -> NodeProfile:
     smi = healthy.tools["nvidia-smi"]
     xml = XML.read_text().replace(f"<serial>{SERIAL_BEFORE}</serial>", f"<serial>{SERIAL_AFTER}</serial>", 1)
     by_args = {**smi.by_args, "-q -x": Recording(stdout=xml)}
-    return NodeProfile("h100_gpu_swapped", "healthy H100, GPU 0 replaced", {**healthy.tools, "nvidia-smi": Tool(smi.default, by_args)})
+    return NodeProfile(
+        "h100_gpu_swapped", "healthy H100, GPU 0 replaced", {**healthy.tools, "nvidia-smi": Tool(smi.default, by_args)}
+    )
 
 
 def _run(tmp: Path, profile: NodeProfile | str, out: str, history: Path) -> tuple[int, dict, Path, str]:
     path = install(profile, tmp / f"bin-{out}").path_prefix()
     proc = run_nvtest(
-        "run", "--suite", "delivery", "-k", CHECKS, "--out", str(tmp / out), "--progress", "none",
+        "run",
+        "--suite",
+        "delivery",
+        "-k",
+        CHECKS,
+        "--out",
+        str(tmp / out),
+        "--progress",
+        "none",
         env={"PATH": path, "NVTEST_ASBUILT_ROOT": str(ASBUILT_ROOT), "NVTEST_HISTORY": str(history)},
         timeout=300,
-    )  # fmt: skip
+    )
     run_dir = (tmp / out / "latest").resolve()
     text = proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (run_dir / "results.json").exists(), text
@@ -99,9 +109,13 @@ def test_a_swapped_gpu_serial_is_reported(local):
     first, _, second, doc = local
     changes = doc["asbuilt"]["since_last"]["changes"]
     assert {
-        "node": next(iter(doc["nodes"])), "kind": "swapped", "part": "gpu 0000:1b:00.0", "field": "serial",
-        "before": SERIAL_BEFORE, "now": SERIAL_AFTER,
-    } in changes  # fmt: skip
+        "node": next(iter(doc["nodes"])),
+        "kind": "swapped",
+        "part": "gpu 0000:1b:00.0",
+        "field": "serial",
+        "before": SERIAL_BEFORE,
+        "now": SERIAL_AFTER,
+    } in changes
     assert all(c["part"] == "gpu 0000:1b:00.0" for c in changes), changes
     assert _errors(json.loads((second / "asbuilt.json").read_text())) == []
     html = (second / "report.html").read_text()
@@ -157,10 +171,24 @@ def cluster_run(tmp_path_factory) -> Iterator[tuple[dict, Path, dict]]:
         assert cluster.names == sorted(LAYOUT)
         settings = {n.name: {"address": n.address, "port": n.port} for n in cluster.nodes}
         proc = run_nvtest(
-            "run", "--backend", "ssh", "--inventory", str(cluster.inventory_path), "--suite", "delivery",
-            "-k", CHECKS, "--out", str(tmp / "r"), "--progress", "none", "--overlay", str(overlay),
-            env={"HOME": str(cluster.client_home()), "NVTEST_HISTORY": str(tmp / "h.sqlite")}, timeout=300,
-        )  # fmt: skip
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(cluster.inventory_path),
+            "--suite",
+            "delivery",
+            "-k",
+            CHECKS,
+            "--out",
+            str(tmp / "r"),
+            "--progress",
+            "none",
+            "--overlay",
+            str(overlay),
+            env={"HOME": str(cluster.client_home()), "NVTEST_HISTORY": str(tmp / "h.sqlite")},
+            timeout=300,
+        )
     run_dir = (tmp / "r" / "latest").resolve()
     assert (run_dir / "asbuilt.json").exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     yield json.loads((run_dir / "results.json").read_text()), run_dir, settings

@@ -47,12 +47,28 @@ def _check(out: Path, proc_output: str, cluster: str) -> None:
 
 def test_local_node_printing_100_mb(tmp_path: Path) -> None:
     inv = tmp_path / "inv.yaml"
-    inv.write_text(f"cluster: flood\nnodes:\n  - names: {socket.gethostname().split('.')[0]}\n"
-                   f"    python: {_flood_python(tmp_path)}\n")  # fmt: skip
+    inv.write_text(
+        f"cluster: flood\nnodes:\n  - names: {socket.gethostname().split('.')[0]}\n"
+        f"    python: {_flood_python(tmp_path)}\n"
+    )
     out = tmp_path / "out"
-    proc = run_nvtest("run", "--backend", "local", "--inventory", str(inv), "--suite", "quick", "-k", "stream",
-                      "--out", str(out), "--progress", "plain", env={"NVTEST_HISTORY": str(tmp_path / "h.sqlite")},
-                      timeout=300)  # fmt: skip
+    proc = run_nvtest(
+        "run",
+        "--backend",
+        "local",
+        "--inventory",
+        str(inv),
+        "--suite",
+        "quick",
+        "-k",
+        "stream",
+        "--out",
+        str(out),
+        "--progress",
+        "plain",
+        env={"NVTEST_HISTORY": str(tmp_path / "h.sqlite")},
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     _check(out, proc.stdout + proc.stderr, "flood")
 
@@ -68,9 +84,22 @@ def flood_cluster(tmp_path: Path) -> Iterator[SSHDCluster]:
 @pytest.mark.sshd
 def test_ssh_node_printing_100_mb(tmp_path: Path, flood_cluster: SSHDCluster) -> None:
     out = tmp_path / "out"
-    proc = run_nvtest("run", "--backend", "ssh", "--inventory", str(flood_cluster.inventory_path), "--suite", "quick",
-                      "-k", "stream", "--out", str(out), "--progress", "plain",
-                      env={"HOME": str(flood_cluster.client_home()), "NVTEST_HISTORY": str(tmp_path / "h.sqlite")},
-                      timeout=300)  # fmt: skip
+    proc = run_nvtest(
+        "run",
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(flood_cluster.inventory_path),
+        "--suite",
+        "quick",
+        "-k",
+        "stream",
+        "--out",
+        str(out),
+        "--progress",
+        "plain",
+        env={"HOME": str(flood_cluster.client_home()), "NVTEST_HISTORY": str(tmp_path / "h.sqlite")},
+        timeout=300,
+    )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     _check(out, proc.stdout + proc.stderr, "sshd-sim")  # the inventory names its cluster

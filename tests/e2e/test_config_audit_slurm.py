@@ -27,8 +27,13 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmCluster]:
     missing = missing_slurm_binaries()
-    reason = (f"Slurm is not installed ({', '.join(missing)} missing)" if missing
-              else None if os.geteuid() == 0 else "the Slurm test cluster runs its daemons as root")  # fmt: skip
+    reason = (
+        f"Slurm is not installed ({', '.join(missing)} missing)"
+        if missing
+        else None
+        if os.geteuid() == 0
+        else "the Slurm test cluster runs its daemons as root"
+    )
     if reason:
         print(f"skipping: {reason}")
         pytest.skip(reason)
@@ -37,12 +42,25 @@ def cluster() -> Iterator[SlurmCluster]:
 
 
 def test_a_rank_without_the_image_marker_fails_its_node(cluster, tmp_path):
-    proc, doc, tail = run_nvtest_on_slurm(cluster, tmp_path, "--nodes", "node[1-2]", "--suite", "config",
-                                          "-k", "container_identity", "--image-id", "img-7", timeout=600)  # fmt: skip
+    proc, doc, tail = run_nvtest_on_slurm(
+        cluster,
+        tmp_path,
+        "--nodes",
+        "node[1-2]",
+        "--suite",
+        "config",
+        "-k",
+        "container_identity",
+        "--image-id",
+        "img-7",
+        timeout=600,
+    )
     assert doc is not None, tail
     r = {x["node"]: x for x in doc["results"] if x["check"] == "container_identity"}
     assert r["node1"]["verdict"] == "pass", r["node1"]
-    assert r["node1"]["details"]["ranks"] == [{"rank": 0, "node": "node1", "image": "img-7", "source": "env:NVTEST_IMAGE_ID"}]
+    assert r["node1"]["details"]["ranks"] == [
+        {"rank": 0, "node": "node1", "image": "img-7", "source": "env:NVTEST_IMAGE_ID"}
+    ]
     assert r["node2"]["verdict"] == "fail", r["node2"]
     assert "rank 1 on node2 ran on the host" in r["node2"]["reason"] and r["node2"]["diagnosis"]["class"] == "CONFIG"
     assert proc.returncode == 1, tail
@@ -51,9 +69,19 @@ def test_a_rank_without_the_image_marker_fails_its_node(cluster, tmp_path):
 
 
 def test_container_image_on_a_slurm_without_pyxis_is_srun_s_refusal(cluster, tmp_path):
-    proc, doc, tail = run_nvtest_on_slurm(cluster, tmp_path, "--nodes", "node[1-2]", "--suite", "config",
-                                          "-k", "container_identity", "--container-image", "nvcr.io#nvidia/pytorch:24.05-py3",
-                                          timeout=600)  # fmt: skip
+    proc, doc, tail = run_nvtest_on_slurm(
+        cluster,
+        tmp_path,
+        "--nodes",
+        "node[1-2]",
+        "--suite",
+        "config",
+        "-k",
+        "container_identity",
+        "--container-image",
+        "nvcr.io#nvidia/pytorch:24.05-py3",
+        timeout=600,
+    )
     assert doc is not None, tail
     r = [x for x in doc["results"] if x["check"] == "container_identity"]
     assert r and all(x["verdict"] == "error" for x in r), r

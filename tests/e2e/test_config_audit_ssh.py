@@ -68,8 +68,13 @@ def cluster(tmp_path_factory):
         root = build(base / name / "root", m)
         st = standins(base / name / "bin", m, _tools(name, m))
         if m.devices:  # the inventory probe's nvidia-smi -q -x: a recorded A100
-            st.add("nvidia-smi", by_args={"-q -x": Recording(stdout=SMI_XML),
-                                          "--query-gpu=*": Recording(stdout=_tools(name, m)["nvidia-smi"].stdout)})  # fmt: skip
+            st.add(
+                "nvidia-smi",
+                by_args={
+                    "-q -x": Recording(stdout=SMI_XML),
+                    "--query-gpu=*": Recording(stdout=_tools(name, m)["nvidia-smi"].stdout),
+                },
+            )
         env[name] = {"PATH": st.path_prefix(), "NVTEST_SYSFS_ROOT": str(root)}
     with SSHDCluster(3, prefix="cfg", node_env=env) as sim:
         inv = yaml.safe_load(sim.inventory_path.read_text())
@@ -83,8 +88,20 @@ def cluster(tmp_path_factory):
 
 
 def _run(sim: SSHDCluster, inv: Path, out: Path, *args: str) -> tuple[int, str, Path, dict]:
-    proc = run_nvtest("run", "--backend", "ssh", "--inventory", str(inv), *args, "--out", str(out),
-                      "--progress", "plain", env={"HOME": str(sim.client_home())}, timeout=600)  # fmt: skip
+    proc = run_nvtest(
+        "run",
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(inv),
+        *args,
+        "--out",
+        str(out),
+        "--progress",
+        "plain",
+        env={"HOME": str(sim.client_home())},
+        timeout=600,
+    )
     run_dir = (out / "latest").resolve()
     text = proc.stdout + proc.stderr
     assert (run_dir / "results.json").exists(), text
@@ -96,15 +113,30 @@ def test_the_config_suite_over_ssh(cluster, tmp_path):
     code, text, run_dir, doc = _run(sim, inv, tmp_path, "--suite", "config")
     assert code == 1, text
     r = {(x["check"], x["node"]): x for x in doc["results"]}
-    audit = ("pcie_acs", "iommu", "numa_affinity", "gpudirect_rdma", "persistence_mode", "nccl_interfaces", "package_drift")
+    audit = (
+        "pcie_acs",
+        "iommu",
+        "numa_affinity",
+        "gpudirect_rdma",
+        "persistence_mode",
+        "nccl_interfaces",
+        "package_drift",
+    )
     for check in audit:
         assert r[(check, "cfg01")]["verdict"] == "pass", (check, r[(check, "cfg01")].get("reason"))
     bad = {c: r[(c, "cfg02")] for c in audit}
     assert {c: v["verdict"] for c, v in bad.items()} == {
-        "pcie_acs": "fail", "iommu": "fail", "numa_affinity": "pass", "gpudirect_rdma": "fail",
-        "persistence_mode": "warn", "nccl_interfaces": "fail", "package_drift": "fail",
-    }  # fmt: skip
-    acs = (bad["pcie_acs"].get("details") or {}).get("reason_full") or bad["pcie_acs"]["reason"]  # the reason is one line
+        "pcie_acs": "fail",
+        "iommu": "fail",
+        "numa_affinity": "pass",
+        "gpudirect_rdma": "fail",
+        "persistence_mode": "warn",
+        "nccl_interfaces": "fail",
+        "package_drift": "fail",
+    }
+    acs = (bad["pcie_acs"].get("details") or {}).get("reason_full") or bad["pcie_acs"][
+        "reason"
+    ]  # the reason is one line
     assert "ACS redirects peer traffic" in acs and "setpci" in acs
     assert "ACS redirects pee" in bad["pcie_acs"]["reason"] and len(bad["pcie_acs"]["reason"]) <= 300
     assert "nvidia-driver-535 535.129.03-0ubuntu1" in bad["package_drift"]["reason"]
@@ -127,7 +159,17 @@ def test_the_config_suite_over_ssh(cluster, tmp_path):
 
 def test_nccl_tests_get_the_inventory_interfaces_in_exact_form(cluster, tmp_path):
     sim, inv = cluster
-    code, text, run_dir, doc = _run(sim, inv, tmp_path, "--suite", "fabric", "--nodes", "cfg01", "-k", "test_nccl and not multinode and not nics_only")
+    code, text, run_dir, doc = _run(
+        sim,
+        inv,
+        tmp_path,
+        "--suite",
+        "fabric",
+        "--nodes",
+        "cfg01",
+        "-k",
+        "test_nccl and not multinode and not nics_only",
+    )
     r = next(x for x in doc["results"] if x["check"] == "nccl")
     assert r["details"]["effective_env"]["NCCL_SOCKET_IFNAME"] == "=enp8s0", r
     log = (run_dir / r["log"]).read_text()

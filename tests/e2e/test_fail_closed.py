@@ -88,9 +88,15 @@ def _run(profile: str, tmp: Path, *args: str) -> tuple[int, dict[str, dict[str, 
     tools = install(profile, tmp / "bin")
     out = tmp / "reports"
     proc = run_nvtest(
-        "run", *args, "--out", str(out), "--progress", "none",
-        env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1"}, timeout=600,
-    )  # fmt: skip
+        "run",
+        *args,
+        "--out",
+        str(out),
+        "--progress",
+        "none",
+        env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1"},
+        timeout=600,
+    )
     text = proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (out / "latest" / "results.json").exists(), text
     doc = json.loads((out / "latest" / "results.json").read_text())
@@ -138,7 +144,9 @@ def test_rule1_no_check_passes_or_skips_a_gpu_node_its_tools_cannot_see(driver_d
 def test_rule1_the_tools_words_and_the_causes_they_name(driver_down):
     _, by, _ = driver_down
     gpus = by["gpus"]
-    assert "PCI bus: 8 x 10de:2330" in gpus["reason"] and "couldn't communicate with the NVIDIA driver" in gpus["reason"]
+    assert (
+        "PCI bus: 8 x 10de:2330" in gpus["reason"] and "couldn't communicate with the NVIDIA driver" in gpus["reason"]
+    )
     assert gpus["diagnosis"]["rule"] == "driver_not_loaded"  # not a lost GPU
     assert by["xid_scan"]["diagnosis"]["rule"] == "nouveau_owns_gpus", by["xid_scan"]
     for check in ("gemm", "burnin", "thermal", "devmem", "h2d", "collectives", "train_smoke"):
@@ -225,4 +233,3 @@ def test_a_healthy_stand_in_node_passes_what_its_tools_report(tmp_path):
     assert code == 0
     shape = by["gpus"]["details"]["shape"]["gpu_pci"]
     assert len(shape["node"]) == 8 and "no golden" in shape["origin"]  # one node: no fleet majority
-

@@ -42,10 +42,22 @@ def run(tmp_path_factory) -> Iterator[tuple[int, dict[tuple[str, str], dict], st
     with SSHDCluster(len(LAYOUT), prefix="gpu", python=sys.executable, node_env=env) as cluster:
         assert cluster.names == sorted(LAYOUT)
         proc = run_nvtest(
-            "run", "--backend", "ssh", "--inventory", str(cluster.inventory_path),
-            "--suite", "delivery", "-k", CHECKS, "--out", str(tmp / "r"), "--progress", "none",
-            env={"HOME": str(cluster.client_home())}, timeout=600,
-        )  # fmt: skip
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(cluster.inventory_path),
+            "--suite",
+            "delivery",
+            "-k",
+            CHECKS,
+            "--out",
+            str(tmp / "r"),
+            "--progress",
+            "none",
+            env={"HOME": str(cluster.client_home())},
+            timeout=600,
+        )
     text = proc.stdout[-3000:] + proc.stderr[-3000:]
     results = Path(tmp / "r" / "latest" / "results.json")
     assert results.exists(), text

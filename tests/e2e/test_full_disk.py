@@ -73,8 +73,9 @@ def test_a_disk_that_fills_mid_run(tmp_path: Path) -> None:
         assert again.returncode == 0, again.stdout + again.stderr
         doc = json.loads((new / "results.json").read_text())
         assert {r["check"]: r["verdict"] for r in doc["results"]} == {
-            "host": "pass", "sw_uniformity": measured["sw_uniformity"]["verdict"],
-        }  # fmt: skip
+            "host": "pass",
+            "sw_uniformity": measured["sw_uniformity"]["verdict"],
+        }
         assert doc["summary"]["verdict"] == "error" and "nvtest failed: cannot write" in doc["summary"]["incomplete"]
         ET.parse(new / "junit.xml")
         assert "Overall verdict" in (new / "report.html").read_text()

@@ -24,7 +24,9 @@ MACHINE_HAS = ("torch", "cupy", "numpy", "pandas", "nvidia_ml_py", "mpi4py")
 #: The GPU machine's own packages that nvtest's dependencies reach: put in the fresh venv from
 #: this machine's index first, as that machine has them. Everything else must come from the bundle.
 MACHINE_PACKAGES = ("numpy", "pandas")
-WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<ver>[^-]+)(?:-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
+WHEEL_RE = re.compile(
+    r"^(?P<name>[^-]+)-(?P<ver>[^-]+)(?:-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
+)
 
 
 def _runs_on_the_gpu_machine(name: str) -> str | None:
@@ -44,7 +46,11 @@ def _runs_on_the_gpu_machine(name: str) -> str | None:
         return f"abi {abi}"
     for plat in plats:
         g = re.fullmatch(r"manylinux_2_(\d+)_x86_64", plat)
-        if (g and int(g.group(1)) <= 34) or plat in ("manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64"):
+        if (g and int(g.group(1)) <= 34) or plat in (
+            "manylinux1_x86_64",
+            "manylinux2010_x86_64",
+            "manylinux2014_x86_64",
+        ):
             return None
     return f"platform {m['plat']}"
 
@@ -54,8 +60,12 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bundle") / "gpu-evidence-bundle"
     proc = subprocess.run(
         ["bash", str(REPO / "scripts" / "gpu_evidence_bundle.sh"), str(out)],
-        cwd=REPO, env={**os.environ, "PYTHON": sys.executable}, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        cwd=REPO,
+        env={**os.environ, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -68,8 +78,17 @@ def test_bundle_is_small_and_every_wheel_fits_the_gpu_machine(bundle: Path) -> N
     assert bad == {}
     names = {WHEEL_RE.match(w)["name"].lower() for w in wheels}  # type: ignore[index]
     assert not names & set(MACHINE_HAS), names & set(MACHINE_HAS)
-    assert {"nvtest", "pydantic", "pydantic_core", "fabric", "paramiko", "clustershell", "cryptography",
-            "hatchling", "editables"} <= names  # fmt: skip
+    assert {
+        "nvtest",
+        "pydantic",
+        "pydantic_core",
+        "fabric",
+        "paramiko",
+        "clustershell",
+        "cryptography",
+        "hatchling",
+        "editables",
+    } <= names
     assert (bundle / "install.sh").is_file() and (bundle / "PYTHON_VERSION").read_text().strip() == "3.11"
     sums = (bundle / "SHA256SUMS").read_text()
     assert all(w in sums for w in wheels)
@@ -84,17 +103,32 @@ def test_installs_offline_into_a_fresh_venv_wheel_then_checkout(bundle: Path, tm
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)  # a plain venv: nothing of this machine's site
     py, nvtest = env_dir / "bin" / "python", env_dir / "bin" / "nvtest"
-    machine = subprocess.run([str(py), "-m", "pip", "install", "-q", "--only-binary=:all:", *MACHINE_PACKAGES],
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    machine = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--only-binary=:all:", *MACHINE_PACKAGES],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert machine.returncode == 0, machine.stderr[-2000:]
     empty = tmp_path / "empty"
     empty.mkdir()
-    control = subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--find-links", str(empty), "pydantic"],
-                             env=_offline_env(), capture_output=True, text=True, timeout=120)  # fmt: skip
+    control = subprocess.run(
+        [str(py), "-m", "pip", "install", "--no-index", "--find-links", str(empty), "pydantic"],
+        env=_offline_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert control.returncode != 0 and "No matching distribution" in control.stderr  # no index reachable this way
 
-    wheel = subprocess.run(["bash", str(bundle / "install.sh"), str(env_dir)], env=_offline_env(),
-                           cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    wheel = subprocess.run(
+        ["bash", str(bundle / "install.sh"), str(env_dir)],
+        env=_offline_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert wheel.returncode == 0, wheel.stderr[-3000:]
     assert "resolving failed" not in wheel.stderr
     assert not list(env_dir.rglob("_gpu_machine_site.pth"))  # nothing of this machine's site-packages
@@ -107,8 +141,14 @@ def test_installs_offline_into_a_fresh_venv_wheel_then_checkout(bundle: Path, tm
     kit = subprocess.run([str(nvtest), "evidence", "--help"], capture_output=True, text=True, cwd=tmp_path)
     assert kit.returncode == 0 and "Example: nvtest evidence" in kit.stdout
 
-    editable = subprocess.run(["bash", str(bundle / "install.sh"), str(env_dir), str(REPO)], env=_offline_env(),
-                              cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    editable = subprocess.run(
+        ["bash", str(bundle / "install.sh"), str(env_dir), str(REPO)],
+        env=_offline_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert editable.returncode == 0, editable.stderr[-3000:]
     assert "resolving failed" not in editable.stderr
     where = subprocess.check_output([str(py), "-c", "import nvtest; print(nvtest.__file__)"], text=True, cwd=tmp_path)
@@ -119,17 +159,32 @@ def test_a_new_venv_sees_the_packages_of_the_python_that_made_it(bundle: Path, t
     """On the GPU machine torch and cupy come from the machine, even when its Python is itself a
     venv (this test's: it has torch) whose packages ``--system-site-packages`` alone would hide."""
     env_dir = tmp_path / "venv"
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PIP_")}, "PIP_CONFIG_FILE": os.devnull,
-           "PYTHON": sys.executable}  # fmt: skip
-    proc = subprocess.run(["bash", str(bundle / "install.sh"), str(env_dir), str(REPO)], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("PIP_")},
+        "PIP_CONFIG_FILE": os.devnull,
+        "PYTHON": sys.executable,
+    }
+    proc = subprocess.run(
+        ["bash", str(bundle / "install.sh"), str(env_dir), str(REPO)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (pth,) = env_dir.rglob("_gpu_machine_site.pth")
     assert sys.prefix in pth.read_text()
     check = subprocess.run(
-        [str(env_dir / "bin" / "python"), "-c", "import torch, nvtest, sys; print(torch.__file__); print(nvtest.__file__)"],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            str(env_dir / "bin" / "python"),
+            "-c",
+            "import torch, nvtest, sys; print(torch.__file__); print(nvtest.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert check.returncode == 0, check.stderr[-2000:]
     torch_file, nvtest_file = check.stdout.split()
     assert torch_file.startswith(sys.prefix) and nvtest_file == str(REPO / "nvtest" / "__init__.py")

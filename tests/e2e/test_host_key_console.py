@@ -23,13 +23,30 @@ def test_an_accepted_changed_host_key_is_on_the_console(tmp_path: Path) -> None:
         lines = cluster.known_hosts_path.read_text().splitlines()
         known = tmp_path / "known_hosts"
         known.write_text(
-            "\n".join(f"{first.known_hosts_name} {other}" if line.startswith(first.known_hosts_name) else line for line in lines) + "\n"
+            "\n".join(
+                f"{first.known_hosts_name} {other}" if line.startswith(first.known_hosts_name) else line
+                for line in lines
+            )
+            + "\n"
         )
         proc = run_nvtest(
-            "run", "--backend", "ssh", "--inventory", str(cluster.inventory_path), "-k", "host",
-            "--known-hosts", str(known), "--insecure-host-keys", "--out", str(tmp_path / "out"), "--progress", "plain",
-            env={"HOME": str(cluster.client_home())}, timeout=600,
-        )  # fmt: skip
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(cluster.inventory_path),
+            "-k",
+            "host",
+            "--known-hosts",
+            str(known),
+            "--insecure-host-keys",
+            "--out",
+            str(tmp_path / "out"),
+            "--progress",
+            "plain",
+            env={"HOME": str(cluster.client_home())},
+            timeout=600,
+        )
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     live = [line for line in out.splitlines() if line.startswith("[nvtest] warning: ") and "hk01" in line]

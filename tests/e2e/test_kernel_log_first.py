@@ -35,9 +35,18 @@ def test_a_gpu_fallen_off_the_bus_blocks_nvml_before_any_timeout(tmp_path: Path)
     t0 = time.monotonic()
     proc = run_nvtest(
         # --timeout-scale 0.2: the inventory's short nvidia-smi deadline is 2 s, not 10 (a fast test)
-        "run", "--suite", "health", "--out", str(out), "--progress", "none", "--timeout-scale", "0.2",
-        env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1"}, timeout=300,
-    )  # fmt: skip
+        "run",
+        "--suite",
+        "health",
+        "--out",
+        str(out),
+        "--progress",
+        "none",
+        "--timeout-scale",
+        "0.2",
+        env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
     wall = time.monotonic() - t0
     text = proc.stdout[-2000:] + proc.stderr[-2000:]
     doc = json.loads((out / "latest" / "results.json").read_text())
@@ -83,7 +92,10 @@ def test_kernel_log_checks_run_before_every_nvml_check_in_every_suite(suite: str
     )
     assert code == 0 and collected.items, suite
     ordered = order_items(collected.items)
-    reads = [(check_name(i), (i.get_closest_marker("check").kwargs.get("reads") if i.get_closest_marker("check") else None)) for i in ordered]
+    reads = [
+        (check_name(i), (i.get_closest_marker("check").kwargs.get("reads") if i.get_closest_marker("check") else None))
+        for i in ordered
+    ]
     first = [c for c, r in reads if r == "kernel-log"]
     if first:  # the suite runs a kernel-log check: every one of them before any other check
         assert all(r == "kernel-log" for _, r in reads[: len(first)]), reads

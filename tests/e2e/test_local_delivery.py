@@ -43,8 +43,19 @@ def test_exit_code_and_overall_verdict(delivery_run):
 def test_every_check_present_with_real_numbers(delivery_run):
     _, _, doc = delivery_run
     checks = {r["check"]: r for r in doc["results"]}
-    assert {"host", "gpus", "stream", "gemm", "devmem", "h2d", "nccl", "ib_ports", "train_smoke",
-            "inference", "sdc"} <= set(checks)
+    assert {
+        "host",
+        "gpus",
+        "stream",
+        "gemm",
+        "devmem",
+        "h2d",
+        "nccl",
+        "ib_ports",
+        "train_smoke",
+        "inference",
+        "sdc",
+    } <= set(checks)
     for name in ("host", "stream", "gemm", "train_smoke", "inference"):
         assert checks[name]["verdict"] == "pass", checks[name]
         for m in checks[name]["metrics"]:
@@ -53,8 +64,12 @@ def test_every_check_present_with_real_numbers(delivery_run):
     assert names == {"copy_gbps", "scale_gbps", "add_gbps", "triad_gbps"}
     assert {m["name"] for m in checks["gemm"]["metrics"]} >= {"fp64_tflops", "fp32_tflops"}
     assert {m["name"] for m in checks["inference"]["metrics"]} >= {
-        "fp32_bs1_prefill_tokens_per_s", "fp32_bs4_decode_tokens_per_s", "fp32_bs1_ttft_ms",
-        "fp32_bs4_token_p50_ms", "fp32_bs4_token_p99_ms"}
+        "fp32_bs1_prefill_tokens_per_s",
+        "fp32_bs4_decode_tokens_per_s",
+        "fp32_bs1_ttft_ms",
+        "fp32_bs4_token_p50_ms",
+        "fp32_bs4_token_p99_ms",
+    }
     assert checks["stream"]["log"] and checks["gemm"]["log"]
 
 
@@ -126,7 +141,19 @@ def test_failing_threshold_exits_1(tmp_path):
         "schema_version: 1\nname: strict\nthresholds:\n"
         "  stream:\n    triad_gbps: {min: 1000000, unit: GB/s, source: impossible floor for the test}\n"
     )
-    proc = run_nvtest("run", "--suite", "quick", "-k", "stream", "--overlay", str(ov), "--out", str(tmp_path / "r"), "--progress", "none")
+    proc = run_nvtest(
+        "run",
+        "--suite",
+        "quick",
+        "-k",
+        "stream",
+        "--overlay",
+        str(ov),
+        "--out",
+        str(tmp_path / "r"),
+        "--progress",
+        "none",
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     doc = json.loads((tmp_path / "r" / "latest" / "results.json").read_text())
     (stream,) = [r for r in doc["results"] if r["check"] == "stream"]
@@ -186,7 +213,9 @@ def test_rerun_failed_runs_only_failed_items(tmp_path):
         "schema_version: 1\nname: strict\nthresholds:\n"
         "  stream:\n    triad_gbps: {min: 1000000, unit: GB/s, source: impossible floor for the test}\n"
     )
-    first = run_nvtest("run", "--suite", "quick", "--overlay", str(ov), "--out", str(tmp_path / "r"), "--progress", "none")
+    first = run_nvtest(
+        "run", "--suite", "quick", "--overlay", str(ov), "--out", str(tmp_path / "r"), "--progress", "none"
+    )
     assert first.returncode == 1, first.stdout + first.stderr
     old_dir = (tmp_path / "r" / "latest").resolve()
     old = json.loads((old_dir / "results.json").read_text())
@@ -207,7 +236,14 @@ def test_rerun_failed_runs_only_failed_items(tmp_path):
         "  stream:\n    triad_gbps: {min: 0.001, unit: GB/s, source: any floor for the test}\n"
     )
     third = run_nvtest(
-        "run", "--rerun-failed", str(old_dir), "--overlay", str(lenient),
-        "--out", str(tmp_path / "r"), "--progress", "none",
-    )  # fmt: skip
+        "run",
+        "--rerun-failed",
+        str(old_dir),
+        "--overlay",
+        str(lenient),
+        "--out",
+        str(tmp_path / "r"),
+        "--progress",
+        "none",
+    )
     assert third.returncode == 0, third.stdout + third.stderr

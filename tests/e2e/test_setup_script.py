@@ -47,9 +47,7 @@ def test_setup_stops_only_the_daemons_its_install_started(tmp_path: Path) -> Non
     state.mkdir()
     (state / "active").write_text("ssh\nmunge\n")  # the machine's own sshd and munge
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STATE": str(state)}
-    proc = subprocess.run(
-        ["bash", "scripts/setup.sh"], cwd=tree, env=env, capture_output=True, text=True, timeout=60
-    )
+    proc = subprocess.run(["bash", "scripts/setup.sh"], cwd=tree, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = (state / "calls").read_text().splitlines()
     assert any(c.startswith("apt-get install") for c in calls), calls

@@ -55,7 +55,11 @@ def test_rerun_failed_reruns_what_the_interrupted_run_did_not_measure(rig: Signa
     assert o.doc is not None
     not_measured = sorted((r["check"], r["node"]) for r in o.doc["results"] if r.get("unmeasured"))
     assert not_measured, "the items not reached are not marked unmeasured"
-    assert all(r["reason"].startswith("not measured: run interrupted (SIGINT)") for r in o.doc["results"] if r.get("unmeasured"))
+    assert all(
+        r["reason"].startswith("not measured: run interrupted (SIGINT)")
+        for r in o.doc["results"]
+        if r.get("unmeasured")
+    )
     junit = ET.parse(o.run_dir / "junit.xml").getroot()  # type: ignore[operator]
     errors = {c.get("name") for c in junit.iter("testcase") if c.find("error") is not None}
     assert {f"{c}[{n}]" for c, n in not_measured} <= errors
@@ -64,8 +68,12 @@ def test_rerun_failed_reruns_what_the_interrupted_run_did_not_measure(rig: Signa
     try:
         again = subprocess.run(
             [*NVTEST, "run", "--rerun-failed", str(o.run_dir), "--out", str(tmp_path), "--progress", "none"],
-            cwd=REPO, env={**os.environ, "HOME": str(rig.home)}, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            cwd=REPO,
+            env={**os.environ, "HOME": str(rig.home)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     finally:
         rig.tools.add("ofed_info", Recording(stdout="MLNX_OFED_LINUX-5.8-1.0.1.1:\n", sleep_s=SLEEP_S))
     assert again.returncode == 0, again.stdout + again.stderr

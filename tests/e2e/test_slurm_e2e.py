@@ -31,7 +31,6 @@ def cluster() -> Iterator[SlurmCluster]:
         yield sim
 
 
-
 @pytest.fixture
 def clean(cluster: SlurmCluster) -> Iterator[SlurmCluster]:
     yield cluster
@@ -50,10 +49,25 @@ def _inventory(tmp_path: Path, node2_sku: str | None) -> Path:
 
 def _run(cluster: SlurmCluster, out: Path, *extra: str) -> tuple[int, str, dict]:
     proc = run_nvtest(
-        "run", "--backend", "slurm", "--partition", "nvt", "--time", "10", "--suite", "delivery",
-        "-k", CHECKS, "--out", str(out), "--progress", "plain", *extra,
-        env=cluster.env, timeout=600,
-    )  # fmt: skip
+        "run",
+        "--backend",
+        "slurm",
+        "--partition",
+        "nvt",
+        "--time",
+        "10",
+        "--suite",
+        "delivery",
+        "-k",
+        CHECKS,
+        "--out",
+        str(out),
+        "--progress",
+        "plain",
+        *extra,
+        env=cluster.env,
+        timeout=600,
+    )
     doc = json.loads(((out / "latest").resolve() / "results.json").read_text())
     return proc.returncode, proc.stdout + proc.stderr, doc
 
@@ -86,19 +100,29 @@ def test_drain_failed_drains_only_the_failed_node(clean: SlurmCluster, tmp_path:
     assert verdicts[("gpus", "node2")] == "fail"
     assert "fail" not in {v for (_, n), v in verdicts.items() if n == "node1"}
     drained = clean.client("sinfo", "-R", "-h", "-o", "%N|%E").stdout.strip().splitlines()
-    assert len(drained) == 1 and drained[0].startswith(
-        f"node2|nvtest {doc['run']['run_id']}: gpus "
-    ), drained
+    assert len(drained) == 1 and drained[0].startswith(f"node2|nvtest {doc['run']['run_id']}: gpus "), drained
     assert _queue_empty(clean)
 
 
 def test_submit_runs_the_suite_in_its_own_allocation(clean: SlurmCluster, tmp_path: Path) -> None:
     inv = _inventory(tmp_path, None)
     proc = run_nvtest(
-        "submit", "--partition", "nvt", "--time", "10", "--suite", "delivery", "--inventory", str(inv),
-        "-k", CHECKS, "--out", str(tmp_path),
-        env=clean.env, timeout=120,
-    )  # fmt: skip
+        "submit",
+        "--partition",
+        "nvt",
+        "--time",
+        "10",
+        "--suite",
+        "delivery",
+        "--inventory",
+        str(inv),
+        "-k",
+        CHECKS,
+        "--out",
+        str(tmp_path),
+        env=clean.env,
+        timeout=120,
+    )
     if "No such command" in proc.stderr:
         pytest.skip("nvtest submit is not in this CLI yet")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -125,9 +149,20 @@ def test_submit_lists_the_node_slurm_drained_with_its_reason(clean: SlurmCluster
     ``slurm-drained-node-dropped-silently``)."""
     clean.client("scontrol", "update", "nodename=node2", "state=drain", f"reason={GRES_REASON}")
     proc = run_nvtest(
-        "submit", "--partition", "nvt", "--time", "10", "--suite", "delivery", "-k", "host",
-        "--out", str(tmp_path), env=clean.env, timeout=120,
-    )  # fmt: skip
+        "submit",
+        "--partition",
+        "nvt",
+        "--time",
+        "10",
+        "--suite",
+        "delivery",
+        "-k",
+        "host",
+        "--out",
+        str(tmp_path),
+        env=clean.env,
+        timeout=120,
+    )
     assert proc.returncode == 0 and re.search(r"job \d+: 1 node\(s\)", proc.stdout), proc.stdout + proc.stderr
     assert _queue_empty(clean, 300)
     runs = [p.parent for p in tmp_path.rglob("results.json")]

@@ -62,9 +62,7 @@ def _run(cluster: SSHDCluster, home: Path, out: Path) -> tuple[int, str, Path, d
     return proc.returncode, output, run_dir, doc
 
 
-def test_delivery_over_four_ssh_nodes_passes(
-    cluster: SSHDCluster, home: Path, tmp_path: Path
-) -> None:
+def test_delivery_over_four_ssh_nodes_passes(cluster: SSHDCluster, home: Path, tmp_path: Path) -> None:
     code, output, run_dir, doc = _run(cluster, home, tmp_path)
     assert code == 0, output
     assert doc["run"]["backend"] == "ssh"
@@ -79,9 +77,7 @@ def test_delivery_over_four_ssh_nodes_passes(
     assert not list(Path("/tmp").glob(f"nvtest-{doc['run']['run_id']}*"))
 
 
-def test_a_stopped_node_gets_errors_and_the_rest_finish(
-    cluster: SSHDCluster, home: Path, tmp_path: Path
-) -> None:
+def test_a_stopped_node_gets_errors_and_the_rest_finish(cluster: SSHDCluster, home: Path, tmp_path: Path) -> None:
     down = cluster.names[2]
     cluster.stop_node(down)
     try:
@@ -101,16 +97,21 @@ def test_a_stopped_node_gets_errors_and_the_rest_finish(
     # the node is back: --rerun-failed alone reruns its items with the first run's
     # inventory, backend and options (nothing given again on the command line)
     again = run_nvtest(
-        "run", "--rerun-failed", str(run_dir), "--out", str(tmp_path), "--progress", "plain",
-        env={"HOME": str(home)}, timeout=600,
-    )  # fmt: skip
+        "run",
+        "--rerun-failed",
+        str(run_dir),
+        "--out",
+        str(tmp_path),
+        "--progress",
+        "plain",
+        env={"HOME": str(home)},
+        timeout=600,
+    )
     new_dir = (tmp_path / "latest").resolve()
     assert again.returncode == 0, again.stdout + again.stderr
     new = json.loads((new_dir / "results.json").read_text())
     assert new["run"]["rerun_of"] == doc["run"]["run_id"] and new["run"]["backend"] == "ssh"
     assert {r["node"] for r in new["results"]} == {down}
-    assert sorted((r["check"], r["node"]) for r in new["results"]) == sorted(
-        (r["check"], r["node"]) for r in mine
-    )
+    assert sorted((r["check"], r["node"]) for r in new["results"]) == sorted((r["check"], r["node"]) for r in mine)
     config = json.loads((new_dir / "run_config.json").read_text())
     assert config["inventory"] == str(cluster.inventory_path) and config["nodes"] == down

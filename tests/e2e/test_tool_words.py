@@ -43,13 +43,25 @@ def words(tool: str) -> str:
 def results(tmp_path_factory) -> dict[str, dict]:
     tmp = tmp_path_factory.mktemp("tool-words")
     failing = {t: Tool(Recording(stderr=words(t) + "\n", exit_code=3)) for t in TOOLS}
-    tools = install(NodeProfile("tools_fail", "every tool fails", {**PROFILES["h100_healthy"].tools, **failing}), tmp / "bin")
+    tools = install(
+        NodeProfile("tools_fail", "every tool fails", {**PROFILES["h100_healthy"].tools, **failing}), tmp / "bin"
+    )
     out = tmp / "reports"
     proc = run_nvtest(
-        "run", "--suite", "delivery", "-k", " or ".join(TOOL_CHECKS), "--sku", "gb200-nvl72-tray",
-        "--out", str(out), "--progress", "none",
-        env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1", "NVTEST_SYSFS_ROOT": str(tmp)}, timeout=300,
-    )  # fmt: skip
+        "run",
+        "--suite",
+        "delivery",
+        "-k",
+        " or ".join(TOOL_CHECKS),
+        "--sku",
+        "gb200-nvl72-tray",
+        "--out",
+        str(out),
+        "--progress",
+        "none",
+        env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1", "NVTEST_SYSFS_ROOT": str(tmp)},
+        timeout=300,
+    )
     path = out / "latest" / "results.json"
     assert path.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
     return {r["check"]: r for r in json.loads(path.read_text())["results"]}

@@ -52,11 +52,22 @@ def test_installed_wheel_runs_outside_checkout(wheel: Path, tmp_path: Path):
     py = env_dir / "bin" / "python"
     # dependencies come from this interpreter's site-packages (no network needed);
     # nvtest itself only from the wheel
-    site = Path(subprocess.check_output([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
+    site = Path(
+        subprocess.check_output(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+        ).strip()
+    )
     (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    where = subprocess.check_output([str(py), "-c", "import nvtest.config.resources as r; print(r.suites_dir())"], text=True, cwd=tmp_path)
+    where = subprocess.check_output(
+        [str(py), "-c", "import nvtest.config.resources as r; print(r.suites_dir())"], text=True, cwd=tmp_path
+    )
     assert "_bundled" in where and str(REPO) not in where
     work = tmp_path / "work"
     work.mkdir()

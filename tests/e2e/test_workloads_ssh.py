@@ -48,10 +48,22 @@ def run(cluster: SSHDCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple
     inv["defaults"]["probe_dir"] = str(PROBES)  # one shared copy, as on a shared file system
     (d / "inventory.yaml").write_text(yaml.safe_dump(inv))
     proc = run_nvtest(
-        "run", "--backend", "ssh", "--inventory", str(d / "inventory.yaml"), "--insecure-host-keys",
-        "--suite", "delivery", "-k", "sdc or inference", "--out", str(d / "reports"),
-        "--progress", "plain", timeout=900,
-    )  # fmt: skip
+        "run",
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(d / "inventory.yaml"),
+        "--insecure-host-keys",
+        "--suite",
+        "delivery",
+        "-k",
+        "sdc or inference",
+        "--out",
+        str(d / "reports"),
+        "--progress",
+        "plain",
+        timeout=900,
+    )
     output = proc.stdout[-4000:] + proc.stderr[-3000:]
     results = d / "reports" / "latest" / "results.json"
     assert results.exists(), output
@@ -69,7 +81,9 @@ def test_the_node_that_computes_wrong_is_named(run) -> None:
     bad = sdc["wl02"]
     assert bad["verdict"] == "fail", bad
     assert "gemm_chain fp32 on wl02 cpu" in bad["reason"]
-    assert "outputs differ from 2 other CPUs of the same configuration: silent data corruption suspected" in bad["reason"]
+    assert (
+        "outputs differ from 2 other CPUs of the same configuration: silent data corruption suspected" in bad["reason"]
+    )
     assert "train_smoke" not in bad["reason"]  # its training steps agree with its peers
     for node in ("wl01", "wl03"):
         assert sdc[node]["verdict"] == "pass", sdc[node]

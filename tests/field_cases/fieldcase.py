@@ -31,9 +31,16 @@ from nvtest.testing.standin_nodes import H100, PROFILES, NodeProfile, Tool
 from tests.conftest import PROBES, run_nvtest
 
 __all__ = [
-    "CASES", "Case", "CaseError", "CaseRun", "Clusters", "all_case_dirs", "check_expectations",
-    "load_case", "run_case",
-]  # fmt: skip
+    "CASES",
+    "Case",
+    "CaseError",
+    "CaseRun",
+    "Clusters",
+    "all_case_dirs",
+    "check_expectations",
+    "load_case",
+    "run_case",
+]
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
@@ -166,7 +173,9 @@ class NodeCase(_Strict):
     @classmethod
     def _known_profile(cls, v: str) -> str:
         if v not in PROFILES:
-            raise ValueError(f"unknown profile {v!r} (nvtest/testing/standin_nodes.py has {', '.join(sorted(PROFILES))})")
+            raise ValueError(
+                f"unknown profile {v!r} (nvtest/testing/standin_nodes.py has {', '.join(sorted(PROFILES))})"
+            )
         return v
 
 
@@ -464,12 +473,20 @@ def _run_gate(case: Case, folder: Path, work: Path, wedge: str = "") -> CaseRun:
     except json.JSONDecodeError:
         return CaseRun(proc.returncode, proc.stdout[-6000:] + proc.stderr[-4000:], None, {name: name}, verdicts={})
     results = [
-        {"node": name, "check": c["check"], "verdict": GATE_VERDICT.get(d["verdict"], d["verdict"]),
-         "reason": d["reason"], "diagnosis": d.get("next_step")}
-        for c in gate.get("checks", []) for d in c.get("decisions", [])
-    ]  # fmt: skip
+        {
+            "node": name,
+            "check": c["check"],
+            "verdict": GATE_VERDICT.get(d["verdict"], d["verdict"]),
+            "reason": d["reason"],
+            "diagnosis": d.get("next_step"),
+        }
+        for c in gate.get("checks", [])
+        for d in c.get("decisions", [])
+    ]
     verdict = GATE_VERDICT.get(gate.get("verdict"), gate.get("verdict"))
-    return CaseRun(proc.returncode, proc.stderr[-4000:], {"results": results}, {name: name}, verdicts={name: str(verdict)})
+    return CaseRun(
+        proc.returncode, proc.stderr[-4000:], {"results": results}, {name: name}, verdicts={name: str(verdict)}
+    )
 
 
 def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters, wedge: str = "") -> CaseRun:
@@ -490,9 +507,11 @@ def _run_ssh(case: Case, folder: Path, work: Path, clusters: Clusters, wedge: st
     inv = {
         "cluster": "field-case",
         "defaults": {
-            "user": cluster.user, "python": cluster.python, "key_file": str(cluster.user_key_path),
+            "user": cluster.user,
+            "python": cluster.python,
+            "key_file": str(cluster.user_key_path),
             "probe_dir": str(PROBES),  # one shared copy, as on a shared file system: nothing to ship
-        },  # fmt: skip
+        },
         "nodes": entries,
     }
     inv_path = work / "inventory.yaml"
@@ -548,7 +567,9 @@ def run_case(case: Case, folder: Path, work: Path, clusters: Clusters) -> CaseRu
     """Run ``case`` (from ``folder``) with its stand-in nodes; ``work``: a fresh directory. A
     case with a ``wedged`` output runs inside one frozen cgroup (thawed after the run), and is
     skipped, saying why, where the freezer cannot work here."""
-    if not any(o.wedged for nc in case.nodes.values() for spec in nc.tools.values() if spec != "missing" for o in spec.values()):
+    if not any(
+        o.wedged for nc in case.nodes.values() for spec in nc.tools.values() if spec != "missing" for o in spec.values()
+    ):
         return _run_case(case, folder, work, clusters)
     from nvtest.testing.wedged import Freezer, freezer_unavailable_reason
 
@@ -603,7 +624,9 @@ def _expect_items(
 ) -> Iterator[str]:
     """The differences between ``items`` (one node's, or one check's on it) and ``exp``."""
     if exp.verdict is not None and verdict != exp.verdict:
-        brief = "; ".join(f"{r['check']}={r['verdict']}: {str(r.get('reason') or '')[:160]}" for r in items if r["verdict"] != "pass")
+        brief = "; ".join(
+            f"{r['check']}={r['verdict']}: {str(r.get('reason') or '')[:160]}" for r in items if r["verdict"] != "pass"
+        )
         yield f"{label}: verdict {verdict}, expected {exp.verdict} ({brief or 'all pass'})"
     worst = [r for r in items if r["verdict"] == verdict] or items
     for key, got_key, pool in (
@@ -648,7 +671,9 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
         drained = sorted((run.doc.get("run") or {}).get("drained") or {})
         if drained != sorted(exp.drained):
             problems.append(f"drained {drained}, expected {sorted(exp.drained)}")
-    nodes = {n: {"verdict": v} for n, v in run.verdicts.items()} if run.verdicts is not None else build_view(run.doc).nodes
+    nodes = (
+        {n: {"verdict": v} for n, v in run.verdicts.items()} if run.verdicts is not None else build_view(run.doc).nodes
+    )
     results = list(run.doc.get("results") or [])
     for name, ne in exp.nodes.items():
         node = run.names.get(name, name)
@@ -667,7 +692,11 @@ def check_expectations(case: Case, run: CaseRun) -> list[str]:
             problems += _expect_items(f"{name} {check}", mine, ce, _worst(mine))
         texts = [_whole_reason(r) for r in items] + _diag(items, "cause")
         if ne.reason_max_chars is not None:
-            long = [f"{r['check']}: {len(str(r.get('reason') or ''))} chars" for r in items if len(str(r.get("reason") or "")) > ne.reason_max_chars]
+            long = [
+                f"{r['check']}: {len(str(r.get('reason') or ''))} chars"
+                for r in items
+                if len(str(r.get("reason") or "")) > ne.reason_max_chars
+            ]
             if long:
                 problems.append(f"{name}: reasons longer than {ne.reason_max_chars} chars: {long}")
         for word in ne.absent:

@@ -62,7 +62,9 @@ def test_field_case(folder: Path, clusters: Clusters, tmp_path: Path) -> None:
     case = load_case(folder)
     run = run_case(case, folder, tmp_path, clusters)
     problems = check_expectations(case, run)
-    assert not problems, "\n".join([f"case {folder.name}: {case.title}", *problems, "--- nvtest output (tail):", run.output[-3000:]])
+    assert not problems, "\n".join(
+        [f"case {folder.name}: {case.title}", *problems, "--- nvtest output (tail):", run.output[-3000:]]
+    )
 
 
 def test_a_bad_case_yaml_names_the_file_and_the_key(tmp_path: Path) -> None:
@@ -110,7 +112,9 @@ def test_every_case_is_valid_and_in_the_index() -> None:
             problems.append(f"{folder.name}: no line in INDEX.md")
             continue
         problems += [f"{folder.name}: INDEX.md lacks its source {s}" for s in case.source if s not in row]
-    problems += [f"INDEX.md: {name} has no folder under {CASES}" for name in set(rows) - {f.name for f in all_case_dirs()}]
+    problems += [
+        f"INDEX.md: {name} has no folder under {CASES}" for name in set(rows) - {f.name for f in all_case_dirs()}
+    ]
     assert not problems, "\n".join(problems)
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", "nccl-socket-fallback")
     for folder in all_case_dirs():

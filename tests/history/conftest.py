@@ -55,11 +55,16 @@ def old_database(url: str, version: int, node: str, verdict: str, t: float, *mor
     eng = create_engine(url)
     migrate(eng, target=version)
     with eng.begin() as conn:
-        conn.execute(text("INSERT INTO runs (key, kind, started_at, verdict, details) VALUES ('run:old', 'run', :t, :v, '{}')"),
-                     {"t": t, "v": verdict})
+        conn.execute(
+            text("INSERT INTO runs (key, kind, started_at, verdict, details) VALUES ('run:old', 'run', :t, :v, '{}')"),
+            {"t": t, "v": verdict},
+        )
         rid = conn.execute(text("SELECT id FROM runs WHERE key = 'run:old'")).scalar()
         args = {"r": rid, "t": t, "d": day_of(t), "n": node, "v": verdict}
-        for sql in ("INSERT INTO results (run_id, node, check_name, verdict, reason, started_at, day) "
-                    "VALUES (:r, :n, 'gemm', :v, 'slow', :t, :d)", *more):
+        for sql in (
+            "INSERT INTO results (run_id, node, check_name, verdict, reason, started_at, day) "
+            "VALUES (:r, :n, 'gemm', :v, 'slow', :t, :d)",
+            *more,
+        ):
             conn.execute(text(sql), {k: v for k, v in args.items() if f":{k}" in sql})
-    eng.dispose()  # fmt: skip
+    eng.dispose()

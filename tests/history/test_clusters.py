@@ -25,13 +25,29 @@ def doc(run_id: str, cluster: str, t: float, tflops: float, verdict: str = "pass
     """A results.json of one node ``node1`` of ``cluster``: gemm at ``tflops``."""
     return {
         "schema_version": 1,
-        "run": {"run_id": run_id, "started_at": t, "ended_at": t + 60, "host": "login1", "backend": "ssh",
-                "cluster": cluster, "history_cluster": cluster, "history_cluster_source": "inventory"},
+        "run": {
+            "run_id": run_id,
+            "started_at": t,
+            "ended_at": t + 60,
+            "host": "login1",
+            "backend": "ssh",
+            "cluster": cluster,
+            "history_cluster": cluster,
+            "history_cluster_source": "inventory",
+        },
         "summary": {"verdict": verdict},
         "nodes": {"node1": {"name": "node1", "sku": "h100-sxm-80gb"}},
-        "results": [{"check": "gemm", "node": "node1", "verdict": verdict, "reason": "", "started_at": t + 1,
-                     "metrics": [{"name": "bf16_tflops", "value": tflops, "unit": "TFLOP/s", "labels": {"gpu": "0"}}]}],
-    }  # fmt: skip
+        "results": [
+            {
+                "check": "gemm",
+                "node": "node1",
+                "verdict": verdict,
+                "reason": "",
+                "started_at": t + 1,
+                "metrics": [{"name": "bf16_tflops", "value": tflops, "unit": "TFLOP/s", "labels": {"gpu": "0"}}],
+            }
+        ],
+    }
 
 
 def test_two_clusters_with_node1_stay_apart(db_url: str) -> None:
@@ -56,10 +72,19 @@ def test_two_clusters_with_node1_stay_apart(db_url: str) -> None:
         assert not any(e.moved for e in mixed), "west's 400 was compared with east's 700"
         assert {s.latest for s in q.trend(store, "gemm", "bf16_tflops", cluster="west")} == {400.0}
         east_now = q.latest_per_node(store, cluster="east")  # the exporter's question, per cluster
-        assert [(x.node, x.checks["gemm"][0], x.checks["gemm"][3][0][2]) for x in east_now] == [("node1", "pass", 690.0)]
+        assert [(x.node, x.checks["gemm"][0], x.checks["gemm"][3][0][2]) for x in east_now] == [
+            ("node1", "pass", 690.0)
+        ]
         # a gate on west's node1 (its cluster from Slurm) is west's record
-        gate = {"node": "node1", "cluster": "west", "started_at": T0 + 300, "duration_s": 1.0, "mode": "manual",
-                "verdict": "fail", "checks": [{"check": "xid", "verdict": "fail", "reason": "Xid 79"}]}  # fmt: skip
+        gate = {
+            "node": "node1",
+            "cluster": "west",
+            "started_at": T0 + 300,
+            "duration_s": 1.0,
+            "mode": "manual",
+            "verdict": "fail",
+            "checks": [{"check": "xid", "verdict": "fail", "reason": "Xid 79"}],
+        }
         record_gate(gate, db_url)
         east_latest = q.previous_runs(store, ["node1"], before=T0 + 400, kinds=("gate",), cluster="east")
         west_latest = q.previous_runs(store, ["node1"], before=T0 + 400, kinds=("gate",), cluster="west")
@@ -82,8 +107,14 @@ def _v2_rows(url: str) -> None:
     """A database as nvtest wrote it at schema version 2 (no cluster columns)."""
     from tests.history.conftest import old_database
 
-    old_database(url, 2, "node1", "pass", T0,
-                 "INSERT INTO events (node, at, day, kind, reason, source) VALUES (:n, :t, :d, 'drain', 'old drain', 'admin')")  # fmt: skip
+    old_database(
+        url,
+        2,
+        "node1",
+        "pass",
+        T0,
+        "INSERT INTO events (node, at, day, kind, reason, source) VALUES (:n, :t, :d, 'drain', 'old drain', 'admin')",
+    )
 
 
 def test_a_version_2_database_keeps_its_rows(db_url: str) -> None:

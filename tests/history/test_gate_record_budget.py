@@ -28,14 +28,21 @@ SCHEMA = json.loads((REPO / "docs" / "gate.schema.json").read_text())
 BUDGET = 3.0
 
 
-def timed_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history: str) -> tuple[dict[str, Any], dict[str, Any], float, float]:
+def timed_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, history: str
+) -> tuple[dict[str, Any], dict[str, Any], float, float]:
     """A gate of a healthy node ``n1`` with ``history``: (document handed out, final document,
     seconds to the hand-out, wall seconds)."""
     monkeypatch.setenv("PATH", node_bin(tmp_path, "n1").path_prefix())
     seen: list[tuple[float, str]] = []
     t0 = time.monotonic()
-    opts = GateOptions(node="n1", budget_s=BUDGET, state_dir=tmp_path / "state", history=history,
-                       emit=lambda d: seen.append((time.monotonic() - t0, json.dumps(d))))  # fmt: skip
+    opts = GateOptions(
+        node="n1",
+        budget_s=BUDGET,
+        state_dir=tmp_path / "state",
+        history=history,
+        emit=lambda d: seen.append((time.monotonic() - t0, json.dumps(d))),
+    )
     doc = run_gate(opts)
     wall = time.monotonic() - t0
     assert len(seen) == 1
@@ -53,9 +60,13 @@ def gate_runs(url: str) -> int:
     return int(n)
 
 
-def test_a_silent_database_keeps_the_gate_in_budget_and_the_record_is_spooled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_silent_database_keeps_the_gate_in_budget_and_the_record_is_spooled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with BlackHole() as hole:
-        emitted, doc, printed_at, wall = timed_gate(tmp_path, monkeypatch, f"postgresql://nvtest@127.0.0.1:{hole.port}/fleet")
+        emitted, doc, printed_at, wall = timed_gate(
+            tmp_path, monkeypatch, f"postgresql://nvtest@127.0.0.1:{hole.port}/fleet"
+        )
         assert hole.accepted >= 1  # the client did connect: the silence came after the handshake
     assert wall <= BUDGET + GRACE_S + 0.5, wall
     assert printed_at < BUDGET, printed_at  # the verdict was out before the database was waited for
@@ -101,7 +112,9 @@ def test_a_locked_postgres_table_is_waited_for_within_the_budget_then_the_spool_
     assert gate_runs(url) == 3 and not list((tmp_path / "state" / "spool").glob("*.json"))
 
 
-def test_a_locked_sqlite_history_is_waited_for_within_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_locked_sqlite_history_is_waited_for_within_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "h.sqlite"
     timed_gate(tmp_path / "warm", monkeypatch, str(db))  # created, one gate recorded
     lock = sqlite3.connect(db, timeout=0)

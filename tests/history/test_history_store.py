@@ -20,31 +20,71 @@ NOW = 1741608000.0
 NODES = ("n001", "n002", "n003", "n004")
 
 
-def run_doc(day: int, *, fail: dict[str, str] | None = None, tflops: dict[str, float] | None = None,
-            drained: dict[str, str] | None = None) -> dict[str, Any]:
+def run_doc(
+    day: int,
+    *,
+    fail: dict[str, str] | None = None,
+    tflops: dict[str, float] | None = None,
+    drained: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One day's run of the four nodes: gemm (bf16 TFLOP/s per GPU) and ecc."""
     t = NOW - (9 - day) * DAY
     results = []
     for n in NODES:
         v = (tflops or {}).get(n, 700.0)
         bad = (fail or {}).get(n)
-        results.append({
-            "check": "gemm", "node": n, "verdict": "fail" if bad else "pass", "reason": bad or "",
-            "started_at": t + 10, "diagnosis": {"class": "RMA"} if bad else None,
-            "metrics": [{"name": "bf16_tflops", "value": v + g, "unit": "TFLOP/s", "verdict": "pass",
-                         "labels": {"gpu": str(g), "dtype": "bf16"}} for g in range(2)],
-        })
-        results.append({"check": "ecc", "node": n, "verdict": "pass", "reason": "", "started_at": t + 20,
-                        "metrics": [{"name": "ecc_volatile_uncorrectable", "value": 0, "unit": "count",
-                                     "verdict": "pass", "labels": {"gpu": "0"}}]})
+        results.append(
+            {
+                "check": "gemm",
+                "node": n,
+                "verdict": "fail" if bad else "pass",
+                "reason": bad or "",
+                "started_at": t + 10,
+                "diagnosis": {"class": "RMA"} if bad else None,
+                "metrics": [
+                    {
+                        "name": "bf16_tflops",
+                        "value": v + g,
+                        "unit": "TFLOP/s",
+                        "verdict": "pass",
+                        "labels": {"gpu": str(g), "dtype": "bf16"},
+                    }
+                    for g in range(2)
+                ],
+            }
+        )
+        results.append(
+            {
+                "check": "ecc",
+                "node": n,
+                "verdict": "pass",
+                "reason": "",
+                "started_at": t + 20,
+                "metrics": [
+                    {
+                        "name": "ecc_volatile_uncorrectable",
+                        "value": 0,
+                        "unit": "count",
+                        "verdict": "pass",
+                        "labels": {"gpu": "0"},
+                    }
+                ],
+            }
+        )
     return {
         "schema_version": 1,
-        "run": {"run_id": f"day{day:02d}", "started_at": t, "ended_at": t + 60, "suite": "quick",
-                "host": "login1", "drained": drained or {}},
+        "run": {
+            "run_id": f"day{day:02d}",
+            "started_at": t,
+            "ended_at": t + 60,
+            "suite": "quick",
+            "host": "login1",
+            "drained": drained or {},
+        },
         "summary": {"verdict": "fail" if fail else "pass"},
         "nodes": {n: {"name": n, "sku": "h100-sxm-80gb"} for n in NODES},
         "results": results,
-    }  # fmt: skip
+    }
 
 
 def fleet(store: HistoryStore) -> None:
@@ -59,14 +99,18 @@ def fleet(store: HistoryStore) -> None:
 
 def answers(store: HistoryStore) -> dict[str, Any]:
     """Every question's answer, as plain data (floats rounded) for comparing engines."""
-    tl = [(round(e.t, 3), e.kind, e.verdict, e.checks, [(m.metric, m.labels, m.delta_pct) for m in e.moved])
-          for e in q.timeline(store, "n003")]
+    tl = [
+        (round(e.t, 3), e.kind, e.verdict, e.checks, [(m.metric, m.labels, m.delta_pct) for m in e.moved])
+        for e in q.timeline(store, "n003")
+    ]
     lem = [(x.node, x.days, x.failures, x.drains) for x in q.lemons(store, min_days=3, window_days=7, now=NOW)]
     tr = [(s.node, s.labels, s.drop_pct, s.flagged) for s in q.trend(store, "gemm", "bf16_tflops", drop_pct=10)]
-    prev = {n: (p.key, p.drained, sorted(p.checks)) for n, p in
-            q.previous_runs(store, list(NODES), before=NOW + 1, exclude_key="run:day09").items()}
+    prev = {
+        n: (p.key, p.drained, sorted(p.checks))
+        for n, p in q.previous_runs(store, list(NODES), before=NOW + 1, exclude_key="run:day09").items()
+    }
     latest = [(x.node, x.sku, sorted((c, v[0]) for c, v in x.checks.items())) for x in q.latest_per_node(store)]
-    return json.loads(json.dumps({"timeline": tl, "lemons": lem, "trend": tr, "previous": prev, "latest": latest}))  # fmt: skip
+    return json.loads(json.dumps({"timeline": tl, "lemons": lem, "trend": tr, "previous": prev, "latest": latest}))
 
 
 def test_the_questions_answer_on_each_engine(db_url: str) -> None:
@@ -92,7 +136,10 @@ def test_sqlite_and_postgresql_give_the_same_answers(tmp_path: Path, postgres) -
     from tests.history.conftest import fresh_pg_database
 
     got = {}
-    for name, url in (("sqlite", f"sqlite:///{tmp_path / 'h.sqlite'}"), ("pg", fresh_pg_database(postgres, "same_answers"))):
+    for name, url in (
+        ("sqlite", f"sqlite:///{tmp_path / 'h.sqlite'}"),
+        ("pg", fresh_pg_database(postgres, "same_answers")),
+    ):
         with HistoryStore(url) as store:
             fleet(store)
             got[name] = answers(store)
@@ -115,9 +162,15 @@ def _v1_rows(url: str) -> None:
     """Write a database the way nvtest wrote it at schema version 1 (no events table)."""
     from tests.history.conftest import old_database
 
-    old_database(url, 1, "n009", "fail", NOW - DAY,
-                 "INSERT INTO metrics (run_id, node, check_name, metric, labels, value, unit, verdict) "
-                 "VALUES (:r, :n, 'gemm', 'bf16_tflops', 'gpu=0', 600.0, 'TFLOP/s', 'fail')")  # fmt: skip
+    old_database(
+        url,
+        1,
+        "n009",
+        "fail",
+        NOW - DAY,
+        "INSERT INTO metrics (run_id, node, check_name, metric, labels, value, unit, verdict) "
+        "VALUES (:r, :n, 'gemm', 'bf16_tflops', 'gpu=0', 600.0, 'TFLOP/s', 'fail')",
+    )
     eng = create_engine(url)
     assert not inspect(eng).has_table("events")
     eng.dispose()
@@ -171,8 +224,10 @@ def test_the_reading_verbs_do_not_create_a_history_that_is_not_there(tmp_path: P
     from tests.conftest import run_nvtest
 
     missing = tmp_path / "new" / "dir" / "h.sqlite"
-    for argv in (["history", "gpu017", "--history", str(missing)],
-                 ["export", "--prometheus", str(tmp_path / "out.prom"), "--history", str(missing)]):  # fmt: skip
+    for argv in (
+        ["history", "gpu017", "--history", str(missing)],
+        ["export", "--prometheus", str(tmp_path / "out.prom"), "--history", str(missing)],
+    ):
         proc = run_nvtest(*argv)
         assert proc.returncode == 2, proc.stderr
         assert f"no history at {missing}" in proc.stderr, proc.stderr
@@ -187,21 +242,33 @@ PLANTED = "pw-PLANTED-7c1e"
 @pytest.mark.parametrize(
     ("value", "url", "shown"),
     [
-        (f"postgresql://op:{PLANTED}@db/fleet?password={PLANTED}&sslmode=require",
-         f"postgresql+psycopg://op:{PLANTED}@db/fleet?password={PLANTED}&sslmode=require",
-         "postgresql+psycopg://op:***@db/fleet?password=***&sslmode=require"),
-        (f"postgres://op@db:5433/fleet?sslpassword={PLANTED}&sslkey=/etc/k.pem",
-         f"postgresql+psycopg://op@db:5433/fleet?sslpassword={PLANTED}&sslkey=/etc/k.pem",
-         "postgresql+psycopg://op@db:5433/fleet?sslkey=%2Fetc%2Fk.pem&sslpassword=***"),
-        (f"host=db port=5433 user=op password='{PLANTED}' dbname=fleet sslmode=require",
-         f"postgresql+psycopg://op:{PLANTED}@db:5433/fleet?sslmode=require",
-         "postgresql+psycopg://op:***@db:5433/fleet?sslmode=require"),
-        ("host=/run/postgresql dbname=fleet", "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql",
-         "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql"),
-        ("host=::1 port=5433 dbname=fleet", "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433",
-         "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433"),
+        (
+            f"postgresql://op:{PLANTED}@db/fleet?password={PLANTED}&sslmode=require",
+            f"postgresql+psycopg://op:{PLANTED}@db/fleet?password={PLANTED}&sslmode=require",
+            "postgresql+psycopg://op:***@db/fleet?password=***&sslmode=require",
+        ),
+        (
+            f"postgres://op@db:5433/fleet?sslpassword={PLANTED}&sslkey=/etc/k.pem",
+            f"postgresql+psycopg://op@db:5433/fleet?sslpassword={PLANTED}&sslkey=/etc/k.pem",
+            "postgresql+psycopg://op@db:5433/fleet?sslkey=%2Fetc%2Fk.pem&sslpassword=***",
+        ),
+        (
+            f"host=db port=5433 user=op password='{PLANTED}' dbname=fleet sslmode=require",
+            f"postgresql+psycopg://op:{PLANTED}@db:5433/fleet?sslmode=require",
+            "postgresql+psycopg://op:***@db:5433/fleet?sslmode=require",
+        ),
+        (
+            "host=/run/postgresql dbname=fleet",
+            "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql",
+            "postgresql+psycopg:///fleet?host=%2Frun%2Fpostgresql",
+        ),
+        (
+            "host=::1 port=5433 dbname=fleet",
+            "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433",
+            "postgresql+psycopg:///fleet?host=%3A%3A1&port=5433",
+        ),
     ],
-)  # fmt: skip
+)
 def test_every_form_of_target_and_its_redacted_form(value: str, url: str, shown: str) -> None:
     """A URL (libpq's ?password= too) and a libpq keyword string are one URL; its shown form
     hides the password of the user part and of the query."""
@@ -216,10 +283,18 @@ def test_every_form_of_target_and_its_redacted_form(value: str, url: str, shown:
 
 @pytest.mark.parametrize(
     "value",
-    ["fleet", f"{PLANTED}", f"postgresql://op:{PLANTED}@db:port/fleet", f"host=db password='{PLANTED}",
-     f"host=db {PLANTED}", f"nohost=1 password={PLANTED}"],
-)  # fmt: skip
-def test_what_is_no_target_is_refused_without_repeating_it(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    [
+        "fleet",
+        f"{PLANTED}",
+        f"postgresql://op:{PLANTED}@db:port/fleet",
+        f"host=db password='{PLANTED}",
+        f"host=db {PLANTED}",
+        f"nohost=1 password={PLANTED}",
+    ],
+)
+def test_what_is_no_target_is_refused_without_repeating_it(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A word that is not plainly a path is no SQLite file created in the working directory;
     the refusal names the accepted forms and never repeats the value (it may be a password)."""
     monkeypatch.chdir(tmp_path)
@@ -239,8 +314,9 @@ def test_a_time_that_rises_is_a_trends_drop(tmp_path: Path) -> None:
             doc = run_doc(day)
             for r in doc["results"]:
                 slow = day == 3 and r["node"] == "n001"
-                r["metrics"] = [{"name": "step_time_s", "value": 1.3 if slow else 1.0, "unit": "s", "verdict": "pass",
-                                 "labels": {}}]  # fmt: skip
+                r["metrics"] = [
+                    {"name": "step_time_s", "value": 1.3 if slow else 1.0, "unit": "s", "verdict": "pass", "labels": {}}
+                ]
             store.ingest_results(doc)
         got = {s.node: (s.drop_pct, s.flagged) for s in q.trend(store, "gemm", "step_time_s", drop_pct=10)}
     assert got["n001"] == (30.0, True)

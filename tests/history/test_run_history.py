@@ -19,12 +19,25 @@ def _run(run_dir: Path, run_id: str, t: float, tflops: float, *, drain: str | No
         value = tflops if node == "gpu01" else 700.0
         verdict = "pass" if value >= 660 else "fail"
         store.append("node", {"name": node, "sku": "h100-sxm-80gb"})
-        store.append("result", {
-            "check": "gemm", "node": node, "verdict": verdict, "started_at": t + 1,
-            "reason": "" if verdict == "pass" else f"{value:g} TFLOP/s < min 660 TFLOP/s",
-            "metrics": [{"name": "bf16_tflops", "value": value, "unit": "TFLOP/s", "verdict": verdict,
-                         "labels": {"gpu": "0"}}],
-        })  # fmt: skip
+        store.append(
+            "result",
+            {
+                "check": "gemm",
+                "node": node,
+                "verdict": verdict,
+                "started_at": t + 1,
+                "reason": "" if verdict == "pass" else f"{value:g} TFLOP/s < min 660 TFLOP/s",
+                "metrics": [
+                    {
+                        "name": "bf16_tflops",
+                        "value": value,
+                        "unit": "TFLOP/s",
+                        "verdict": verdict,
+                        "labels": {"gpu": "0"},
+                    }
+                ],
+            },
+        )
     if drain:
         store.append("drain", {"node": "gpu01", "reason": drain})
     store.append("end", {"ended_at": t + 30, "exit_code": 0})
@@ -46,8 +59,9 @@ def test_the_report_shows_the_change_since_the_last_run(tmp_path: Path) -> None:
     assert node["drained_before"]["reason"].startswith("nvtest run-b: gemm")
     gemm = node["checks"]["gemm"]
     assert (gemm["verdict_before"], gemm["verdict_now"]) == ("fail", "fail")
-    assert gemm["metrics"] == [{"name": "bf16_tflops", "labels": "gpu=0", "unit": "TFLOP/s",
-                                "before": 612.0, "now": 640.0, "delta_pct": 4.58}]  # fmt: skip
+    assert gemm["metrics"] == [
+        {"name": "bf16_tflops", "labels": "gpu=0", "unit": "TFLOP/s", "before": 612.0, "now": 640.0, "delta_pct": 4.58}
+    ]
     html = (tmp_path / "c" / "report.html").read_text()
     assert 'id="history"' in html and "Since the last run" in html
     assert 'id="drained-before"' in html and "nvtest run-b: gemm" in html

@@ -32,7 +32,7 @@ def _leaks(root: Path, outputs: list[subprocess.CompletedProcess[str]]) -> list[
         for name, text in (("stdout", proc.stdout), ("stderr", proc.stderr)):
             if PLANTED in text:
                 at = text.index(PLANTED)
-                found.append(f"{proc.args[3:5]} {name}: ...{text[max(0, at - 120):at + 40]}")
+                found.append(f"{proc.args[3:5]} {name}: ...{text[max(0, at - 120) : at + 40]}")
     return found
 
 
@@ -43,16 +43,56 @@ def _verbs(tmp: Path, target: str, keyword: str, *, every: bool = True) -> list[
     suite = tmp / "one.yaml"
     suite.write_text("name: one\ndescription: one check\nchecks:\n  - inventory/test_inventory.py::test_host\n")
     home = {"HOME": str(tmp), "XDG_DATA_HOME": str(tmp / "data"), "XDG_STATE_HOME": str(tmp / "state")}
-    procs = [run_nvtest("run", "--suite", str(suite), "--backend", "local", "--out", str(tmp / "out"),
-                        "--progress", "plain", cwd=tmp, env={**home, "NVTEST_HISTORY": target}, timeout=300)]  # fmt: skip
+    procs = [
+        run_nvtest(
+            "run",
+            "--suite",
+            str(suite),
+            "--backend",
+            "local",
+            "--out",
+            str(tmp / "out"),
+            "--progress",
+            "plain",
+            cwd=tmp,
+            env={**home, "NVTEST_HISTORY": target},
+            timeout=300,
+        )
+    ]
     if every:
-        procs.append(run_nvtest("report", str(tmp / "out" / "latest"), cwd=tmp, env={**home, "NVTEST_HISTORY": target}, timeout=120))
+        procs.append(
+            run_nvtest(
+                "report", str(tmp / "out" / "latest"), cwd=tmp, env={**home, "NVTEST_HISTORY": target}, timeout=120
+            )
+        )
     gate_env = {**home, "PATH": node_bin(tmp, "n1").path_prefix()}
     for form in (target, keyword) if every else (keyword,):
-        procs.append(run_nvtest("gate", "--node", "n1", "--state-dir", str(tmp / "gate"), "--history", form,
-                                cwd=tmp, env=gate_env, timeout=120))  # fmt: skip
-    procs.append(run_nvtest("export", "--prometheus", str(tmp / "prom"), "--history", keyword if every else target,
-                            cwd=tmp, env=home, timeout=120))  # fmt: skip
+        procs.append(
+            run_nvtest(
+                "gate",
+                "--node",
+                "n1",
+                "--state-dir",
+                str(tmp / "gate"),
+                "--history",
+                form,
+                cwd=tmp,
+                env=gate_env,
+                timeout=120,
+            )
+        )
+    procs.append(
+        run_nvtest(
+            "export",
+            "--prometheus",
+            str(tmp / "prom"),
+            "--history",
+            keyword if every else target,
+            cwd=tmp,
+            env=home,
+            timeout=120,
+        )
+    )
     if every:
         procs.append(run_nvtest("history", "vm", "--history", target, "--json", cwd=tmp, env=home, timeout=120))
     return procs
@@ -74,9 +114,21 @@ def test_an_unreachable_history_never_shows_its_password(tmp_path: Path) -> None
 def test_a_refused_target_is_no_sqlite_file_and_never_repeated(tmp_path: Path) -> None:
     """A bare word (here the password itself, as a slip of the shell) is refused, not made a
     file; a sweep refuses it before Slurm is asked or a job submitted."""
-    gate = run_nvtest("gate", "--node", "n1", "--state-dir", str(tmp_path / "gate"), "--history", PLANTED,
-                      cwd=tmp_path, env={"PATH": node_bin(tmp_path, "n1").path_prefix()}, timeout=120)  # fmt: skip
-    export = run_nvtest("export", "--prometheus", str(tmp_path / "prom"), "--history", PLANTED, cwd=tmp_path, timeout=120)
+    gate = run_nvtest(
+        "gate",
+        "--node",
+        "n1",
+        "--state-dir",
+        str(tmp_path / "gate"),
+        "--history",
+        PLANTED,
+        cwd=tmp_path,
+        env={"PATH": node_bin(tmp_path, "n1").path_prefix()},
+        timeout=120,
+    )
+    export = run_nvtest(
+        "export", "--prometheus", str(tmp_path / "prom"), "--history", PLANTED, cwd=tmp_path, timeout=120
+    )
     sweep = run_nvtest("sweep", "--out", str(tmp_path / "sweeps"), "--history", PLANTED, cwd=tmp_path, timeout=120)
     assert gate.returncode == 0 and "accepted: a URL" in gate.stdout and export.returncode == sweep.returncode == 2
     assert "accepted: a URL" in sweep.stderr and not (tmp_path / "sweeps").exists()

@@ -91,11 +91,25 @@ def run_on_cluster(
         # no NVTEST_MPI_RSH_AGENT: mpirun reaches the nodes through the run's generated ssh config
         env = {"OMP_NUM_THREADS": "1"}
         proc = run_nvtest(
-            "run", "--backend", "ssh", "--inventory", str(inv), "--insecure-host-keys",
-            "--sku-dir", str(sku_dir), "--sku", "sim-cpu", "--suite", str(suite),
-            "--out", str(d / "reports"), "--progress", "plain",
-            timeout=timeout, env={**os.environ, **env},
-        )  # fmt: skip
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(inv),
+            "--insecure-host-keys",
+            "--sku-dir",
+            str(sku_dir),
+            "--sku",
+            "sim-cpu",
+            "--suite",
+            str(suite),
+            "--out",
+            str(d / "reports"),
+            "--progress",
+            "plain",
+            timeout=timeout,
+            env={**os.environ, **env},
+        )
         results = d / "reports" / "latest" / "results.json"
         doc = json.loads(results.read_text()) if results.exists() else {}
         return proc, doc

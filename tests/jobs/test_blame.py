@@ -20,9 +20,7 @@ def _first_pass(pairs, bad: set[str], erring: set[str] = frozenset()):
 
 def _second_pass(rounds, bad):
     return [
-        PairOutcome(p, "fail" if set(p) & bad else "pass", 1.0, "Gb/s", second_pass=True)
-        for r in rounds
-        for p in r
+        PairOutcome(p, "fail" if set(p) & bad else "pass", 1.0, "Gb/s", second_pass=True) for r in rounds for p in r
     ]
 
 
@@ -93,11 +91,7 @@ def test_second_pass_that_errs_still_fails_the_suspect():
     names = [f"n{i}" for i in range(4)]
     first = _first_pass(ring(names).pairs, {"n1"})
     sus = find_suspects(names, first)
-    second = [
-        PairOutcome(p, "error", reason="unreachable", second_pass=True)
-        for r in repair_rounds(sus)
-        for p in r
-    ]
+    second = [PairOutcome(p, "error", reason="unreachable", second_pass=True) for r in repair_rounds(sus) for p in r]
     found = attribute(names, first, second, sus)
     assert found["n1"].verdict == "fail" and "could not run" in found["n1"].reason
 

@@ -62,7 +62,5 @@ def _healthy_tcp_pairs(proc, doc) -> None:
         (m,) = [m for m in r["metrics"] if m["name"] == "tcp_gbit_s"]
         assert m["value"] > 0.05
         pairs = r["details"]["pairs"]
-        assert len(pairs) == 2 and all(
-            p["status"] == "pass" for p in pairs
-        )  # ring: every node twice
+        assert len(pairs) == 2 and all(p["status"] == "pass" for p in pairs)  # ring: every node twice
         assert "tcp_bw_probe.py send --host 127.0.0." in "".join(p["command"] for p in pairs)

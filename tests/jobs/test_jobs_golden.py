@@ -38,15 +38,18 @@ RUN_SSH = MpiOptions(rsh_args="-F /tmp/nvtest-20260101-120000-abcd-0123abcd/ssh-
 def _launcher_config() -> str:
     """The generated config: inventory address/port/user/key; ssh-config HostName and
     IdentityFile; a node the controller reaches through a jump host (HostName only)."""
-    inv = SSHTarget("gpu001", "10.0.0.1", 2222, "acceptance", ("/home/acceptance/.ssh/id_ed25519",), True,
-                    key_source="inventory")  # fmt: skip
+    inv = SSHTarget(
+        "gpu001", "10.0.0.1", 2222, "acceptance", ("/home/acceptance/.ssh/id_ed25519",), True, key_source="inventory"
+    )
     cfg = SSHTarget("gpu002", "gpu002.ib.cluster", 22, "root", ("/root/.ssh/id_rsa",))
     jumped = SSHTarget("gpu003", "10.0.0.3", 22, "root", (), proxy_jump="login01")
     kh = "/tmp/nvtest-r1-0123abcd/ssh-89abcdef/known_hosts"
     text = launcher_config(
         [("gpu001", inv, "~/.ssh/id_ed25519"), ("gpu002", cfg, None), ("gpu003", jumped, None)], kh, run_id="r1"
     )
-    known = launcher_known_hosts([(inv, "ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIA"), (cfg, "ssh-rsa", "AAAAB3NzaC1yc2E")])
+    known = launcher_known_hosts(
+        [(inv, "ssh-ed25519", "AAAAC3NzaC1lZDI1NTE5AAAAIA"), (cfg, "ssh-rsa", "AAAAB3NzaC1yc2E")]
+    )
     return text + "\n# known_hosts\n" + known
 
 
@@ -74,22 +77,34 @@ def _tcp() -> str:
 def _nccl_pair() -> str:
     recipe = NcclRecipe(max_bytes=1 << 30, iters=20, tests_dir="/opt/nccl-tests/build")
     job = NcclPairJob(
-        CTX, check="nccl_multinode", op="all_reduce", recipe=recipe, gpus=lambda n: 8,
-        env={"NCCL_IB_HCA": "=mlx5_0,mlx5_3", "NCCL_SOCKET_IFNAME": "=eth0"}, mpi=SITE,
-    )  # fmt: skip
+        CTX,
+        check="nccl_multinode",
+        op="all_reduce",
+        recipe=recipe,
+        gpus=lambda n: 8,
+        env={"NCCL_IB_HCA": "=mlx5_0,mlx5_3", "NCCL_SOCKET_IFNAME": "=eth0"},
+        mpi=SITE,
+    )
     return str(job.launcher(N1, N2, "pair")) + "\n"
 
 
 CASES: dict[str, Callable[[], str]] = {
     "mpirun": lambda: lines(
-        mpirun_argv([("gpu001", 8), ("gpu002", 8)], ["/opt/nccl-tests/build/all_reduce_perf", "-g", "1"],
-                    export=["NCCL_DEBUG", "NCCL_IB_HCA"], opts=SITE),
+        mpirun_argv(
+            [("gpu001", 8), ("gpu002", 8)],
+            ["/opt/nccl-tests/build/all_reduce_perf", "-g", "1"],
+            export=["NCCL_DEBUG", "NCCL_IB_HCA"],
+            opts=SITE,
+        ),
         mpirun_argv([("node1", 1)], ["hostname"], opts=MpiOptions(allow_run_as_root=False)),
-    ),  # fmt: skip
+    ),
     "mpmd": lambda: lines(
-        mpmd_argv([("gpu001", 8, ["/p/mpi_probe.py", "--node", "gpu001"]), ("gpu002", 4, ["/p/mpi_probe.py"])],
-                  export=["OMP_NUM_THREADS"], opts=SITE),
-    ),  # fmt: skip
+        mpmd_argv(
+            [("gpu001", 8, ["/p/mpi_probe.py", "--node", "gpu001"]), ("gpu002", 4, ["/p/mpi_probe.py"])],
+            export=["OMP_NUM_THREADS"],
+            opts=SITE,
+        ),
+    ),
     "mpirun_run_ssh_config": lambda: lines(
         mpirun_argv([("gpu001", 8), ("gpu002", 8)], ["/opt/nccl-tests/build/all_reduce_perf"], opts=RUN_SSH),
     ),
@@ -98,12 +113,16 @@ CASES: dict[str, Callable[[], str]] = {
     "nccl_perf": lambda: lines(
         perf_argv("all_reduce", NcclRecipe(), 8),
         perf_argv("alltoall", NcclRecipe(min_bytes=1024, max_bytes=1 << 28, iters=50, warmup_iters=5), 1, "/opt/nt"),
-    ),  # fmt: skip
+    ),
     "torchrun_static": lambda: _torchrun(),
     "torchrun_c10d_ft_launcher": lambda: _torchrun(
-        launcher="ft_launcher", rdzv="c10d", max_restarts=3, rdzv_id="nvtest-r1",
-        launcher_args=["--ft-param-initial_rank_heartbeat_timeout=60"], local_addr=lambda n: n.address or n.name,
-    ),  # fmt: skip
+        launcher="ft_launcher",
+        rdzv="c10d",
+        max_restarts=3,
+        rdzv_id="nvtest-r1",
+        launcher_args=["--ft-param-initial_rank_heartbeat_timeout=60"],
+        local_addr=lambda n: n.address or n.name,
+    ),
     "pair_ib_write_bw": _perftest,
     "pair_tcp_bw": _tcp,
     "pair_nccl_mpirun": _nccl_pair,

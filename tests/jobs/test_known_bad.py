@@ -237,10 +237,14 @@ def wedge_cluster(sim_cluster: SSHDCluster, tmp_path: Path):
                 entry["python"] = str(wrapper)
         (tmp_path / "inventory.yaml").write_text(yaml.safe_dump(inv))
         cfg = RunConfig(
-            run_id="known-bad", run_dir=str(tmp_path / "run"), backend="ssh",
-            inventory=str(tmp_path / "inventory.yaml"), sku="sim-cpu", sku_dirs=[str(skus)],
+            run_id="known-bad",
+            run_dir=str(tmp_path / "run"),
+            backend="ssh",
+            inventory=str(tmp_path / "inventory.yaml"),
+            sku="sim-cpu",
+            sku_dirs=[str(skus)],
             backend_options={"known_hosts": str(sim_cluster.known_hosts_path)},
-        )  # fmt: skip
+        )
         ctx = RunContext.from_config(cfg)
         try:
             ctx.gather_facts()
@@ -255,9 +259,12 @@ def test_one_wedged_node_fails_alone_and_is_left_out_of_the_next_launches(wedge_
     by = {n.name: n for n in ctx.nodes}
     # the shared checkpoint tier, as the check declares it, at a test's size and deadline
     probe = Probe(
-        "ckpt_shared", script="ckpt_probe.py", timeout_s=4, needs=CKPT["shared"].needs,
+        "ckpt_shared",
+        script="ckpt_probe.py",
+        timeout_s=4,
+        needs=CKPT["shared"].needs,
         args=["--tier", "shared", "--path", str(shared), "--size-mib", "2", "--chunk-mib", "1"],
-    )  # fmt: skip
+    )
     with pytest.raises(NodeWedged) as err:
         measure_probe(ctx, probe, by["sim02"], ctx.nodes)
     assert freezer.pids(), "the stand-in never wedged"
@@ -265,7 +272,9 @@ def test_one_wedged_node_fails_alone_and_is_left_out_of_the_next_launches(wedge_
     assert f"unkillable: stuck on storage ({shared}) on sim02" in why, why  # by what it touched
     assert "GPU" not in why
     assert err.value.cause == "transport:unkillable:storage"
-    diag = diagnose({"check": "ckpt_shared", "verdict": "fail", "reason": f"NodeWedged: {why}", "cause": err.value.cause})
+    diag = diagnose(
+        {"check": "ckpt_shared", "verdict": "fail", "reason": f"NodeWedged: {why}", "cause": err.value.cause}
+    )
     assert diag is not None and diag.rule == "unkillable_storage", diag
     # the others' items: their own probes, their own verdicts; the aggregate names sim02
     for name in ("sim01", "sim03"):
@@ -329,15 +338,26 @@ def test_ranks_that_waited_for_a_wedged_node_name_it_not_a_hung_tool():
     from nvtest.transports.base import CommandResult
 
     wedged = CommandResult(
-        node="sim02", command="torchrun", failure="unkillable", timed_out=True,
+        node="sim02",
+        command="torchrun",
+        failure="unkillable",
+        timed_out=True,
         error="timed out after 660 s; unkillable: GPU or driver wedged on sim02 (still alive after SIGKILL: "
         "python3 (pid 9, state D))",
-    )  # fmt: skip
-    waited = {n: CommandResult(node=n, command="torchrun", failure="timeout", timed_out=True,
-                               error="timed out after 660 s; process group and session killed")
-              for n in ("sim01", "sim03")}  # fmt: skip
-    job = TorchrunJob("train_multinode", ("sim01", "sim02", "sim03"), {"sim02": wedged, **waited}, None,
-                      "no output", {}, "sim01")  # fmt: skip
+    )
+    waited = {
+        n: CommandResult(
+            node=n,
+            command="torchrun",
+            failure="timeout",
+            timed_out=True,
+            error="timed out after 660 s; process group and session killed",
+        )
+        for n in ("sim01", "sim03")
+    }
+    job = TorchrunJob(
+        "train_multinode", ("sim01", "sim02", "sim03"), {"sim02": wedged, **waited}, None, "no output", {}, "sim01"
+    )
     from nvtest.config.inventory import Node
 
     with pytest.raises(NodeWedged, match="GPU or driver wedged on sim02"):
@@ -347,5 +367,12 @@ def test_ranks_that_waited_for_a_wedged_node_name_it_not_a_hung_tool():
             node_share(job, Node(name=name))
         assert "the job hung on sim02" in str(err.value), err.value
         assert err.value.cause == "launch:peer_wedged"
-        d = diagnose({"check": "train_multinode", "verdict": "error", "reason": f"NodeError: {err.value}", "cause": err.value.cause})
+        d = diagnose(
+            {
+                "check": "train_multinode",
+                "verdict": "error",
+                "reason": f"NodeError: {err.value}",
+                "cause": err.value.cause,
+            }
+        )
         assert d is not None and d.rule == "waited_for_wedged_peer" and "hung tool" not in d.cause, d

@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.sshd, pytest.mark.slow]
 CHECKS = ["interconnect/test_collectives.py::test_collectives_multinode", "interconnect/test_mpi.py"]
 
 
-def _run(d: Path, inventory: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], dict, float]:
+def _run(
+    d: Path, inventory: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict, float]:
     sku = copy.deepcopy(SIM_SKU)
     sku["recipe"]["mpi"] = {"ranks_per_node": 1, "tcp_if_include": "lo", "sizes": "8192", "iters": 2, "barriers": 10}
     (d / "skus").mkdir()
@@ -35,11 +37,25 @@ def _run(d: Path, inventory: Path, *args: str, env: dict[str, str] | None = None
     suite.write_text(yaml.safe_dump({"name": "t", "description": "t", "checks": CHECKS}))
     t0 = time.monotonic()
     proc = run_nvtest(
-        "run", "--backend", "ssh", "--inventory", str(inventory), *args,
-        "--sku-dir", str(d / "skus"), "--sku", "sim-cpu", "--suite", str(suite),
-        "--out", str(d / "reports"), "--progress", "plain", timeout=600,
+        "run",
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(inventory),
+        *args,
+        "--sku-dir",
+        str(d / "skus"),
+        "--sku",
+        "sim-cpu",
+        "--suite",
+        str(suite),
+        "--out",
+        str(d / "reports"),
+        "--progress",
+        "plain",
+        timeout=600,
         env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
-    )  # fmt: skip
+    )
     took = time.monotonic() - t0
     results = d / "reports" / "latest" / "results.json"
     return proc, json.loads(results.read_text()) if results.exists() else {}, took
@@ -77,9 +93,13 @@ def test_a_node_the_others_cannot_resolve_is_named_in_seconds(tmp_path: Path) ->
     with SSHDCluster(3, prefix="sim", python=PYTHON, bastion_only=["sim01"]) as cluster:
         inv = cluster.write_inventory(tmp_path / "inventory.yaml", probe_dir=str(PROBES))
         proc, doc, took = _run(
-            tmp_path, inv, "--ssh-config", str(cluster.ssh_config_path),
-            "--known-hosts", str(cluster.known_hosts_path),
-        )  # fmt: skip
+            tmp_path,
+            inv,
+            "--ssh-config",
+            str(cluster.ssh_config_path),
+            "--known-hosts",
+            str(cluster.known_hosts_path),
+        )
     tail = proc.stdout[-3000:] + proc.stderr[-2000:]
     coll = by_check(doc, "collectives_multinode")
     assert set(coll) == {"sim01", "sim02", "sim03"}, tail

@@ -36,9 +36,7 @@ def _run(
     (d / "skus").mkdir()
     (d / "skus" / "sim-cpu.yaml").write_text(yaml.safe_dump(sku))
     suite = d / "suite.yaml"
-    suite.write_text(
-        yaml.safe_dump({"name": "t", "description": "t", "checks": ["interconnect/test_mpi.py"]})
-    )
+    suite.write_text(yaml.safe_dump({"name": "t", "description": "t", "checks": ["interconnect/test_mpi.py"]}))
     inv = write_inventory(cluster, d / "inventory.yaml")
     if broken_python:
         # the node's Python runs the inventory probe, but the MPI probe's executable is missing
@@ -56,10 +54,25 @@ def _run(
     # ssh config (the inventory's addresses and ports), as on a cluster without DNS for them
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = run_nvtest(
-        "run", "--backend", "ssh", "--inventory", str(inv), "--insecure-host-keys",
-        "--sku-dir", str(d / "skus"), "--sku", "sim-cpu", "--suite", str(suite),
-        "--out", str(d / "reports"), "--progress", "plain", timeout=500, env=env,
-    )  # fmt: skip
+        "run",
+        "--backend",
+        "ssh",
+        "--inventory",
+        str(inv),
+        "--insecure-host-keys",
+        "--sku-dir",
+        str(d / "skus"),
+        "--sku",
+        "sim-cpu",
+        "--suite",
+        str(suite),
+        "--out",
+        str(d / "reports"),
+        "--progress",
+        "plain",
+        timeout=500,
+        env=env,
+    )
     results = d / "reports" / "latest" / "results.json"
     return proc, json.loads(results.read_text()) if results.exists() else {}
 
@@ -86,9 +99,7 @@ def test_mpi_over_three_nodes_maps_every_rank(sim_cluster: SSHDCluster, tmp_path
     assert proc.returncode == 0, proc.stdout[-2000:]
 
 
-def test_node_that_cannot_start_its_ranks_is_named(
-    sim_cluster: SSHDCluster, tmp_path: Path
-) -> None:
+def test_node_that_cannot_start_its_ranks_is_named(sim_cluster: SSHDCluster, tmp_path: Path) -> None:
     proc, doc = _run(sim_cluster, tmp_path, broken_python="sim02")
     res = by_check(doc, "mpi")
     assert set(res) == {"sim01", "sim02", "sim03"}, proc.stdout[-3000:] + proc.stderr[-3000:]

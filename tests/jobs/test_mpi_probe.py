@@ -31,10 +31,22 @@ NODES = [Node("sim01", address="127.0.0.2"), Node("sim02", address="127.0.0.3")]
 def test_probe_under_mpirun_two_ranks() -> None:
     pytest.importorskip("mpi4py")
     argv = [
-        "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--bind-to", "none",
-        PY, str(PROBES / "mpi_probe.py"), "--sizes", "8000,262144", "--iters", "2",
-        "--barriers", "20",
-    ]  # fmt: skip
+        "mpirun",
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-np",
+        "2",
+        "--bind-to",
+        "none",
+        PY,
+        str(PROBES / "mpi_probe.py"),
+        "--sizes",
+        "8000,262144",
+        "--iters",
+        "2",
+        "--barriers",
+        "20",
+    ]
     env = {**os.environ, "OMPI_MCA_mpi_yield_when_idle": "1"}
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=240, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -59,9 +71,7 @@ def test_probe_under_mpirun_two_ranks() -> None:
 
 def test_probe_without_mpi4py_skips() -> None:
     env = {**os.environ, "NVTEST_PROBE_DISABLE": "mpi4py"}
-    proc = subprocess.run(
-        [PY, str(PROBES / "mpi_probe.py")], capture_output=True, text=True, timeout=60, env=env
-    )
+    proc = subprocess.run([PY, str(PROBES / "mpi_probe.py")], capture_output=True, text=True, timeout=60, env=env)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0
     assert doc["status"] == "skip" and "mpi4py" in doc["reason"]
@@ -87,12 +97,39 @@ def test_mpmd_command_line() -> None:
         opts=opts,
     )
     assert argv == [
-        "mpirun", "--allow-run-as-root", "--map-by", "slot", "--bind-to", "none",
-        "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
-        "--mca", "plm_rsh_agent", "ssh -F /c", "-x", "A",
-        "-np", "2", "--host", "sim01:2", PY, "/p/mpi_probe.py", "--iters", "3", ":",
-        "-np", "2", "--host", "sim02:2", "/py2", "/q/mpi_probe.py",
-    ]  # fmt: skip
+        "mpirun",
+        "--allow-run-as-root",
+        "--map-by",
+        "slot",
+        "--bind-to",
+        "none",
+        "--mca",
+        "btl_tcp_if_include",
+        "lo",
+        "--mca",
+        "oob_tcp_if_include",
+        "lo",
+        "--mca",
+        "plm_rsh_agent",
+        "ssh -F /c",
+        "-x",
+        "A",
+        "-np",
+        "2",
+        "--host",
+        "sim01:2",
+        PY,
+        "/p/mpi_probe.py",
+        "--iters",
+        "3",
+        ":",
+        "-np",
+        "2",
+        "--host",
+        "sim02:2",
+        "/py2",
+        "/q/mpi_probe.py",
+    ]
 
 
 def test_slurm_env_prefix() -> None:

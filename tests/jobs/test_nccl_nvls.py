@@ -17,8 +17,12 @@ from nvtest.playbook.diagnosis import diagnose
 from tests.conftest import CORPUS
 from tests.jobs.test_nccl_path import GIB, NORMAL
 
-UNAVAILABLE = (CORPUS / "nccl-tests/all_reduce_perf-8xh800-nvls-multicast-not-available-0-nvls-channels-excerpt.txt").read_text()
-CUDA_FAILURE = (CORPUS / "nccl-tests/all_reduce_perf-8xh800-nvls-cuda-failure-invalid-argument-fabric-manager-excerpt.txt").read_text()
+UNAVAILABLE = (
+    CORPUS / "nccl-tests/all_reduce_perf-8xh800-nvls-multicast-not-available-0-nvls-channels-excerpt.txt"
+).read_text()
+CUDA_FAILURE = (
+    CORPUS / "nccl-tests/all_reduce_perf-8xh800-nvls-cuda-failure-invalid-argument-fabric-manager-excerpt.txt"
+).read_text()
 HOST = "gpu-node-0001:6899:6960 [0] NCCL INFO "
 #: NVIDIA/nccl#1453 (3 × 8 H100, NCCL 2.23): NVLS available and set up
 NVLS_ON = [
@@ -61,8 +65,9 @@ def test_corpus_unavailable_lines_are_typed_fields():
     p = t.path
     assert p.info_lines == 20
     assert {d: (on, ln.line) for d, (on, ln) in p.nvls.items()} == {
-        "036260b61d3a dev 0": (False, 15), "036260b61d3a dev 6": (False, 16),
-    }  # fmt: skip
+        "036260b61d3a dev 0": (False, 15),
+        "036260b61d3a dev 6": (False, 16),
+    }
     assert p.nvls_channels is not None and p.nvls_channels[0] == 0 and p.nvls_channels[1].line == 26
     assert p.nvls_used is False and not p.nvls_failures and not p.collnet
     assert p.record()["nvls"] == {"036260b61d3a dev 0": False, "036260b61d3a dev 6": False}
@@ -117,9 +122,15 @@ def test_no_nvls_line_is_a_note_and_no_info_level_is_not_judged():
     assert v.verdict == "pass", v.details["reasons"]
     assert "NCCL printed no NVLS line" in v.details["effective"]["nvls_note"]
     # NCCL_NVLS_ENABLE=0 (or <= 2 GPUs) on NCCL >= 2.17: no availability line, 0 nvls channels
-    off = _judge(_with(["16 coll channels, 16 collnet channels, 0 nvls channels, 16 p2p channels, 2 p2p channels per peer"]), nvls=True)
+    off = _judge(
+        _with(["16 coll channels, 16 collnet channels, 0 nvls channels, 16 p2p channels, 2 p2p channels per peer"]),
+        nvls=True,
+    )
     assert off.verdict == "pass", off.details["reasons"]
-    assert "0 nvls channels" in off.details["effective"]["nvls_note"] and "unproven" in off.details["effective"]["nvls_note"]
+    assert (
+        "0 nvls channels" in off.details["effective"]["nvls_note"]
+        and "unproven" in off.details["effective"]["nvls_note"]
+    )
     quiet = _judge(NORMAL, nvls=True)  # no NCCL INFO line at all
     assert quiet.verdict == "pass" and "NCCL_DEBUG not INFO" in quiet.details["effective"]["nvls_note"]
     # an NVLS WARN is printed at WARN level too: judged without INFO lines (DCGM#304)
@@ -127,13 +138,17 @@ def test_no_nvls_line_is_a_note_and_no_info_level_is_not_judged():
     warned = _judge(head + BIND + "\n" + sep + rest, nvls=True)
     assert warned.verdict == "fail" and "NVLS failed" in warned.text()
     # another collective is not judged on NVLS
-    other = judge_output(_with(["NVLS multicast support is not available on dev 3"]), op="all_gather", max_bytes=8 * GIB, nvls=True)
+    other = judge_output(
+        _with(["NVLS multicast support is not available on dev 3"]), op="all_gather", max_bytes=8 * GIB, nvls=True
+    )
     assert "NVLS" not in other.text()
 
 
 def test_collnet_expected_across_nodes():
     v = _judge(_with([*NVLS_ON, COLLNET_PLUGIN]), nvls=True, collnet=True)
-    assert v.verdict == "fail" and "CollNet not connected across nodes" in v.text() and "collnet plugin SHARP" in v.text()
+    assert (
+        v.verdict == "fail" and "CollNet not connected across nodes" in v.text() and "collnet plugin SHARP" in v.text()
+    )
     ok = _judge(_with([*NVLS_ON, COLLNET_PLUGIN, "Connected Collnet Chains  [0] 0->8->-1"]), nvls=True, collnet=True)
     assert ok.verdict == "pass", ok.details["reasons"] and ok.details["effective"]["nccl_path"]["collnet"] is True
 
@@ -181,9 +196,15 @@ def test_the_pair_retest_judges_nvls_too():
     text = _with(["NVLS multicast support is not available on dev 3"])
     res = {"gpu-node-0001": CommandResult(node="gpu-node-0001", command="mpirun", stdout=text, stderr="", exit_code=0)}
     job = NcclPairJob(
-        ctx, check="nccl_multinode", op="all_reduce", recipe=NcclRecipe(max_bytes=8 * GIB),
-        gpus=lambda n: 8, env={}, mpi=MpiOptions(), nvls=lambda n: True,
-    )  # fmt: skip
+        ctx,
+        check="nccl_multinode",
+        op="all_reduce",
+        recipe=NcclRecipe(max_bytes=8 * GIB),
+        gpus=lambda n: 8,
+        env={},
+        mpi=MpiOptions(),
+        nvls=lambda n: True,
+    )
     outcome = job.judge_complete(("gpu-node-0001", "gpu-node-0002"), "p", res, "mpirun")
     assert outcome.status == "fail" and "NVLS not available on gpu-node-0001 dev 3" in outcome.reason, outcome
 

@@ -65,8 +65,12 @@ def _run_standin(tmp_path, text: str) -> str:
     tools.add("all_reduce_perf", Recording(stdout=text))
     out = subprocess.run(
         ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1", "-c", "1"],
-        env={"PATH": tools.path_prefix()}, capture_output=True, text=True, timeout=30, check=True,
-    )  # fmt: skip
+        env={"PATH": tools.path_prefix()},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
     return out.stdout
 
 
@@ -109,9 +113,11 @@ def test_ib_with_gdr_passes(tmp_path, h100_rdma_nics):
     v = _judge(_run_standin(tmp_path, _with_info(GDR_ON)), h100_rdma_nics)
     assert v.verdict == "pass", v.details["reasons"]
     assert {k: v.details["effective"]["nccl_path"][k] for k in ("net_transport", "hcas", "gdr", "channels")} == {
-        "net_transport": "IB", "hcas": ["mlx5_0:1/IB", "mlx5_1:1/IB"],
-        "gdr": {"mlx5_0": True, "mlx5_1": True}, "channels": {"NET/IB/0/GDRDMA": 1},
-    }  # fmt: skip
+        "net_transport": "IB",
+        "hcas": ["mlx5_0:1/IB", "mlx5_1:1/IB"],
+        "gdr": {"mlx5_0": True, "mlx5_1": True},
+        "channels": {"NET/IB/0/GDRDMA": 1},
+    }
 
 
 def test_an_rdma_channel_without_gdrdma_fails_naming_the_channel_line(tmp_path, h100_rdma_nics):
@@ -183,9 +189,15 @@ def test_the_pair_retest_judges_the_path_too(tmp_path, h100_rdma_nics):
     nodes = {n: Node(name=n, address="127.0.0.1") for n in ("gpu-node-0001", "gpu-node-0002")}
     ctx: Any = SimpleNamespace(states={n: SimpleNamespace(node=node) for n, node in nodes.items()})
     job = NcclPairJob(
-        ctx, check="nccl_multinode", op="all_reduce", recipe=NcclRecipe(max_bytes=8 * GIB),
-        gpus=lambda n: 8, env={}, mpi=MpiOptions(), rdma_nics=lambda n: h100_rdma_nics,
-    )  # fmt: skip
+        ctx,
+        check="nccl_multinode",
+        op="all_reduce",
+        recipe=NcclRecipe(max_bytes=8 * GIB),
+        gpus=lambda n: 8,
+        env={},
+        mpi=MpiOptions(),
+        rdma_nics=lambda n: h100_rdma_nics,
+    )
     out = _run_standin(tmp_path, _with_info(SOCKET))
     res = CommandResult(node="gpu-node-0001", command="mpirun ...", stdout=out, stderr="", exit_code=0)
     outcome = job.judge_complete(("gpu-node-0001", "gpu-node-0002"), "p", {"gpu-node-0001": res}, "mpirun ...")

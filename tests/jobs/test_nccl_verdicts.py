@@ -52,9 +52,7 @@ def test_integer_wrong_count_fails_whatever_the_bandwidth():
 
 
 def test_legacy_wrong_results_out_of_bounds_fail():
-    text = (
-        CORPUS / "all_gather-FAILED-then-all_reduce-dgx2-12gpu-legacy-error-column-concatenated.txt"
-    ).read_text()
+    text = (CORPUS / "all_gather-FAILED-then-all_reduce-dgx2-12gpu-legacy-error-column-concatenated.txt").read_text()
     log = nccl_tests.parse(text)
     from nvtest.jobs.nccl import judge_run
 
@@ -65,9 +63,7 @@ def test_legacy_wrong_results_out_of_bounds_fail():
 
 
 def test_failed_init_names_the_site_and_host():
-    text = (
-        CORPUS / "all_reduce_perf-2node-init-failure-internal-error-openmpi-abort.txt"
-    ).read_text()
+    text = (CORPUS / "all_reduce_perf-2node-init-failure-internal-error-openmpi-abort.txt").read_text()
     v = judge_output(text, op="all_reduce", max_bytes=134217728, expected_ranks=4)
     assert v.verdict == "fail" and v.details["failure_site"] == "common.cu:959"
     assert "NCCL failure at common.cu:959 on node001: internal error" in v.text()
@@ -76,9 +72,7 @@ def test_failed_init_names_the_site_and_host():
 def test_legacy_cuda_error_fails():
     text = (CORPUS / "all_reduce_perf-nccl1-legacy-header-cuda-error.txt").read_text()
     v = judge_output(text, op="all_reduce")
-    assert (
-        v.verdict == "fail" and "all_reduce.cu:95" in v.text() and "unhandled cuda error" in v.text()
-    )
+    assert v.verdict == "fail" and "all_reduce.cu:95" in v.text() and "unhandled cuda error" in v.text()
 
 
 def test_nccl_warn_lines_reach_the_reason_and_details():
@@ -119,8 +113,20 @@ def test_recipe_command_line_and_environment():
         tests_dir="/opt/nccl-tests/build",
     )
     assert perf_argv("alltoall", r, 8) == [
-        "/opt/nccl-tests/build/alltoall_perf", "-b", "8", "-e", "2147483648", "-f", "2", "-g", "8", "-c", "1", "-n", "20",
-    ]  # fmt: skip
+        "/opt/nccl-tests/build/alltoall_perf",
+        "-b",
+        "8",
+        "-e",
+        "2147483648",
+        "-f",
+        "2",
+        "-g",
+        "8",
+        "-c",
+        "1",
+        "-n",
+        "20",
+    ]
     env = nccl_env(r, {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "HOME": "/root"}, nics_only=True)
     assert env == {
         "NCCL_DEBUG": "INFO",
@@ -147,7 +153,9 @@ def test_a_sweep_the_tool_shortened_is_an_error_naming_its_own_line():
     assert "threshold's point (12884901888 bytes) was not measured" in v.text()
     assert "Reducing maxBytes to 12703978837 due to memory limitation" in v.text()
     assert v.details["requested"]["max_bytes"] == 12884901888
-    assert v.details["effective"]["max_bytes"] == 12703978837 and v.details["effective"]["max_size_reached"] == 11408506880
+    assert (
+        v.details["effective"]["max_bytes"] == 12703978837 and v.details["effective"]["max_size_reached"] == 11408506880
+    )
     # a threshold defined within what the tool did run is not a gap; this excerpt stops before
     # the tool's summary, so it is still an error, for that reason only
     ok = judge_output(REDUCED, op="gather", max_bytes=12884901888, plateau_bytes=8 * GIB, expected_ranks=2)
@@ -173,9 +181,7 @@ def test_every_verdict_records_what_ran_beside_what_was_asked():
 
 def test_launch_that_never_started_is_an_error_with_the_launchers_words():
     text = (
-        CORPUS_ROOT
-        / "nccl-tests"
-        / "all_reduce_perf-2pod-sriov-ucx-ibv-create-ah-no-such-device-never-started.txt"
+        CORPUS_ROOT / "nccl-tests" / "all_reduce_perf-2pod-sriov-ucx-ibv-create-ah-no-such-device-never-started.txt"
     ).read_text()
     v = judge_output(text, op="all_reduce")
     assert v.verdict == "error" and "could_not_start" in v.text() and "UCX" in v.text()

@@ -62,9 +62,7 @@ def test_ring_every_node_twice(n):
     else:
         assert set(count.values()) == {2}
         assert len(s.rounds) == (2 if n % 2 == 0 else 3)
-        assert {frozenset(p) for p in s.pairs} == {
-            frozenset((names[i], names[(i + 1) % n])) for i in range(n)
-        }
+        assert {frozenset(p) for p in s.pairs} == {frozenset((names[i], names[(i + 1) % n])) for i in range(n)}
 
 
 @settings(max_examples=40, deadline=None)

@@ -52,14 +52,21 @@ def _sku_dir(tmp_path: Path) -> Path:
 
 def test_fabric_suite_under_slurm(cluster: SlurmCluster, tmp_path: Path) -> None:
     inv = tmp_path / "inventory.yaml"
-    inv.write_text(
-        f"cluster: sim\ndefaults: {{python: {sys.executable}}}\n"
-        "nodes:\n  - names: node[1-2]\n"
-    )
+    inv.write_text(f"cluster: sim\ndefaults: {{python: {sys.executable}}}\nnodes:\n  - names: node[1-2]\n")
     proc, doc, out = run_nvtest_on_slurm(
-        cluster, tmp_path / "out", "--suite", "fabric", "-k", CHECKS, "--inventory", str(inv),
-        "--sku-dir", str(_sku_dir(tmp_path)), "--sku", "slurm-sim-cpu",
-    )  # fmt: skip
+        cluster,
+        tmp_path / "out",
+        "--suite",
+        "fabric",
+        "-k",
+        CHECKS,
+        "--inventory",
+        str(inv),
+        "--sku-dir",
+        str(_sku_dir(tmp_path)),
+        "--sku",
+        "slurm-sim-cpu",
+    )
     assert doc is not None, out
     nodes = {"node1", "node2"}
 

@@ -27,9 +27,12 @@ def _wedged(node: str, command: str, wchan: str = "") -> CommandResult:
     """An unkillable result as the transports word it (``_deadline.KillReport.describe``)."""
     where = f", wchan {wchan}" if wchan else ""
     return CommandResult(
-        node=node, command=command, failure="unkillable", timed_out=True,
+        node=node,
+        command=command,
+        failure="unkillable",
+        timed_out=True,
         error=f"timed out after 1800 s; unkillable (still alive after SIGKILL: python3 (pid 4242, state D{where}))",
-    )  # fmt: skip
+    )
 
 
 def _rule_of(domain: str) -> str:
@@ -66,9 +69,15 @@ def test_every_probe_attributes_an_unkillable_process_by_what_it_touches(name, n
 
 @pytest.mark.parametrize(
     ("wchan", "domain"),
-    [("nfs_wait_bit_killable", "storage"), ("rpc_wait_bit_killable", "storage"), ("ptlrpc_set_wait", "storage"),
-     ("io_schedule", "storage"), ("mlx5_cmd_exec", "network"), ("uvm_wait_for_gpu", "gpu")],
-)  # fmt: skip
+    [
+        ("nfs_wait_bit_killable", "storage"),
+        ("rpc_wait_bit_killable", "storage"),
+        ("ptlrpc_set_wait", "storage"),
+        ("io_schedule", "storage"),
+        ("mlx5_cmd_exec", "network"),
+        ("uvm_wait_for_gpu", "gpu"),
+    ],
+)
 def test_the_wait_channel_wins_over_the_declaration(wchan, domain):
     res = attribute_unkillable(_wedged("gpu017", "nvidia-smi -q", wchan), ("nvidia-smi", "gpu"))
     words = next(s.words for s in DOMAINS if s.domain == domain)
@@ -96,11 +105,14 @@ def test_a_multi_node_launch_attributes_each_survivor_to_the_node_that_owns_it()
     from nvtest.session.phase import unkillable_owners
 
     res = CommandResult(
-        node="node[1-3]", command="srun -N3 all_reduce_perf", failure="unkillable", timed_out=True,
+        node="node[1-3]",
+        command="srun -N3 all_reduce_perf",
+        failure="unkillable",
+        timed_out=True,
         error="timed out after 1800 s; step cancelled (scancel 7.0); node1: the tasks killed (running at "
         "the deadline: all_reduce_perf); node2: unkillable (still alive after SIGKILL: all_reduce_perf "
         "(pid 77, state D))",
-    )  # fmt: skip
+    )
     done = attribute_unkillable(res, ("gpu",))
     assert "node2: unkillable: GPU or driver wedged on node2 (still alive" in (done.error or ""), done.error
     assert "node1: unkillable" not in (done.error or "") and "node[1-3]" not in (done.error or "")

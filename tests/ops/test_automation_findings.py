@@ -37,8 +37,13 @@ def _result(node: str, check: str, verdict: str, reason: str = "", **extra: Any)
 
 def _doc(results: list[dict[str, Any]], sku: str | None = "h100-sxm-80gb") -> dict[str, Any]:
     nodes = sorted({r["node"] for r in results})
-    doc = {"run": {"run_id": "t"}, "nodes": {n: {"name": n, "sku": sku} for n in nodes}, "skus": {},
-           "checks": {}, "results": results}  # fmt: skip
+    doc = {
+        "run": {"run_id": "t"},
+        "nodes": {n: {"name": n, "sku": sku} for n in nodes},
+        "skus": {},
+        "checks": {},
+        "results": results,
+    }
     return post_process(doc, policies={})
 
 
@@ -48,8 +53,10 @@ FINDINGS: dict[str, Callable[[], dict[str, Any]]] = {
     "systemic": lambda: _doc([_result(f"n{i}", "gpus", "fail", "7 of 8 GPUs") for i in range(3)]),
     "error of ours": lambda: _doc([_result("n0", "gemm", "error", "ParseError: gemm probe printed no JSON")]),
     "no answer": lambda: _doc([_result("n0", "xid_scan", "error", "TimeoutError: did not answer within 120 s")]),
-    "storage": lambda: _diagnosed(_doc([_result("n0", "checkpoint", "fail", "write stalled")]),
-                                  {"rule": "storage_stall", "cause": "the shared filesystem (NFS) stopped answering"}),  # fmt: skip
+    "storage": lambda: _diagnosed(
+        _doc([_result("n0", "checkpoint", "fail", "write stalled")]),
+        {"rule": "storage_stall", "cause": "the shared filesystem (NFS) stopped answering"},
+    ),
 }
 
 
@@ -67,7 +74,9 @@ def _run_drain(doc: Mapping[str, Any]) -> list[str]:
 def _sweep_drain(doc: Mapping[str, Any]) -> list[str]:
     drained = []
     for node in doc["nodes"]:
-        act = _drain(SweepOptions(drain=True), node, {**doc, "results": [r for r in doc["results"] if r["node"] == node]})
+        act = _drain(
+            SweepOptions(drain=True), node, {**doc, "results": [r for r in doc["results"] if r["node"] == node]}
+        )
         assert act["action"] == "none", act  # "drain" or "error" would mean scontrol was called
         drained += [node] if act["action"] == "drain" else []
     return drained
@@ -138,8 +147,12 @@ def test_a_single_nodes_failure_is_drained_and_the_fleet_guard_holds() -> None:
     one = _doc([_result("n0", "gpus", "fail", "7 of 8 GPUs"), *(_result(f"n{i}", "gpus", "pass") for i in (1, 2, 3))])
     assert _run_drain(one) == ["n0"]
     # 3 of 8 fail alike-but-not-all: past 25 % (2 of 8), none is drained without the override
-    many = _doc([*(_result(f"n{i}", "gpus", "fail", "7 of 8 GPUs") for i in range(3)),
-                 *(_result(f"n{i}", "gpus", "pass") for i in range(3, 8))])  # fmt: skip
+    many = _doc(
+        [
+            *(_result(f"n{i}", "gpus", "fail", "7 of 8 GPUs") for i in range(3)),
+            *(_result(f"n{i}", "gpus", "pass") for i in range(3, 8)),
+        ]
+    )
     plan = drain_plan(many)
     assert [d.node for d in plan if d.drain] == []
     assert all("--drain-max-fraction" in d.why for d in plan if d.check == "gpus")

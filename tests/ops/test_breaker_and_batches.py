@@ -32,7 +32,9 @@ def test_batches_never_exceed_the_budget() -> None:
 def doc(node: str, check: str | None = None, value: float | None = None, reason: str = "") -> dict[str, Any]:
     results = [{"check": "host", "node": node, "verdict": "pass", "metrics": []}]
     if check:
-        metrics = [{"name": "triad_gbps", "unit": "GB/s", "value": value, "verdict": "fail"}] if value is not None else []
+        metrics = (
+            [{"name": "triad_gbps", "unit": "GB/s", "value": value, "verdict": "fail"}] if value is not None else []
+        )
         results.append({"check": check, "node": node, "verdict": "fail", "reason": reason, "metrics": metrics})
     return {"results": results}
 
@@ -53,7 +55,10 @@ def test_spread_values_or_a_minority_do_not() -> None:
 
 
 def test_the_same_reason_without_numbers_trips_it_whatever_the_node() -> None:
-    docs = {n: doc(n, "gpus", None, f"{n}: 0 GPUs visible to nvidia-smi, SKU h100-sxm-80gb expects 8") for n in ("a1", "a2", "a3")}
+    docs = {
+        n: doc(n, "gpus", None, f"{n}: 0 GPUs visible to nvidia-smi, SKU h100-sxm-80gb expects 8")
+        for n in ("a1", "a2", "a3")
+    }
     v = circuit_breaker(docs, share=0.5, min_nodes=3)
     assert v.tripped and v.check == "gpus" and v.details["signature"].startswith("reason <node>: # GPUs")
 
@@ -68,7 +73,9 @@ def test_too_few_nodes_are_no_pattern() -> None:
 @pytest.mark.parametrize("spec", ["abc", "200%", "-5"])
 def test_a_bad_max_out_is_a_usage_error_before_slurm_is_asked(tmp_path: Path, spec: str) -> None:
     """Exit 2 naming --max-out, not Slurm's error (exit 3), and no sweep directory left."""
-    proc = run_nvtest("sweep", "--partition", "gpu", "--max-out", spec, "--out", str(tmp_path / "r"), "--history", "off", timeout=60)
+    proc = run_nvtest(
+        "sweep", "--partition", "gpu", "--max-out", spec, "--out", str(tmp_path / "r"), "--history", "off", timeout=60
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"--max-out {spec!r}" in proc.stderr and "sinfo" not in proc.stderr and "scontrol" not in proc.stderr
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())

@@ -29,8 +29,21 @@ from nvtest.testing.standin import Recording, StandInTools
 from tests.conftest import CORPUS, REPO, run_nvtest
 
 STATUSES = {"ok", "empty", "failed", "absent", "timed-out", "stopped", "not-run", "skip", "error"}
-STEP_KEYS = {"name", "group", "tool", "argv", "status", "exit_code", "duration_s", "deadline_s",
-             "started_at", "version", "version_argv", "reason", "files"}  # fmt: skip
+STEP_KEYS = {
+    "name",
+    "group",
+    "tool",
+    "argv",
+    "status",
+    "exit_code",
+    "duration_s",
+    "deadline_s",
+    "started_at",
+    "version",
+    "version_argv",
+    "reason",
+    "files",
+}
 HOST = socket.gethostname().split(".")[0]
 
 
@@ -61,8 +74,11 @@ def test_short_form_runs_end_to_end_and_writes_a_complete_out(tmp_path: Path) ->
     proc = subprocess.run(
         ["bash", str(REPO / "scripts" / "gpu_evidence.sh")],
         env={**os.environ, "OUT": str(out), "GPU_EVIDENCE_SHORT": "1", "PYTHON": sys.executable, "COLUMNS": "200"},
-        cwd=tmp_path, capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["mode"] == "short" and manifest["budget_s"] == 180
@@ -92,7 +108,9 @@ def test_short_form_runs_end_to_end_and_writes_a_complete_out(tmp_path: Path) ->
         assert f"| {name} |" in summary, name
     assert not (out / ".scratch").exists()
     assert not [p for p in _files(out) if p.is_symlink()]
-    assert {r["why"] for r in manifest["sanitised"]["removed"]} <= {"binary file (NUL bytes), cannot be sanitised as text"}
+    assert {r["why"] for r in manifest["sanitised"]["removed"]} <= {
+        "binary file (NUL bytes), cannot be sanitised as text"
+    }
     if HOST not in ("localhost",):
         leaks = [str(p) for p in _files(out) if _host_re().search(p.read_text(errors="replace") + str(p))]
         assert leaks == []
@@ -137,13 +155,19 @@ def _standins(bin_dir: Path) -> tuple[StandInTools, list[str]]:
         Recording(),
         by_args={
             "--version": Recording(stdout="lspci version 3.9.0\n"),
-            "-vvv -nn -D -d 10de:": Recording.of_file(CORPUS / "lspci" / "vvv-egrep-lnk-rtx3080-width-x4-downgraded-vs-normal.txt"),
+            "-vvv -nn -D -d 10de:": Recording.of_file(
+                CORPUS / "lspci" / "vvv-egrep-lnk-rtx3080-width-x4-downgraded-vs-normal.txt"
+            ),
         },
     )
     tools.add(
         "dcgmi",
         Recording(stderr="stand-in dcgmi: no recording\n", exit_code=127),
-        by_args={"diag -r 1": Recording.of_file(CORPUS / "dcgmi" / "diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt")},
+        by_args={
+            "diag -r 1": Recording.of_file(
+                CORPUS / "dcgmi" / "diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt"
+            )
+        },
     )
     tools.add("nvbandwidth", Recording(stdout=nvb))
     return tools, [uuid.removeprefix("GPU-"), serial]
@@ -153,20 +177,35 @@ def test_gpu_captures_on_recorded_outputs_keep_exit_codes_versions_and_reasons(t
     tools, secrets = _standins(tmp_path / "bin")
     out = tmp_path / "ev"
     proc = run_nvtest(
-        "evidence", "--out", str(out), "--steps", "capture", cwd=tmp_path, timeout=120,
+        "evidence",
+        "--out",
+        str(out),
+        "--steps",
+        "capture",
+        cwd=tmp_path,
+        timeout=120,
         env={"PATH": tools.path_prefix()},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     manifest = json.loads((out / "manifest.json").read_text())
     _assert_manifest_complete(manifest)
     steps = {s["name"]: s for s in manifest["steps"]}
-    for name in ("nvidia-smi", "nvidia-smi-q", "nvidia-smi-q-x", "nvidia-smi-topo-m", "nvidia-smi-nvlink-s", "nvidia-smi-query-gpu"):
+    for name in (
+        "nvidia-smi",
+        "nvidia-smi-q",
+        "nvidia-smi-q-x",
+        "nvidia-smi-topo-m",
+        "nvidia-smi-nvlink-s",
+        "nvidia-smi-query-gpu",
+    ):
         assert steps[name]["status"] == "ok" and steps[name]["exit_code"] == 0, steps[name]
         # no --version on this driver: the version comes from the -q capture's header
         assert steps[name]["version"] == "driver 565.57.01, CUDA 12.7", steps[name]
     broad = steps["nvidia-smi-query-gpu"]
     assert "clocks_throttle_reasons.active" in broad["requested_argv"][1] and "clocks_throttle" not in broad["argv"][1]
-    assert broad["notes"] == ["'clocks_throttle_reasons.active' is not a valid field on this driver: queried without it"]
+    assert broad["notes"] == [
+        "'clocks_throttle_reasons.active' is not a valid field on this driver: queried without it"
+    ]
     assert steps["nvidia-smi-nvlink-e"]["status"] == "empty"
     fabric = steps["nvidia-smi-query-gpu-fabric"]
     assert fabric["status"] == "failed" and fabric["exit_code"] == 2 and "not a valid field" in fabric["reason"]
@@ -203,9 +242,17 @@ def test_a_hung_tool_is_stopped_at_its_deadline_and_the_budget_holds(tmp_path: P
     out = tmp_path / "ev"
     t0 = time.monotonic()
     proc = run_nvtest(
-        "evidence", "--out", str(out), "--steps", "nvidia-smi,nvidia-smi-q", "--budget-s", "14",
-        cwd=tmp_path, timeout=120, env={"PATH": tools.path_prefix()},
-    )  # fmt: skip
+        "evidence",
+        "--out",
+        str(out),
+        "--steps",
+        "nvidia-smi,nvidia-smi-q",
+        "--budget-s",
+        "14",
+        cwd=tmp_path,
+        timeout=120,
+        env={"PATH": tools.path_prefix()},
+    )
     took = time.monotonic() - t0
     assert proc.returncode == 0, proc.stderr[-2000:]
     manifest = json.loads((out / "manifest.json").read_text())
@@ -232,8 +279,11 @@ def test_sigterm_stops_the_step_and_the_kit_still_summarises_and_sanitises(tmp_p
     out = tmp_path / "ev"
     proc = subprocess.Popen(
         [sys.executable, "-m", "nvtest.cli", "evidence", "--out", str(out), "--steps", "capture"],
-        cwd=tmp_path, env={**os.environ, "PATH": tools.path_prefix()}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env={**os.environ, "PATH": tools.path_prefix()},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 60
     while not (out / "captures" / "nvidia-smi.txt").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -257,7 +307,9 @@ def test_out_holding_other_files_and_unknown_steps_are_refused(tmp_path: Path) -
     typo = run_nvtest("evidence", "--out", str(tmp_path / "ev"), "--steps", "gemm,devmen", timeout=60)
     assert typo.returncode == 2 and "unknown step(s) devmen" in typo.stderr and not (tmp_path / "ev").exists()
     for budget in ("0", "-5", "nan"):  # 0 ran the default 480 s; -5 and nan ran nothing and exited 0
-        bad = run_nvtest("evidence", "--out", str(tmp_path / "ev"), "--steps", "capture", "--budget-s", budget, timeout=60)
+        bad = run_nvtest(
+            "evidence", "--out", str(tmp_path / "ev"), "--steps", "capture", "--budget-s", budget, timeout=60
+        )
         assert bad.returncode == 2 and "--budget-s must be a positive number" in bad.stderr, (budget, bad.stderr)
         assert not (tmp_path / "ev").exists()
 
@@ -266,11 +318,34 @@ def test_out_holding_other_files_and_unknown_steps_are_refused(tmp_path: Path) -
 
 #: nvidia-smi options that change the GPU's state (nvidia-smi --help, driver 5xx).
 STATE_CHANGING = (
-    "-pm", "--persistence-mode", "-pl", "--power-limit", "-ac", "--applications-clocks", "-rac",
-    "-lgc", "--lock-gpu-clocks", "-rgc", "-lmc", "-rmc", "-r", "--gpu-reset", "-mig",
-    "--multi-instance-gpu", "--gom", "-c", "--compute-mode", "-e", "--ecc-config", "-am", "-caa",
-    "-cc", "-dm", "--auto-boost-default", "-acp",
-)  # fmt: skip
+    "-pm",
+    "--persistence-mode",
+    "-pl",
+    "--power-limit",
+    "-ac",
+    "--applications-clocks",
+    "-rac",
+    "-lgc",
+    "--lock-gpu-clocks",
+    "-rgc",
+    "-lmc",
+    "-rmc",
+    "-r",
+    "--gpu-reset",
+    "-mig",
+    "--multi-instance-gpu",
+    "--gom",
+    "-c",
+    "--compute-mode",
+    "-e",
+    "--ecc-config",
+    "-am",
+    "-caa",
+    "-cc",
+    "-dm",
+    "--auto-boost-default",
+    "-acp",
+)
 NVML_SETTERS = re.compile(r"nvmlDevice(?:Set|Reset|Clear)\w*|nvmlGpuInstance(?:Create|Destroy)|nvml\w*Mig\w*Set")
 
 
@@ -318,15 +393,28 @@ def _plan(tmp_path: Path, index: str) -> str:
     for name in ("gpu_evidence.sh", "gpu_evidence_install.sh"):
         shutil.copy(REPO / "scripts" / name, clone / "scripts" / name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PYTHONPATH") and not k.startswith("PIP_")}
-    env.update(GPU_EVIDENCE_PLAN="1", PIP_INDEX_URL=index, PIP_CONFIG_FILE="/dev/null",
-               GPU_EVIDENCE_VENV=str(tmp_path / "venv"), GPU_EVIDENCE_BUNDLE=str(tmp_path / "no-bundle"))  # fmt: skip
-    proc = subprocess.run(["bash", str(clone / "scripts" / "gpu_evidence.sh")], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    env.update(
+        GPU_EVIDENCE_PLAN="1",
+        PIP_INDEX_URL=index,
+        PIP_CONFIG_FILE="/dev/null",
+        GPU_EVIDENCE_VENV=str(tmp_path / "venv"),
+        GPU_EVIDENCE_BUNDLE=str(tmp_path / "no-bundle"),
+    )
+    proc = subprocess.run(
+        ["bash", str(clone / "scripts" / "gpu_evidence.sh")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stderr
 
 
-def test_a_fresh_clone_installs_from_the_index_where_it_answers_and_needs_the_bundle_only_without(tmp_path: Path) -> None:
+def test_a_fresh_clone_installs_from_the_index_where_it_answers_and_needs_the_bundle_only_without(
+    tmp_path: Path,
+) -> None:
     import http.server
     import threading
 

@@ -19,13 +19,31 @@ def _fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     url = f"sqlite:///{tmp_path / 'h.sqlite'}"
     t = time.time() - 600
     with HistoryStore(url) as store:
-        store.ingest_results({
-            "run": {"run_id": "r1", "started_at": t}, "summary": {"verdict": "fail"},
-            "nodes": {"gpu01": {"sku": "h100-sxm-80gb"}},
-            "results": [{"check": "gemm", "node": "gpu01", "verdict": "fail", "reason": "612 < 660", "started_at": t,
-                         "metrics": [{"name": "bf16_tflops", "value": 612.5, "unit": "TFLOP/s", "verdict": "fail",
-                                      "labels": {"gpu": "3", "dtype": "bf16"}}]}],
-        })  # fmt: skip
+        store.ingest_results(
+            {
+                "run": {"run_id": "r1", "started_at": t},
+                "summary": {"verdict": "fail"},
+                "nodes": {"gpu01": {"sku": "h100-sxm-80gb"}},
+                "results": [
+                    {
+                        "check": "gemm",
+                        "node": "gpu01",
+                        "verdict": "fail",
+                        "reason": "612 < 660",
+                        "started_at": t,
+                        "metrics": [
+                            {
+                                "name": "bf16_tflops",
+                                "value": 612.5,
+                                "unit": "TFLOP/s",
+                                "verdict": "fail",
+                                "labels": {"gpu": "3", "dtype": "bf16"},
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
     tools = FAULTS["ib_port_down"][0](node_bin(tmp_path, "gpu02"))
     monkeypatch.setenv("PATH", tools.path_prefix())
     run_gate(GateOptions(node="gpu02", state_dir=tmp_path / "state", history=url))
@@ -50,7 +68,16 @@ def test_the_textfile_reads_back_with_the_prometheus_parser(tmp_path: Path, monk
     assert sorted(p.name for p in prom.iterdir()) == ["nvtest.prom"]  # replaced whole, no temporary left
     got = _samples((prom / "nvtest.prom").read_text())
     assert got[("nvtest_check_verdict", (("check", "gemm"), ("node", "gpu01"), ("sku", "h100-sxm-80gb")))] == 3.0
-    key = ("nvtest_metric", (("check", "gemm"), ("labels", "dtype=bf16,gpu=3"), ("metric", "bf16_tflops"), ("node", "gpu01"), ("unit", "TFLOP/s")))
+    key = (
+        "nvtest_metric",
+        (
+            ("check", "gemm"),
+            ("labels", "dtype=bf16,gpu=3"),
+            ("metric", "bf16_tflops"),
+            ("node", "gpu01"),
+            ("unit", "TFLOP/s"),
+        ),
+    )
     assert got[key] == 612.5
     assert got[("nvtest_check_verdict", (("check", "ib_ports"), ("node", "gpu02"), ("sku", "h100-sxm-80gb")))] == 3.0
     assert got[("nvtest_check_verdict", (("check", "mounts"), ("node", "gpu02"), ("sku", "h100-sxm-80gb")))] == -1.0
@@ -79,7 +106,12 @@ def test_the_grafana_dashboard_asks_only_for_exported_series() -> None:
     exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
     exprs += [v["query"]["query"] for v in dash["templating"]["list"] if isinstance(v.get("query"), dict)]
     used = {m for e in exprs for m in re.findall(r"\bnvtest_[a-z_]+", e)}
-    exported = {"nvtest_check_verdict", "nvtest_check_timestamp_seconds", "nvtest_metric", "nvtest_gate_duration_seconds"}
+    exported = {
+        "nvtest_check_verdict",
+        "nvtest_check_timestamp_seconds",
+        "nvtest_metric",
+        "nvtest_gate_duration_seconds",
+    }
     assert used == exported
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
 
@@ -94,8 +126,13 @@ def test_a_silent_database_ends_the_reading_verbs_in_their_timeout(tmp_path: Pat
     with BlackHole(hold_s=30.0) as hole:
         args = [a.replace("PROM", str(tmp_path / "prom")) for a in verb]
         t0 = time.monotonic()
-        res = run_nvtest(*args, "--history", f"postgresql://nvtest@127.0.0.1:{hole.port}/fleet",
-                         env={"NVTEST_HISTORY_TIMEOUT_S": "2"}, timeout=60)  # fmt: skip
+        res = run_nvtest(
+            *args,
+            "--history",
+            f"postgresql://nvtest@127.0.0.1:{hole.port}/fleet",
+            env={"NVTEST_HISTORY_TIMEOUT_S": "2"},
+            timeout=60,
+        )
         took = time.monotonic() - t0
     assert res.returncode not in (0, 1) and took < 2 + 8, (res.returncode, took, res.stderr[-500:])
     assert "Traceback" not in res.stderr and "127.0.0.1" in res.stderr, res.stderr[-500:]

@@ -45,7 +45,19 @@ def test_a_healthy_h100_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     checks = by_check(doc)
     assert [*(n for n, _ in CHECKS), "configuration"] == list(checks)
     assert checks["configuration"]["verdict"] == "pass" and doc["configuration"]["ok"]
-    for name in ("gpus", "driver_stack", "ecc", "clocks", "pcie_link", "nvlink", "fabric_manager", "xid_scan", "ib_ports", "disk", "memory"):
+    for name in (
+        "gpus",
+        "driver_stack",
+        "ecc",
+        "clocks",
+        "pcie_link",
+        "nvlink",
+        "fabric_manager",
+        "xid_scan",
+        "ib_ports",
+        "disk",
+        "memory",
+    ):
         assert checks[name]["verdict"] == "pass", (name, checks[name]["reason"])
     assert {checks[n]["verdict"] for n in ("mounts", "services")} == {"skip"}  # none configured
     assert checks["gpus"]["decisions"][0]["source"] == "profile:h100-sxm-80gb expect.gpus"
@@ -53,7 +65,9 @@ def test_a_healthy_h100_passes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_each_fault_fails_its_check_with_the_next_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+def test_each_fault_fails_its_check_with_the_next_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
     inject, check = FAULTS[fault]
     doc = gate(tmp_path, monkeypatch, inject(node_bin(tmp_path, "n1")))
     assert doc["verdict"] == "fail" and doc["exit_code"] == 1
@@ -61,7 +75,12 @@ def test_each_fault_fails_its_check_with_the_next_step(tmp_path: Path, monkeypat
     assert bad["verdict"] == "fail", bad
     fails = [d for d in bad["decisions"] if d["verdict"] == "fail"]
     assert all(d["next_step"] and d["next_step"]["action"] for d in fails)
-    expected_class = {"lost_gpu": "REBOOT", "fatal_xid": "REBOOT", "ib_port_down": "CABLING", "recovery_action": "RESET"}[fault]
+    expected_class = {
+        "lost_gpu": "REBOOT",
+        "fatal_xid": "REBOOT",
+        "ib_port_down": "CABLING",
+        "recovery_action": "RESET",
+    }[fault]
     assert fails[0]["next_step"]["class"] == expected_class
 
 
@@ -118,7 +137,19 @@ def test_a_hung_tool_is_unknown_within_the_budget(tmp_path: Path, monkeypatch: p
 def test_no_check_passes_when_no_tool_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every check, walked: with every tool hung, none may say pass."""
     tools = node_bin(tmp_path, "n1")
-    for tool in ("nvidia-smi", "lspci", "ibstat", "dmesg", "journalctl", "systemctl", "cat", "df", "ls", "mountpoint", "stat"):
+    for tool in (
+        "nvidia-smi",
+        "lspci",
+        "ibstat",
+        "dmesg",
+        "journalctl",
+        "systemctl",
+        "cat",
+        "df",
+        "ls",
+        "mountpoint",
+        "stat",
+    ):
         hung(tools, tool, 120)
     doc = gate(tmp_path, monkeypatch, tools, budget_s=2.0)
     assert doc["checks"][-1]["check"] == "configuration"  # judges the site's files, not the node
@@ -140,7 +171,9 @@ def test_gpu_checks_fail_closed_when_nvidia_smi_is_missing(tmp_path: Path, monke
         assert "NVIDIA GPU(s) on the PCI bus" in checks[name]["reason"]
 
 
-def test_no_sku_and_no_lspci_leaves_the_fabric_manager_unknown_not_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_sku_and_no_lspci_leaves_the_fabric_manager_unknown_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Nothing says the node has no NVSwitch (no profile matched, lspci unreadable): not a skip."""
     tools = node_bin(tmp_path, "n1")
     tools.add_missing("nvidia-smi")
@@ -189,13 +222,22 @@ def test_site_recipe_mounts_services_disk(tmp_path: Path, monkeypatch: pytest.Mo
         "    services: [munge]\n"
     )
     tools = node_bin(tmp_path, "n1")
-    tools.add("systemctl", None, by_args={"is-active nvidia-fabricmanager": Recording(stdout="active\n"),
-                                          "is-active munge": Recording(stdout="inactive\n", exit_code=3)})  # fmt: skip
+    tools.add(
+        "systemctl",
+        None,
+        by_args={
+            "is-active nvidia-fabricmanager": Recording(stdout="active\n"),
+            "is-active munge": Recording(stdout="inactive\n", exit_code=3),
+        },
+    )
     checks = by_check(gate(tmp_path, monkeypatch, tools, overlay=overlay))
     disk = {d["what"]: d for d in checks["disk"]["decisions"]}
     assert disk["free:/"]["verdict"] == "pass" and disk[f"free:{tmp_path}/nope"]["verdict"] == "fail"
     assert disk["free:/"]["source"] == f"overlay:{overlay} recipe.gate disk_free_gib"
-    assert checks["memory"]["verdict"] == "fail" and checks["memory"]["decisions"][0]["threshold"] == ">= 100000 GiB available"
+    assert (
+        checks["memory"]["verdict"] == "fail"
+        and checks["memory"]["decisions"][0]["threshold"] == ">= 100000 GiB available"
+    )
     mounts = {d["what"]: d["verdict"] for d in checks["mounts"]["decisions"]}
     assert mounts == {"/": "pass", str(tmp_path): "fail"}
     assert checks["services"]["verdict"] == "fail" and "service munge is inactive" in checks["services"]["reason"]
@@ -228,14 +270,36 @@ def test_the_cli_prints_json_a_summary_and_the_hook_exit_code(tmp_path: Path) ->
     assert hook.returncode == 0 and hook_doc["verdict"] == "unknown", hook.stderr
     assert f"{unread}:5: invalid YAML" in by_check(hook_doc)["ib_ports"]["reason"]
     healthy = {"PATH": node_bin(tmp_path / "h", "n1").path_prefix()}
-    manual = run_nvtest("gate", "--node", "n1", "--history", "off", "--state-dir", str(tmp_path / "s"), "--overlay", str(bad), env=healthy, timeout=120)
+    manual = run_nvtest(
+        "gate",
+        "--node",
+        "n1",
+        "--history",
+        "off",
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--overlay",
+        str(bad),
+        env=healthy,
+        timeout=120,
+    )
     assert manual.returncode == 2 and "recipe.gate.mounts" in manual.stderr
 
 
 def test_a_history_url_without_its_driver_is_a_warning_not_a_crash(tmp_path: Path) -> None:
     """In a Prolog a crash is a non-zero exit (a drain): the gate still prints its verdict."""
     env = {"PATH": node_bin(tmp_path, "n1").path_prefix()}
-    proc = run_nvtest("gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", "mysql://op@db/fleet", env=env, timeout=120)
+    proc = run_nvtest(
+        "gate",
+        "--node",
+        "n1",
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--history",
+        "mysql://op@db/fleet",
+        env=env,
+        timeout=120,
+    )
     doc = json.loads(proc.stdout)
     jsonschema.validate(doc, SCHEMA)
     assert proc.returncode == 0 and doc["verdict"] == "pass", proc.stderr
@@ -253,10 +317,16 @@ def test_healthy_from_real_outputs_has_no_invented_recording() -> None:
     tools = healthy_h100(StandInTools(Path("/tmp") / f"nvtest-probe-{time.time_ns()}"))
     recorded = sorted(p.name for p in tools.bin_dir.joinpath(".recordings").iterdir() if p.suffix == ".out")
     shutil.rmtree(tools.bin_dir, ignore_errors=True)
-    assert recorded == sorted([
-        "ibstat.default.out", "lspci.default.out", "nv-fabricmanager.default.out", "nvidia-smi.0.out",
-        "nvidia-smi.1.out", "systemctl.0.out",
-    ])  # fmt: skip
+    assert recorded == sorted(
+        [
+            "ibstat.default.out",
+            "lspci.default.out",
+            "nv-fabricmanager.default.out",
+            "nvidia-smi.0.out",
+            "nvidia-smi.1.out",
+            "systemctl.0.out",
+        ]
+    )
 
 
 def test_the_drain_reason_is_nvtest_check_reason_on_one_short_line() -> None:
@@ -300,6 +370,11 @@ def test_ib_ports_skip_needs_the_bus_to_prove_no_rdma_nic(tmp_path: Path, monkey
     assert got["verdict"] == "unknown" and "not proven" in got["reason"], got
     nic = StandInTools(tmp_path / "nic" / "bin")
     nic.add_missing("ibstat")
-    nic.add("lspci", Recording(stdout="0000:18:00.0 Infiniband controller: Mellanox Technologies MT2910 Family [ConnectX-7]\n"))
+    nic.add(
+        "lspci",
+        Recording(stdout="0000:18:00.0 Infiniband controller: Mellanox Technologies MT2910 Family [ConnectX-7]\n"),
+    )
     got = by_check(gate(tmp_path, monkeypatch, nic, sysfs=empty))["ib_ports"]
-    assert got["verdict"] == "fail" and "lspci lists 1 Mellanox (15b3) network function(s): 0000:18:00.0" in got["reason"], got
+    assert (
+        got["verdict"] == "fail" and "lspci lists 1 Mellanox (15b3) network function(s): 0000:18:00.0" in got["reason"]
+    ), got

@@ -13,7 +13,9 @@ from nvtest.testing.standin_nodes import node_bin
 
 
 @pytest.mark.parametrize("tool", ["nvidia-smi", "dmesg"])
-def test_a_tool_printing_past_the_limit_is_unknown_not_judged(tool: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tool_printing_past_the_limit_is_unknown_not_judged(
+    tool: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tools = node_bin(tmp_path, "n1")
     flood = tools.bin_dir / tool
     flood.write_text("#!/bin/sh\nhead -c 5000000 /dev/zero | tr '\\0' x\n", encoding="utf-8")

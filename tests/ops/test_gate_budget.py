@@ -43,7 +43,9 @@ def by_check(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["check"]: c for c in doc["checks"]}
 
 
-def test_a_hung_nvidia_smi_does_not_hold_back_the_checks_that_need_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_nvidia_smi_does_not_hold_back_the_checks_that_need_no_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A wedged driver and a missing /scratch: the mount is judged (fail), not 'did not answer'."""
     overlay = tmp_path / "site.yaml"
     overlay.write_text(f"schema_version: 1\nname: site\nrecipe:\n  gate:\n    mounts: ['{tmp_path}/scratch']\n")
@@ -59,7 +61,9 @@ def test_a_hung_nvidia_smi_does_not_hold_back_the_checks_that_need_no_gpu(tmp_pa
     assert not leftovers(f"sleep {MARK_S:g}")  # the hung tools were killed with the gate
 
 
-def test_an_unresponsive_controller_and_a_held_state_file_stay_in_the_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unresponsive_controller_and_a_held_state_file_stay_in_the_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tools = hung(FAULTS["ib_port_down"][0](node_bin(tmp_path, "n1")), "scontrol", MARK_S + 1)
     monkeypatch.setenv("PATH", tools.path_prefix())
     state = tmp_path / "s"
@@ -79,7 +83,20 @@ def test_sigterm_leaves_a_document_a_record_and_no_tool(tmp_path: Path) -> None:
     tools = hung(node_bin(tmp_path, "n1"), "nvidia-smi", MARK_S + 2)
     db = tmp_path / "h.sqlite"
     env = {**os.environ, "PATH": tools.path_prefix(), "PYTHONPATH": str(REPO)}
-    argv = [*NVTEST, "gate", "--node", "n1", "--mode", "prolog", "--budget", "30", "--state-dir", str(tmp_path / "s"), "--history", str(db)]
+    argv = [
+        *NVTEST,
+        "gate",
+        "--node",
+        "n1",
+        "--mode",
+        "prolog",
+        "--budget",
+        "30",
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--history",
+        str(db),
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         until = time.monotonic() + 30
@@ -190,10 +207,14 @@ def test_a_recipe_the_match_changes_is_judged_again(tmp_path: Path, monkeypatch:
     """An overlay for one SKU only: the checks start with the defaults, the match brings the
     site's recipe, and its missing mount is judged by it."""
     overlay = tmp_path / "site.yaml"
-    overlay.write_text("schema_version: 1\nname: site\napplies_to: [h100-sxm-80gb]\n"
-                       f"recipe:\n  gate:\n    mounts: ['{tmp_path}/scratch']\n")  # fmt: skip
+    overlay.write_text(
+        "schema_version: 1\nname: site\napplies_to: [h100-sxm-80gb]\n"
+        f"recipe:\n  gate:\n    mounts: ['{tmp_path}/scratch']\n"
+    )
     monkeypatch.setenv("PATH", node_bin(tmp_path, "n1").path_prefix())
     doc = run_gate(GateOptions(node="n1", budget_s=10.0, overlay=overlay, state_dir=tmp_path / "s", history="off"))
     mounts = by_check(doc)["mounts"]
-    assert mounts["verdict"] == "fail" and mounts["decisions"][0]["source"] == f"overlay:{overlay} recipe.gate mounts", mounts
+    assert (
+        mounts["verdict"] == "fail" and mounts["decisions"][0]["source"] == f"overlay:{overlay} recipe.gate mounts"
+    ), mounts
     assert doc["sku"]["name"] == "h100-sxm-80gb" and doc["exit_code"] == 1

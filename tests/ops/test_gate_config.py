@@ -57,40 +57,71 @@ def _broken_sku_dir(tmp: Path) -> dict[str, Any]:
 
 #: kind -> (the gate's options it makes, the file's name or None, line, key, nearest name)
 CASES: dict[str, tuple[Callable[[Path], dict[str, Any]], str | None, int | None, str | None, str | None]] = {
-    "misspelt_key": (_overlay(HEAD + "recipe:\n  gate:\n    disk_fre_gib: {'/': 5}\n"), "site.yaml", 5,
-                     "recipe.gate.disk_fre_gib", "disk_free_gib"),
-    "misspelt_section": (_overlay(HEAD + "recipe:\n  gaet: {mounts: [/home]}\n"), "site.yaml", 4, "recipe.gaet", "gate"),
-    "misspelt_counter": (_overlay(HEAD + "recipe:\n  gate:\n    ib_counter_max_per_h: {symbol_eror: 0}\n"),
-                         "site.yaml", 5, "recipe.gate.ib_counter_max_per_h.symbol_eror", "symbol_error"),
+    "misspelt_key": (
+        _overlay(HEAD + "recipe:\n  gate:\n    disk_fre_gib: {'/': 5}\n"),
+        "site.yaml",
+        5,
+        "recipe.gate.disk_fre_gib",
+        "disk_free_gib",
+    ),
+    "misspelt_section": (
+        _overlay(HEAD + "recipe:\n  gaet: {mounts: [/home]}\n"),
+        "site.yaml",
+        4,
+        "recipe.gaet",
+        "gate",
+    ),
+    "misspelt_counter": (
+        _overlay(HEAD + "recipe:\n  gate:\n    ib_counter_max_per_h: {symbol_eror: 0}\n"),
+        "site.yaml",
+        5,
+        "recipe.gate.ib_counter_max_per_h.symbol_eror",
+        "symbol_error",
+    ),
     "yaml_syntax": (_overlay(HEAD + "recipe:\n  gate: {mounts: [/home\n"), "site.yaml", 5, None, None),
-    "string_for_number": (_overlay(HEAD + "recipe:\n  gate:\n    memory_available_gib: lots\n"), "site.yaml", 5,
-                          "recipe.gate.memory_available_gib", None),
+    "string_for_number": (
+        _overlay(HEAD + "recipe:\n  gate:\n    memory_available_gib: lots\n"),
+        "site.yaml",
+        5,
+        "recipe.gate.memory_available_gib",
+        None,
+    ),
     "unknown_applies_to": (_overlay(HEAD + "applies_to: [h100-sxm-80g]\n"), "site.yaml", 3, "applies_to.0", None),
     "missing_overlay": (_missing_overlay, "site.yaml", None, None, None),
     "broken_custom_profile": (_broken_sku_dir, "l4-site.yaml", 5, "recipe.gemm.dtyeps", "dtypes"),
     "sku_typo": (lambda tmp: {"sku": "h100-sxm-80g"}, None, None, "--sku", "h100-sxm-80gb"),
-    "hook_option_typo": (lambda tmp: {"config_problems": [ConfigProblem("option", "unknown check 'gpuz'", key="--check",
-                                                                        nearest="gpus")]}, None, None, "--check", "gpus"),
-}  # fmt: skip
+    "hook_option_typo": (
+        lambda tmp: {
+            "config_problems": [ConfigProblem("option", "unknown check 'gpuz'", key="--check", nearest="gpus")]
+        },
+        None,
+        None,
+        "--check",
+        "gpus",
+    ),
+}
 RECIPE = frozenset(RECIPE_CHECKS)
 #: kind -> the checks reading recipe.gate left unknown: those reading the broken key where the
 #: file reads (a misspelt section nearest to "gate" is all of it), all where it does not.
 UNJUDGED: dict[str, frozenset[str]] = {
-    "misspelt_key": frozenset({"disk"}), "misspelt_section": RECIPE, "misspelt_counter": frozenset({"ib_ports"}),
-    "yaml_syntax": RECIPE, "string_for_number": frozenset({"memory"}), "unknown_applies_to": RECIPE,
+    "misspelt_key": frozenset({"disk"}),
+    "misspelt_section": RECIPE,
+    "misspelt_counter": frozenset({"ib_ports"}),
+    "yaml_syntax": RECIPE,
+    "string_for_number": frozenset({"memory"}),
+    "unknown_applies_to": RECIPE,
     "missing_overlay": RECIPE,
-}  # fmt: skip
+}
 
 
-def _gate(
-    tmp: Path, monkeypatch: pytest.MonkeyPatch, fault: bool | str, kind: str, **kw: Any
-) -> dict[str, Any]:
+def _gate(tmp: Path, monkeypatch: pytest.MonkeyPatch, fault: bool | str, kind: str, **kw: Any) -> dict[str, Any]:
     tools = node_bin(tmp, "n1")
     if fault:
         tools = FAULTS[fault if isinstance(fault, str) else "lost_gpu"][0](tools)
     monkeypatch.setenv("PATH", tools.path_prefix())
-    opts = GateOptions(node="n1", mode="prolog", state_dir=tmp / "state", history=str(tmp / "h.sqlite"),
-                       **CASES[kind][0](tmp), **kw)  # fmt: skip
+    opts = GateOptions(
+        node="n1", mode="prolog", state_dir=tmp / "state", history=str(tmp / "h.sqlite"), **CASES[kind][0](tmp), **kw
+    )
     doc = run_gate(opts)
     jsonschema.validate(doc, SCHEMA)
     return doc
@@ -214,7 +245,9 @@ def test_option_values_that_do_not_parse_are_recorded_in_a_hook_and_refused_by_h
         manual = run_nvtest(*base, typo, env=env, timeout=120)
         assert manual.returncode == 2 and not manual.stdout and typo.split("=")[0] in manual.stderr, manual.stderr
     # what the parser itself refuses: left out too; a --mode without its value is slurmd's hook
-    hook = run_nvtest(*base, "--strict=yes", "--mode", env={**env, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}, timeout=120)
+    hook = run_nvtest(
+        *base, "--strict=yes", "--mode", env={**env, "SLURM_SCRIPT_CONTEXT": "prolog_slurmd"}, timeout=120
+    )
     doc = json.loads(hook.stdout)
     assert hook.returncode == 1 and doc["mode"] == "prolog" and doc["strict"] is False, hook.stderr
     assert {p["key"] for p in doc["configuration"]["problems"]} == {"--strict", "--mode"}, hook.stderr
@@ -247,12 +280,18 @@ def test_only_the_checks_reading_a_broken_key_are_unknown(
         assert verdict in want, (name, checks[name]["reason"])
     [problem] = doc["configuration"]["problems"]
     for name in unjudged:
-        assert f"a setting it reads (recipe.gate) has a configuration error: {ov}:5: {problem['key']}: unknown key" in checks[name]["reason"]
+        assert (
+            f"a setting it reads (recipe.gate) has a configuration error: {ov}:5: {problem['key']}: unknown key"
+            in checks[name]["reason"]
+        )
     if failed:
         assert "6 of 8 ports Active" in checks["ib_ports"]["reason"]
     else:
         [mem] = checks["memory"]["decisions"]  # the overlay's valid key is used
-        assert mem["threshold"] == ">= 0.5 GiB available" and mem["source"] == f"overlay:{ov} recipe.gate memory_available_gib"
+        assert (
+            mem["threshold"] == ">= 0.5 GiB available"
+            and mem["source"] == f"overlay:{ov} recipe.gate memory_available_gib"
+        )
 
 
 def _site_problems(tmp: Path, text: str, sku_dir: bool = False) -> list[tuple[str | None, frozenset[str]]]:
@@ -290,7 +329,9 @@ def test_every_gate_recipe_key_broken_leaves_unknown_only_the_checks_that_read_i
             assert all(cs == frozenset(checks) for _, cs in bad), (field, bad)
     assert _site_problems(tmp_path / "far", "recipe:\n  gate:\n    zzz: 1\n") == [("recipe.gate.zzz", RECIPE)]
     assert _site_problems(tmp_path / "sec", "recipe:\n  gaet: {}\n") == [("recipe.gaet", RECIPE)]
-    assert _site_problems(tmp_path / "gemm", "recipe:\n  gemm: {dtyeps: [bf16]}\n") == [("recipe.gemm.dtyeps", frozenset())]
+    assert _site_problems(tmp_path / "gemm", "recipe:\n  gemm: {dtyeps: [bf16]}\n") == [
+        ("recipe.gemm.dtyeps", frozenset())
+    ]
     thr = _site_problems(tmp_path / "thr", "thresholds:\n  gemm:\n    tflopz: {min: 1, unit: TFLOP/s, source: x}\n")
     assert thr == [("thresholds.gemm.tflopz", frozenset())]
     for text in ("recipe: 3\n", "applies_to: 3\nrecipe:\n  gate: {hcas: 1}\n", "recipe:\n  gate: [1\n"):

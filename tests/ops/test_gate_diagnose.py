@@ -35,7 +35,9 @@ def steps(check: dict[str, Any]) -> list[dict[str, str]]:
     return [d["next_step"] for d in check["decisions"] if d["verdict"] in ("fail", "unknown")]
 
 
-def test_gpu_checks_that_did_not_answer_are_the_xid_79_the_kernel_logged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_checks_that_did_not_answer_are_the_xid_79_the_kernel_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Field case T3 (a GPU fallen off the bus, nvidia-smi wedged): every NVML check times out;
     their next step is the kernel log's Xid 79 (reboot), not "a hung tool, rerun"."""
     tools = node_bin(tmp_path, "n1")
@@ -51,13 +53,17 @@ def test_gpu_checks_that_did_not_answer_are_the_xid_79_the_kernel_logged(tmp_pat
     assert {s["rule"] for s in steps(checks["xid_scan"])} == {"lost_gpu", "node_xid_scan:lost_gpu"}
 
 
-def test_a_hung_mount_is_the_storage_client_the_kernel_log_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_mount_is_the_storage_client_the_kernel_log_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A required mount whose stat hangs, on a node whose kernel log shows a task hung in the NFS
     client: the mount's next step is the storage client, not "could not produce a result"."""
     overlay = tmp_path / "site.yaml"
     overlay.write_text("schema_version: 1\nname: site\nrecipe:\n  gate:\n    mounts: ['/mnt/nfs']\n")
     tools = node_bin(tmp_path, "n1")
-    tools.add("dmesg", Recording.of_file(CORPUS / "dmesg-xid/dmesg-nfs-server-flap-ok-then-hung-task-nfs-file-fsync-rpi3.txt"))
+    tools.add(
+        "dmesg", Recording.of_file(CORPUS / "dmesg-xid/dmesg-nfs-server-flap-ok-then-hung-task-nfs-file-fsync-rpi3.txt")
+    )
     tools.add("mountpoint", Recording(stdout=""))  # it is mounted, and its stat hangs
     tools.add("stat", Recording(stdout="", sleep_s=60))
     checks = by_check(gate(tmp_path, monkeypatch, tools, overlay=overlay, budget_s=2.0))
@@ -70,7 +76,9 @@ def test_a_hung_mount_is_the_storage_client_the_kernel_log_names(tmp_path: Path,
         assert checks[name]["verdict"] == "pass", name
 
 
-def test_the_tools_own_signature_outranks_the_nodes_other_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_tools_own_signature_outranks_the_nodes_other_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """NVML says "Driver/library version mismatch" on a node whose kernel log also shows an Xid
     79: each NVML check, the fabric manager's too, keeps the tool's own cause (reboot for the
     mismatch)."""
@@ -86,7 +94,9 @@ def test_the_tools_own_signature_outranks_the_nodes_other_findings(tmp_path: Pat
     assert fm["verdict"] == "fail" and "nvidia-smi said: Failed to initialize NVML" in fm["reason"], fm
 
 
-def test_a_thermal_slowdown_stays_a_cooling_matter_beside_a_lost_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_thermal_slowdown_stays_a_cooling_matter_beside_a_lost_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """HW (thermal) slowdown active at idle on GPU 0 (the real H100 capture with those two
     fields set) on a node whose kernel log shows an Xid 79: the clocks decision names cooling or power
     delivery, its own cause, not the Xid."""
@@ -94,7 +104,9 @@ def test_a_thermal_slowdown_stays_a_cooling_matter_beside_a_lost_gpu(tmp_path: P
     for field in ("HW Slowdown                       :", "HW Thermal Slowdown           :"):
         text = text.replace(f"{field} Not Active", f"{field} Active", 1)
     tools = fatal_xid(node_bin(tmp_path, "n1"))
-    tools.add("nvidia-smi", None, by_args={"-q": Recording(stdout=text), "nvlink -s": Recording.of_file(H100["nvlink"])})
+    tools.add(
+        "nvidia-smi", None, by_args={"-q": Recording(stdout=text), "nvlink -s": Recording.of_file(H100["nvlink"])}
+    )
     checks = by_check(gate(tmp_path, monkeypatch, tools))
     assert checks["clocks"]["verdict"] == "fail", checks["clocks"]["reason"]
     (step,) = steps(checks["clocks"])
@@ -116,9 +128,11 @@ def test_a_data_path_failure_names_the_nodes_configuration_finding_unless_its_to
     iommu = _result("iommu", "fail", "IOMMU translates DMA (iommu=pt not set)")
     bw = _result("nvbandwidth", "fail", "host_to_device_memcpy_ce: 21.3 GB/s < min 45 GB/s")
     dcgm = _result(
-        "dcgm_diag", "fail", "dcgmi diag -r 3 failed: targeted_stress",
+        "dcgm_diag",
+        "fail",
+        "dcgmi diag -r 3 failed: targeted_stress",
         evidence="GPU 2 Thermal violations totaling 12.0 seconds started at 30.0 seconds into the test",
-    )  # fmt: skip
+    )
     diagnose_gate([iommu, bw, dcgm])
     assert bw.decisions[0].next_step is not None and bw.decisions[0].next_step["rule"] == "node_iommu"
     assert dcgm.decisions[0].next_step is not None and dcgm.decisions[0].next_step["rule"] == "dcgm_thermal"
@@ -127,7 +141,11 @@ def test_a_data_path_failure_names_the_nodes_configuration_finding_unless_its_to
 def test_the_next_step_reads_the_whole_reason_where_the_line_was_cut() -> None:
     """The tool's words past the one-line bound (kept whole in the check's notes) still count."""
     words = "\n".join(f"package nvidia-driver-{i} 570.{i} differs from the fleet's 565.57.01" for i in range(40))
-    res = _result("driver_stack", "fail", f"nvidia-smi -q gives no reading:\n{words}\nFailed to initialize NVML: Driver/library version mismatch")
+    res = _result(
+        "driver_stack",
+        "fail",
+        f"nvidia-smi -q gives no reading:\n{words}\nFailed to initialize NVML: Driver/library version mismatch",
+    )
     assert "mismatch" not in res.decisions[0].reason
     diagnose_gate([res])
     assert res.decisions[0].next_step is not None and res.decisions[0].next_step["rule"] == "driver_library_mismatch"
@@ -136,7 +154,11 @@ def test_the_next_step_reads_the_whole_reason_where_the_line_was_cut() -> None:
 def test_a_fatal_xid_the_state_remembers_explains_when_xid_scan_did_not_run() -> None:
     """``nvtest gate --only gpus`` on a node whose state remembers an Xid 79 of this boot."""
     state = GateState(fatal_events=[{"code": 79, "pci": "0000:b3:00.0", "ts": 12.5, "verdict": "fail"}])
-    gpus = _result("gpus", "unknown", "nvidia-smi -q did not answer within the gate's budget (10 s): timed out; not a verdict on the node")
+    gpus = _result(
+        "gpus",
+        "unknown",
+        "nvidia-smi -q did not answer within the gate's budget (10 s): timed out; not a verdict on the node",
+    )
     diagnose_gate([gpus], state)
     step = gpus.decisions[0].next_step
     assert step is not None and step["rule"] == "node_state:lost_gpu", step
@@ -154,8 +176,10 @@ def test_every_check_gets_a_next_step_and_no_generic_one_where_the_node_explains
     """Walks every gate check: a bad decision naming only a symptom (it did not answer; it
     failed with no words of a cause) always has a next step; beside a kernel-log finding of a
     domain the check reads, that step is the finding's, never the generic or "rerun" one."""
-    symptoms = [("unknown", f"{check} did not answer within the gate's budget (10 s); not a verdict on the node"),
-                ("fail", f"{check}: the check failed")]  # fmt: skip
+    symptoms = [
+        ("unknown", f"{check} did not answer within the gate's budget (10 s); not a verdict on the node"),
+        ("fail", f"{check}: the check failed"),
+    ]
     alone = [_result(check, v, r) for v, r in symptoms]
     diagnose_gate(alone)
     for res in alone:
@@ -171,7 +195,9 @@ def test_every_check_gets_a_next_step_and_no_generic_one_where_the_node_explains
             assert step["rule"].split(":", 1)[1] not in WEAK, (check, domain, step)
 
 
-def test_a_fabric_manager_probe_that_did_not_answer_is_a_hung_tool_not_a_missing_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fabric_manager_probe_that_did_not_answer_is_a_hung_tool_not_a_missing_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """nvidia-smi hangs on a node whose kernel log names nothing: the fabric-manager probe (it
     calls nvidia-smi) did not answer. Its next step is the hung tool (the decision's
     transport:timeout key), never "install the fabric manager package" read from the probe's

@@ -93,7 +93,9 @@ def test_a_failed_write_leaves_no_temporary_file_and_the_old_state(tmp_path: Pat
 
 
 @pytest.mark.parametrize("kind", sorted(BROKEN))
-def test_a_truncated_state_keeps_the_uncleared_xid_failing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+def test_a_truncated_state_keeps_the_uncleared_xid_failing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
     """The kernel log still holds the Xid 79: read again from the boot's beginning, it fails again."""
     tools = FAULTS["fatal_xid"][0](node_bin(tmp_path, "n1"))
     assert by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]["verdict"] == "fail"
@@ -118,7 +120,9 @@ def test_a_wrong_shape_state_uses_the_previous_generation(tmp_path: Path, monkey
     assert any("gate-n1.json.prev" in w and "JSON list" in w for w in doc["warnings"]), doc["warnings"]
 
 
-def test_a_lost_memory_the_log_cannot_rebuild_is_unknown_until_cleared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lost_memory_the_log_cannot_rebuild_is_unknown_until_cleared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tools = FAULTS["fatal_xid"][0](node_bin(tmp_path, "n1"))
     gate(tmp_path, monkeypatch, tools)
     _break(tmp_path, BROKEN["events_not_a_list"])
@@ -177,7 +181,9 @@ def test_gpus_gone_from_the_bus_fail_on_the_historys_word(tmp_path: Path, monkey
     assert "the history's last SKU for this node, h100-sxm-80gb, expects 8" in gpus["reason"]
 
 
-def test_no_gpu_and_no_witness_is_cpu_generic_but_a_lost_sku_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_gpu_and_no_witness_is_cpu_generic_but_a_lost_sku_is_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tools = _no_gpu_node(tmp_path, None)
     kw: dict[str, Any] = {}  # a fresh history: it knows no SKU of this node
     first = gate(tmp_path, monkeypatch, tools, **kw)
@@ -195,7 +201,17 @@ def test_operator_options_in_a_hook_are_refused_not_an_exit_2(tmp_path: Path) ->
     from tests.conftest import run_nvtest
 
     env = {"PATH": node_bin(tmp_path, "n1").path_prefix()}
-    args = ("gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", "off", "--clear-xids", "--forget-sku")
+    args = (
+        "gate",
+        "--node",
+        "n1",
+        "--state-dir",
+        str(tmp_path / "s"),
+        "--history",
+        "off",
+        "--clear-xids",
+        "--forget-sku",
+    )
     hook = run_nvtest(*args, "--mode", "epilog", env=env, timeout=120)
     assert hook.returncode == 0, hook.stderr
     assert "--clear-xids refused in --mode epilog" in hook.stderr and "--forget-sku refused" in hook.stderr
@@ -212,7 +228,9 @@ def test_a_recovery_action_in_nvidia_smi_fails_the_gpus_check(tmp_path: Path, mo
     i = text.index("GPU Recovery Action")
     text = text[:i] + "GPU Recovery Action                   : Reset" + text[text.index("\n", i) :]
     tools = node_bin(tmp_path, "n1")
-    tools.add("nvidia-smi", None, by_args={"-q": Recording(stdout=text), "nvlink -s": Recording.of_file(H100["nvlink"])})
+    tools.add(
+        "nvidia-smi", None, by_args={"-q": Recording(stdout=text), "nvlink -s": Recording.of_file(H100["nvlink"])}
+    )
     gpus = by_check(gate(tmp_path, monkeypatch, tools))["gpus"]
     bad = [d for d in gpus["decisions"] if d["verdict"] == "fail"]
     assert gpus["verdict"] == "fail" and len(bad) == 1, gpus
@@ -227,12 +245,17 @@ def test_a_hung_scontrol_is_a_note_within_the_budget(tmp_path: Path, monkeypatch
     assert doc["sku"]["name"] == "cpu-generic" and "Slurm not read" in doc["sku"]["how"], doc["sku"]
 
 
-def test_an_xid_the_catalog_does_not_know_stays_unknown_until_cleared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_xid_the_catalog_does_not_know_stays_unknown_until_cleared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A code newer than nvtest's catalog (the healthy log plus one such line) is not a warning."""
     tools = node_bin(tmp_path, "n1")
     real = shutil.which("dmesg", path="/usr/bin:/bin:/usr/sbin:/sbin")
     log = subprocess.run([real or "dmesg"], capture_output=True, text=True, check=False).stdout
-    tools.add("dmesg", Recording(stdout=log + "[99999.000000] NVRM: Xid (PCI:0000:18:00): 200, pid=1, name=python, new words\n"))
+    tools.add(
+        "dmesg",
+        Recording(stdout=log + "[99999.000000] NVRM: Xid (PCI:0000:18:00): 200, pid=1, name=python, new words\n"),
+    )
     first = by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]
     assert first["verdict"] == "unknown" and "Xid 200 is not in nvtest's Xid catalog" in first["reason"], first
     again = by_check(gate(tmp_path, monkeypatch, tools))["xid_scan"]  # no new line: remembered
@@ -240,13 +263,17 @@ def test_an_xid_the_catalog_does_not_know_stays_unknown_until_cleared(tmp_path: 
     assert by_check(gate(tmp_path, monkeypatch, tools, clear_xids=True))["xid_scan"]["verdict"] == "pass"
 
 
-def test_expect_gpus_is_a_witness_where_neither_slurm_nor_a_history_knows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_expect_gpus_is_a_witness_where_neither_slurm_nor_a_history_knows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gpus = by_check(gate(tmp_path, monkeypatch, _no_gpu_node(tmp_path, None), expect_gpus=4))["gpus"]
     assert gpus["verdict"] == "fail" and "0 NVIDIA GPUs on the bus; --expect-gpus 4 expects 4" in gpus["reason"], gpus
 
 
 @pytest.mark.parametrize("where", ["state", "lock"])
-def test_a_fifo_in_the_state_files_place_never_holds_the_gate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+def test_a_fifo_in_the_state_files_place_never_holds_the_gate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     """A FIFO where the state file or its lock goes (a mistake, or a hostile user): open() on
     it would block in the kernel, out of reach of the deadline and of SIGTERM. It is read as
     unreadable, the gate ends in its budget, and the uncleared Xid 79 still fails."""

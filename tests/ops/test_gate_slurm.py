@@ -100,8 +100,17 @@ def _docs(base: Path, node: str) -> list[dict]:
 def test_a_job_is_kept_off_a_faulty_node_which_is_drained_then_resumed(hooked: tuple[SlurmCluster, Path]) -> None:
     cluster, base = hooked
     FAULTS["lost_gpu"][0](StandInTools(base / "nodes" / "node1" / "bin"))
-    job = cluster.client("sbatch", "--parsable", "-N1", "-w", "node1", "-o", str(base / "job-%j.out"),
-                         "--wrap", "echo ran on $SLURMD_NODENAME").stdout.strip()  # fmt: skip
+    job = cluster.client(
+        "sbatch",
+        "--parsable",
+        "-N1",
+        "-w",
+        "node1",
+        "-o",
+        str(base / "job-%j.out"),
+        "--wrap",
+        "echo ran on $SLURMD_NODENAME",
+    ).stdout.strip()
     _wait("node1 drained by its Prolog", lambda: "DRAIN" in _node(cluster, "node1")[0])
     state, reason = _node(cluster, "node1")
     assert reason.startswith("nvtest: gpus "), reason
@@ -116,8 +125,9 @@ def test_a_job_is_kept_off_a_faulty_node_which_is_drained_then_resumed(hooked: t
     out = base / f"job-{job}.out"
     assert "ran on" not in (out.read_text() if out.exists() else "")
     cluster.client("scancel", job)
-    other = cluster.client("sbatch", "--parsable", "-N1", "-o", str(base / "job-%j.out"),
-                           "--wrap", "echo ran on $SLURMD_NODENAME").stdout.strip()  # fmt: skip
+    other = cluster.client(
+        "sbatch", "--parsable", "-N1", "-o", str(base / "job-%j.out"), "--wrap", "echo ran on $SLURMD_NODENAME"
+    ).stdout.strip()
     _wait("the second job to finish", lambda: not cluster.client("squeue", "-h", "-j", other).stdout.strip(), 240)
     assert (base / f"job-{other}.out").read_text().strip() == "ran on node2"  # not on the drained node1
     healthy_h100(StandInTools(base / "nodes" / "node1" / "bin"))  # the fault is cleared
@@ -125,7 +135,11 @@ def test_a_job_is_kept_off_a_faulty_node_which_is_drained_then_resumed(hooked: t
     _wait("node1 resumed by the health check", lambda: "DRAIN" not in _node(cluster, "node1")[0])
 
     def resumed() -> list[dict]:
-        return [d for d in _docs(base, "node1") if d["mode"] == "healthcheck" and (d["slurm"]["resume"] or {}).get("action") == "resume"]
+        return [
+            d
+            for d in _docs(base, "node1")
+            if d["mode"] == "healthcheck" and (d["slurm"]["resume"] or {}).get("action") == "resume"
+        ]
 
     _wait("the health check's verdict document", lambda: bool(resumed()), 120)
     assert resumed()[-1]["verdict"] == "pass"
@@ -141,8 +155,10 @@ def test_the_health_check_drains_and_resumes_and_leaves_a_persons_drain(hooked: 
     _wait("node1 resumed", lambda: "DRAIN" not in _node(cluster, "node1")[0])
     cluster.client("scontrol", "update", "nodename=node2", "state=drain", "reason=bad fan, ticket 4711")
     t0 = time.time()
-    _wait("a health check of node2 after the person's drain",
-          lambda: any(d["started_at"] > t0 and d["mode"] == "healthcheck" for d in _docs(base, "node2")))  # fmt: skip
+    _wait(
+        "a health check of node2 after the person's drain",
+        lambda: any(d["started_at"] > t0 and d["mode"] == "healthcheck" for d in _docs(base, "node2")),
+    )
     state, reason = _node(cluster, "node2")
     assert "DRAIN" in state and reason == "bad fan, ticket 4711"
     doc = [d for d in _docs(base, "node2") if d["started_at"] > t0][-1]
@@ -153,7 +169,9 @@ def test_the_health_check_drains_and_resumes_and_leaves_a_persons_drain(hooked: 
     _history_shows(str(base / "history.sqlite"))
 
 
-def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(hooked: tuple[SlurmCluster, Path]) -> None:
+def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(
+    hooked: tuple[SlurmCluster, Path],
+) -> None:
     cluster, base = hooked
     (base / "healthcheck.on").unlink(missing_ok=True)  # no health check may race the job's fresh cursor
     _wait("no health check of node2 in flight", lambda: not _gates_running("node2", "healthcheck"))
@@ -163,9 +181,16 @@ def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(ho
     # clock is of another boot, so the job also starts node2's cursor afresh (as after a reboot:
     # both generations of the state, or the gate reads the previous one's cursor)
     job = cluster.client(
-        "sbatch", "--parsable", "-N1", "-w", "node2", "-o", str(base / "job-%j.out"), "--wrap",
+        "sbatch",
+        "--parsable",
+        "-N1",
+        "-w",
+        "node2",
+        "-o",
+        str(base / "job-%j.out"),
+        "--wrap",
         f"cp -a {prepared}/. {base}/nodes/node2/bin/ && rm -f {base}/state/gate-node2.json {base}/state/gate-node2.json.prev && echo ran on $SLURMD_NODENAME",
-    ).stdout.strip()  # fmt: skip
+    ).stdout.strip()
     _wait("node2 drained by its Epilog", lambda: _node(cluster, "node2")[1].startswith("nvtest: xid_scan"))
     assert "fell off the bus (Xid 79)" in _node(cluster, "node2")[1]
     (base / "healthcheck.on").touch()
@@ -173,14 +198,24 @@ def test_an_xid_during_a_job_drains_in_the_epilog_until_an_operator_clears_it(ho
     healthy_h100(StandInTools(base / "nodes" / "node2" / "bin"))
     (base / "nodes" / "node2" / "bin" / "dmesg").unlink()  # the kernel log is clean again...
     t0 = time.time()
-    _wait("a health check of node2 after the log cleared",
-          lambda: any(d["started_at"] > t0 and d["mode"] == "healthcheck" for d in _docs(base, "node2")))  # fmt: skip
+    _wait(
+        "a health check of node2 after the log cleared",
+        lambda: any(d["started_at"] > t0 and d["mode"] == "healthcheck" for d in _docs(base, "node2")),
+    )
     assert "DRAIN" in _node(cluster, "node2")[0]  # ...but the GPU fell off the bus this boot: still drained
     proc = run_nvtest(
-        "gate", "--node", "node2", "--clear-xids", "--resume", "--state-dir", str(base / "state"),
-        "--history", str(base / "history.sqlite"),
-        env={**cluster.env, "PATH": StandInTools(base / "nodes" / "node2" / "bin").path_prefix()}, timeout=120,
-    )  # fmt: skip
+        "gate",
+        "--node",
+        "node2",
+        "--clear-xids",
+        "--resume",
+        "--state-dir",
+        str(base / "state"),
+        "--history",
+        str(base / "history.sqlite"),
+        env={**cluster.env, "PATH": StandInTools(base / "nodes" / "node2" / "bin").path_prefix()},
+        timeout=120,
+    )
     doc = json.loads(proc.stdout)
     assert proc.returncode == 0 and doc["verdict"] == "pass" and doc["slurm"]["resume"]["action"] == "resume"
     assert "DRAIN" not in _node(cluster, "node2")[0]
@@ -200,11 +235,24 @@ def test_a_broken_overlay_still_keeps_a_job_off_a_node_that_lost_a_gpu(hooked: t
     FAULTS["lost_gpu"][0](StandInTools(base / "nodes" / "node1" / "bin"))
     t0 = time.time()
     try:
-        job = cluster.client("sbatch", "--parsable", "-N1", "-w", "node1", "-o", str(base / "job-%j.out"),
-                             "--wrap", "echo ran on $SLURMD_NODENAME").stdout.strip()  # fmt: skip
+        job = cluster.client(
+            "sbatch",
+            "--parsable",
+            "-N1",
+            "-w",
+            "node1",
+            "-o",
+            str(base / "job-%j.out"),
+            "--wrap",
+            "echo ran on $SLURMD_NODENAME",
+        ).stdout.strip()
         _wait("node1 drained by its Prolog", lambda: "DRAIN" in _node(cluster, "node1")[0])
         assert _node(cluster, "node1")[1].startswith("nvtest: gpus "), _node(cluster, "node1")
-        _wait("the Prolog's document", lambda: any(d["mode"] == "prolog" and d["started_at"] > t0 for d in _docs(base, "node1")), 120)
+        _wait(
+            "the Prolog's document",
+            lambda: any(d["mode"] == "prolog" and d["started_at"] > t0 for d in _docs(base, "node1")),
+            120,
+        )
         doc = [d for d in _docs(base, "node1") if d["mode"] == "prolog" and d["started_at"] > t0][-1]
         assert doc["verdict"] == "fail" and doc["exit_code"] == 1 and doc["slurm"]["drain"]["action"] == "drain"
         [problem] = doc["configuration"]["problems"]
@@ -228,7 +276,9 @@ def _history_shows(db: str) -> None:
     entries = json.loads(proc.stdout)
     drains = [e["text"] for e in entries if e["kind"] == "drain"]
     assert any("nvtest: ib_ports" in t for t in drains) and any(e["kind"] == "resume" for e in entries)
-    lemons = run_nvtest("history", "--lemons", "--min-days", "1", "--window-days", "1", "--history", db, "--json", timeout=120)
+    lemons = run_nvtest(
+        "history", "--lemons", "--min-days", "1", "--window-days", "1", "--history", db, "--json", timeout=120
+    )
     rows = {r["node"]: r for r in json.loads(lemons.stdout)}
     assert rows["node1"]["drains"] >= 1 and rows["node1"]["days"] == 1
     table = run_nvtest("history", "node1", "--history", db, timeout=120, env={"COLUMNS": "250"})

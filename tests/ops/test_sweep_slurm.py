@@ -28,9 +28,21 @@ def cluster() -> Iterator[SlurmCluster]:
 
 def sweep(c: SlurmCluster, tmp: Path, *args: str, history: str | None = None) -> tuple[int, dict, str]:
     proc = run_nvtest(
-        "sweep", "--partition", "nvt", "--out", str(tmp), "--history", history or str(tmp / "h.sqlite"), "--time", "10",
-        "--wait", "300", *args, env={**c.env, "OMP_NUM_THREADS": "1"}, timeout=600,
-    )  # fmt: skip
+        "sweep",
+        "--partition",
+        "nvt",
+        "--out",
+        str(tmp),
+        "--history",
+        history or str(tmp / "h.sqlite"),
+        "--time",
+        "10",
+        "--wait",
+        "300",
+        *args,
+        env={**c.env, "OMP_NUM_THREADS": "1"},
+        timeout=600,
+    )
     found = sorted(tmp.glob("sweep-*/sweep.json"), key=lambda p: p.stat().st_mtime)
     assert found, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.returncode, json.loads(found[-1].read_text()), proc.stdout[-3000:] + proc.stderr[-2000:]
@@ -79,9 +91,21 @@ def test_the_breaker_trips_when_every_node_fails_the_same_way(cluster: SlurmClus
     nowhere in its output (tests/history/test_secrets.py does the other verbs)."""
     planted = "pw-PLANTED-7c1e"
     # a wrong SKU for this fleet (every node "lost" its 8 GPUs): nvtest's own configuration is at fault
-    rc, s, tail = sweep(cluster, tmp_path, "--max-out", "2", "--breaker-min-nodes", "2", "--drain",
-                        "--", "-k", "host or gpus", "--sku", "h100-sxm-80gb",
-                        history=f"postgresql://op:{planted}@127.0.0.1:1/fleet?password={planted}")  # fmt: skip
+    rc, s, tail = sweep(
+        cluster,
+        tmp_path,
+        "--max-out",
+        "2",
+        "--breaker-min-nodes",
+        "2",
+        "--drain",
+        "--",
+        "-k",
+        "host or gpus",
+        "--sku",
+        "h100-sxm-80gb",
+        history=f"postgresql://op:{planted}@127.0.0.1:1/fleet?password={planted}",
+    )
     assert rc == 3, tail
     assert s["breaker"]["tripped"] and s["breaker"]["check"] == "gpus" and s["breaker"]["nodes"] == ["node1", "node2"]
     assert s["drained"] == {}
@@ -92,20 +116,36 @@ def test_the_breaker_trips_when_every_node_fails_the_same_way(cluster: SlurmClus
     assert "CIRCUIT BREAKER TRIPPED" in tail and "nvtest suspects itself" in tail
     html = (Path(s["dir"]) / "sweep.html").read_text()
     assert "Circuit breaker tripped" in html and "nothing drained" in html
-    assert any("history not recorded for node1: history database postgresql+psycopg://op:***@" in w for w in s["warnings"])
+    assert any(
+        "history not recorded for node1: history database postgresql+psycopg://op:***@" in w for w in s["warnings"]
+    )
     leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and planted.encode() in p.read_bytes()]
     assert leaks == [] and planted not in tail
 
 
 def test_a_failed_node_is_drained_when_the_breaker_has_nothing_to_say(cluster: SlurmCluster, tmp_path: Path) -> None:
-    rc, s, tail = sweep(cluster, tmp_path, "--nodes", "node1", "--max-out", "2", "--drain",
-                        "--", "-k", "host or gpus", "--sku", "h100-sxm-80gb")  # fmt: skip
+    rc, s, tail = sweep(
+        cluster,
+        tmp_path,
+        "--nodes",
+        "node1",
+        "--max-out",
+        "2",
+        "--drain",
+        "--",
+        "-k",
+        "host or gpus",
+        "--sku",
+        "h100-sxm-80gb",
+    )
     try:
         assert rc == 1, tail
         assert not s["breaker"]["tripped"] and "fewer than 3" in s["breaker"]["reason"]
         assert s["drained"]["node1"]["action"] == "drain"
         reason = cluster.client("sinfo", "-R", "-h", "-o", "%N|%E").stdout
-        assert "node1|nvtest: gpus 8 NVIDIA GPU(s) expected (SKU h100-sxm-80gb expects 8); nvidia-smi reports 0" in reason
+        assert (
+            "node1|nvtest: gpus 8 NVIDIA GPU(s) expected (SKU h100-sxm-80gb expects 8); nvidia-smi reports 0" in reason
+        )
     finally:
         resume(cluster, "node1")
     with HistoryStore(f"sqlite:///{tmp_path / 'h.sqlite'}") as store:
@@ -113,8 +153,19 @@ def test_a_failed_node_is_drained_when_the_breaker_has_nothing_to_say(cluster: S
 
 
 def test_a_node_slurm_does_not_know_is_a_usage_error(cluster: SlurmCluster, tmp_path: Path) -> None:
-    proc = run_nvtest("sweep", "--partition", "nvt", "--nodes", "nonexist", "--out", str(tmp_path), "--history", "off",
-                      env=cluster.env, timeout=120)  # fmt: skip
+    proc = run_nvtest(
+        "sweep",
+        "--partition",
+        "nvt",
+        "--nodes",
+        "nonexist",
+        "--out",
+        str(tmp_path),
+        "--history",
+        "off",
+        env=cluster.env,
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "nonexist: not a node of partition nvt" in proc.stderr
     assert not list(tmp_path.glob("sweep-*")), "nothing is written for a sweep that cannot start"
@@ -128,8 +179,25 @@ def test_sigterm_cancels_the_jobs_and_writes_sweep_json(cluster: SlurmCluster, t
     from tests.conftest import NVTEST, REPO
 
     env = {**os.environ, **cluster.env, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    argv = [*NVTEST, "sweep", "--partition", "nvt", "--nodes", "node1", "--out", str(tmp_path), "--history", "off",
-            "--time", "10", "--wait", "300", "--", "-k", "host"]  # fmt: skip
+    argv = [
+        *NVTEST,
+        "sweep",
+        "--partition",
+        "nvt",
+        "--nodes",
+        "node1",
+        "--out",
+        str(tmp_path),
+        "--history",
+        "off",
+        "--time",
+        "10",
+        "--wait",
+        "300",
+        "--",
+        "-k",
+        "host",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         until = time.monotonic() + 60

@@ -49,7 +49,9 @@ def _hostile_node(base: Path) -> dict[str, str]:
 def test_every_command_line_sink_shows_the_escapes(tmp_path: Path) -> None:
     env = _hostile_node(tmp_path)
     hist = str(tmp_path / "h.sqlite")
-    gate = run_nvtest("gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", hist, env=env, timeout=120)
+    gate = run_nvtest(
+        "gate", "--node", "n1", "--state-dir", str(tmp_path / "s"), "--history", hist, env=env, timeout=120
+    )
     doc = json.loads(gate.stdout)
     gpus = next(c for c in doc["checks"] if c["check"] == "gpus")
     assert gpus["verdict"] == "fail" and "\x1b[2J\x1b]0;x\x07" in gpus["reason"]  # the record keeps the words
@@ -59,8 +61,19 @@ def test_every_command_line_sink_shows_the_escapes(tmp_path: Path) -> None:
 
     suite = tmp_path / "one.yaml"
     suite.write_text("name: one\ndescription: one check\nchecks:\n  - inventory/test_inventory.py::test_gpus\n")
-    run = run_nvtest("run", "--suite", str(suite), "--backend", "local", "--out", str(tmp_path / "out"),
-                     "--progress", "plain", env={**env, "NVTEST_HISTORY": "off"}, timeout=300)  # fmt: skip
+    run = run_nvtest(
+        "run",
+        "--suite",
+        str(suite),
+        "--backend",
+        "local",
+        "--out",
+        str(tmp_path / "out"),
+        "--progress",
+        "plain",
+        env={**env, "NVTEST_HISTORY": "off"},
+        timeout=300,
+    )
     assert run.returncode == 1 and "\\x1b[2J" in run.stdout, run.stdout[-2000:]
     assert not _raw(run.stdout + run.stderr)
     out = tmp_path / "out" / "latest"
@@ -94,11 +107,20 @@ def test_drain_reasons_consoles_and_the_sweep_page_show_the_escapes() -> None:
     styled = re.sub(r"\x1b\[[0-9;]*m", "", buf.getvalue())  # rich's own colours (SGR) only
     assert "\\x1b[2J" in buf.getvalue() and not _raw(styled) and "\u202e" not in styled
     live_out = io.StringIO()  # the live view: rich's cursor moves stay controls, the words do not
-    with Live(Text("n1 running"), console=make_console(file=live_out, force_terminal=True, width=200), auto_refresh=False) as live:
+    with Live(
+        Text("n1 running"), console=make_console(file=live_out, force_terminal=True, width=200), auto_refresh=False
+    ) as live:
         live.update(Text(words), refresh=True)
     own = re.sub(r"\x1b\[(\?25[lh]|2K|1A|[0-9;]*m)|\r\x1b", "", live_out.getvalue())
     assert "\\x1b[2J" in live_out.getvalue() and "\x1b[1A" in live_out.getvalue() and not _raw(own)
-    page = render_sweep_html({"sweep_id": "s1", "nodes": {"n1": {"verdict": "fail", "why": words}}, "batches": [],
-                              "drained": {"n1": {"action": "drain", "reason": words}}, "warnings": [words]})  # fmt: skip
+    page = render_sweep_html(
+        {
+            "sweep_id": "s1",
+            "nodes": {"n1": {"verdict": "fail", "why": words}},
+            "batches": [],
+            "drained": {"n1": {"action": "drain", "reason": words}},
+            "warnings": [words],
+        }
+    )
     assert "\\x1b[2J" in page and not _raw(page)
     assert visible(visible(words)) == visible(words)

@@ -46,11 +46,7 @@ REQUIRED = [
 def test_catalog_covers_code(code):
     info = lookup_xid(code)
     assert info is not None and info.code == code and info.known
-    assert (
-        info.severity in ("fatal", "error", "warning", "info")
-        and info.action
-        and "NVIDIA" in info.source
-    )
+    assert info.severity in ("fatal", "error", "warning", "info") and info.action and "NVIDIA" in info.source
 
 
 def test_catalog_facts():

@@ -36,9 +36,7 @@ def test_json_with_tool(app):
 
 
 def test_detects_tool_and_prints_table(app):
-    res = runner.invoke(
-        app, ["parse", str(CORPUS / "dmesg-xid" / "fallen-off-bus-multiline-no-xid-driver570.txt")]
-    )
+    res = runner.invoke(app, ["parse", str(CORPUS / "dmesg-xid" / "fallen-off-bus-multiline-no-xid-driver570.txt")])
     # a GPU that fell off the bus is a failed state of the reading: exit 1 (issue 25, class 2)
     assert res.exit_code == 1, res.output
     assert "dmesg" in res.output and "fallen_off_bus" in res.output
@@ -48,9 +46,7 @@ def test_unrecognised_content_exits_2_listing_tools(app, tmp_path):
     f = tmp_path / "x.txt"
     f.write_text("hello world\n")
     res = runner.invoke(app, ["parse", str(f)])
-    assert (
-        res.exit_code == 2 and "no parser recognised" in res.output and "nccl-tests" in res.output
-    )
+    assert res.exit_code == 2 and "no parser recognised" in res.output and "nccl-tests" in res.output
 
 
 def test_unknown_tool_and_unreadable_file_exit_2(app, tmp_path):
@@ -141,9 +137,7 @@ def test_a_reading_of_a_failed_state_exits_1_a_healthy_one_0(app):
     failed = {
         "dmesg-xid/gpud-scan-xid119-gsp-rpc-timeout-quoted-lines-relative-time.txt": "Xid 119",
         "lspci/nn-grep-dgx-station-4xv100-one-gpu-rev-ff-config-space-all-ones.txt": "revision ff",
-        "ibstat/ibstat-prompts-ibpanic-then-unindented-ca-port-initializing-lid-65535.txt": (
-            "state Initializing"
-        ),
+        "ibstat/ibstat-prompts-ibpanic-then-unindented-ca-port-initializing-lid-65535.txt": ("state Initializing"),
     }
     for rel, said in failed.items():
         res = runner.invoke(app, ["parse", str(CORPUS / rel), "--json"])

@@ -69,12 +69,7 @@ def test_own_output_never_raises_and_keeps_the_contract(path: Path, tool: str) -
 
 
 def _foreign_cases() -> list[tuple[str, Path]]:
-    return [
-        (parser, path)
-        for parser in sorted(PARSERS)
-        for path, tool in OWN
-        if _family(parser) != _family(tool)
-    ]
+    return [(parser, path) for parser in sorted(PARSERS) for path, tool in OWN if _family(parser) != _family(tool)]
 
 
 @pytest.mark.parametrize(
@@ -128,12 +123,8 @@ def _rows() -> list[tuple[str, int, re.Pattern[str], str]]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("tool", "index", "rx", "source"), _rows(), ids=[f"{t}#{i}" for t, i, _, _ in _rows()]
-)
-def test_every_failure_wording_is_exercised(
-    tool: str, index: int, rx: re.Pattern[str], source: str
-) -> None:
+@pytest.mark.parametrize(("tool", "index", "rx", "source"), _rows(), ids=[f"{t}#{i}" for t, i, _, _ in _rows()])
+def test_every_failure_wording_is_exercised(tool: str, index: int, rx: re.Pattern[str], source: str) -> None:
     assert source, "every row names where its wording comes from"
     assert any(rx.search(line) for line in LINES), f"{tool} row {index} ({source}) matches no text"
 
@@ -204,9 +195,7 @@ def _reading(record: object) -> object:
 
 @pytest.mark.parametrize("form", sorted(PASTED_FORMS))
 @pytest.mark.parametrize(("path", "tool"), OWN, ids=[f"{p.parent.name}/{p.name}" for p, _ in OWN])
-def test_pasted_forms_read_the_same_values_and_say_what_was_skipped(
-    path: Path, tool: str, form: str
-) -> None:
+def test_pasted_forms_read_the_same_values_and_say_what_was_skipped(path: Path, tool: str, form: str) -> None:
     text = path.read_text(encoding="utf-8")
     if form.startswith("wrapped") and not _wrappable(text):
         pytest.skip("no line longer than the terminal, or one of exactly its width")
@@ -332,9 +321,7 @@ LAUNCH_FAILURES = {
 
 
 # the launch-failure rows every table shares are exercised by these texts
-LINES += [
-    text.format(exe=exe).strip() for exe in BINARY.values() for text in LAUNCH_FAILURES.values()
-]
+LINES += [text.format(exe=exe).strip() for exe in BINARY.values() for text in LAUNCH_FAILURES.values()]
 
 
 def test_every_parser_names_a_binary() -> None:
@@ -391,9 +378,7 @@ HEALTHY = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("tool", "rel", "said"), FAILED_STATES, ids=[r for _, r, _ in FAILED_STATES]
-)
+@pytest.mark.parametrize(("tool", "rel", "said"), FAILED_STATES, ids=[r for _, r, _ in FAILED_STATES])
 def test_a_reading_of_a_failed_state_fails_with_the_reason(tool: str, rel: str, said: str) -> None:
     from nvtest.playbook.readings import assess
     from tests.parsers.conftest import read
@@ -416,9 +401,7 @@ def test_a_port_down_is_doubtful_not_failed() -> None:
 
     rel = "ibstat/ibstat-one-ca-port-down-disabled-cut-after-physical-state.txt"
     states = assess(PARSERS["ibstat"].parse(read(rel)))
-    assert states.failures == () and states.warnings == (
-        "mlx5_8 port 1: state Down, physical Disabled",
-    )
+    assert states.failures == () and states.warnings == ("mlx5_8 port 1: state Down, physical Disabled",)
 
 
 # ------------------------------------------------------------ a log with no header (class 5)
@@ -431,9 +414,7 @@ NCCL_WITH_ROWS = [
 
 
 @pytest.mark.parametrize(("path", "tool"), NCCL_WITH_ROWS, ids=[p.name for p, _ in NCCL_WITH_ROWS])
-def test_an_nccl_tests_log_cut_before_its_header_is_detected_and_read(
-    path: Path, tool: str
-) -> None:
+def test_an_nccl_tests_log_cut_before_its_header_is_detected_and_read(path: Path, tool: str) -> None:
     """Cut just before its first result row, a log is still nccl-tests' (detection tries the
     row shape, not only the banner) and reads the same rows, saying the parameters are unknown."""
     text = path.read_text(encoding="utf-8")
@@ -452,13 +433,9 @@ def test_a_raw_log_whose_longest_line_is_a_terminal_width_is_not_unwrapped() -> 
     and the next event is never joined to it."""
     from nvtest.parsers._common import clean_paste
 
-    first = (
-        "[ 1843.308145] NVRM: Xid (PCI:0000:cb:00): 13, pid=1234, name=python, Graphics Exception: "
-    )
+    first = "[ 1843.308145] NVRM: Xid (PCI:0000:cb:00): 13, pid=1234, name=python, Graphics Exception: "
     first += "x" * (120 - len(first))
-    text = (
-        f"{first}\n[ 1843.308200] NVRM: Xid (PCI:0000:cb:00): 43, pid=1234, name=python, Ch 0008\n"
-    )
+    text = f"{first}\n[ 1843.308200] NVRM: Xid (PCI:0000:cb:00): 43, pid=1234, name=python, Ch 0008\n"
     assert len(first) == 120
     assert clean_paste(text) == type(clean_paste(text))(text)
     log = PARSERS["dmesg"].parse(text)
@@ -612,9 +589,7 @@ def test_a_posters_line_in_the_middle_is_named_and_changes_nothing(path: Path, t
             PARSERS[tool].parse(with_line)
         return
     got = PARSERS[tool].parse(with_line)
-    assert _without_line_counts(_reading(got)) == _without_line_counts(
-        _reading(PARSERS[tool].parse(blank))
-    )
+    assert _without_line_counts(_reading(got)) == _without_line_counts(_reading(PARSERS[tool].parse(blank)))
     assert any(w.startswith(f"line {mid + 1} not read") for w in got.warnings), got.warnings
 
 
@@ -690,8 +665,7 @@ TABLE_ROWS = {
 WRAP_AMBIGUOUS = {
     "nvidia-smi": "a box whose cells are read by column; a wrapped box line is a box line cut "
     "short, and its rest no row: which cells moved cannot be told",
-    "dcgmi": "the same: a box of cells read by column, whose wrapped cell text (a Warning) "
-    "dcgmi wraps itself",
+    "dcgmi": "the same: a box of cells read by column, whose wrapped cell text (a Warning) dcgmi wraps itself",
     "nvidia-smi-topo": "a matrix row's rest (SYS SYS 48-63 3) and a legend's rest are words of "
     "the same kinds as the header's",
     "nvbandwidth": "a matrix row's rest is numbers, as a row of its own starts",

@@ -252,11 +252,7 @@ def test_csv_p100_na_fan():
     c = parse("nvidia-smi-csv", read("nvidia-smi/query-gpu-csv-nounits-tesla-p100-NA-fan.csv.txt"))
     assert len(c.columns) == 15 and len(c.rows) == 1
     r = c.row_dict(0)
-    assert (
-        r["name"] == "Tesla P100-PCIE-16GB"
-        and r["fan.speed"] is ValueState.NA
-        and r["pstate"] == "P0"
-    )
+    assert r["name"] == "Tesla P100-PCIE-16GB" and r["fan.speed"] is ValueState.NA and r["pstate"] == "P0"
     assert (r["memory.reserved"], r["memory.used"], r["memory.free"]) == (103, 0, 16280)
     assert (
         r["utilization.gpu"],
@@ -301,11 +297,7 @@ def test_plain_a100_mixed_mig():
         50,
         40960,
     )
-    assert (
-        g0.mig_mode == "Enabled"
-        and g0.utilization_pct is ValueState.NA
-        and g0.ecc_uncorrectable == "On"
-    )
+    assert g0.mig_mode == "Enabled" and g0.utilization_pct is ValueState.NA and g0.ecc_uncorrectable == "On"
     assert (
         g1.bus_id,
         g1.temperature_c,
@@ -370,11 +362,7 @@ def test_nccl_p5_rank_prefixed():
 def test_nccl_1gpu_alltoall_inplace_na():
     t = _one("alltoall_perf-1gpu-rtx5090-inplace-NA-busbw-zero.txt")
     assert (t.n_threads, t.n_gpus, t.min_bytes, t.max_bytes) == (1, 1, 33554432, 33554432)
-    assert (
-        len(t.ranks) == 1
-        and t.ranks[0].gpu_name == "NVIDIA GeForce RTX 5090"
-        and t.ranks[0].bus_id == "0x01"
-    )
+    assert len(t.ranks) == 1 and t.ranks[0].gpu_name == "NVIDIA GeForce RTX 5090" and t.ranks[0].bus_id == "0x01"
     (r,) = t.rows
     assert (r.size_bytes, r.count, r.dtype, r.redop, r.root) == (
         33554432,
@@ -452,20 +440,14 @@ def test_nccl_gb300_alltoall_truncated():
 def test_nccl_concatenated_legacy_error_column():
     log = parse(
         "nccl-tests",
-        read(
-            "nccl-tests/all_gather-FAILED-then-all_reduce-dgx2-12gpu-legacy-error-column-concatenated.txt"
-        ),
+        read("nccl-tests/all_gather-FAILED-then-all_reduce-dgx2-12gpu-legacy-error-column-concatenated.txt"),
     )
     ag, ar = log.tests
     assert (ag.test_name, ar.test_name) == ("all_gather_perf", "all_reduce_perf")
     assert (ag.n_gpus, ag.min_bytes, ag.max_bytes) == (12, 8, 10737418240)
     assert ag.check_column == "error" and ag.rows[0].redop is None and ag.rows[0].root is None
     assert len(ag.rows) == 31 and ag.max_size_bytes == 8589934560
-    bad = [
-        r.size_bytes
-        for r in ag.rows
-        if r.out_of_place.max_error == 1.0 and r.in_place.max_error == 1.0
-    ]
+    bad = [r.size_bytes for r in ag.rows if r.out_of_place.max_error == 1.0 and r.in_place.max_error == 1.0]
     assert bad == [4294967280, 8589934560]
     assert ag.oob_values == 4 and ag.oob_ok is False and ag.avg_busbw_gbps == 30.2993
     assert ag.peak_busbw_gbps == 112.34 and not ag.passed
@@ -488,21 +470,14 @@ def test_nccl_219_version_line():
     assert len(t.rows) == 6
     assert (t.rows[0].out_of_place.busbw_gbps, t.rows[-1].out_of_place.busbw_gbps) == (18.39, 23.74)
     assert (t.rows[0].in_place.busbw_gbps, t.rows[-1].in_place.busbw_gbps) == (19.48, 24.20)
-    assert (
-        t.peak_busbw_gbps == 24.20
-        and t.wrong_total == 0
-        and t.avg_busbw_gbps == 22.1205
-        and t.passed
-    )
+    assert t.peak_busbw_gbps == 24.20 and t.wrong_total == 0 and t.avg_busbw_gbps == 22.1205 and t.passed
 
 
 # ---------------------------------------------------------------- perftest
 
 
 def test_perftest_duration_mode():
-    log = parse(
-        "perftest", read("perftest/ib_write_bw-roce-duration-mode-server-and-client-peak-0.txt")
-    )
+    log = parse("perftest", read("perftest/ib_write_bw-roce-duration-mode-server-and-client-peak-0.txt"))
     server, client = log.runs
     assert (server.side, client.side) == ("server", "client")
     for run in log.runs:
@@ -531,9 +506,7 @@ def test_perftest_duration_mode():
 
 
 def test_perftest_a_sweep_tabs():
-    log = parse(
-        "perftest", read("perftest/ib_write_bw-roce-a-sweep-2B-8MB-mixed-tab-formatting.txt")
-    )
+    log = parse("perftest", read("perftest/ib_write_bw-roce-a-sweep-2B-8MB-mixed-tab-formatting.txt"))
     (run,) = log.runs
     assert len(run.bw_rows) == 23 and {r.iterations for r in run.bw_rows} == {5000}
     assert run.mtu_bytes == 1024 and run.gid_index == 4 and run.device == "mlx5_0"
@@ -617,22 +590,14 @@ def test_dcgmi_json_31():
     assert dep[0].name == "Denylist" and dep[-1].name == "Inforom"
     assert all(t.gpus_with("pass") == tuple(range(8)) for t in dep)
     sw = d.test("software")
-    assert (
-        sw.category == "Custom" and len(sw.results) == 8 and sw.gpus_with("pass") == tuple(range(8))
-    )
+    assert sw.category == "Custom" and len(sw.results) == 8 and sw.gpus_with("pass") == tuple(range(8))
     assert d.passed and d.status == "pass"
 
 
 def test_dcgmi_text_memory_fail_wrapped_warning():
-    d = parse(
-        "dcgmi", read("dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt")
-    )
+    d = parse("dcgmi", read("dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt"))
     t = d.test("GPU Memory")
-    assert (
-        t.status == "fail"
-        and t.gpus_with("pass") == (1, 2, 3, 4, 5, 6, 7)
-        and t.gpus_with("fail") == (0,)
-    )
+    assert t.status == "fail" and t.gpus_with("pass") == (1, 2, 3, 4, 5, 6, 7) and t.gpus_with("fail") == (0,)
     assert t.warnings == (
         "GPU 0 Thermal violations totaling 13.3 seconds started at 9.7 seconds into the test for GPU 0 "
         "Verify that the cooling on this machine is functional, including external, thermal material "
@@ -780,9 +745,7 @@ def test_lspci_egrep_downgraded_width():
         2.5,
         16,
     )
-    assert (
-        b.lnksta_width_note == "ok" and b.width_downgraded is False and b.speed_downgraded is True
-    )
+    assert b.lnksta_width_note == "ok" and b.width_downgraded is False and b.speed_downgraded is True
     assert a.subsystem == b.subsystem == "NVIDIA Corporation GA102 [GeForce RTX 3080 20GB]"
 
 
@@ -821,9 +784,7 @@ def test_lspci_grep_h100_nvswitch():
 
 
 def test_nvbandwidth_v08_laptop():
-    r = parse(
-        "nvbandwidth", read("nvbandwidth/v0.8-all-tests-1gpu-laptop-waived-lines-hostname-line.txt")
-    )
+    r = parse("nvbandwidth", read("nvbandwidth/v0.8-all-tests-1gpu-laptop-waived-lines-hostname-line.txt"))
     assert (r.version, r.cuda_runtime_version, r.cuda_driver_version, r.driver_version) == (
         "v0.8",
         "12080",
@@ -831,10 +792,7 @@ def test_nvbandwidth_v08_laptop():
         "572.83",
     )
     assert r.hostname == "node001"
-    assert (
-        r.devices[0].name == "NVIDIA GeForce RTX 3050 Laptop GPU"
-        and r.devices[0].bus_id == "00000000:01:00"
-    )
+    assert r.devices[0].name == "NVIDIA GeForce RTX 3050 Laptop GPU" and r.devices[0].bus_id == "00000000:01:00"
     assert len(r.testcases) == 18 and r.waived == 17
     assert sum(1 for t in r.testcases if t.unit == "ns") == 1
     sums = {t.name: t.sum_value for t in r.testcases}
@@ -873,9 +831,7 @@ def test_nvbandwidth_v010_7gpu():
 
 
 def test_gpu_burn_faulty_rc0():
-    r = parse(
-        "gpu-burn", read("gpu-burn/16gpu-all-FAULTY-negative-error-counts-WARNING-exit-code-0.txt")
-    )
+    r = parse("gpu-burn", read("gpu-burn/16gpu-all-FAULTY-negative-error-counts-WARNING-exit-code-0.txt"))
     assert r.tested_count == 16 and len(r.gpus) == 16
     assert (r.gpus[0].iterations, r.gpus[0].gflops) == (18000, 6311)
     assert (r.gpus[15].iterations, r.gpus[15].gflops) == (10800, 6439)
@@ -945,18 +901,27 @@ def test_vllm_engine_traceback_without_a_summary_is_a_failed_run():
 
 def test_vllm_final_error_line_is_quoted_and_the_last_summary_wins():
     text = read("vllm/bench-throughput-enginecore-traceback-no-throughput-excerpt.txt")
-    failed = parse("vllm-bench", text + "(EngineCore_DP0 pid=8459) RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
-    assert failed.failure_reason == ("vllm bench throughput failed: RuntimeError: CUDA out of memory. "
-                                     "Tried to allocate 2.00 GiB")
-    two = parse("vllm-bench", "Batch Size: 8, TP Size: 2\nThroughput: 1.00 requests/s, 10.00 total tokens/s, "
-                "5.00 output tokens/s\nTotal num prompt tokens:  50\nTotal num output tokens:  50\n"
-                "Batch Size: 16, TP Size: 2\nThroughput: 2.00 requests/s, 20.00 total tokens/s, 10.00 output tokens/s\n")
+    failed = parse(
+        "vllm-bench", text + "(EngineCore_DP0 pid=8459) RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    assert failed.failure_reason == (
+        "vllm bench throughput failed: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    )
+    two = parse(
+        "vllm-bench",
+        "Batch Size: 8, TP Size: 2\nThroughput: 1.00 requests/s, 10.00 total tokens/s, "
+        "5.00 output tokens/s\nTotal num prompt tokens:  50\nTotal num output tokens:  50\n"
+        "Batch Size: 16, TP Size: 2\nThroughput: 2.00 requests/s, 20.00 total tokens/s, 10.00 output tokens/s\n",
+    )
     assert (two.summaries, two.batch_size, two.requests_per_s, two.prompt_tokens) == (2, 16, 2.0, None)
 
 
 def test_vllm_counts_that_disagree_with_the_rates_are_a_warning():
-    r = parse("vllm-bench", "Throughput: 1.00 requests/s, 100.00 total tokens/s, 90.00 output tokens/s\n"
-              "Total num prompt tokens:  500\nTotal num output tokens:  500\n")
+    r = parse(
+        "vllm-bench",
+        "Throughput: 1.00 requests/s, 100.00 total tokens/s, 90.00 output tokens/s\n"
+        "Total num prompt tokens:  500\nTotal num output tokens:  500\n",
+    )
     assert r.passed and r.warnings and "output share" in r.warnings[0]
 
 

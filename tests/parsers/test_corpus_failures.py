@@ -68,8 +68,7 @@ CASES: dict[str, Case] = {
             "gpus per thread": (sub_eff("gpus_per_thread"), 2),
         },
     ),
-    N
-    + "alltoall_perf-2node-16xh800-nccl-tests-2.17.6-device-kernel-illegal-memory-access-mid-row.txt": Case(
+    N + "alltoall_perf-2node-16xh800-nccl-tests-2.17.6-device-kernel-illegal-memory-access-mid-row.txt": Case(
         "nccl-tests",
         K.CRASH_AFTER_PARTIAL_OUTPUT,
         "an illegal memory access was encountered",
@@ -342,9 +341,7 @@ CASES: dict[str, Case] = {
         K.CRASH_AFTER_PARTIAL_OUTPUT,
         words="Invalid value when checking the pattern",
         passed=None,
-        facts={
-            "the ASSERT in detail": (lambda r: "h_errorFlag == 0" in r.failure.detail[-1], True)
-        },
+        facts={"the ASSERT in detail": (lambda r: "h_errorFlag == 0" in r.failure.detail[-1], True)},
     ),
     B + "v0.8-multinode-4xh200-cuda-error-not-permitted-cumemcreate-imex-cut.txt": Case(
         "nvbandwidth",
@@ -367,9 +364,7 @@ CASES: dict[str, Case] = {
         passed=None,
         facts={
             "the GPU the driver could not init": (
-                lambda r: {
-                    e.pci_address for e in r.driver_messages if e.kind == "rm_init_adapter_failed"
-                },
+                lambda r: {e.pci_address for e in r.driver_messages if e.kind == "rm_init_adapter_failed"},
                 {"0000:98:00.0"},
             ),
             "no Xid": (lambda r: r.xid_codes, ()),

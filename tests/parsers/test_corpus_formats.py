@@ -18,12 +18,20 @@ K = FailureKind
 
 
 def test_ibstatus_a100_eight_hdr_ports_and_an_unreadable_gid():
-    r = parse("ibstatus", read("ibstatus/ibstatus-a100-9-devices-8x-hdr-200-ib-active-plus-ethernet-vf-gid-unknown.txt"))
+    r = parse(
+        "ibstatus", read("ibstatus/ibstatus-a100-9-devices-8x-hdr-200-ib-active-plus-ethernet-vf-gid-unknown.txt")
+    )
     assert [ca.name for ca in r.cas] == [f"mlx5_{i}" for i in range(9)]
     p0 = r.cas[0].ports[0]
     assert isinstance(p0, IbstatusPort)
     assert (p0.port, p0.base_lid, p0.sm_lid, p0.state, p0.physical_state, p0.rate_gbps, p0.link_layer) == (
-        1, 0x33BF, 1, "Active", "LinkUp", 200.0, "InfiniBand",
+        1,
+        0x33BF,
+        1,
+        "Active",
+        "LinkUp",
+        200.0,
+        "InfiniBand",
     )
     assert (p0.rate_text, p0.default_gid) == ("200 Gb/sec (4X HDR)", "fe80:0000:0000:0000:0000:0000:0000:0001")
     ib = [p for _, p in r.ports if p.link_layer == "InfiniBand"]
@@ -92,7 +100,10 @@ def test_ibstatus_without_devices_is_no_device(name):
     r = parse("ibstatus", text)
     assert r.cas == () and r.failure is not None
     assert (r.failure.kind, r.failure.code, r.failure.device, r.failure.line) == (
-        K.NO_DEVICE, "sys files not found", None, 2,
+        K.NO_DEVICE,
+        "sys files not found",
+        None,
+        2,
     )
     assert not r.completed
 
@@ -107,21 +118,39 @@ def test_ibstatus_and_ibstat_agree_on_the_same_ports():
     p = parse("ibstat", ibstat_text).cas[0].ports[0]
     q = r.cas[0].ports[0]
     assert (p.state, p.physical_state, p.rate_gbps, p.base_lid, p.sm_lid, p.link_layer, p.problem) == (
-        q.state, q.physical_state, q.rate_gbps, q.base_lid, q.sm_lid, q.link_layer, q.problem,
+        q.state,
+        q.physical_state,
+        q.rate_gbps,
+        q.base_lid,
+        q.sm_lid,
+        q.link_layer,
+        q.problem,
     )
 
 
 # ---------------------------------------------------------------- nccl-tests
 
 DTYPE_AVG = {
-    "int8": 388.507, "uint8": 389.842, "int32": 454.290, "uint32": 454.528, "int64": 436.338,
-    "uint64": 436.057, "half": 483.157, "float": 486.618, "double": 465.857, "bfloat16": 483.145,
-    "f8e4m3": 360.682, "f8e5m2": 362.708,
+    "int8": 388.507,
+    "uint8": 389.842,
+    "int32": 454.290,
+    "uint32": 454.528,
+    "int64": 436.338,
+    "uint64": 436.057,
+    "half": 483.157,
+    "float": 486.618,
+    "double": 465.857,
+    "bfloat16": 483.145,
+    "f8e4m3": 360.682,
+    "f8e5m2": 362.708,
 }
 
 
 def test_nccl_datatype_all_gives_one_block_per_type():
-    (t,) = parse("nccl-tests", read("nccl-tests/all_reduce_perf-2node-16xh200-nccl-tests-2.18.3-datatype-all-12-types-blocks.txt")).tests
+    (t,) = parse(
+        "nccl-tests",
+        read("nccl-tests/all_reduce_perf-2node-16xh200-nccl-tests-2.18.3-datatype-all-12-types-blocks.txt"),
+    ).tests
     assert (t.test_name, t.nccl_tests_version, t.nccl_version) == ("all_reduce_perf", "2.18.3", "2.30.4+cuda13.2")
     assert len(t.rows) == 36 and t.warnings == ()
     assert [b.dtype for b in t.blocks] == list(DTYPE_AVG)
@@ -132,13 +161,18 @@ def test_nccl_datatype_all_gives_one_block_per_type():
     assert t.avg_busbw_gbps == 433.477
     assert sum(b.avg_busbw_gbps for b in t.blocks) / 12 == pytest.approx(433.477, abs=5e-4)
     assert (t.reduced_max_bytes, t.effective["nccl_library"], t.effective["datatypes"]) == (
-        48247057066, 23004, tuple(DTYPE_AVG),
+        48247057066,
+        23004,
+        tuple(DTYPE_AVG),
     )
     assert t.completed and t.passed and t.oob_values == 0 and len(t.ranks) == 16
 
 
 def test_nccl_wrong_results_in_the_integer_column_fail_and_the_exit_lines_are_no_crash():
-    (t,) = parse("nccl-tests", read("nccl-tests/all_reduce_perf-2node-gh200-nccl-tests-2.17.8-wrong-96-32-at-1MiB-oob-4-failed.txt")).tests
+    (t,) = parse(
+        "nccl-tests",
+        read("nccl-tests/all_reduce_perf-2node-gh200-nccl-tests-2.17.8-wrong-96-32-at-1MiB-oob-4-failed.txt"),
+    ).tests
     assert len(t.rows) == 25 and t.wrong_total == 128
     bad = [r for r in t.rows if r.wrong]
     assert [(r.size_bytes, r.out_of_place.wrong, r.in_place.wrong) for r in bad] == [(1048576, 96, 32)]
@@ -160,14 +194,21 @@ def test_nccl_exit_lines_after_a_clean_summary_stay_a_failure():
 
 
 def test_nccl_run_cut_short_mid_sweep_keeps_its_rows_and_never_passes():
-    (t,) = parse("nccl-tests", read("nccl-tests/all_reduce_perf-128node-1024xh100-maxbytes-reduced-cut-after-16GiB-unhandled-cuda-error-excerpt.txt")).tests
+    (t,) = parse(
+        "nccl-tests",
+        read(
+            "nccl-tests/all_reduce_perf-128node-1024xh100-maxbytes-reduced-cut-after-16GiB-unhandled-cuda-error-excerpt.txt"
+        ),
+    ).tests
     assert [r.size_bytes for r in t.rows] == [1073741824 << i for i in range(5)]
     assert (t.max_bytes, t.reduced_max_bytes, t.max_size_bytes) == (34359738368, 27951912277, 17179869184)
     assert t.reached_max_bytes is False and t.avg_busbw_gbps is None
     assert not t.completed and not t.passed
     assert t.failure is not None
     assert (t.failure.kind, t.failure.code, t.failure.device) == (
-        K.CRASH_AFTER_PARTIAL_OUTPUT, "unhandled cuda error", "HCA-128",
+        K.CRASH_AFTER_PARTIAL_OUTPUT,
+        "unhandled cuda error",
+        "HCA-128",
     )
 
 
@@ -181,21 +222,37 @@ def _xml(name: str):
 def test_xml_v13_driver590_blackwell_keeps_every_value_of_the_v12_reader():
     q = _xml("q-x-rtx-pro-6000-blackwell-maxq-driver590-v13-power-state-deprecated.xml.txt")
     assert (q.driver_version, q.cuda_version, q.attached_gpus, q.effective["dtd"]) == (
-        "590.44.01", "13.1", 1, "nvsmi_device_v13.dtd",
+        "590.44.01",
+        "13.1",
+        1,
+        "nvsmi_device_v13.dtd",
     )
     assert q.failure is None and q.warnings == ()
     (g,) = q.gpus
     assert (g.pci_bus_id, g.product_name, g.vbios_version) == (
-        "00000000:61:00.0", "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "98.02.6A.00.03",
+        "00000000:61:00.0",
+        "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition",
+        "98.02.6A.00.03",
     )
     assert (g.power_draw_w, g.power_limit_w) == (3.99, 300.0)
     assert (g.clock_graphics_mhz, g.clock_sm_mhz, g.clock_memory_mhz, g.clock_graphics_max_mhz) == (180, 180, 405, 3090)
     assert g.ecc_mode_current == "Disabled" and g.ecc_volatile_uncorrectable == ValueState.NA
     assert (g.remapped_rows_correctable, g.remapped_rows_uncorrectable) == (0, 0)
     assert (g.remapped_rows_pending, g.remapped_rows_failure) == ("No", "No")
-    assert (g.memory_total_mib, g.memory_reserved_mib, g.memory_used_mib, g.memory_free_mib) == (97887, 637, 65720, 31531)
+    assert (g.memory_total_mib, g.memory_reserved_mib, g.memory_used_mib, g.memory_free_mib) == (
+        97887,
+        637,
+        65720,
+        31531,
+    )
     assert (g.temperature_gpu_c, g.temperature_memory_c) == (24, ValueState.NA)
-    assert (g.pcie_gen_current, g.pcie_gen_max, g.pcie_width_current, g.pcie_width_max, g.pcie_replays) == (1, 4, 16, 16, 0)
+    assert (g.pcie_gen_current, g.pcie_gen_max, g.pcie_width_current, g.pcie_width_max, g.pcie_replays) == (
+        1,
+        4,
+        16,
+        16,
+        0,
+    )
     assert (g.utilization_gpu_pct, g.fan_speed_pct, g.performance_state, g.persistence_mode) == (0, 30, "P8", "Enabled")
 
 
@@ -214,9 +271,13 @@ def test_xml_v13_two_turing_gpus_with_average_power_na():
 def test_xml_v13_power_draw_falls_back_to_the_average_when_the_instant_reading_is_na():
     text = read("nvidia-smi/q-x-rtx-3080-driver595-v13-p2-under-load.xml.txt")
     assert parse("nvidia-smi-xml", text).gpus[0].power_draw_w == 142.33
-    na = text.replace("<instant_power_draw>142.33 W</instant_power_draw>", "<instant_power_draw>N/A</instant_power_draw>")
+    na = text.replace(
+        "<instant_power_draw>142.33 W</instant_power_draw>", "<instant_power_draw>N/A</instant_power_draw>"
+    )
     assert parse("nvidia-smi-xml", na).gpus[0].power_draw_w == 139.62
-    both = na.replace("<average_power_draw>139.62 W</average_power_draw>", "<average_power_draw>N/A</average_power_draw>")
+    both = na.replace(
+        "<average_power_draw>139.62 W</average_power_draw>", "<average_power_draw>N/A</average_power_draw>"
+    )
     assert parse("nvidia-smi-xml", both).gpus[0].power_draw_w == ValueState.NA
 
 
@@ -264,11 +325,16 @@ def _nccl_219(per_iter: bool, stamped: bool, time_name: str = "time") -> str:
     header += (fmt_half % tuple(names)) * 2 + (" %*s" % (19, "timestamp") if stamped else "")
     pre = "%12li  %12li  %8s  %6s  %6s" % (1048576, 262144, "float", "sum", "%6i" % -1)
     stats = "  %7s  %7s  %7s  %7s" % ("98.10", "103.20", "103.00", "1.20") if per_iter else ""
-    row = "".join((
-        pre, "  %7s  %6s  %6s  %6g" % ("100.00", "10.49", "18.35", 0), stats,
-        "  %7s  %6s  %6s  %6g" % ("101.00", "10.38", "18.17", 0), stats,
-        "%21s" % "2026-09-26 10:00:00" if stamped else "",
-    ))
+    row = "".join(
+        (
+            pre,
+            "  %7s  %6s  %6s  %6g" % ("100.00", "10.49", "18.35", 0),
+            stats,
+            "  %7s  %6s  %6s  %6g" % ("101.00", "10.38", "18.17", 0),
+            stats,
+            "%21s" % "2026-09-26 10:00:00" if stamped else "",
+        )
+    )
     return (
         "# nThread 1 nGpus 8 minBytes 1048576 maxBytes 1048576 step: 2(factor) warmup iters: 5 "
         "iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0\n#\n"
@@ -308,7 +374,10 @@ def test_nvtest_parse_ibstatus_reads_every_port():
     assert code == 0 and doc["tool"] == "ibstatus" and doc["record"]["failure"] is None
     ports = [p for ca in doc["record"]["cas"] for p in ca["ports"]]
     assert [(p["base_lid"], p["state"], p["rate_gbps"]) for p in ports] == [
-        (15, "Active", 100.0), (6, "Active", 100.0), (2, "Active", 100.0), (17, "Active", 100.0),
+        (15, "Active", 100.0),
+        (6, "Active", 100.0),
+        (2, "Active", 100.0),
+        (17, "Active", 100.0),
     ]
 
 
@@ -319,7 +388,13 @@ def test_nvtest_parse_ibstatus_without_devices_exits_1():
 
 
 def test_nvtest_parse_nccl_run_cut_short_says_completed_false():
-    code, doc = _cli(str(CORPUS / "nccl-tests" / "all_reduce_perf-128node-1024xh100-maxbytes-reduced-cut-after-16GiB-unhandled-cuda-error-excerpt.txt"))
+    code, doc = _cli(
+        str(
+            CORPUS
+            / "nccl-tests"
+            / "all_reduce_perf-128node-1024xh100-maxbytes-reduced-cut-after-16GiB-unhandled-cuda-error-excerpt.txt"
+        )
+    )
     (run,) = doc["record"]["tests"]
     assert code == 1 and doc["passed"] is False
     assert (run["completed"], run["passed"], len(run["rows"])) == (False, False, 5)

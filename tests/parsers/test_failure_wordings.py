@@ -56,8 +56,7 @@ WORDINGS: tuple[Wording, ...] = (
     ),
     Wording(
         "nccl-tests",
-        "mpirun noticed that process rank 14 with PID 4257 on node node001 exited on signal 11 "
-        "(Segmentation fault).\n",
+        "mpirun noticed that process rank 14 with PID 4257 on node node001 exited on signal 11 (Segmentation fault).\n",
         K.COULD_NOT_START,
         None,
         "Open MPI users' mailing list archive (a public mirror); no nccl-tests line printed",
@@ -191,8 +190,7 @@ WORDINGS: tuple[Wording, ...] = (
     ),
     Wording(
         "dcgmi",
-        "Error: Unable to complete diagnostic for group 2. Return: (-30) DCGM GPU Diagnostic "
-        "returned an error.\n",
+        "Error: Unable to complete diagnostic for group 2. Return: (-30) DCGM GPU Diagnostic returned an error.\n",
         K.ERROR_BANNER,
         "-30",
         "dcgmi/Diag.cpp's message (DCGM 3.x format: 'Return: (' << result << ') ' << "
@@ -201,16 +199,14 @@ WORDINGS: tuple[Wording, ...] = (
     ),
     Wording(
         "dcgmi",
-        "| Error: Unable to complete diagnostic for group 2. Return: (-30) DCGM GPU Diagnostic "
-        "returned an error. |\n",
+        "| Error: Unable to complete diagnostic for group 2. Return: (-30) DCGM GPU Diagnostic returned an error. |\n",
         K.ERROR_BANNER,
         "-30",
         "the same message as an error row with no table around it (issue 25, class 1)",
     ),
     Wording(
         "dcgmi",
-        "Error: Diagnostic could not be run because the Tesla recommended driver is not being "
-        "used.\n",
+        "Error: Diagnostic could not be run because the Tesla recommended driver is not being used.\n",
         K.COULD_NOT_START,
         None,
         "dcgmi/Diag.cpp (HelperDisplayFailureMessage, DCGM 2.x-4.x)",
@@ -242,7 +238,7 @@ WORDINGS: tuple[Wording, ...] = (
     ),
     Wording(
         "vllm-bench",
-        "(APIServer pid=1179246)     raise RuntimeError(\"Engine core initialization failed. \"\n"
+        '(APIServer pid=1179246)     raise RuntimeError("Engine core initialization failed. "\n'
         "(APIServer pid=1179246) RuntimeError: Engine core initialization failed. See root cause "
         "above. Failed core proc(s): {}\n",
         K.INIT_FAILURE,

@@ -124,9 +124,7 @@ def test_p7_dcgm3_and_dcgm4_schemas():
     d4 = parse("dcgmi", V4)
     assert d4.layout == "json-4" and d4.version == "4.2.3"
     mem = d4.test("memory")
-    assert (
-        mem.status == "pass" and mem.results[0].error_ids == (110,) and mem.results[0].gpus == (0,)
-    )
+    assert mem.status == "pass" and mem.results[0].error_ids == (110,) and mem.results[0].gpus == (0,)
     assert d4.test("pcie").gpus_with("fail") == (1,) and d4.status == "fail"
 
 
@@ -300,9 +298,7 @@ def test_plain_kmd_version_header_and_unknown_error():
 def test_csv_noheader_with_fields():
     from nvtest.parsers import nvidia_smi_csv
 
-    c = nvidia_smi_csv.parse(
-        "0, 41, [Not Supported]\n1, 40, 10\n", fields=("index", "temperature.gpu", "fan.speed")
-    )
+    c = nvidia_smi_csv.parse("0, 41, [Not Supported]\n1, 40, 10\n", fields=("index", "temperature.gpu", "fan.speed"))
     assert c.column("fan.speed") == (ValueState.NOT_SUPPORTED, 10.0)
 
 

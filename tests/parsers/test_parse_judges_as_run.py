@@ -59,6 +59,7 @@ def _run_perftest(text: str) -> str:
         return "fail"
     if not any(r.bw_rows for r in log.runs):
         return "fail" if log.passed is False else "pass"  # a latency test: the run judges none
+
     def judge(v: float):  # noqa: ANN202 - the pair check's per-value judgement
         a = assess("ib_write_bw", "bw_avg_gbit_s", v, "Gb/s", None)
         return a.verdict, a.reason
@@ -96,7 +97,11 @@ def _run_tool_states(tool: str) -> Callable[[str], str]:
 
     def judge(text: str) -> str:
         record = parse(tool, text)
-        own = [getattr(record, k, None) for k in ("passed", "completed") if isinstance(getattr(type(record), k, None), property)]
+        own = [
+            getattr(record, k, None)
+            for k in ("passed", "completed")
+            if isinstance(getattr(type(record), k, None), property)
+        ]
         if False in own or states(record).failures:
             return "fail"
         return "warn" if states(record).warnings else "pass"
@@ -150,7 +155,10 @@ def test_a_capped_sweep_is_not_passed() -> None:
 
 def test_a_perftest_row_at_minus_27_gbits_is_not_passed(tmp_path: Path) -> None:
     text = PERFTEST.read_text(encoding="utf-8")
-    bad = text.replace(" 8388608    5000             52.52              52.52 ", " 8388608    5000             -27.00             -27.00")
+    bad = text.replace(
+        " 8388608    5000             52.52              52.52 ",
+        " 8388608    5000             -27.00             -27.00",
+    )
     assert bad != text
     f = tmp_path / "ib_write_bw.txt"
     f.write_text(bad)
@@ -161,7 +169,9 @@ def test_a_perftest_row_at_minus_27_gbits_is_not_passed(tmp_path: Path) -> None:
 
 
 def test_an_xid_of_severity_error_is_judged_as_the_run_judges_it(tmp_path: Path) -> None:
-    code = next(c for c, x in sorted(XID_CATALOG.items()) if x.severity == "error" and not x.hardware and c not in (79, 154))
+    code = next(
+        c for c, x in sorted(XID_CATALOG.items()) if x.severity == "error" and not x.hardware and c not in (79, 154)
+    )
     line = f"[ 1234.5] NVRM: Xid (PCI:0000:3b:00): {code}, pid=1, name=python, Ch 00000010\n"
     assert dmesg.parse(line).events[0].code == code
     f = tmp_path / "dmesg.txt"

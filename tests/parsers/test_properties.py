@@ -22,9 +22,7 @@ TEXTS = [p.read_text(encoding="utf-8") for p in corpus_files()]
 TOOLS = sorted(PARSERS)
 #: Examples per property; raise with NVTEST_HYPOTHESIS_EXAMPLES=400 for a deeper hunt.
 EXAMPLES = int(os.environ.get("NVTEST_HYPOTHESIS_EXAMPLES", "40"))
-SETTINGS = settings(
-    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 _alphabet = st.sampled_from(list("0123456789 .:|#-/[]()<>,=%\t\nabcxyzGMNPRSTUVWX!'\"{}_"))
 _words = st.sampled_from(

@@ -65,11 +65,23 @@ def test_every_down_node_has_its_cause(kind: str) -> None:
 @pytest.mark.parametrize("stuck", [*DOMAINS, UNKNOWN], ids=lambda s: s.domain)
 def test_every_unkillable_domain_has_its_cause(stuck) -> None:
     res = CommandResult(
-        node="n1", command="x", failure="unkillable", timed_out=True,
+        node="n1",
+        command="x",
+        failure="unkillable",
+        timed_out=True,
         error="timed out after 9 s; unkillable (still alive after SIGKILL: x (pid 1, state D))",
-    )  # fmt: skip
-    needs = [n for n, d in (("storage", "storage"), ("gpu", "gpu"), ("hca", "network"), ("pci", "pci"),
-                            ("host-memory", "host")) if d == stuck.domain]  # fmt: skip
+    )
+    needs = [
+        n
+        for n, d in (
+            ("storage", "storage"),
+            ("gpu", "gpu"),
+            ("hca", "network"),
+            ("pci", "pci"),
+            ("host-memory", "host"),
+        )
+        if d == stuck.domain
+    ]
     res = attribute_unkillable(res, needs)
     assert res.cause == f"transport:unkillable:{stuck.domain}"
     with pytest.raises(NodeWedged) as err:
@@ -160,7 +172,15 @@ def _keys_in_source() -> set[str]:
 def test_every_key_the_code_sets_is_in_the_playbook() -> None:
     keys = _keys_in_source()
     assert {"tool:missing", "launch:left_out", "scheduler:excluded", "hardware:unreported"} <= keys, keys
-    assert {"ecc:remap_failure", "gpu:lost", "pcie:downgraded", "nvlink:inactive", "hca:missing", "ib:mtu", "config:site"} <= keys, keys
+    assert {
+        "ecc:remap_failure",
+        "gpu:lost",
+        "pcie:downgraded",
+        "nvlink:inactive",
+        "hca:missing",
+        "ib:mtu",
+        "config:site",
+    } <= keys, keys
     assert keys - CAUSES.keys() == set()
     # the keys made from data: each transport failure, each tool failure kind, each domain
     made = {f"transport:{f}" for f in FAILURES} | {f"tool:{k.value}" for k in FailureKind}
@@ -173,8 +193,10 @@ def test_every_key_the_code_sets_is_in_the_playbook() -> None:
 def _own_sentences() -> list[str]:
     """What nvtest itself writes for the causes that have a key."""
     out = [f"NodeError: {words}: it failed" for words in sorted({*FAILURES.values(), *DOWN_WORDS.values()}) if words]
-    out += [f"NodeWedged: timed out after 9 s; unkillable: {s.words} on n1 (still alive after SIGKILL)"
-            for s in (*DOMAINS, UNKNOWN)]  # fmt: skip
+    out += [
+        f"NodeWedged: timed out after 9 s; unkillable: {s.words} on n1 (still alive after SIGKILL)"
+        for s in (*DOMAINS, UNKNOWN)
+    ]
     out.append(Hang("nvidia-smi", "nvidia-smi-q-x", "timed out after 120 s").blocked_message())
     out += [
         "NodeError: left out of the multi-node launch: ib_ports failed on this node",
@@ -222,17 +244,32 @@ def test_a_pair_tests_transport_failure_keeps_its_cause_to_the_nodes_finding() -
     """A pair whose command did not complete carries its node's cause key; the node's finding
     (error, or fail for a process of its own that survived SIGKILL) carries it on."""
     names = ["n0", "n1", "n2", "n3"]
-    timed_out = PairOutcome(("n1", "n2"), "error", reason="n2: timed out after 60 s", hung=("n1", "n2"),
-                            cause="transport:timeout")  # fmt: skip
-    found = attribute(names, [PairOutcome(("n0", "n1"), "pass", 10.0, "Gb/s"), timed_out,
-                              PairOutcome(("n2", "n3"), "pass", 10.0, "Gb/s"),
-                              PairOutcome(("n3", "n0"), "pass", 10.0, "Gb/s")])  # fmt: skip
+    timed_out = PairOutcome(
+        ("n1", "n2"), "error", reason="n2: timed out after 60 s", hung=("n1", "n2"), cause="transport:timeout"
+    )
+    found = attribute(
+        names,
+        [
+            PairOutcome(("n0", "n1"), "pass", 10.0, "Gb/s"),
+            timed_out,
+            PairOutcome(("n2", "n3"), "pass", 10.0, "Gb/s"),
+            PairOutcome(("n3", "n0"), "pass", 10.0, "Gb/s"),
+        ],
+    )
     bad = [f for f in found.values() if f.verdict == "error"]
     assert bad and all(f.cause == "transport:timeout" for f in bad), found
-    wedged = PairOutcome(("n1", "n2"), "error", reason="n2: timed out after 60 s; unkillable: stuck on storage on n2",
-                         hung=("n1", "n2"), pinned="n2", cause="transport:unkillable:storage")  # fmt: skip
-    found = attribute(names, [PairOutcome(("n0", "n1"), "pass", 10.0, "Gb/s"), wedged,
-                              PairOutcome(("n3", "n0"), "pass", 10.0, "Gb/s")])  # fmt: skip
+    wedged = PairOutcome(
+        ("n1", "n2"),
+        "error",
+        reason="n2: timed out after 60 s; unkillable: stuck on storage on n2",
+        hung=("n1", "n2"),
+        pinned="n2",
+        cause="transport:unkillable:storage",
+    )
+    found = attribute(
+        names,
+        [PairOutcome(("n0", "n1"), "pass", 10.0, "Gb/s"), wedged, PairOutcome(("n3", "n0"), "pass", 10.0, "Gb/s")],
+    )
     assert found["n2"].verdict == "fail" and found["n2"].cause == "transport:unkillable:storage", found["n2"]
     d = diagnose({"check": "ib_write_bw", "verdict": "fail", "reason": found["n2"].reason, "cause": found["n2"].cause})
     assert d is not None and d.rule == "unkillable_storage", d
@@ -264,11 +301,24 @@ def test_a_key_rule_does_not_read_the_sentence_nvtest_writes_for_it(rule) -> Non
 #: manager's, the threshold judge, the uniformity, DCGM, NCCL and burn-in judges). The list
 #: only shrinks: a rule leaves it when the code that writes its finding sets a key.
 _NVTEST_WORDS_RULES = {
-    "storage_client_lost", "hung_task_in_gpu_driver", "hung_task_in_storage", "uncorrected_memory_error",
-    "gpu_fabric_unregistered", "fabric_manager", "correctness_gate_off",
-    "cuda_cannot_start", "nccl_wrong", "ib_down", "throttling", "firmware_drift", "software_drift",
-    "dcgm", "dcgm_skipped", "unit_mismatch", "below_floor",
-}  # fmt: skip
+    "storage_client_lost",
+    "hung_task_in_gpu_driver",
+    "hung_task_in_storage",
+    "uncorrected_memory_error",
+    "gpu_fabric_unregistered",
+    "fabric_manager",
+    "correctness_gate_off",
+    "cuda_cannot_start",
+    "nccl_wrong",
+    "ib_down",
+    "throttling",
+    "firmware_drift",
+    "software_drift",
+    "dcgm",
+    "dcgm_skipped",
+    "unit_mismatch",
+    "below_floor",
+}
 
 
 def test_every_words_rule_names_the_tool_whose_words_it_reads() -> None:

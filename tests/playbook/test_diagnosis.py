@@ -60,5 +60,8 @@ def test_systemic_wins_only_over_a_symptom():
     fail = {"check": "gemm", "verdict": "fail", "reason": "bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s"}
     assert "below_floor" in SYMPTOMS
     assert diagnose(fail, systemic=True).rule == "systemic"
-    named = {**fail, "reason": "nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."}
+    named = {
+        **fail,
+        "reason": "nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+    }
     assert diagnose(named, systemic=True).rule == "driver_not_loaded"

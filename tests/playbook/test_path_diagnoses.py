@@ -29,9 +29,7 @@ GENERIC = {"generic_fail", "generic_error", *SYMPTOMS}
 
 
 def _nccl(lines: list[str]) -> tuple[str, str]:
-    v = judge_output(
-        _with_info(lines), op="all_reduce", max_bytes=8 * GIB, expected_ranks=16, rdma_nics=8
-    )
+    v = judge_output(_with_info(lines), op="all_reduce", max_bytes=8 * GIB, expected_ranks=16, rdma_nics=8)
     assert v.verdict == "fail", v.details["reasons"]
     return "nccl_multinode", v.text()
 

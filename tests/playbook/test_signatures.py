@@ -185,8 +185,8 @@ REAL_LINES = [
         "gdr_disabled",
     ),
     (
-        "\"detail\": \"Persistence Mode: Persistence mode for GPU 0 is disabled. Enable persistence mode by "
-        "running \\\"nvidia-smi -i <gpuId> -pm 1 \\\" as root.\",",
+        '"detail": "Persistence Mode: Persistence mode for GPU 0 is disabled. Enable persistence mode by '
+        'running \\"nvidia-smi -i <gpuId> -pm 1 \\" as root.",',
         "https://github.com/NVIDIA/NVSentinel/pull/772",
         "persistence_mode_off",
     ),
@@ -296,9 +296,10 @@ def test_the_tools_failure_line_outranks_a_state_line_for_every_signature(text, 
     sig = find_signature(text, "nccl_multinode")
     assert sig is not None and sig.name == name, sig
     # the table's order decides nothing here: reversed, the same cause comes first
-    assert min(
-        (s for s in reversed(SIGNATURES) if s.matches(text, "nccl_multinode")), key=lambda s: s.rank(text)
-    ).name == name
+    assert (
+        min((s for s in reversed(SIGNATURES) if s.matches(text, "nccl_multinode")), key=lambda s: s.rank(text)).name
+        == name
+    )
 
 
 @pytest.mark.parametrize("sig", SIGNATURES, ids=lambda s: s.name)
@@ -355,9 +356,7 @@ def test_every_signature_has_a_real_line_a_class_and_a_unique_name():
 
 def _healthy_corpus() -> list[str]:
     root = DATA / "corpus"
-    rows = re.findall(
-        r"^\| *\d+ *\| *`([^`]+)` *\| *[^|]+\| *([^|]+)\|", (root / "INDEX.md").read_text(), re.M
-    )
+    rows = re.findall(r"^\| *\d+ *\| *`([^`]+)` *\| *[^|]+\| *([^|]+)\|", (root / "INDEX.md").read_text(), re.M)
     return [f for f, kind in rows if kind.strip().startswith("normal")]
 
 
@@ -402,12 +401,7 @@ def test_dcgm_thermal_failure_is_cooling_not_reset():
             "reason": f"dcgmi targeted_stress failed on GPU 0: {warning}",
         }
     )
-    assert (
-        d is not None
-        and d.rule == "dcgm_thermal"
-        and d.cls not in ("RESET", "RMA")
-        and "cooling" in d.cause
-    ), d
+    assert d is not None and d.rule == "dcgm_thermal" and d.cls not in ("RESET", "RMA") and "cooling" in d.cause, d
     active = "Clocks Event Reasons\n    SW Thermal Slowdown : Active\n"
     d = diagnose(
         {
@@ -424,15 +418,11 @@ def test_dcgm_thermal_failure_is_cooling_not_reset():
 def test_fabric_manager_active_with_insufficient_resources_is_the_partition():
     reason = "nvidia-fabricmanager active (570.124.06, matches the driver); GPU 3 fabric State Completed, Status Insufficient Resources"
     d = diagnose({"check": "fabric_manager", "verdict": "fail", "reason": reason})
-    assert (
-        d is not None and d.rule == "fabric_insufficient_resources" and "install" not in d.action
-    ), d
+    assert d is not None and d.rule == "fabric_insufficient_resources" and "install" not in d.action, d
 
 
 def test_fabric_manager_with_nvml_down_is_the_driver_first():
-    words = " ".join(
-        (DATA / "standin/nvidia-smi-nvml-driver-library-mismatch.txt").read_text().split()
-    )
+    words = " ".join((DATA / "standin/nvidia-smi-nvml-driver-library-mismatch.txt").read_text().split())
     reason = f"fabric manager state unknown: nvidia-smi failed: {words}"
     d = diagnose({"check": "fabric_manager", "verdict": "error", "reason": reason})
     assert d is not None and d.rule == "driver_library_mismatch", d
@@ -485,9 +475,7 @@ def test_ranking_signature_then_node_then_fleet():
     mtu = "NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation work queue error"
     assert diagnose(slow, systemic=True, evidence=mtu, node_results=[ACS]).rule == "ib_mtu_mismatch"
     assert diagnose(slow, systemic=True, node_results=[ACS]).rule == "node_pcie_acs"
-    assert (
-        diagnose(slow, systemic=True, node_results=[{**ACS, "verdict": "pass"}]).rule == "systemic"
-    )
+    assert diagnose(slow, systemic=True, node_results=[{**ACS, "verdict": "pass"}]).rule == "systemic"
     assert diagnose(slow, node_results=[ACS, _node("gemm", "ok", "pass")]).rule == "node_pcie_acs"
     # a compute figure is not explained by the PCIe path
     gemm = _node("gemm", "bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s")
@@ -497,10 +485,7 @@ def test_ranking_signature_then_node_then_fleet():
 def test_nccls_connection_refused_in_a_reason_is_not_the_transport():
     # NCCL's bootstrap words quoted in a reason: the node answered, NCCL's peer did not
     reason = "nccl-tests exited 1: NCCL INFO Call to connect returned Connection refused, retrying"
-    assert (
-        diagnose({"check": "nccl", "verdict": "error", "reason": reason}).rule
-        == "nccl_connect_refused"
-    )
+    assert diagnose({"check": "nccl", "verdict": "error", "reason": reason}).rule == "nccl_connect_refused"
     ssh = "node unreachable: ssh: connect to host node03 port 22: Connection refused"
     assert diagnose({"check": "nccl", "verdict": "error", "reason": ssh}).rule == "node_unreachable"
 
@@ -519,16 +504,14 @@ def test_nccls_connection_refused_in_a_reason_is_not_the_transport():
 def test_a_tools_own_words_are_not_the_transports(reason):
     d = diagnose({"check": "nccl", "verdict": "fail", "reason": reason})
     assert d is not None and d.rule != "node_unreachable", d
-    assert diagnose({"check": "nccl", "verdict": "error", "reason": "NodeError: node unreachable: ssh exited 255"}).rule == (
-        "node_unreachable"
-    )
+    assert diagnose(
+        {"check": "nccl", "verdict": "error", "reason": "NodeError: node unreachable: ssh exited 255"}
+    ).rule == ("node_unreachable")
 
 
 def test_an_unhandled_system_error_names_nccls_last_warning():
     # the WARN line is nccl-tests#166's; a more specific WARN (shm, memlock) would win outright
     warn = "ubuntu:39964:40044 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x7f6f18cb7f40"
     log = f"{warn}\nTest NCCL failure common.cu:958 'unhandled system error (run with NCCL_DEBUG=INFO for details)'\n"
-    d = diagnose(
-        {"check": "nccl", "verdict": "error", "reason": "nccl-tests exited 3"}, evidence=log
-    )
+    d = diagnose({"check": "nccl", "verdict": "error", "reason": "nccl-tests exited 3"}, evidence=log)
     assert d.rule == "nccl_system_error" and "Socket recv failed while polling" in d.cause, d

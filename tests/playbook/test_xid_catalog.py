@@ -55,9 +55,15 @@ def test_a_code_nvtest_does_not_know_is_unknown_not_a_warning() -> None:
 # NVML names (nvmlDeviceGpuRecoveryAction_t: Drain P2P, Drain and Reset).
 @pytest.mark.parametrize(
     ("action", "cls"),
-    [("GPU Reset Required", "RESET"), ("Node Reboot Required", "REBOOT"), ("OS Reboot", "REBOOT"),
-     ("PF FLR", "RESET"), ("Drain P2P", "RESET"), ("Drain and Reset", "RESET")],
-)  # fmt: skip
+    [
+        ("GPU Reset Required", "RESET"),
+        ("Node Reboot Required", "REBOOT"),
+        ("OS Reboot", "REBOOT"),
+        ("PF FLR", "RESET"),
+        ("Drain P2P", "RESET"),
+        ("Drain and Reset", "RESET"),
+    ],
+)
 def test_a_recovery_action_other_than_none_fails_with_its_next_step(action: str, cls: str) -> None:
     line = f"GPU recovery action changed from 0x0 (None) to 0x1 ({action})"
     e = _event(154, line)

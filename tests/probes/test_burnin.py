@@ -13,9 +13,12 @@ def test_decode_throttle_names_bits():
     assert bl.decode_throttle(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
     assert bl.decode_throttle(0x88) == ["hw_slowdown", "hw_power_brake_slowdown"]
     assert bl.decode_throttle(0x1000) == ["bit_0x1000"]
-    assert [
-        bl.severity(r) for r in ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "gpu_idle")
-    ] == ["fail", "warn", "info", "ignore"]
+    assert [bl.severity(r) for r in ("hw_slowdown", "sw_thermal_slowdown", "sw_power_cap", "gpu_idle")] == [
+        "fail",
+        "warn",
+        "info",
+        "ignore",
+    ]
 
 
 def _samples(gpu, masks, temps=None):
@@ -34,9 +37,7 @@ def _samples(gpu, masks, temps=None):
 
 
 def test_throttle_events_are_contiguous_runs_per_gpu():
-    samples = _samples(GPU0, [0, 0x8, 0x8, 0, 0x8 | 0x4, 0x1]) + _samples(
-        GPU1, [0x4, 0x4, 0, 0, 0, 0]
-    )
+    samples = _samples(GPU0, [0, 0x8, 0x8, 0, 0x8 | 0x4, 0x1]) + _samples(GPU1, [0x4, 0x4, 0, 0, 0, 0])
     events = bl.throttle_events(samples, period_s=1.0)
     hw = [e for e in events if e["reason"] == "hw_slowdown"]
     assert [(e["start_s"], e["end_s"], e["samples"], e["seconds"]) for e in hw] == [

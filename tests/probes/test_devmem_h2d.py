@@ -27,9 +27,7 @@ def test_devmem_on_cpu_with_torch(probe):
     for kernel, r in by_kernel.items():
         assert r["bytes_per_iter"] == dm.kernel_bytes(kernel, elements)
         assert r["check_ok"] is True
-        assert r["best_gbps"] == pytest.approx(
-            r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=1e-3
-        )
+        assert r["best_gbps"] == pytest.approx(r["bytes_per_iter"] / r["min_time_s"] / 1e9, rel=1e-3)
         assert r["best_gbps"] >= r["median_gbps"] > 0
 
 

@@ -129,7 +129,5 @@ def test_gpu_only_dtypes_are_skipped_on_cpu_with_reason(probe):
 
 
 def test_unknown_dtype_is_a_usage_error(probe):
-    run = probe(
-        "gemm_probe.py", "--device", "cpu", "--dtypes", "fp7", env={"NVTEST_PROBE_DISABLE": "torch"}
-    )
+    run = probe("gemm_probe.py", "--device", "cpu", "--dtypes", "fp7", env={"NVTEST_PROBE_DISABLE": "torch"})
     assert run.doc["status"] == "error" and "fp7" in run.doc["reason"]

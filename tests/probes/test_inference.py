@@ -13,9 +13,30 @@ import pytest
 
 from tests.conftest import CORPUS
 
-SMALL = ("--device", "cpu", "--width", "64", "--depth", "2", "--heads", "4", "--vocab", "128",
-         "--prompt-len", "16", "--batch-sizes", "1,3", "--new-tokens", "6", "--check-tokens", "4",
-         "--repeats", "2", "--threads", "1")
+SMALL = (
+    "--device",
+    "cpu",
+    "--width",
+    "64",
+    "--depth",
+    "2",
+    "--heads",
+    "4",
+    "--vocab",
+    "128",
+    "--prompt-len",
+    "16",
+    "--batch-sizes",
+    "1,3",
+    "--new-tokens",
+    "6",
+    "--check-tokens",
+    "4",
+    "--repeats",
+    "2",
+    "--threads",
+    "1",
+)
 
 
 # ------------------------------------------------------------------ arithmetic
@@ -157,18 +178,33 @@ def test_vllm_runs_offline_on_a_model_on_disk(probe, tmp_path: Path):
         "#!/bin/sh\n"
         f'echo "$*" > {bin_dir}/args\n'
         f'echo "HF_HUB_OFFLINE=$HF_HUB_OFFLINE TRANSFORMERS_OFFLINE=$TRANSFORMERS_OFFLINE" > {bin_dir}/env\n'
-        f"cat {recorded}\necho 'INFO engine up' >&2\n")
+        f"cat {recorded}\necho 'INFO engine up' >&2\n"
+    )
     stand_in.chmod(0o755)
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    args = [*SMALL, "--batch-sizes", "1", "--vllm-model", str(model), "--vllm-input-len", "2000",
-            "--vllm-output-len", "1000", "--vllm-num-prompts", "1000", "--vllm-tp", "4"]
+    args = [
+        *SMALL,
+        "--batch-sizes",
+        "1",
+        "--vllm-model",
+        str(model),
+        "--vllm-input-len",
+        "2000",
+        "--vllm-output-len",
+        "1000",
+        "--vllm-num-prompts",
+        "1000",
+        "--vllm-tp",
+        "4",
+    ]
     doc = probe("inference_probe.py", *args, env=env, timeout=300).doc
     v = doc["vllm"]
     assert v["status"] == "ok" and v["exit_code"] == 0, v
     assert v["raw"] == recorded.read_text() and "INFO engine up" in v["stderr_tail"]
     assert (bin_dir / "args").read_text().strip() == (
         f"bench throughput --model {model} --input-len 2000 --output-len 1000 "
-        "--num-prompts 1000 --tensor-parallel-size 4")
+        "--num-prompts 1000 --tensor-parallel-size 4"
+    )
     assert (bin_dir / "env").read_text().strip() == "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
     assert v["command"].startswith(str(stand_in)) and v["options"]["model"] == str(model)
 

@@ -23,8 +23,19 @@ def test_peers_reach_the_listener_and_name_themselves(probe_dir: Path) -> None:
     )
     listener.start()
     peers = [
-        run_probe(probe_dir, "reach_probe.py", "connect", "--host", "127.0.0.1", "--port", str(port),
-                  "--name", name, "--timeout-s", "15")  # fmt: skip
+        run_probe(
+            probe_dir,
+            "reach_probe.py",
+            "connect",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--name",
+            name,
+            "--timeout-s",
+            "15",
+        )
         for name in ("node02", "node03")
     ]
     listener.join(30)
@@ -35,16 +46,38 @@ def test_peers_reach_the_listener_and_name_themselves(probe_dir: Path) -> None:
 
 
 def test_a_name_that_does_not_resolve_fails_at_once(probe_dir: Path) -> None:
-    run = run_probe(probe_dir, "reach_probe.py", "connect", "--host", "gpu01.no-such-site.invalid",
-                    "--port", "29500", "--name", "x", "--timeout-s", "15")  # fmt: skip
+    run = run_probe(
+        probe_dir,
+        "reach_probe.py",
+        "connect",
+        "--host",
+        "gpu01.no-such-site.invalid",
+        "--port",
+        "29500",
+        "--name",
+        "x",
+        "--timeout-s",
+        "15",
+    )
     assert run.doc["status"] == "error" and run.doc["duration_s"] < 5
     assert "cannot resolve 'gpu01.no-such-site.invalid'" in run.doc["reason"]
 
 
 def test_nobody_listening_is_refused_within_the_timeout(probe_dir: Path) -> None:
     port = free_port()
-    run = run_probe(probe_dir, "reach_probe.py", "connect", "--host", "127.0.0.1", "--port", str(port),
-                    "--name", "x", "--timeout-s", "1.5")  # fmt: skip
+    run = run_probe(
+        probe_dir,
+        "reach_probe.py",
+        "connect",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--name",
+        "x",
+        "--timeout-s",
+        "1.5",
+    )
     assert run.doc["status"] == "error" and run.doc["duration_s"] < 5
     assert f"cannot reach 127.0.0.1:{port}" in run.doc["reason"] and "refused" in run.doc["reason"]
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-FAST = ("--device", "cpu", "--dtypes", "fp32,bf16", "--size", "64", "--chain", "4", "--steps", "2",
-        "--threads", "1")
+FAST = ("--device", "cpu", "--dtypes", "fp32,bf16", "--size", "64", "--chain", "4", "--steps", "2", "--threads", "1")
 
 
 @pytest.fixture(scope="module")
@@ -25,13 +24,22 @@ def test_every_workload_is_digested_with_its_parameters(runs):
     assert clean["status"] == "ok" and clean["device"] == "cpu"
     (r,) = clean["results"]
     assert [(w["name"], w["dtype"]) for w in r["workloads"]] == [
-        ("gemm_chain", "fp32"), ("gemm_chain", "bf16"), ("train_smoke", "fp32")]
+        ("gemm_chain", "fp32"),
+        ("gemm_chain", "bf16"),
+        ("train_smoke", "fp32"),
+    ]
     gemm = r["workloads"][0]
     assert (gemm["size"], gemm["chain"], gemm["finite"]) == (64, 4, True)
     assert r["workloads"][2]["steps"] == 2
     assert all(len(w["digest"]) == 64 for w in r["workloads"])  # sha256 hex
-    assert clean["recipe"] == {"dtypes": ["fp32", "bf16"], "size": 64, "chain": 4, "steps": 2,
-                               "seed": 20240611, "threads": 1}
+    assert clean["recipe"] == {
+        "dtypes": ["fp32", "bf16"],
+        "size": 64,
+        "chain": 4,
+        "steps": 2,
+        "seed": 20240611,
+        "threads": 1,
+    }
 
 
 def test_the_config_names_what_determines_the_bits_on_a_cpu(runs):

@@ -123,7 +123,5 @@ def test_parse_table_rejects_output_without_verdict():
 
 
 def test_fewer_than_ten_reps_is_a_usage_error(probe):
-    run = probe(
-        "stream_probe.py", "--array-mib", "1", "--reps", "5", env={"NVTEST_PROBE_DISABLE": "cc"}
-    )
+    run = probe("stream_probe.py", "--array-mib", "1", "--reps", "5", env={"NVTEST_PROBE_DISABLE": "cc"})
     assert run.doc["status"] == "error" and "--reps must be >= 10" in run.doc["reason"]

@@ -21,9 +21,7 @@ def test_loss_fell_needs_a_margin_and_finite_losses():
 def test_launch_env_torchrun_slurm_and_standalone():
     base = {"MASTER_ADDR": "n1", "MASTER_PORT": "29500"}
     assert ts.launch_env({**base, "RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "3"}) == (3, 8, 3)
-    assert ts.launch_env(
-        {**base, "SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1"}
-    ) == (5, 16, 1)
+    assert ts.launch_env({**base, "SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "1"}) == (5, 16, 1)
     assert ts.launch_env({"RANK": "0", "WORLD_SIZE": "2"}) is None  # no rendezvous address
     assert ts.launch_env({}) is None
 

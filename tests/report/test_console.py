@@ -36,14 +36,21 @@ def test_every_console_comes_from_make_console() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
                 name = ast.unparse(node.func)
-                if name in ("Console", "rich.console.Console", "rich.print", "print_json") and mod != "nvtest.report.console":
+                if (
+                    name in ("Console", "rich.console.Console", "rich.print", "print_json")
+                    and mod != "nvtest.report.console"
+                ):
                     found.append(f"{mod}:{node.lineno}: {name}(...)")
                 for kw in node.keywords:
                     if kw.arg in ("markup", "emoji", "highlight") and not (
                         isinstance(kw.value, ast.Constant) and kw.value.value is False
                     ):
                         found.append(f"{mod}:{node.lineno}: {kw.arg}={ast.unparse(kw.value)}")
-            if isinstance(node, ast.ImportFrom) and node.module == "rich" and any(a.name == "print" for a in node.names):
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module == "rich"
+                and any(a.name == "print" for a in node.names)
+            ):
                 found.append(f"{mod}:{node.lineno}: from rich import print")
     assert not found, "a console that may interpret data:\n" + "\n".join(found)
 
@@ -95,7 +102,11 @@ def test_make_console_refuses_markup() -> None:
 
 def test_a_pipe_table_never_cuts_a_word_at_80_columns() -> None:
     rows = [
-        ("delivery", "27", "Acceptance of delivered nodes - inventory, memory, compute, host link, fabric, training smoke run"),
+        (
+            "delivery",
+            "27",
+            "Acceptance of delivered nodes - inventory, memory, compute, host link, fabric, training smoke run",
+        ),
         ("quick", "9", "A few minutes per node for CI on new racks - inventory, STREAM, GEMM"),
     ]
     lines = plain_table(("suite", "checks", "description"), rows, width=80)
@@ -104,7 +115,14 @@ def test_a_pipe_table_never_cuts_a_word_at_80_columns() -> None:
     for _, _, desc in rows:
         for w in desc.split():
             assert w in words, (w, lines)  # no word cut in two
-    wide = [("node01", "AMD EPYC 7763 64-Core Processor", "Debian GNU/Linux 12 (bookworm) / 6.18.44-fc", "0 (no NVIDIA device on the PCI bus)")]
+    wide = [
+        (
+            "node01",
+            "AMD EPYC 7763 64-Core Processor",
+            "Debian GNU/Linux 12 (bookworm) / 6.18.44-fc",
+            "0 (no NVIDIA device on the PCI bus)",
+        )
+    ]
     block = plain_table(("node", "CPU", "OS / kernel", "GPUs"), wide, width=80)
     assert block[0] == "node01" and "  CPU: AMD EPYC 7763 64-Core Processor" in block, block
     assert all(len(line) <= 80 for line in block), block
@@ -120,7 +138,10 @@ def _doc(tmp: Path) -> Path:
     results.append({"check": "host", "node": "n1", "verdict": "pass", "reason": "", "metrics": []})
     doc = {
         "schema_version": 1,
-        "run": {"run_id": "r", "warnings": ["ssh: n1: host key CHANGED for [127.0.0.2]:2222 :ab: accepted (--insecure-host-keys)"]},
+        "run": {
+            "run_id": "r",
+            "warnings": ["ssh: n1: host key CHANGED for [127.0.0.2]:2222 :ab: accepted (--insecure-host-keys)"],
+        },
         "summary": {"verdict": "fail", "nodes": {"fail": 2, "warn": 2, "error": 1, "skip": 1, "pass": 1}},
         "nodes": {},
         "results": results,
@@ -152,10 +173,22 @@ def test_the_summary_folds_nodes_with_the_same_reason(tmp_path: Path, capsys: py
     run = tmp_path / "run"
     run.mkdir()
     results = [
-        {"check": "host", "node": f"gpu{i:03d}", "verdict": "error", "reason": "node unreachable: connection refused", "metrics": []}
+        {
+            "check": "host",
+            "node": f"gpu{i:03d}",
+            "verdict": "error",
+            "reason": "node unreachable: connection refused",
+            "metrics": [],
+        }
         for i in range(1, 65)
     ]
-    doc = {"schema_version": 1, "run": {"run_id": "r"}, "summary": {"verdict": "error", "nodes": {"error": 64}}, "nodes": {}, "results": results}
+    doc = {
+        "schema_version": 1,
+        "run": {"run_id": "r"},
+        "summary": {"verdict": "error", "nodes": {"error": 64}},
+        "nodes": {},
+        "results": results,
+    }
     (run / "results.json").write_text(json.dumps(doc))
     print_summary(run)
     out = " ".join(capsys.readouterr().out.split())
@@ -167,9 +200,19 @@ def test_the_inventory_prints_data_as_it_is(capsys: pytest.CaptureFixture[str]) 
 
     nodes = {
         "0000:ab:00.0": {"inventory": None, "down_reason": "[red]refused[/red] :ab:", "sku": None},
-        "n2": {"inventory": {"gpus": [], "cpu_model": ":ab: [bold]cpu", "cores": 2, "memory_total_kib": 1048576,
-                             "driver_version": None, "os": "Debian", "kernel": "6.1"}, "sku": None},
-    }  # fmt: skip
+        "n2": {
+            "inventory": {
+                "gpus": [],
+                "cpu_model": ":ab: [bold]cpu",
+                "cores": 2,
+                "memory_total_kib": 1048576,
+                "driver_version": None,
+                "os": "Debian",
+                "kernel": "6.1",
+            },
+            "sku": None,
+        },
+    }
     console = make_console(file=io.StringIO(), width=80)
     print_inventory(console, {"nodes": nodes, "summary": fleet_summary(nodes)})
     out = _out(console)
@@ -207,7 +250,9 @@ def test_the_error_line_prints_data_as_it_is(capsys: pytest.CaptureFixture[str])
     assert "nvtest: error: nodes: node [bold]0000:ab:00.0[/bold] :ab:" in capsys.readouterr().err
 
 
-def test_the_summary_names_the_report_only_when_it_was_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_summary_names_the_report_only_when_it_was_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A full disk can stop report.html after results.json: the last line must not point at it."""
     from nvtest.cli.run import print_summary
 

@@ -23,9 +23,7 @@ def test_delivery_report_loads_without_errors(page, delivery_dir: Path):
     assert page.errors == [], page.errors
     assert page.dialogs == []
     assert all(u.startswith("file://") for u in page.requests), page.requests
-    assert (
-        load_s < 60
-    )  # a functional bound on a loaded CI machine; bench/report_bench.py measures speed
+    assert load_s < 60  # a functional bound on a loaded CI machine; bench/report_bench.py measures speed
     text = page.eval("document.getElementById('overall').textContent")
     doc = json.loads((delivery_dir / "results.json").read_text())
     assert text.startswith(f"Overall verdict: {doc['summary']['verdict'].upper()}")
@@ -38,9 +36,7 @@ def test_matrix_has_one_cell_per_node_and_check(page, delivery_dir: Path):
     page.open(delivery_dir / "report.html")
     nodes, checks = len(doc["nodes"]), len(doc["checks"])
     assert page.eval("document.querySelectorAll('#matrix td.cell').length") == nodes * checks
-    assert page.eval("document.querySelectorAll('#matrix td.cell[data-ci]').length") == len(
-        doc["results"]
-    )
+    assert page.eval("document.querySelectorAll('#matrix td.cell[data-ci]').length") == len(doc["results"])
     for r in doc["results"]:
         ci = list(doc["checks"]).index(r["check"])
         got = page.eval(
@@ -84,9 +80,7 @@ def test_clicking_a_cell_opens_the_panel_with_metrics_and_evidence(page, deliver
 
 def test_every_log_link_is_relative_and_exists(page, delivery_dir: Path):
     page.open(delivery_dir / "report.html")
-    hrefs = page.eval(
-        "Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))"
-    )
+    hrefs = page.eval("Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
     logs = [h for h in hrefs if not h.startswith("#")]
     assert logs, hrefs
     for h in logs:  # a raw log, or a file of the run directory itself (asbuilt.json)
@@ -101,9 +95,7 @@ def test_synthetic_fleet_filters_sort_and_panels(page, synthetic_dir: Path):
     assert page.errors == []
     assert page.eval(VISIBLE_ROWS) == 64
     _set(page, "#f-rack", "r02")
-    assert page.eval(VISIBLE_ROWS) == sum(
-        1 for n in doc["nodes"].values() if n["settings"]["tags"]["rack"] == "r02"
-    )
+    assert page.eval(VISIBLE_ROWS) == sum(1 for n in doc["nodes"].values() if n["settings"]["tags"]["rack"] == "r02")
     _set(page, "#f-rack", "")
     _set(page, "#f-verdict", "bad")
     bad = sorted(n for n, nd in doc["nodes"].items() if nd["verdict"] in ("fail", "error"))
@@ -115,9 +107,7 @@ def test_synthetic_fleet_filters_sort_and_panels(page, synthetic_dir: Path):
     # the unreachable node's panel says so, and the drained ones are marked
     down = next(n for n, nd in doc["nodes"].items() if nd["down_reason"])
     page.eval(f"document.querySelector('#matrix tr[data-node={json.dumps(down)}] td.node').click()")
-    assert "Unreachable: ssh: connect timed out" in page.eval(
-        "document.getElementById('panel').innerText"
-    )
+    assert "Unreachable: ssh: connect timed out" in page.eval("document.getElementById('panel').innerText")
     assert "drained" in page.eval("document.getElementById('matrix').innerText").lower()
     # a chart per metric, with the threshold and the median drawn
     assert page.eval("document.querySelectorAll('svg.chart line.thr').length") > 0

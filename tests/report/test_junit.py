@@ -27,9 +27,7 @@ def test_delivery_junit(delivery_dir: Path):
     assert len(skipped) == doc["summary"]["items"]["skip"]
     stream = next(c for c in cases if c.name.startswith("stream["))
     assert stream.classname == "nvtest.stream"
-    props = {
-        p.get("name"): p.get("value") for p in ET.fromstring(stream.tostring()).iter("property")
-    }
+    props = {p.get("name"): p.get("value") for p in ET.fromstring(stream.tostring()).iter("property")}
     assert "triad_gbps" in props and "GB/s" in props["triad_gbps"]
 
 
@@ -76,11 +74,7 @@ def test_control_characters_and_unreachable_nodes_without_results():
 def _run_case(xml_text: str) -> tuple[ET.Element, ET.Element | None]:
     root = ET.fromstring(xml_text.split("\n", 1)[1])
     case = next(
-        (
-            c
-            for c in root.iter("testcase")
-            if c.get("classname") == "nvtest" and c.get("name") == "run"
-        ),
+        (c for c in root.iter("testcase") if c.get("classname") == "nvtest" and c.get("name") == "run"),
         None,
     )
     return root, case

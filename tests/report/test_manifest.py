@@ -304,8 +304,9 @@ def test_unreadable_entries_are_named_without_a_traceback(
     from tests.conftest import NVTEST
 
     try:
-        proc = subprocess.run([*prefix, *NVTEST, *cmd], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+        proc = subprocess.run(
+            [*prefix, *NVTEST, *cmd], capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"}
+        )
     finally:
         vm.chmod(0o755)
         log.chmod(0o644)

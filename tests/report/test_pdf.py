@@ -55,9 +55,7 @@ def test_delivery_pdf_pages_and_text(delivery_dir: Path, tmp_path: Path):
     assert doc.get("asbuilt"), "the delivery run records what was delivered"
     assert "As built" in outline  # the customer's printed report holds the as-built record too
     assert "fleet majority" in reader.pages[outline["As built"]].extract_text()
-    shutil.copy(
-        run / "report.pdf", ARTIFACTS / "report-delivery.pdf"
-    ) if ARTIFACTS.is_dir() else None
+    shutil.copy(run / "report.pdf", ARTIFACTS / "report-delivery.pdf") if ARTIFACTS.is_dir() else None
 
 
 def test_synthetic_pdf_failures_with_diagnoses(synthetic_dir: Path, tmp_path: Path):

@@ -109,7 +109,10 @@ def _spanning(doc: dict[str, Any]) -> dict[str, Any]:
         r["verdict"] = "pass" if rec_s <= target["target_s"] else "warn"
         items.append(r)
     shared = {
-        "node": "a", "check": "ckpt_shared", "verdict": "pass", "reason": "",
+        "node": "a",
+        "check": "ckpt_shared",
+        "verdict": "pass",
+        "reason": "",
         "metrics": [
             {"name": "write_gbps", "value": 1.5, "unit": "GB/s", "labels": {"tier": "shared"}, "verdict": "pass"},
             {"name": "read_gbps", "value": 2.5, "unit": "GB/s", "labels": {"tier": "shared"}, "verdict": "pass"},
@@ -117,22 +120,28 @@ def _spanning(doc: dict[str, Any]) -> dict[str, Any]:
             {"name": "aggregate_read_gbps", "value": 4.75, "unit": "GB/s", "verdict": "pass"},
         ],
         "details": {"aggregate": {"nodes": 2, "write_gbps": 3.25, "read_gbps": 4.75, "left_out": []}},
-    }  # fmt: skip
+    }
     requeue = {
-        "node": "a", "check": "requeue", "verdict": "pass", "reason": "",
+        "node": "a",
+        "check": "requeue",
+        "verdict": "pass",
+        "reason": "",
         "metrics": [
             {"name": "running_again_s", "value": 3.5, "unit": "s", "verdict": "pass"},
             {"name": "resumed_s", "value": 6.0, "unit": "s", "verdict": "pass"},
             {"name": "training_again_s", "value": 6.5, "unit": "s", "verdict": "pass"},
             {"name": "steps_lost", "value": 2, "unit": "steps", "verdict": "pass"},
         ],
-        "details": {"training_again_s_target": {
-            "value": 6.5, "target_s": None, "within": None,
-            "source": TARGET_SOURCES["requeue_training_again_s"]}},
-    }  # fmt: skip
-    doc["results"] = [
-        r for r in doc["results"] if r["check"] not in ("restart_injob", "ckpt_shared", "requeue")
-    ]
+        "details": {
+            "training_again_s_target": {
+                "value": 6.5,
+                "target_s": None,
+                "within": None,
+                "source": TARGET_SOURCES["requeue_training_again_s"],
+            }
+        },
+    }
+    doc["results"] = [r for r in doc["results"] if r["check"] not in ("restart_injob", "ckpt_shared", "requeue")]
     doc["results"] += [*items, shared, requeue]
     return doc
 
@@ -153,12 +162,7 @@ def test_spanning_job_row_over_target_shared_aggregate_and_requeue(doc):
     assert "job (4 ranks on 2 nodes)" in text and "killed: rank 2 (local rank 0) on b" in text
     assert _statuses(page) == ["over", "within", "over", "within", "no target"]
     assert "130.5" in text
-    assert (
-        "all nodes (aggregate)" in text
-        and "3.25" in text
-        and "4.75" in text
-        and "2 nodes at once" in text
-    )
+    assert "all nodes (aggregate)" in text and "3.25" in text and "4.75" in text and "2 nodes at once" in text
     assert "training again s" in text and "no target" in text
     assert TARGET_SOURCES["requeue_training_again_s"] in text
 

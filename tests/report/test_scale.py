@@ -83,8 +83,10 @@ def test_repeated_rows_collapse_into_one_naming_every_node(fleet: tuple[dict, st
 
 def test_the_first_screen_is_verdict_racks_and_causes(fleet: tuple[dict, str, dict]) -> None:
     doc, page, _blob = fleet
-    order = [page.index(x) for x in ('id="overall"', 'id="evidence-digest"', 'id="rack-sku"', 'id="diagnoses"', 'id="matrix-sec"')]
+    order = [
+        page.index(x)
+        for x in ('id="overall"', 'id="evidence-digest"', 'id="rack-sku"', 'id="diagnoses"', 'id="matrix-sec"')
+    ]
     assert order == sorted(order)
     racks = page[page.index('id="rack-sku"') : page.index("</table>", page.index('id="rack-sku"'))]
     assert racks.count("<tr>") - 1 == NODES // 16  # 16 nodes to a rack, one SKU
-

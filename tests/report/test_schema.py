@@ -20,10 +20,7 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 def _errors(validator: jsonschema.Draft202012Validator, doc: dict) -> list[str]:
-    return [
-        f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}"
-        for e in validator.iter_errors(doc)
-    ]
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message[:200]}" for e in validator.iter_errors(doc)]
 
 
 def test_schema_version_is_1(validator):

@@ -42,9 +42,7 @@ def test_synthetic_csv_and_parquet(synthetic_dir: Path):
 
 def test_parquet_skipped_silently_without_pyarrow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a)
-    )
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a))
     paths = tables.write_tables(tmp_path, synthetic_doc(2))
     assert [p.name for p in paths] == ["results.csv"]
     assert not (tmp_path / "results.parquet").exists()

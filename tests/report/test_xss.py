@@ -17,9 +17,7 @@ def test_source_carries_no_live_markup(hostile_dir: Path):
     assert HOSTILE_NODE not in html and HOSTILE_GPU not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert html.count("<script") == 2  # the JSON blob and the report's own script
-    blob = html.split('<script type="application/json" id="nvtest-data">', 1)[1].split(
-        "</script>", 1
-    )[0]
+    blob = html.split('<script type="application/json" id="nvtest-data">', 1)[1].split("</script>", 1)[0]
     assert "<" not in blob and "\u2028" not in blob
     assert json.loads(blob)["nodes"][0]["n"] == HOSTILE_NODE
 
@@ -31,11 +29,11 @@ def test_hostile_names_are_text_in_the_browser(page, hostile_dir: Path):
     assert "<b>acme</b>" in body
     assert page.eval("document.querySelectorAll('img').length") == 0
     assert page.eval("document.querySelectorAll('script').length") == 2
-    injected = "Array.from(document.querySelectorAll('b')).filter(b => ['acme', 'ibstat'].includes(b.textContent)).length"
-    assert page.eval(injected) == 0
-    page.eval(
-        f"document.querySelector('#matrix tr[data-node={json.dumps(HOSTILE_NODE)}] td.node').click()"
+    injected = (
+        "Array.from(document.querySelectorAll('b')).filter(b => ['acme', 'ibstat'].includes(b.textContent)).length"
     )
+    assert page.eval(injected) == 0
+    page.eval(f"document.querySelector('#matrix tr[data-node={json.dumps(HOSTILE_NODE)}] td.node').click()")
     panel = page.eval("document.getElementById('panel').innerText")
     assert HOSTILE_NODE in panel and HOSTILE_GPU in panel
     page.eval(
@@ -44,7 +42,9 @@ def test_hostile_names_are_text_in_the_browser(page, hostile_dir: Path):
     assert "</script><b>ibstat</b>" in page.eval("document.getElementById('panel').innerText")
     # the tool's 400-character word wraps: nothing is wider than the window
     page.eval("document.getElementById('panel').classList.remove('open')")
-    assert page.eval("document.documentElement.scrollWidth <= window.innerWidth"), page.eval("document.documentElement.scrollWidth")
+    assert page.eval("document.documentElement.scrollWidth <= window.innerWidth"), page.eval(
+        "document.documentElement.scrollWidth"
+    )
     page.screenshot(ARTIFACTS / "report-hostile.png")
     assert page.dialogs == [], page.dialogs
     assert page.errors == [], page.errors

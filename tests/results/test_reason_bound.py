@@ -62,8 +62,14 @@ def test_a_long_reason_is_one_bounded_line_and_the_evidence_keeps_it_whole(name,
     assert judge.verdict is Verdict.FAIL
     words = judge.summary()
     assert len(words) > 2 * REASON_MAX_CHARS, len(words)  # the input does make it long
-    res = CheckResult(check=check, node="gpu002", verdict=judge.verdict, reason=words,
-                      metrics=tuple(judge.metrics), details=dict(judge.details))  # as the plugin does
+    res = CheckResult(
+        check=check,
+        node="gpu002",
+        verdict=judge.verdict,
+        reason=words,
+        metrics=tuple(judge.metrics),
+        details=dict(judge.details),
+    )  # as the plugin does
     assert len(res.reason) <= REASON_MAX_CHARS and "\n" not in res.reason, res.reason
     assert "whole reason in details.reason_full" in res.reason
     assert res.details is not None and res.details["reason_full"] == words
@@ -89,6 +95,9 @@ def test_the_analysis_keeps_the_bound_and_diagnoses_from_the_whole_words():
 
 
 def test_short_reasons_are_kept_as_they_are():
-    assert one_line_reason("bf16_tflops: 612 TFLOP/s < min 650 TFLOP/s") == ("bf16_tflops: 612 TFLOP/s < min 650 TFLOP/s", False)
+    assert one_line_reason("bf16_tflops: 612 TFLOP/s < min 650 TFLOP/s") == (
+        "bf16_tflops: 612 TFLOP/s < min 650 TFLOP/s",
+        False,
+    )
     res = CheckResult(check="gemm", node="n1", verdict=Verdict.FAIL, reason="two\nlines")
     assert res.reason == "two lines" and res.details == {"reason_full": "two\nlines"}

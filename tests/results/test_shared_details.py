@@ -15,9 +15,13 @@ def test_a_repeated_large_detail_is_stored_once(tmp_path: Path) -> None:
     store = ResultStore(tmp_path)
     for i in range(3):
         store.result(
-            CheckResult(check="mpi", node=f"n{i:04d}", verdict=Verdict.PASS,
-                        details={"command": command, "node_ranks": [i], "launcher": "mpirun"})
-        )  # fmt: skip
+            CheckResult(
+                check="mpi",
+                node=f"n{i:04d}",
+                verdict=Verdict.PASS,
+                details={"command": command, "node_ranks": [i], "launcher": "mpirun"},
+            )
+        )
     store.result(CheckResult(check="mpi", node="n0003", verdict=Verdict.PASS, details={"command": command + " -x A"}))
     store.close()
     by = {r["node"]: r["details"] for r in assemble(tmp_path / "results.jsonl")["results"]}

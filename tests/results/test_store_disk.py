@@ -47,7 +47,9 @@ def test_a_full_disk_cuts_no_line_and_loses_no_measurement(tmp_path: Path) -> No
         unwritten = store.unwritten
         assert unwritten, "every line fitted: the disk was not full"
         on_disk = read_events(fs / "run" / "results.jsonl")  # whole lines only: no torn one
-        assert [e["node"] for e in on_disk if e["kind"] == "result"] == [f"n{i:03d}" for i in range(40 - len(unwritten))]
+        assert [e["node"] for e in on_disk if e["kind"] == "result"] == [
+            f"n{i:03d}" for i in range(40 - len(unwritten))
+        ]
         assert (fs / "run" / "results.jsonl").read_bytes().endswith(b"\n")
         # results.json from the file and the lines kept in memory: every measurement
         doc = assemble(fs / "run" / "results.jsonl", unwritten)
@@ -116,7 +118,10 @@ def test_a_read_only_mount_names_the_file_and_the_errno(tmp_path: Path) -> None:
             assert err.value.errno == errno.EROFS and err.value.path == str(run / "results.jsonl")
             with pytest.raises(OutputWriteError) as err:
                 write_atomic(run / "results.json", "{}")
-            assert str(err.value) == f"cannot write {run / 'results.json'}: [Errno {errno.EROFS}] {os.strerror(errno.EROFS)}"
+            assert (
+                str(err.value)
+                == f"cannot write {run / 'results.json'}: [Errno {errno.EROFS}] {os.strerror(errno.EROFS)}"
+            )
             assert list(run.iterdir()) == []
 
 

@@ -14,7 +14,10 @@ from nvtest.errors import EXIT_HARNESS
 from tests.conftest import run_nvtest
 
 BROKEN = {
-    "import": ("from nvtest.parsers import no_such_parser  # noqa: F401\n", "ImportError: cannot import name 'no_such_parser'"),
+    "import": (
+        "from nvtest.parsers import no_such_parser  # noqa: F401\n",
+        "ImportError: cannot import name 'no_such_parser'",
+    ),
     "syntax": ("def test_site(node judge):\n    pass\n", "SyntaxError"),
 }
 
@@ -25,8 +28,12 @@ def test_a_check_module_that_does_not_import_is_a_harness_error_naming_it(tmp_pa
     module = tmp_path / "test_site_check.py"
     module.write_text('"""A site check."""\n\nfrom __future__ import annotations\n\n' + source)
     suite = tmp_path / "site.yaml"  # a listed module's absolute path is taken as it is
-    suite.write_text(f"name: site\ndescription: a broken site check\nchecks:\n  - {module}\n  - inventory/test_inventory.py\n")
-    proc = run_nvtest("run", "--suite", str(suite), "--out", str(tmp_path / "reports"), "--progress", "plain", timeout=120)
+    suite.write_text(
+        f"name: site\ndescription: a broken site check\nchecks:\n  - {module}\n  - inventory/test_inventory.py\n"
+    )
+    proc = run_nvtest(
+        "run", "--suite", str(suite), "--out", str(tmp_path / "reports"), "--progress", "plain", timeout=120
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == EXIT_HARNESS, out[-2000:]
     assert "SIGINT" not in out and "interrupted" not in out, out[-2000:]

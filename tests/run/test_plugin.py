@@ -38,9 +38,17 @@ def _run(pytester: pytest.Pytester, checks: str, **cfg: object) -> tuple[pytest.
     cfg_path.write_text(config.model_dump_json(), encoding="utf-8")
     pytester.makepyfile(test_checks=HEADER + checks)
     res = pytester.runpytest_subprocess(
-        "--nvtest-config", str(cfg_path), "--nvtest-progress", "none", "-p", "no:cacheprovider",
-        "-p", "no:randomly", "-p", "no:xdist",
-    )  # fmt: skip
+        "--nvtest-config",
+        str(cfg_path),
+        "--nvtest-progress",
+        "none",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:xdist",
+    )
     return res, run_dir
 
 

@@ -78,9 +78,13 @@ def _run(tmp: Path, n: int, fleet: str) -> dict[str, float]:
     inv.write_text("nodes:\n" + "".join(f"  - names: n{i:05d}\n" for i in range(n)), encoding="utf-8")
     spec = load_suite("delivery")
     cfg = RunConfig(
-        run_id=f"scale-{fleet}-{n}", run_dir=str(run_dir), suite=spec.name, backend=instant.register(),
-        backend_options={"fleet": fleet}, inventory=str(inv),
-    )  # fmt: skip
+        run_id=f"scale-{fleet}-{n}",
+        run_dir=str(run_dir),
+        suite=spec.name,
+        backend=instant.register(),
+        backend_options={"fleet": fleet},
+        inventory=str(inv),
+    )
     cfg_path = run_dir / "run_config.json"
     cfg_path.write_text(cfg.model_dump_json(), encoding="utf-8")
     (run_dir / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")

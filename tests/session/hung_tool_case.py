@@ -40,9 +40,12 @@ def nvidia_smi(bin_dir: Path, *, hung: bool) -> StandInTools:
 def context(run_dir: Path, backend: str, **cfg: object) -> RunContext:
     """A run's context on ``backend`` whose probes time out after 2 s."""
     config = RunConfig(
-        run_id="hung-tool", run_dir=str(run_dir), backend=backend, timeout_scale=TIMEOUT_SCALE,
+        run_id="hung-tool",
+        run_dir=str(run_dir),
+        backend=backend,
+        timeout_scale=TIMEOUT_SCALE,
         **cfg,  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
     return RunContext.from_config(config)
 
 

@@ -21,9 +21,12 @@ def test_a_hung_python_wrapper_is_not_an_unreachable_node(tmp_path: Path) -> Non
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump({"nodes": [{"names": "gpu01", "python": str(wrapper)}]}))
     cfg = RunConfig(
-        run_id="down", run_dir=str(tmp_path / "run"), backend="local", inventory=str(inv),
+        run_id="down",
+        run_dir=str(tmp_path / "run"),
+        backend="local",
+        inventory=str(inv),
         timeout_scale=1 / 60,
-    )  # fmt: skip
+    )
     ctx = RunContext.from_config(cfg)
     try:
         ctx.gather_facts()
@@ -36,7 +39,9 @@ def test_a_hung_python_wrapper_is_not_an_unreachable_node(tmp_path: Path) -> Non
             raw_output(ctx, Probe("x", command=("true",)), node, [node])
         assert str(err.value) == state.down_message
         assert err.value.cause == "transport:timeout:inventory"
-        diag = diagnose({"check": "x", "verdict": "error", "reason": f"NodeError: {err.value}", "cause": err.value.cause})
+        diag = diagnose(
+            {"check": "x", "verdict": "error", "reason": f"NodeError: {err.value}", "cause": err.value.cause}
+        )
         assert diag is not None and diag.rule == "inventory_probe_hung" and diag.cls == "CONFIG"
         assert "python" in diag.action
     finally:
@@ -53,8 +58,9 @@ def test_a_node_the_scheduler_excluded_is_never_started_on_and_says_slurms_words
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump({"nodes": [{"names": "gpu01", "python": str(wrapper)}]}))
     said = "Slurm state IDLE+DRAIN, reason: gres/gpu count reported lower than configured (0 < 8)"
-    cfg = RunConfig(run_id="excl", run_dir=str(tmp_path / "run"), backend="local", inventory=str(inv),
-                    excluded={"gpu01": said})  # fmt: skip
+    cfg = RunConfig(
+        run_id="excl", run_dir=str(tmp_path / "run"), backend="local", inventory=str(inv), excluded={"gpu01": said}
+    )
     ctx = RunContext.from_config(cfg)
     try:
         ctx.gather_facts()
@@ -62,7 +68,9 @@ def test_a_node_the_scheduler_excluded_is_never_started_on_and_says_slurms_words
         assert (state.down_kind, state.down_message) == ("excluded", f"excluded by Slurm: {said}")
         assert not marker.exists(), "the inventory probe ran on a node the scheduler excluded"
         assert state.down_error().cause == "scheduler:excluded"
-        diag = diagnose({"check": "gpus", "verdict": "error", "reason": f"NodeError: {state.down_message}", "cause": state.cause})
+        diag = diagnose(
+            {"check": "gpus", "verdict": "error", "reason": f"NodeError: {state.down_message}", "cause": state.cause}
+        )
         assert diag is not None and diag.rule == "excluded_by_scheduler" and "scontrol" in diag.action
     finally:
         ctx.close(interrupted=False)

@@ -32,8 +32,11 @@ def probe_facts(profile: str, tmp_path: Path, env: dict[str, str] | None = None)
     tools = install(profile, tmp_path / "bin")
     proc = subprocess.run(
         [sys.executable, str(PROBES / "inventory_probe.py")],
-        capture_output=True, text=True, timeout=120, env={"PATH": tools.path_prefix(), **(env or {})},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": tools.path_prefix(), **(env or {})},
+    )
     assert proc.returncode == 0, proc.stderr
     return facts_from_probe(json.loads(proc.stdout))
 
@@ -96,10 +99,13 @@ def _doc(lspci: str = "", smi_xml: str = "", pci_sysfs: dict | None = None) -> d
         "pci_sysfs": pci_sysfs,
         "raw": {
             "lspci": {"stdout": lspci, "rc": 0, "reason": None},
-            "nvidia-smi-xml": {"stdout": smi_xml, "rc": 0 if smi_xml else None,
-                               "reason": None if smi_xml else "nvidia-smi not found on PATH"},
+            "nvidia-smi-xml": {
+                "stdout": smi_xml,
+                "rc": 0 if smi_xml else None,
+                "reason": None if smi_xml else "nvidia-smi not found on PATH",
+            },
         },
-    }  # fmt: skip
+    }
 
 
 def test_an_unread_bus_proves_nothing(catalog):

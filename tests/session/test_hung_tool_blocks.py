@@ -30,8 +30,10 @@ def test_ssh_one_node_hangs(tmp_path: Path) -> None:
     env = {"hang01": {"PATH": fine.path_prefix()}, "hang02": {"PATH": hung.path_prefix()}}
     with SSHDCluster(2, prefix="hang", node_env=env) as cluster:
         ctx = context(
-            tmp_path / "run", "ssh", inventory=str(cluster.inventory_path),
+            tmp_path / "run",
+            "ssh",
+            inventory=str(cluster.inventory_path),
             backend_options={"known_hosts": str(cluster.known_hosts_path)},
-        )  # fmt: skip
+        )
         assert_hung_tool_blocks(ctx, {"hang02"})
     assert len(hung.calls()) == 1, hung.calls()  # the hung node's nvidia-smi ran once, not 3 times

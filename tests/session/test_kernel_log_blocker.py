@@ -26,7 +26,10 @@ def test_every_catalog_class_needing_a_reset_blocks_and_program_errors_do_not() 
         ("dmesg-xid/fallen-off-bus-multiline-no-xid-driver570.txt", "Xid 79 (fallen off the bus)"),
         ("dmesg-xid/gpud-scan-xid119-gsp-rpc-timeout-quoted-lines-relative-time.txt", "Xid 119"),
         ("dmesg-xid/kmsg-xid79-then-xid154-recovery-action-os-reboot-driver610.txt", "Xid 79"),
-        ("dmesg-xid/dmesg-driver595-open-gsp-heartbeat-timeout-sysmembar-memsys-error-no-xid.txt", "gsp heartbeat timeout"),
+        (
+            "dmesg-xid/dmesg-driver595-open-gsp-heartbeat-timeout-sysmembar-memsys-error-no-xid.txt",
+            "gsp heartbeat timeout",
+        ),
         ("dmesg-xid/dmesg-ctime-xid13-sm-exception-then-xid109.txt", None),
         ("dmesg-xid/dmesg-nfs-server-ok-then-not-responding-still-trying-current-ganesha.txt", None),
     ],
@@ -47,4 +50,6 @@ def test_an_unreadable_log_blocks_nothing_and_facts_say_blocked_only_when_not_ru
         "stopped: the kernel log (dmesg) shows Xid 79 (fallen off the bus) on GPU 0000:b3:00.0 at line 1: x "
         "(nvidia-smi gave no answer within 10 s)"
     )
-    assert said is not None and said.startswith("blocked: the kernel log (dmesg) shows Xid 79") and "not started" in said
+    assert (
+        said is not None and said.startswith("blocked: the kernel log (dmesg) shows Xid 79") and "not started" in said
+    )

@@ -17,10 +17,34 @@ from nvtest.session.phase import node_log_dir, path_part, write_evidence
 from nvtest.transports.base import CommandResult
 
 TRICKY = [
-    "a b", "a_b", "a/b", "a%20b", "a%2Fb", "a.b", ".a", "a", "A", "..", ".", "", "%", "%25",
-    "a\tb", "a\nb", "gpü01", "gpu01", "0000:ab:00.0", "0000_ab_00.0", "x" * 200, "x" * 199 + "y",
-    "x" * 121, "x" * 120, "node-01", "node+01", "node@01",
-]  # fmt: skip
+    "a b",
+    "a_b",
+    "a/b",
+    "a%20b",
+    "a%2Fb",
+    "a.b",
+    ".a",
+    "a",
+    "A",
+    "..",
+    ".",
+    "",
+    "%",
+    "%25",
+    "a\tb",
+    "a\nb",
+    "gpü01",
+    "gpu01",
+    "0000:ab:00.0",
+    "0000_ab_00.0",
+    "x" * 200,
+    "x" * 199 + "y",
+    "x" * 121,
+    "x" * 120,
+    "node-01",
+    "node+01",
+    "node@01",
+]
 
 
 def _safe(part: str) -> bool:

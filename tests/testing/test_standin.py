@@ -26,7 +26,9 @@ def test_replays_by_arguments_with_exit_codes(tmp_path: Path) -> None:
         Recording.of_file(plain),
         by_args={
             "-q -x": Recording(stdout="<nvidia_smi_log/>\n"),
-            "--query-gpu=*": Recording(stderr="Failed to initialize NVML: Driver/library version mismatch\n", exit_code=18),
+            "--query-gpu=*": Recording(
+                stderr="Failed to initialize NVML: Driver/library version mismatch\n", exit_code=18
+            ),
         },
     )
     got = _run(tools, "nvidia-smi")
@@ -67,14 +69,18 @@ def test_one_node_of_the_sshd_cluster_sees_its_stand_ins(tmp_path: Path) -> None
     tools = StandInTools(tmp_path / "bin")
     tools.add("nvidia-smi", Recording(stdout="stand-in GPU\n"))
     try:
-        cluster = SSHDCluster(2, base_dir=tmp_path / "c", node_homes=True, node_env={"node02": {"PATH": tools.path_prefix()}})
+        cluster = SSHDCluster(
+            2, base_dir=tmp_path / "c", node_homes=True, node_env={"node02": {"PATH": tools.path_prefix()}}
+        )
         cluster.start()
     except Exception as exc:  # noqa: BLE001 - sshd missing on this machine
         pytest.skip(f"sshd cluster did not start: {exc}")
     try:
         base = ["ssh", "-F", str(cluster.ssh_config_path)]
         on2 = subprocess.run([*base, "node02", "nvidia-smi"], capture_output=True, text=True, timeout=30)
-        on1 = subprocess.run([*base, "node01", "command -v nvidia-smi || echo none"], capture_output=True, text=True, timeout=30)
+        on1 = subprocess.run(
+            [*base, "node01", "command -v nvidia-smi || echo none"], capture_output=True, text=True, timeout=30
+        )
     finally:
         cluster.stop()
     assert on2.stdout == "stand-in GPU\n", on2.stderr

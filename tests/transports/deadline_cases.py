@@ -38,11 +38,7 @@ def escaping_children(pid_dir: Path) -> str:
     script = pid_dir / "escape.py"
     script.write_text(_ESCAPE, encoding="utf-8")
     py = sys.executable
-    return (
-        f"{py} {script} {pid_dir}/setsid.pid setsid & "
-        f"{py} {script} {pid_dir}/daemon.pid daemon & "
-        "echo started; wait"
-    )
+    return f"{py} {script} {pid_dir}/setsid.pid setsid & {py} {script} {pid_dir}/daemon.pid daemon & echo started; wait"
 
 
 def escaped_pids(pid_dir: Path) -> list[int]:

@@ -38,7 +38,7 @@ from .conftest import LoggedSSHTransport
 MB = 1000 * 1000
 #: A probe that prints 100 MB of one JSON document: the capture limit cuts it.
 BIG_JSON = (
-    "python3 -c \"import sys; w = sys.stdout.write; w('{\\\"pad\\\": \\\"')\n"
+    'python3 -c "import sys; w = sys.stdout.write; w(\'{\\"pad\\": \\"\')\n'
     "for _ in range(100): w('x' * 1000000)\n"
     "w('\\\"}')\""
 )
@@ -117,16 +117,27 @@ def _ssh(request: pytest.FixtureRequest, command: str) -> CommandResult:
 
 def _gate_tool(_: object, command: str) -> CommandResult:
     out = run_tool(["/bin/sh", "-c", command], time.monotonic() + 60)
-    return CommandResult(node="gate", command=out.command, stdout=out.stdout, stderr=out.stderr,
-                         exit_code=out.exit_code, truncated=out.truncated)  # fmt: skip
+    return CommandResult(
+        node="gate",
+        command=out.command,
+        stdout=out.stdout,
+        stderr=out.stderr,
+        exit_code=out.exit_code,
+        truncated=out.truncated,
+    )
 
 
 def _srun_pipes(_: object, command: str) -> CommandResult:
     """srun's pipes as the slurm transport reads them (the client process here is a shell:
     what is read is its stdout, as srun's would be)."""
     out = SrunProcess(["/bin/sh", "-c", command], own_job=False).run(60)
-    return CommandResult(node="slurm", command=command, stdout=out.stdout.decode("utf-8", "replace"),
-                         exit_code=out.returncode, truncated=out.truncated)  # fmt: skip
+    return CommandResult(
+        node="slurm",
+        command=command,
+        stdout=out.stdout.decode("utf-8", "replace"),
+        exit_code=out.returncode,
+        truncated=out.truncated,
+    )
 
 
 def _sbatch_output(request: pytest.FixtureRequest, command: str) -> CommandResult:
@@ -134,8 +145,13 @@ def _sbatch_output(request: pytest.FixtureRequest, command: str) -> CommandResul
     path = request.getfixturevalue("tmp_path") / "slurm-1.out"
     LocalTransport().run_one("local1", f"({command}) > {path}", timeout_s=60)
     cap = read_capped(path)
-    return CommandResult(node="slurm", command=command, stdout=cap.take().decode("utf-8", "replace"),
-                         exit_code=0, truncated=cap.note("stdout"))  # fmt: skip
+    return CommandResult(
+        node="slurm",
+        command=command,
+        stdout=cap.take().decode("utf-8", "replace"),
+        exit_code=0,
+        truncated=cap.note("stdout"),
+    )
 
 
 #: Every path a command's output is captured through.
@@ -178,7 +194,7 @@ def test_the_json_after_a_flood_is_still_read() -> None:
     """Noise before the probe's document is cut from the middle: the document, at the end,
     is kept and read."""
     noise = "head -c 50000000 /dev/zero | tr '\\0' x; echo"
-    res = LocalTransport().run_one("local1", f"{noise}; echo '{{\"status\": \"ok\"}}'", timeout_s=60)
+    res = LocalTransport().run_one("local1", f'{noise}; echo \'{{"status": "ok"}}\'', timeout_s=60)
     assert res.truncated and parse_probe_json(res) == {"status": "ok"}
 
 

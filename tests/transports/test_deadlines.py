@@ -103,8 +103,15 @@ def _gate_tool(argv: list[str], timeout: float, out: Path) -> tuple[bool, int | 
 
 
 def _evidence_step(argv: list[str], timeout: float, out: Path) -> tuple[bool, int | None, str]:
-    res = run_with_deadline(argv, out / "step.txt", out / "step.stderr.txt", deadline_s=timeout,
-                            kill_after_s=GRACE_S, env=dict(os.environ), cwd=out)  # fmt: skip
+    res = run_with_deadline(
+        argv,
+        out / "step.txt",
+        out / "step.stderr.txt",
+        deadline_s=timeout,
+        kill_after_s=GRACE_S,
+        env=dict(os.environ),
+        cwd=out,
+    )
     return res.timed_out, res.exit_code, (out / "step.txt").read_text()
 
 

@@ -66,14 +66,63 @@ def test_each_cause_has_its_own_words_and_next_step(sshd_cluster: SSHDCluster, t
     at = {"address": sim.address, "port": sim.port}
     cases = {
         # name: (node, options, expected failure kind, diagnosis rule, class, retried?)
-        "refused": (Node("refused", address="127.0.0.1", port=free_port(), key_file=key), {"known_hosts": kh}, "unreachable", "node_unreachable", "RETEST", True),
-        "dns": (Node("dns", address="no-such-node.invalid", key_file=key), {"known_hosts": kh}, "resolve", "name_does_not_resolve", "CONFIG", False),
-        "key_missing": (Node("key_missing", key_file=str(tmp_path / "no_such_key"), **at), {"known_hosts": kh}, "config", "ssh_key_missing", "CONFIG", False),
-        "passphrase": (Node("passphrase", key_file=str(_encrypted_key(tmp_path / "locked")), **at), {"known_hosts": kh}, "auth", "ssh_key_passphrase", "CONFIG", False),
-        "key_refused": (Node("key_refused", key_file=str(stranger_key), **at), {"known_hosts": kh}, "auth", "ssh_auth", "CONFIG", False),
-        "host_key": (Node("host_key", key_file=key, **at), {"known_hosts": str(empty_kh)}, "host_key", "ssh_host_key", "CONFIG", False),
+        "refused": (
+            Node("refused", address="127.0.0.1", port=free_port(), key_file=key),
+            {"known_hosts": kh},
+            "unreachable",
+            "node_unreachable",
+            "RETEST",
+            True,
+        ),
+        "dns": (
+            Node("dns", address="no-such-node.invalid", key_file=key),
+            {"known_hosts": kh},
+            "resolve",
+            "name_does_not_resolve",
+            "CONFIG",
+            False,
+        ),
+        "key_missing": (
+            Node("key_missing", key_file=str(tmp_path / "no_such_key"), **at),
+            {"known_hosts": kh},
+            "config",
+            "ssh_key_missing",
+            "CONFIG",
+            False,
+        ),
+        "passphrase": (
+            Node("passphrase", key_file=str(_encrypted_key(tmp_path / "locked")), **at),
+            {"known_hosts": kh},
+            "auth",
+            "ssh_key_passphrase",
+            "CONFIG",
+            False,
+        ),
+        "key_refused": (
+            Node("key_refused", key_file=str(stranger_key), **at),
+            {"known_hosts": kh},
+            "auth",
+            "ssh_auth",
+            "CONFIG",
+            False,
+        ),
+        "host_key": (
+            Node("host_key", key_file=key, **at),
+            {"known_hosts": str(empty_kh)},
+            "host_key",
+            "ssh_host_key",
+            "CONFIG",
+            False,
+        ),
         # the node answers but the inventory probe's command hangs (a python: wrapper that hangs)
-        "hang": (Node("hang", key_file=key, **at), {"known_hosts": kh}, "timeout", "inventory_probe_hung", "CONFIG", False),
+        "hang": (
+            Node("hang", key_file=key, **at),
+            {"known_hosts": kh},
+            "timeout",
+            "inventory_probe_hung",
+            "CONFIG",
+            False,
+        ),
     }
     rules: dict[str, str] = {}
     for name, (node, options, kind, rule, cls, retried) in cases.items():
@@ -96,7 +145,9 @@ def test_each_cause_has_its_own_words_and_next_step(sshd_cluster: SSHDCluster, t
     assert len(set(rules.values())) == len(rules), rules  # no two causes share a diagnosis
     # the same hang in a later check (the node was up): a timeout, its own next step
     res = _attempt([cases["hang"][0]], "sleep 30", known_hosts=kh)[0]["hang"]
-    diag = diagnose({"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}", "cause": cause_of(res)})
+    diag = diagnose(
+        {"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}", "cause": cause_of(res)}
+    )
     assert diag is not None and diag.rule == "probe_timeout", (res.error, diag)
 
 
@@ -118,5 +169,7 @@ def test_staging_that_cannot_work_is_its_own_cause(make_cluster, tmp_path: Path)
     finally:
         transport.close()
     assert res.failure == "staging" and res.error and res.error.startswith("files not staged: ")
-    diag = diagnose({"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}", "cause": cause_of(res)})
+    diag = diagnose(
+        {"check": "stream", "verdict": "error", "reason": f"NodeError: {res.error}", "cause": cause_of(res)}
+    )
     assert diag is not None and diag.rule == "staging_failed" and diag.cls == "CONFIG", diag

@@ -40,7 +40,7 @@ def test_timeout_kills_grandchildren(tmp_path: Path):
 
 def test_exit_code_env_and_quoting():
     t = get_transport("local")
-    res = t.run([Node("n1")], ["sh", "-c", "echo \"$GREETING\"; exit 3"], timeout_s=10, env={"GREETING": "a b;c"})["n1"]
+    res = t.run([Node("n1")], ["sh", "-c", 'echo "$GREETING"; exit 3'], timeout_s=10, env={"GREETING": "a b;c"})["n1"]
     assert res.exit_code == 3 and res.stdout == "a b;c\n" and res.completed
     assert render_command(["echo", "x;touch pwned"]) == "echo 'x;touch pwned'"
 

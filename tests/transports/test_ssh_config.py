@@ -44,9 +44,7 @@ def test_config_values_and_inventory_overrides(tmp_path: Path) -> None:
 
 
 def test_unmatched_name_is_its_own_host(tmp_path: Path) -> None:
-    target = resolve_target(
-        Node("login1"), load_ssh_config(_config(tmp_path, "Host gpu*\n  Port 2\n"))
-    )
+    target = resolve_target(Node("login1"), load_ssh_config(_config(tmp_path, "Host gpu*\n  Port 2\n")))
     assert (target.hostname, target.port, target.proxy_jump) == ("login1", 22, None)
 
 
@@ -54,9 +52,7 @@ def test_include_is_expanded(tmp_path: Path) -> None:
     (tmp_path / "conf.d").mkdir()
     (tmp_path / "conf.d" / "a.conf").write_text("Host n1\n  Port 7001\n")
     (tmp_path / "conf.d" / "b.conf").write_text("Host n2\n  Port 7002\n")
-    config = load_ssh_config(
-        _config(tmp_path, f"Include {tmp_path}/conf.d/*.conf\nHost *\n  User u\n")
-    )
+    config = load_ssh_config(_config(tmp_path, f"Include {tmp_path}/conf.d/*.conf\nHost *\n  User u\n"))
     assert resolve_target(Node("n1"), config).port == 7001
     assert resolve_target(Node("n2"), config).port == 7002
     assert resolve_target(Node("n2"), config).user == "u"

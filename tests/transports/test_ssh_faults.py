@@ -23,17 +23,13 @@ def test_connection_refused(sshd_cluster: SSHDCluster) -> None:
     good = sshd_cluster.inventory().nodes[0]
     dead = Node(name="dead01", address="127.0.0.1", port=free_port(), key_file=good.key_file)
     lines: list[str] = []
-    transport = SSHTransport(
-        known_hosts=str(sshd_cluster.known_hosts_path), connect_retries=1, log=lines.append
-    )
+    transport = SSHTransport(known_hosts=str(sshd_cluster.known_hosts_path), connect_retries=1, log=lines.append)
     try:
         results = transport.run([good, dead], "echo up", timeout_s=20)
         assert results[good.name].stdout == "up\n"
         assert results["dead01"].exit_code is None
         assert "connection refused" in (results["dead01"].error or "")
-        assert any("dead01" in line and "retrying" in line for line in lines), (
-            lines
-        )  # connect was retried
+        assert any("dead01" in line and "retrying" in line for line in lines), lines  # connect was retried
         # a node that could not be reached fails its later commands at once
         t0 = time.monotonic()
         again = transport.run([dead], "echo up", timeout_s=20)["dead01"]
@@ -68,22 +64,16 @@ def test_hung_command_is_killed_on_the_node(
     nodes = sshd_cluster.inventory().nodes[:2]
     hang = f"sleep 300 & echo $! >> {pids}; echo $$ >> {pids}; wait"
     t0 = time.monotonic()
-    results = ssh_transport.run(
-        nodes, {nodes[0].name: hang, nodes[1].name: "echo fine"}, timeout_s=1.5
-    )
+    results = ssh_transport.run(nodes, {nodes[0].name: hang, nodes[1].name: "echo fine"}, timeout_s=1.5)
     elapsed = time.monotonic() - t0
     hung = results[nodes[0].name]
     assert hung.timed_out and hung.exit_code is None
-    assert (
-        hung.error is not None and "timed out after 1.5 s" in hung.error and "killed" in hung.error
-    )
+    assert hung.error is not None and "timed out after 1.5 s" in hung.error and "killed" in hung.error
     assert results[nodes[1].name].stdout == "fine\n"
     assert elapsed < 8
     written = read_pids(pids)
     assert len(written) == 2
-    assert wait_until(lambda: not any(pid_alive(pid) for pid in written), 5), (
-        "remote processes survived"
-    )
+    assert wait_until(lambda: not any(pid_alive(pid) for pid in written), 5), "remote processes survived"
 
 
 def test_node_drops_mid_command(make_cluster: Callable[[int], SSHDCluster], tmp_path: Path) -> None:
@@ -122,13 +112,9 @@ def test_node_drops_mid_command(make_cluster: Callable[[int], SSHDCluster], tmp_
         transport.close()
 
 
-def test_garbage_output_is_just_stdout(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_garbage_output_is_just_stdout(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     node = sshd_cluster.inventory().nodes[0]
-    result = ssh_transport.run(
-        [node], "printf 'NaN GB/s \\033[31m\\n{{{\\0\\001'; exit 0", timeout_s=10
-    )[node.name]
+    result = ssh_transport.run([node], "printf 'NaN GB/s \\033[31m\\n{{{\\0\\001'; exit 0", timeout_s=10)[node.name]
     assert result.completed and result.error is None
     assert result.stdout.startswith("NaN GB/s \x1b[31m\n{{{")
 
@@ -140,9 +126,7 @@ def test_interrupt_kills_remote_processes(sshd_cluster: SSHDCluster, tmp_path: P
     try:
         transport.run(nodes, "true", timeout_s=20)
         commands = {n.name: f"sleep 120 & echo $! > {tmp_path}/{n.name}.pid; wait" for n in nodes}
-        worker = threading.Thread(
-            target=lambda: box.update(transport.run(nodes, commands, timeout_s=120))
-        )
+        worker = threading.Thread(target=lambda: box.update(transport.run(nodes, commands, timeout_s=120)))
         worker.start()
         assert wait_until(lambda: all(read_pids(tmp_path / f"{n.name}.pid") for n in nodes), 15)
         pids = [read_pids(tmp_path / f"{n.name}.pid")[0] for n in nodes]
@@ -152,9 +136,7 @@ def test_interrupt_kills_remote_processes(sshd_cluster: SSHDCluster, tmp_path: P
         worker.join(15)
         assert not worker.is_alive() and time.monotonic() - t0 < 10
         assert all(box[n.name].error == "interrupted" for n in nodes), box  # type: ignore[attr-defined]
-        assert wait_until(lambda: not any(pid_alive(pid) for pid in pids), 5), (
-            "remote sleeps survived"
-        )
+        assert wait_until(lambda: not any(pid_alive(pid) for pid in pids), 5), "remote sleeps survived"
         t0 = time.monotonic()
         later = transport.run(nodes, "true", timeout_s=20)
         assert all(r.error == "interrupted" for r in later.values())

@@ -41,9 +41,7 @@ def test_changed_host_key_is_rejected(sshd_cluster: SSHDCluster, tmp_path: Path)
     known.write_text(f"{sim.known_hosts_name} {impostor}\n")
     node = sshd_cluster.inventory().nodes[0]
     lines: list[str] = []
-    error = (
-        _run(SSHTransport(known_hosts=str(known), log=lines.append), [node])[node.name].error or ""
-    )
+    error = _run(SSHTransport(known_hosts=str(known), log=lines.append), [node])[node.name].error or ""
     assert "does not match known_hosts" in error
     assert not lines  # strict mode logs nothing as accepted
 
@@ -58,9 +56,7 @@ def test_insecure_host_keys_accepts_and_warns(sshd_cluster: SSHDCluster, tmp_pat
     assert all(r.exit_code == 0 for r in results.values()), results
     for node in nodes:
         warnings = [line for line in lines if node.name in line and "WARNING" in line]
-        assert (
-            len(warnings) == 1 and "not in known_hosts" in warnings[0] and "accepted" in warnings[0]
-        )
+        assert len(warnings) == 1 and "not in known_hosts" in warnings[0] and "accepted" in warnings[0]
         assert "SHA256:" in warnings[0]
     assert str(sshd_cluster.user_key_path) not in "\n".join(lines)
 
@@ -83,9 +79,7 @@ def test_inventory_values_never_reach_a_shell(sshd_cluster: SSHDCluster, tmp_pat
     ]
     transport = SSHTransport(known_hosts=str(sshd_cluster.known_hosts_path), connect_retries=0)
     try:
-        results = transport.run(
-            nodes, ["echo", f"$(touch {pwned})", f"; touch {pwned}"], timeout_s=20
-        )
+        results = transport.run(nodes, ["echo", f"$(touch {pwned})", f"; touch {pwned}"], timeout_s=20)
     finally:
         transport.close()
     assert results[nodes[0].name].error
@@ -103,9 +97,7 @@ def test_ssh_config_alias_is_honoured(sshd_cluster: SSHDCluster, tmp_path: Path)
     empty = tmp_path / "empty_config"
     empty.write_text("")
     missing = _run(
-        SSHTransport(
-            ssh_config=str(empty), known_hosts=str(sshd_cluster.known_hosts_path), connect_retries=0
-        ),
+        SSHTransport(ssh_config=str(empty), known_hosts=str(sshd_cluster.known_hosts_path), connect_retries=0),
         bare,
     )
     assert missing["node02"].error
@@ -135,9 +127,7 @@ def test_include_and_proxyjump(sshd_cluster: SSHDCluster, tmp_path: Path) -> Non
     )
     transport = SSHTransport(ssh_config=str(config))
     try:
-        result = transport.run([Node(name="behind-jump")], "echo $SSH_CONNECTION", timeout_s=20)[
-            "behind-jump"
-        ]
+        result = transport.run([Node(name="behind-jump")], "echo $SSH_CONNECTION", timeout_s=20)["behind-jump"]
         assert result.exit_code == 0, result
         client_port = result.stdout.split()[1]
         assert server_endpoint(result.stdout) == (target.address, target.port)
@@ -149,8 +139,6 @@ def test_include_and_proxyjump(sshd_cluster: SSHDCluster, tmp_path: Path) -> Non
             check=True,
         ).stdout
         assert "sshd" in owner and "python" not in owner, owner
-        assert transport._jumps and all(
-            c.target.port == jump.port for c in transport._jumps.values()
-        )
+        assert transport._jumps and all(c.target.port == jump.port for c in transport._jumps.values())
     finally:
         transport.close()

@@ -21,9 +21,7 @@ from .helpers import open_fd_count, server_endpoint
 pytestmark = pytest.mark.sshd
 
 
-def test_each_node_runs_on_its_own_sshd(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_each_node_runs_on_its_own_sshd(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     nodes = sshd_cluster.inventory().nodes
     results = ssh_transport.run(nodes, "echo $SSH_CONNECTION; uname -r", timeout_s=20)
     assert sorted(results) == sshd_cluster.names
@@ -36,9 +34,7 @@ def test_each_node_runs_on_its_own_sshd(
         assert "__nvtest_pgid__" not in result.stdout + result.stderr
 
 
-def test_four_nodes_run_concurrently(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_four_nodes_run_concurrently(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     """4 x ``sleep 1``: every node's sleep overlaps every other's, and the whole takes
     well under the 4 s a serial run needs (2.5 s on an idle machine; 3.5 s allowed
     because the nodes' sshd share this machine's CPUs with whatever else runs)."""
@@ -49,16 +45,12 @@ def test_four_nodes_run_concurrently(
     elapsed = time.monotonic() - t0
     assert all(r.exit_code == 0 for r in results.values()), results
     spans = [tuple(float(x) for x in r.stdout.split()) for r in results.values()]
-    assert max(start for start, _ in spans) < min(end for _, end in spans), (
-        f"sleeps did not overlap: {spans}"
-    )
+    assert max(start for start, _ in spans) < min(end for _, end in spans), f"sleeps did not overlap: {spans}"
     assert elapsed < 3.5, f"4 x sleep 1 took {elapsed:.2f} s: not concurrent"
     assert all(r.duration_s >= 1.0 for r in results.values())
 
 
-def test_one_connection_per_node_is_reused(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_one_connection_per_node_is_reused(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     nodes = sshd_cluster.inventory().nodes[:2]
     first = ssh_transport.run(nodes, "echo $SSH_CONNECTION", timeout_s=20)
     second = ssh_transport.run(nodes, "echo $SSH_CONNECTION", timeout_s=20)
@@ -83,9 +75,7 @@ def test_env_values_arrive_verbatim(
     assert not pwned.exists()
 
 
-def test_exit_code_and_stderr_are_kept(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_exit_code_and_stderr_are_kept(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     node = sshd_cluster.inventory().nodes[0]
     result = ssh_transport.run([node], "echo out; echo err >&2; exit 3", timeout_s=20)[node.name]
     assert (result.stdout, result.stderr, result.exit_code, result.error) == (
@@ -97,9 +87,7 @@ def test_exit_code_and_stderr_are_kept(
     assert result.command == "echo out; echo err >&2; exit 3"
 
 
-def test_per_node_command_mapping(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_per_node_command_mapping(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     nodes = sshd_cluster.inventory().nodes[:3]
     commands = {
         nodes[0].name: "echo server",
@@ -114,17 +102,11 @@ def test_per_node_command_mapping(
         ssh_transport.run(nodes, {nodes[0].name: "true"}, timeout_s=5)
 
 
-def test_large_and_binary_output(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_large_and_binary_output(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     node = sshd_cluster.inventory().nodes[0]
-    big = ssh_transport.run([node], "head -c 3000000 /dev/zero | tr '\\0' a", timeout_s=30)[
-        node.name
-    ]
+    big = ssh_transport.run([node], "head -c 3000000 /dev/zero | tr '\\0' a", timeout_s=30)[node.name]
     assert big.exit_code == 0 and len(big.stdout) == 3_000_000
-    garbage = ssh_transport.run(
-        [node], "head -c 20000 /dev/urandom; printf '\\377\\376\\n'", timeout_s=20
-    )
+    garbage = ssh_transport.run([node], "head -c 20000 /dev/urandom; printf '\\377\\376\\n'", timeout_s=20)
     result = garbage[node.name]
     assert result.completed and result.exit_code == 0 and result.error is None
     assert "\ufffd" in result.stdout  # undecodable bytes replaced, never an exception
@@ -163,9 +145,7 @@ def test_stage_copies_once_and_close_removes(sshd_cluster: SSHDCluster, tmp_path
         )
         for result in results.values():
             assert result.stdout.strip() == '{"ok": true, "argv": ["x"]}', result
-        listing = transport.run(
-            nodes[:1], f"cat {remote}/sub/data.txt; ls -a {remote}", timeout_s=20
-        )[nodes[0].name]
+        listing = transport.run(nodes[:1], f"cat {remote}/sub/data.txt; ls -a {remote}", timeout_s=20)[nodes[0].name]
         assert listing.stdout.splitlines()[0] == "data"
         assert "__pycache__" not in listing.stdout
         # the simulated nodes are this machine: look at the copy directly
@@ -190,9 +170,7 @@ def _probe_dir(tmp_path: Path) -> Path:
     return probes
 
 
-def test_two_runs_at_once_with_one_run_id_stage_apart(
-    sshd_cluster: SSHDCluster, tmp_path: Path
-) -> None:
+def test_two_runs_at_once_with_one_run_id_stage_apart(sshd_cluster: SSHDCluster, tmp_path: Path) -> None:
     """Two runs against the same nodes, even under one run id (``nvtest inventory`` used a
     fixed one): each stages into its own directory and removing one leaves the other."""
     probes = _probe_dir(tmp_path)
@@ -205,9 +183,7 @@ def test_two_runs_at_once_with_one_run_id_stage_apart(
         assert all(a[n.name] != b[n.name] for n in nodes)
         first.close()  # the first run ends while the second is still running
         assert not Path(first.remote_root).exists()
-        results = second.run(
-            nodes, {n.name: ["python3", f"{b[n.name]}/probe.py", "y"] for n in nodes}, timeout_s=20
-        )
+        results = second.run(nodes, {n.name: ["python3", f"{b[n.name]}/probe.py", "y"] for n in nodes}, timeout_s=20)
         assert all(r.stdout.strip() == '{"ok": true, "argv": ["y"]}' for r in results.values()), results
     finally:
         first.close()
@@ -232,7 +208,8 @@ def test_a_node_without_sftp_is_staged_over_the_exec_channel(
         assert transport.staging_method(node.name) == "exec channel (tar on stdin)"
         assert any("SFTP subsystem was refused" in line and "tar on stdin" in line for line in lines), lines
         res = transport.run(
-            [node], f"python3 {remote}/probe.py z && cat {remote}/sub/data.txt && ls -a {remote}",
+            [node],
+            f"python3 {remote}/probe.py z && cat {remote}/sub/data.txt && ls -a {remote}",
             timeout_s=20,
         )[node.name]
         assert res.exit_code == 0, res
@@ -276,9 +253,7 @@ def test_bad_options_are_refused(sshd_cluster: SSHDCluster) -> None:
         SSHTransport(ssh_config="/nonexistent/ssh_config")
 
 
-def test_no_descriptor_leak_over_many_commands(
-    sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport
-) -> None:
+def test_no_descriptor_leak_over_many_commands(sshd_cluster: SSHDCluster, ssh_transport: LoggedSSHTransport) -> None:
     nodes = sshd_cluster.inventory().nodes[:2]
     ssh_transport.run(nodes, "true", timeout_s=20)
     before = open_fd_count()

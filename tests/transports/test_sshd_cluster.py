@@ -59,9 +59,7 @@ def test_stop_removes_every_sshd(make_cluster: Callable[[int], SSHDCluster]) -> 
     pids = [proc.pid for proc in cluster._procs.values()]
     cluster.stop()
     for pid in pids:
-        state = subprocess.run(
-            ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True
-        )
+        state = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
         assert state.stdout.strip() in ("", "Z")
     assert not cluster.dir.exists()
 

@@ -33,8 +33,13 @@ def _args(node: Node, sku: SkuProfile | None) -> list[str]:
     args: list[str] = []
     if recipe.get("dtypes"):
         args += ["--dtypes", ",".join(recipe["dtypes"])]
-    for key, opt in (("size", "--size"), ("chain", "--chain"), ("steps", "--steps"),
-                     ("seed", "--seed"), ("threads", "--threads")):
+    for key, opt in (
+        ("size", "--size"),
+        ("chain", "--chain"),
+        ("steps", "--steps"),
+        ("seed", "--seed"),
+        ("threads", "--threads"),
+    ):
         if recipe.get(key) is not None:
             args += [opt, str(recipe[key])]
     return args
@@ -90,10 +95,13 @@ def compare_fleet(fleet: Fleet, node: Node, judge: Judge) -> None:
         elif f.verdict is Verdict.WARN:
             judge.warn(f.reason)
     mine_keys = {f.digest.key for f in report.for_node(node.name)}
-    judge.detail("sdc", {
-        "groups": [g.to_json() for g in report.groups if (g.workload, g.config) in mine_keys],
-        "config_differences": report.config_differences,
-        "recipe": mine.get("recipe"),
-    })
+    judge.detail(
+        "sdc",
+        {
+            "groups": [g.to_json() for g in report.groups if (g.workload, g.config) in mine_keys],
+            "config_differences": report.config_differences,
+            "recipe": mine.get("recipe"),
+        },
+    )
     if errors and not judge.failures:
         raise ProbeError("; ".join(errors))

@@ -91,8 +91,10 @@ def acs_blocks(text: str) -> dict[str, AcsBlock]:
         m = _HEADER.match(line) if line[:1] not in (" ", "\t") else None
         if m:
             close()
-            cur = {"slot": f"{(m.group('dom') or '0000').lower()}:{m.group('bdf').lower()}",
-                   "description": m.group("desc").strip()}  # fmt: skip
+            cur = {
+                "slot": f"{(m.group('dom') or '0000').lower()}:{m.group('bdf').lower()}",
+                "description": m.group("desc").strip(),
+            }
             continue
         if cur is None:
             continue
@@ -102,7 +104,7 @@ def acs_blocks(text: str) -> dict[str, AcsBlock]:
         elif s.startswith("Capabilities:") and "Access Control Services" in s:
             cur["has_acs"] = True
         elif s.startswith("ACSCtl:"):
-            cur["control"] = tuple((n, sign == "+") for n, sign in _BIT.findall(s[len("ACSCtl:"):]))
+            cur["control"] = tuple((n, sign == "+") for n, sign in _BIT.findall(s[len("ACSCtl:") :]))
         p = _PORT.search(s) if s.startswith("Capabilities:") else None
         if p:
             cur["port"] = p.group("port")
@@ -114,32 +116,64 @@ def _judge_bridge(out: Outcome, p: Platform, bdf: str, blk: AcsBlock | None, beh
     """Judge one bridge; True when it is a switch port that redirects."""
     where = f"bridge {bdf} (above {behind})"
     if blk is None:
-        record(out, ConfigFinding("fail", f"{where}: lspci -vvv lists no such function", source, REMEDIATION["acs_unreadable"]))
+        record(
+            out,
+            ConfigFinding("fail", f"{where}: lspci -vvv lists no such function", source, REMEDIATION["acs_unreadable"]),
+        )
         return False
     if blk.access_denied:
-        record(out, ConfigFinding("fail", f"{where}: lspci cannot read its capabilities (Capabilities: <access denied>)",
-                            source, REMEDIATION["acs_unreadable"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail",
+                f"{where}: lspci cannot read its capabilities (Capabilities: <access denied>)",
+                source,
+                REMEDIATION["acs_unreadable"],
+            ),
+        )
         return False
     if not blk.has_acs:
         record(out, ConfigFinding("note", f"{where}: no ACS capability", source))
         return False
     if not blk.control:
-        record(out, ConfigFinding("fail", f"{where}: ACS capability listed but no ACSCtl line", source,
-                            REMEDIATION["acs_unreadable"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail", f"{where}: ACS capability listed but no ACSCtl line", source, REMEDIATION["acs_unreadable"]
+            ),
+        )
         return False
     redirect, guard = blk.bits_on(REDIRECT_BITS), blk.bits_on(GUARD_BITS)
     ctl = " ".join(f"{n}{'+' if v else '-'}" for n, v in blk.control)
     port = blk.port or "port of unknown type"
     if redirect and blk.port == "Root Port":
-        record(out, ConfigFinding("note", f"{where}: root port with ACSCtl {ctl} (peer traffic between root ports "
-                            "crosses the root complex anyway)", source))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "note",
+                f"{where}: root port with ACSCtl {ctl} (peer traffic between root ports "
+                "crosses the root complex anyway)",
+                source,
+            ),
+        )
     elif redirect:
-        record(out, ConfigFinding("fail", f"{where}, {port}: ACS redirects peer traffic (ACSCtl {ctl})", source,
-                            REMEDIATION["acs_redirect"].format(bdf=bdf)))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail",
+                f"{where}, {port}: ACS redirects peer traffic (ACSCtl {ctl})",
+                source,
+                REMEDIATION["acs_redirect"].format(bdf=bdf),
+            ),
+        )
         return True
     elif guard:
-        record(out, ConfigFinding("warn", f"{where}, {port}: ACSCtl {ctl}", source,
-                            REMEDIATION["acs_source_validation"].format(bdf=bdf)))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "warn", f"{where}, {port}: ACSCtl {ctl}", source, REMEDIATION["acs_source_validation"].format(bdf=bdf)
+            ),
+        )
     return False
 
 
@@ -153,16 +187,29 @@ def pcie_acs(p: Platform) -> Outcome:
         for bdf in d.path:
             behind.setdefault(bdf, []).append(d.label)
     if not behind:
-        record(out, ConfigFinding("note", "every GPU and NIC sits directly on the root complex: no bridge to judge",
-                            p.sysfs("sys/bus/pci/devices")))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "note",
+                "every GPU and NIC sits directly on the root complex: no bridge to judge",
+                p.sysfs("sys/bus/pci/devices"),
+            ),
+        )
         out.measure("acs_redirect_bridges", 0, "count")
         return out
     lspci = p.tool("lspci")
     source = f"{lspci.command if lspci and lspci.cmd else 'lspci -D -vvv'} (ACSCtl); bridges from {p.sysfs('sys/bus/pci/devices')}"
     if lspci is None or not lspci.reported:
         why = lspci.words() if lspci else "the probe did not run lspci"
-        record(out, ConfigFinding("fail", f"{len(behind)} PCIe bridge(s) above the GPUs/NICs, and lspci -vvv could not "
-                            f"report on them: {why}", source, REMEDIATION["acs_unreadable"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail",
+                f"{len(behind)} PCIe bridge(s) above the GPUs/NICs, and lspci -vvv could not report on them: {why}",
+                source,
+                REMEDIATION["acs_unreadable"],
+            ),
+        )
         return out
     blocks = acs_blocks(lspci.stdout)
     redirecting = 0
@@ -171,8 +218,11 @@ def pcie_acs(p: Platform) -> Outcome:
         redirecting += _judge_bridge(out, p, bdf, blocks.get(bdf), who, source)
     out.measure("acs_redirect_bridges", redirecting, "count")
     out.details["acs"] = {
-        bdf: {"port": (blocks.get(bdf) or AcsBlock(bdf, "")).port,
-              "acsctl": dict((blocks.get(bdf) or AcsBlock(bdf, "")).control), "above": behind[bdf]}
+        bdf: {
+            "port": (blocks.get(bdf) or AcsBlock(bdf, "")).port,
+            "acsctl": dict((blocks.get(bdf) or AcsBlock(bdf, "")).control),
+            "above": behind[bdf],
+        }
         for bdf in sorted(behind)
-    }  # fmt: skip
+    }
     return out

@@ -75,7 +75,9 @@ def parse_identities(text: str) -> list[RankIdentity]:
         if not m or not m.group("rank").isdigit():
             continue
         image = m.group("image")
-        out.append(RankIdentity(int(m.group("rank")), m.group("node"), None if image == "-" else image, m.group("source")))
+        out.append(
+            RankIdentity(int(m.group("rank")), m.group("node"), None if image == "-" else image, m.group("source"))
+        )
     return out
 
 
@@ -98,19 +100,40 @@ def judge_identities(
         out = outs[node]
         r = got.get(rank)
         if r is None:
-            record(out, ConfigFinding("fail", f"rank {rank} (launched on {node}) printed no identity line", source,
-                                REMEDIATION["rank_missing"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"rank {rank} (launched on {node}) printed no identity line",
+                    source,
+                    REMEDIATION["rank_missing"],
+                ),
+            )
             continue
         where = f"rank {rank} on {r.node}"
         if r.node != node:
             record(out, ConfigFinding("fail", f"{where}: launched on {node}", source, REMEDIATION["rank_missing"]))
         if r.image is None:
-            record(out, ConfigFinding("fail", f"{where} ran on the host: no {DEFAULT_MARKER} and no NVTEST_IMAGE_ID", source,
-                                REMEDIATION["rank_on_host"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{where} ran on the host: no {DEFAULT_MARKER} and no NVTEST_IMAGE_ID",
+                    source,
+                    REMEDIATION["rank_on_host"],
+                ),
+            )
         elif want is not None and r.image != want:
             whose = "the run asks for" if expected else "the other ranks report"
-            record(out, ConfigFinding("fail", f"{where} ran in image {r.image!r}; {whose} {want!r}", source,
-                                REMEDIATION["rank_wrong_image"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{where} ran in image {r.image!r}; {whose} {want!r}",
+                    source,
+                    REMEDIATION["rank_wrong_image"],
+                ),
+            )
     for node, out in outs.items():
         mine = [got[k] for k, n in sorted(layout.items()) if n == node and k in got]
         out.details["ranks"] = [{"rank": r.rank, "node": r.node, "image": r.image, "source": r.source} for r in mine]
@@ -136,7 +159,11 @@ def _launch(fleet: Fleet, multi: MultiLauncher) -> tuple[dict[str, Outcome], dic
     logs = {n.name: write_evidence(ctx.phases.run_dir, EVIDENCE, dataclasses.replace(res, node=n.name)) for n in nodes}
     ranks = parse_identities(res.stdout)
     if not ranks:  # no rank started at all: the launch itself failed (srun's words)
-        words = res.error or " | ".join(ln.strip() for ln in res.stderr.strip().splitlines()[-3:]) or f"exit {res.exit_code}"
+        words = (
+            res.error
+            or " | ".join(ln.strip() for ln in res.stderr.strip().splitlines()[-3:])
+            or f"exit {res.exit_code}"
+        )
         raise NodeError(f"the identity step started no rank: {words}")
     source = f"{res.command or 'srun'} (one rank per GPU: {IDENTITY_SCRIPT[:40]}...)"
     return judge_identities(ranks, layout, multi.image_id, source), logs
@@ -155,10 +182,14 @@ def identity(fleet: Fleet, node: Node, judge: Judge) -> None:
     ctx = fleet.ctx
     multi = ctx.transport.multi_launcher()
     if multi is None:
-        raise ProbeSkip(f"container identity is checked under Slurm with a container plugin; this run uses "
-                        f"the {ctx.transport.name} transport")  # fmt: skip
+        raise ProbeSkip(
+            f"container identity is checked under Slurm with a container plugin; this run uses "
+            f"the {ctx.transport.name} transport"
+        )
     if not (multi.container_image or multi.image_id):
-        raise ProbeSkip("this run launches no container (neither --container-image nor --image-id): ranks run on the host by design")
+        raise ProbeSkip(
+            "this run launches no container (neither --container-image nor --image-id): ranks run on the host by design"
+        )
     if ctx.states[node.name].down_reason:
         raise NodeError(f"node unreachable: {ctx.states[node.name].down_reason}")
     # each rank's identity is its own node's: one node left is still judged

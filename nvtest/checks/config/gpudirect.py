@@ -30,18 +30,40 @@ def gpudirect_rdma(p: Platform) -> Outcome:
         missing = "NVIDIA GPU" if not p.gpus else "RDMA NIC"
         return absent(out, f"no {missing}", bus_source(p), "GPUDirect RDMA does not apply")
     if not p.module_loaded("nvidia"):
-        record(out, ConfigFinding("fail", f"{len(p.gpus)} NVIDIA GPU(s) on the bus but the nvidia kernel module is not loaded",
-                            p.sysfs("sys/module/nvidia"), REMEDIATION["nvidia_missing"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail",
+                f"{len(p.gpus)} NVIDIA GPU(s) on the bus but the nvidia kernel module is not loaded",
+                p.sysfs("sys/module/nvidia"),
+                REMEDIATION["nvidia_missing"],
+            ),
+        )
     if p.module_loaded("nvidia_peermem"):
         version = (p.modules.get("nvidia_peermem") or {}).get("version")
-        record(out, ConfigFinding("note", f"nvidia_peermem loaded{' (' + version + ')' if version else ''}",
-                            p.sysfs("sys/module/nvidia_peermem")))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "note",
+                f"nvidia_peermem loaded{' (' + version + ')' if version else ''}",
+                p.sysfs("sys/module/nvidia_peermem"),
+            ),
+        )
     elif p.module_loaded("nv_peer_mem"):
-        record(out, ConfigFinding("note", "nv_peer_mem (Mellanox's legacy module) loaded", p.sysfs("sys/module/nv_peer_mem")))
+        record(
+            out,
+            ConfigFinding("note", "nv_peer_mem (Mellanox's legacy module) loaded", p.sysfs("sys/module/nv_peer_mem")),
+        )
     else:
-        record(out, ConfigFinding("fail", f"nvidia_peermem not loaded: {len(p.gpus)} GPU(s) and {len(p.nics)} RDMA NIC(s) "
-                            "without GPUDirect RDMA", p.sysfs("sys/module/nvidia_peermem") + " (absent)",
-                            REMEDIATION["peermem_missing"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail",
+                f"nvidia_peermem not loaded: {len(p.gpus)} GPU(s) and {len(p.nics)} RDMA NIC(s) without GPUDirect RDMA",
+                p.sysfs("sys/module/nvidia_peermem") + " (absent)",
+                REMEDIATION["peermem_missing"],
+            ),
+        )
     out.details["gpudirect"] = {
         "nvidia_peermem": p.module_loaded("nvidia_peermem"),
         "nv_peer_mem": p.module_loaded("nv_peer_mem"),

@@ -51,8 +51,15 @@ def iommu_mode(p: Platform) -> Outcome:
         src = p.sysfs("sys/bus/pci/devices", d.bdf, "iommu_group/type")
         if d.iommu_group is None:
             if p.iommu_groups:
-                record(out, ConfigFinding("fail", f"{d.label}: no IOMMU group while {p.iommu_groups} groups exist",
-                                    p.sysfs("sys/bus/pci/devices", d.bdf, "iommu_group"), REMEDIATION["iommu_unknown"]))  # fmt: skip
+                record(
+                    out,
+                    ConfigFinding(
+                        "fail",
+                        f"{d.label}: no IOMMU group while {p.iommu_groups} groups exist",
+                        p.sysfs("sys/bus/pci/devices", d.bdf, "iommu_group"),
+                        REMEDIATION["iommu_unknown"],
+                    ),
+                )
                 modes[d.bdf] = "unknown"
             else:
                 modes[d.bdf] = "off"
@@ -60,20 +67,43 @@ def iommu_mode(p: Platform) -> Outcome:
         if d.iommu_group_type:
             modes[d.bdf] = d.iommu_group_type
             if d.iommu_group_type in TRANSLATED_TYPES:
-                record(out, ConfigFinding("fail", f"{d.label}: IOMMU group {d.iommu_group} translates DMA "
-                                    f"(type {d.iommu_group_type})", src, REMEDIATION["iommu_translated"]))  # fmt: skip
+                record(
+                    out,
+                    ConfigFinding(
+                        "fail",
+                        f"{d.label}: IOMMU group {d.iommu_group} translates DMA (type {d.iommu_group_type})",
+                        src,
+                        REMEDIATION["iommu_translated"],
+                    ),
+                )
             continue
         if arg:
             modes[d.bdf] = f"passthrough ({arg})"
             continue
         modes[d.bdf] = "unknown"
-        record(out, ConfigFinding("fail", f"{d.label}: in IOMMU group {d.iommu_group}, and neither the group's type "
-                            "nor the kernel command line proves passthrough",
-                            f"{src} (absent), {p.sysfs('proc/cmdline')}", REMEDIATION["iommu_unknown"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail",
+                f"{d.label}: in IOMMU group {d.iommu_group}, and neither the group's type "
+                "nor the kernel command line proves passthrough",
+                f"{src} (absent), {p.sysfs('proc/cmdline')}",
+                REMEDIATION["iommu_unknown"],
+            ),
+        )
     if all(m == "off" for m in modes.values()):
         record(out, ConfigFinding("note", "IOMMU off: no IOMMU group on this node", p.sysfs("sys/kernel/iommu_groups")))
     elif not out.failures:
-        record(out, ConfigFinding("note", "IOMMU in passthrough for every GPU and NIC", p.sysfs("sys/kernel/iommu_groups/*/type")))
-    out.details["iommu"] = {"modes": modes, "cmdline_arg": arg, "groups": p.iommu_groups,
-                            "iommu_classes": list(p.iommu_classes)}  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "note", "IOMMU in passthrough for every GPU and NIC", p.sysfs("sys/kernel/iommu_groups/*/type")
+            ),
+        )
+    out.details["iommu"] = {
+        "modes": modes,
+        "cmdline_arg": arg,
+        "groups": p.iommu_groups,
+        "iommu_classes": list(p.iommu_classes),
+    }
     return out

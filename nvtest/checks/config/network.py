@@ -60,16 +60,55 @@ __all__ = [
 ]
 
 #: ``linkinfo.info_kind`` values of virtual links NCCL must not carry traffic over.
-VIRTUAL_KINDS = frozenset({
-    "bridge", "veth", "vxlan", "tun", "tap", "ip6tnl", "ipip", "sit", "gre", "gretap",
-    "ip6gre", "geneve", "wireguard", "macvtap", "dummy", "vrf", "nlmon",
-})  # fmt: skip
+VIRTUAL_KINDS = frozenset(
+    {
+        "bridge",
+        "veth",
+        "vxlan",
+        "tun",
+        "tap",
+        "ip6tnl",
+        "ipip",
+        "sit",
+        "gre",
+        "gretap",
+        "ip6gre",
+        "geneve",
+        "wireguard",
+        "macvtap",
+        "dummy",
+        "vrf",
+        "nlmon",
+    }
+)
 #: Name prefixes of container/VM bridges, veths and overlays (where ``-d`` details are absent).
 VIRTUAL_PREFIXES = (
-    "docker", "virbr", "br-", "cni", "veth", "flannel", "cali", "vxlan", "podman",
-    "lxcbr", "lxdbr", "kube-", "weave", "tunl", "tun", "tap", "ip6tnl", "sit", "gre",
-    "vnet", "wg", "tailscale", "cilium", "genev", "nerdctl",
-)  # fmt: skip
+    "docker",
+    "virbr",
+    "br-",
+    "cni",
+    "veth",
+    "flannel",
+    "cali",
+    "vxlan",
+    "podman",
+    "lxcbr",
+    "lxdbr",
+    "kube-",
+    "weave",
+    "tunl",
+    "tun",
+    "tap",
+    "ip6tnl",
+    "sit",
+    "gre",
+    "vnet",
+    "wg",
+    "tailscale",
+    "cilium",
+    "genev",
+    "nerdctl",
+)
 
 
 @dataclass(frozen=True)
@@ -125,10 +164,15 @@ def interfaces_from_ip_json(text: str) -> list[Interface]:
                 continue
             addrs.append(str(a["local"]))
         info = link.get("linkinfo") or {}
-        out.append(Interface(
-            name=str(link["ifname"]), running="LOWER_UP" in (link.get("flags") or []),
-            addresses=tuple(addrs), kind=info.get("info_kind"), master=link.get("master"),
-        ))  # fmt: skip
+        out.append(
+            Interface(
+                name=str(link["ifname"]),
+                running="LOWER_UP" in (link.get("flags") or []),
+                addresses=tuple(addrs),
+                kind=info.get("info_kind"),
+                master=link.get("master"),
+            )
+        )
     return out
 
 
@@ -208,19 +252,41 @@ def judge_interfaces(
         what = f"NCCL {u.role} interface {u.name}" + (f" ({u.address})" if u.address else "")
         if is_virtual(u.name, (kinds or {}).get(u.name)):
             kind = (kinds or {}).get(u.name) or "bridge/veth/tunnel by its name"
-            record(out, ConfigFinding("fail", f"{what} is a container or VM link ({kind})", source,
-                                REMEDIATION["nccl_bridge"].format(name="<the node's data interface>")))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{what} is a container or VM link ({kind})",
+                    source,
+                    REMEDIATION["nccl_bridge"].format(name="<the node's data interface>"),
+                ),
+            )
             continue
         if not networks:
             undeclared = True
             continue
         link_local = u.address is not None and u.address.lower().startswith("fe80:")
         if u.address and not link_local and not _in_networks(u.address, networks):
-            record(out, ConfigFinding("fail", f"{what} is outside the node's networks {', '.join(networks)}", source,
-                                REMEDIATION["nccl_outside_networks"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{what} is outside the node's networks {', '.join(networks)}",
+                    source,
+                    REMEDIATION["nccl_outside_networks"],
+                ),
+            )
     if undeclared:
-        record(out, ConfigFinding("warn", "the inventory declares no networks: for this node, so the address NCCL uses "
-                            "is judged for bridges only", "inventory (networks:)", REMEDIATION["nccl_networks_undeclared"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "warn",
+                "the inventory declares no networks: for this node, so the address NCCL uses "
+                "is judged for bridges only",
+                "inventory (networks:)",
+                REMEDIATION["nccl_networks_undeclared"],
+            ),
+        )
 
 
 def _hca_findings(out: Outcome, env: Mapping[str, str], infiniband: Sequence[str] | None, source: str) -> None:
@@ -233,9 +299,16 @@ def _hca_findings(out: Outcome, env: Mapping[str, str], infiniband: Sequence[str
     have = set(infiniband or ())
     for name in names:
         if name not in have:
-            record(out, ConfigFinding("fail", f"NCCL_IB_HCA={spec} names {name}, which this node does not have "
-                                f"(it has: {', '.join(sorted(have)) or 'no HCA'})", source,
-                                REMEDIATION["nccl_hca_missing"].format(name=name)))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"NCCL_IB_HCA={spec} names {name}, which this node does not have "
+                    f"(it has: {', '.join(sorted(have)) or 'no HCA'})",
+                    source,
+                    REMEDIATION["nccl_hca_missing"].format(name=name),
+                ),
+            )
 
 
 def nccl_interfaces(
@@ -272,12 +345,21 @@ def nccl_interfaces(
         "networks": list(networks),
     }
     if not chosen:
-        record(out, ConfigFinding("fail", f"NCCL would find no usable interface ({rule}): running interfaces with an "
-                            f"address: {', '.join(i.name for i in ifaces if i.running and i.addresses) or 'none'}",
-                            source, REMEDIATION["nccl_no_interface"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail",
+                f"NCCL would find no usable interface ({rule}): running interfaces with an "
+                f"address: {', '.join(i.name for i in ifaces if i.running and i.addresses) or 'none'}",
+                source,
+                REMEDIATION["nccl_no_interface"],
+            ),
+        )
     else:
-        uses = [NcclUse("bootstrap" if n == 0 else "socket", i.name, i.addresses[0] if i.addresses else None)
-                for n, i in enumerate(chosen)]  # fmt: skip
+        uses = [
+            NcclUse("bootstrap" if n == 0 else "socket", i.name, i.addresses[0] if i.addresses else None)
+            for n, i in enumerate(chosen)
+        ]
         judge_interfaces(out, uses, networks, source, {i.name: i.kind for i in ifaces})
         if not out.failures:
             record(out, ConfigFinding("note", f"NCCL bootstrap on {chosen[0].name} ({rule})", source))

@@ -60,29 +60,58 @@ def numa_affinity(p: Platform, binding: str = "none") -> Outcome:
     allowed = p.cpus_allowed
     status = p.sysfs("proc/self/status") + " (Cpus_allowed_list)"
     if allowed is None:
-        record(out, ConfigFinding("fail", "cannot read the CPUs the harness's processes may use", status,
-                            REMEDIATION["numa_far"]))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "fail", "cannot read the CPUs the harness's processes may use", status, REMEDIATION["numa_far"]
+            ),
+        )
     multi = len(p.numa_nodes) > 1
     rows = []
     for d in p.devices:
         src = p.sysfs("sys/bus/pci/devices", d.bdf, "numa_node")
         local = d.local_cpus if d.local_cpus else (p.numa_nodes.get(d.numa_node) if d.numa_node is not None else None)
-        rows.append({"device": d.bdf, "kind": d.kind, "numa_node": d.numa_node,
-                     "local_cpus": format_cpulist(local) if local else None})  # fmt: skip
+        rows.append(
+            {
+                "device": d.bdf,
+                "kind": d.kind,
+                "numa_node": d.numa_node,
+                "local_cpus": format_cpulist(local) if local else None,
+            }
+        )
         if d.numa_node is None:
             record(out, ConfigFinding("fail", f"{d.label}: numa_node unreadable", src, REMEDIATION["numa_unknown"]))
             continue
         if d.numa_node < 0 and multi:
-            record(out, ConfigFinding("fail", f"{d.label}: firmware reports no NUMA node (numa_node -1) on a machine "
-                                f"with {len(p.numa_nodes)} NUMA nodes", src, REMEDIATION["numa_unknown"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{d.label}: firmware reports no NUMA node (numa_node -1) on a machine "
+                    f"with {len(p.numa_nodes)} NUMA nodes",
+                    src,
+                    REMEDIATION["numa_unknown"],
+                ),
+            )
             continue
         if allowed is not None and local and not (allowed & local):
-            record(out, ConfigFinding("fail", f"{d.label} (NUMA {d.numa_node}, CPUs {format_cpulist(local)}): the harness's "
-                                f"processes may run only on CPUs {format_cpulist(allowed)}, none local to it",
-                                f"{status}, {p.sysfs('sys/bus/pci/devices', d.bdf, 'local_cpulist')}",
-                                REMEDIATION["numa_far"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{d.label} (NUMA {d.numa_node}, CPUs {format_cpulist(local)}): the harness's "
+                    f"processes may run only on CPUs {format_cpulist(allowed)}, none local to it",
+                    f"{status}, {p.sysfs('sys/bus/pci/devices', d.bdf, 'local_cpulist')}",
+                    REMEDIATION["numa_far"],
+                ),
+            )
     if not multi:
-        record(out, ConfigFinding("note", "one NUMA node: every CPU is local to every device", p.sysfs("sys/devices/system/node")))
+        record(
+            out,
+            ConfigFinding(
+                "note", "one NUMA node: every CPU is local to every device", p.sysfs("sys/devices/system/node")
+            ),
+        )
     out.details["binding"] = {
         "policy": binding,
         "cpus_allowed": format_cpulist(allowed) if allowed else None,

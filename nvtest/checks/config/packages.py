@@ -50,9 +50,15 @@ __all__ = ["DRIVER_PREFIXES", "Package", "fleet_packages", "fleet_versions", "pa
 
 #: Packages whose upstream version must equal the loaded NVIDIA kernel module's.
 DRIVER_PREFIXES = (
-    "nvidia-driver", "libnvidia-compute", "nvidia-kernel-", "nvidia-dkms", "kmod-nvidia",
-    "cuda-drivers", "nvidia-utils", "nvidia-fabricmanager",
-)  # fmt: skip
+    "nvidia-driver",
+    "libnvidia-compute",
+    "nvidia-kernel-",
+    "nvidia-dkms",
+    "kmod-nvidia",
+    "cuda-drivers",
+    "nvidia-utils",
+    "nvidia-fabricmanager",
+)
 #: Seconds of slack between the image marker's mtime and a package's (the build writes both).
 IMAGE_SLACK_S = 300
 
@@ -77,8 +83,11 @@ def packages_of(p: Platform) -> dict[str, Package] | None:
     if run is None or run.rc is None:
         return None
     if run.rc != 0 and not run.stdout.strip():
-        benign = all("no packages found matching" in ln or "is not installed" in ln
-                     for ln in run.stderr.strip().splitlines() if ln.strip())  # fmt: skip
+        benign = all(
+            "no packages found matching" in ln or "is not installed" in ln
+            for ln in run.stderr.strip().splitlines()
+            if ln.strip()
+        )
         return {} if benign else None
     out: dict[str, Package] = {}
     for line in run.stdout.splitlines():
@@ -113,8 +122,13 @@ def _date(ts: int | None) -> str:
     return "?" if ts is None else dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _against_fleet(out: Outcome, mine: Mapping[str, Package], fleet: Mapping[str, Mapping[str, Package]],
-                   source: str, drifted: set[str]) -> None:  # fmt: skip
+def _against_fleet(
+    out: Outcome,
+    mine: Mapping[str, Package],
+    fleet: Mapping[str, Mapping[str, Package]],
+    source: str,
+    drifted: set[str],
+) -> None:
     if len(fleet) < 2:
         record(out, ConfigFinding("note", "one node of this SKU: packages not compared with a fleet", source))
         return
@@ -128,7 +142,9 @@ def _against_fleet(out: Outcome, mine: Mapping[str, Package], fleet: Mapping[str
         elif version is None:
             msg = f"{name} {have.version} (installed {_date(have.installed_at)}) is on this node, on no other of the {count} nodes"
         else:
-            msg = f"{name} {have.version} (installed {_date(have.installed_at)}); {count} of {total} nodes have {version}"
+            msg = (
+                f"{name} {have.version} (installed {_date(have.installed_at)}); {count} of {total} nodes have {version}"
+            )
         record(out, ConfigFinding("fail", msg, source, REMEDIATION["package_fleet"].format(package=name)))
 
 
@@ -136,23 +152,42 @@ def _against_time(out: Outcome, p: Platform, mine: Mapping[str, Package], source
     marker = p.image_marker or {}
     built = marker.get("mtime")
     if built is None:
-        record(out, ConfigFinding("note", f"no image marker ({marker.get('path') or '/etc/nvtest-image-id'}: "
-                            f"{marker.get('reason') or 'absent'}): changes since the image was built are not dated",
-                            str(marker.get("path") or p.sysfs("etc/nvtest-image-id"))))  # fmt: skip
+        record(
+            out,
+            ConfigFinding(
+                "note",
+                f"no image marker ({marker.get('path') or '/etc/nvtest-image-id'}: "
+                f"{marker.get('reason') or 'absent'}): changes since the image was built are not dated",
+                str(marker.get("path") or p.sysfs("etc/nvtest-image-id")),
+            ),
+        )
     for pkg in sorted(mine.values(), key=lambda k: k.name):
         if pkg.installed_at is None:
             continue
         if built is not None and pkg.installed_at > int(built) + IMAGE_SLACK_S:
             drifted.add(pkg.name)
-            record(out, ConfigFinding("fail", f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after image "
-                                f"{marker.get('id')!r} was built ({_date(int(built))})",
-                                f"{source}; {marker.get('path')} (mtime)",
-                                REMEDIATION["package_after_image"].format(package=pkg.name)))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after image "
+                    f"{marker.get('id')!r} was built ({_date(int(built))})",
+                    f"{source}; {marker.get('path')} (mtime)",
+                    REMEDIATION["package_after_image"].format(package=pkg.name),
+                ),
+            )
         elif p.boot_time is not None and pkg.installed_at > p.boot_time:
             drifted.add(pkg.name)
-            record(out, ConfigFinding("fail", f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after the "
-                                f"running kernel booted ({_date(p.boot_time)})", f"{source}; {p.sysfs('proc/stat')} (btime)",
-                                REMEDIATION["package_after_boot"].format(package=pkg.name)))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{pkg.name} {pkg.version} changed on {_date(pkg.installed_at)}, after the "
+                    f"running kernel booted ({_date(p.boot_time)})",
+                    f"{source}; {p.sysfs('proc/stat')} (btime)",
+                    REMEDIATION["package_after_boot"].format(package=pkg.name),
+                ),
+            )
 
 
 def _against_running(out: Outcome, p: Platform, mine: Mapping[str, Package], source: str, drifted: set[str]) -> None:
@@ -168,19 +203,38 @@ def _against_running(out: Outcome, p: Platform, mine: Mapping[str, Package], sou
                 what = f"{pkgs[0].name} {pkgs[0].version} is installed"
             else:
                 what = f"{len(pkgs)} driver packages ({', '.join(k.name for k in pkgs)}) are installed at {pkgs[0].upstream}"
-            record(out, ConfigFinding("fail", f"{what}, the loaded nvidia module is {module}",
-                                f"{source}; {p.sysfs('sys/module/nvidia/version')}",
-                                REMEDIATION["driver_module_mismatch"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{what}, the loaded nvidia module is {module}",
+                    f"{source}; {p.sysfs('sys/module/nvidia/version')}",
+                    REMEDIATION["driver_module_mismatch"],
+                ),
+            )
     kernels = [k for k in mine if k.startswith(("linux-image-", "kernel"))]
     running = p.kernel or ""
     if kernels and running:
         ours = [k for k in kernels if k.endswith(running) or running.startswith(mine[k].version)]
         if not ours:
-            record(out, ConfigFinding("fail", f"the running kernel {running} has no installed package (installed: "
-                                f"{', '.join(sorted(kernels))})", f"{source}; {p.sysfs('proc/sys/kernel/osrelease')}",
-                                REMEDIATION["package_after_boot"].format(package="the kernel")))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"the running kernel {running} has no installed package (installed: {', '.join(sorted(kernels))})",
+                    f"{source}; {p.sysfs('proc/sys/kernel/osrelease')}",
+                    REMEDIATION["package_after_boot"].format(package="the kernel"),
+                ),
+            )
     elif not kernels:
-        record(out, ConfigFinding("note", f"no kernel package installed (running {running or '?'}): a container or a custom kernel", source))
+        record(
+            out,
+            ConfigFinding(
+                "note",
+                f"no kernel package installed (running {running or '?'}): a container or a custom kernel",
+                source,
+            ),
+        )
 
 
 def package_drift(p: Platform, fleet: Mapping[str, Mapping[str, Package]]) -> Outcome:
@@ -203,7 +257,9 @@ def package_drift(p: Platform, fleet: Mapping[str, Mapping[str, Package]]) -> Ou
     _against_fleet(out, mine, fleet, source, drifted)
     _against_time(out, p, mine, source, drifted)
     out.measure("drifted_packages", len(drifted), "count")
-    out.details["packages"] = {k: {"version": v.version, "installed": _date(v.installed_at)} for k, v in sorted(mine.items())}
+    out.details["packages"] = {
+        k: {"version": v.version, "installed": _date(v.installed_at)} for k, v in sorted(mine.items())
+    }
     return out
 
 
@@ -219,9 +275,9 @@ def _fleet_packages(ctx: RunContext, sku_name: str | None, check: str) -> dict[s
     by_name = ctx.inventory.by_name()
     targets = [by_name[n] for n in (ctx.check_nodes.get(check) or list(by_name))]
     same = [
-        n for n in targets
-        if not (st := ctx.states[n.name]).down_reason
-        and (st.match.name if st.match else None) == sku_name
-    ]  # fmt: skip
+        n
+        for n in targets
+        if not (st := ctx.states[n.name]).down_reason and (st.match.name if st.match else None) == sku_name
+    ]
     got, _ = each_node(same, lambda n: packages_of(platform(measure_probe(ctx, CONFIG_PROBE, n, targets))))
     return {name: pk for name, pk in got.items() if pk is not None}

@@ -64,16 +64,33 @@ def persistence_mode(p: Platform, recipe: Mapping[str, Any] | None = None) -> Ou
             words = " | ".join(ln.strip() for ln in smi.stdout.strip().splitlines()[:2])
     for g in p.gpus:
         if g.bdf not in modes:
-            record(out, ConfigFinding("fail", f"{g.label} is on the PCI bus and nvidia-smi reports no persistence mode "
-                                f"for it: {words}", source, REMEDIATION["persistence_unreadable"]))  # fmt: skip
+            record(
+                out,
+                ConfigFinding(
+                    "fail",
+                    f"{g.label} is on the PCI bus and nvidia-smi reports no persistence mode for it: {words}",
+                    source,
+                    REMEDIATION["persistence_unreadable"],
+                ),
+            )
     seen = {modes[g.bdf] for g in p.gpus if g.bdf in modes}
     out.details["persistence_mode"] = {g.bdf: modes.get(g.bdf) for g in p.gpus}
     if len(seen) > 1:
         by = ", ".join(f"{g.bdf}={modes[g.bdf]}" for g in p.gpus if g.bdf in modes)
-        record(out, ConfigFinding("fail", f"persistence mode differs between GPUs: {by}", source, REMEDIATION["persistence_mixed"]))
+        record(
+            out,
+            ConfigFinding(
+                "fail", f"persistence mode differs between GPUs: {by}", source, REMEDIATION["persistence_mixed"]
+            ),
+        )
     elif seen == {"Disabled"} and want != "any":
         sev: Severity = "fail" if want == "required" else "warn"
-        record(out, ConfigFinding(sev, f"persistence mode Disabled on {len(modes)} GPU(s)", source, REMEDIATION["persistence_off"]))
+        record(
+            out,
+            ConfigFinding(
+                sev, f"persistence mode Disabled on {len(modes)} GPU(s)", source, REMEDIATION["persistence_off"]
+            ),
+        )
     elif seen:
         record(out, ConfigFinding("note", f"persistence mode {next(iter(seen))} on {len(modes)} GPU(s)", source))
     return out

@@ -23,14 +23,10 @@ __all__ = ["CONFIG_PROBE", "platform"]
 #: The audit's probe: sysfs, procfs and the tools' reports of one node (read-only). It runs
 #: lspci, ip, nvidia-smi and the package manager: a node where lspci or nvidia-smi already
 #: hung gets it blocked at once instead of waiting out its timeout.
-CONFIG_PROBE = Probe(
-    "config-audit", script="config_probe.py", timeout_s=180, needs=("lspci", "nvidia-smi", "ip")
-)
+CONFIG_PROBE = Probe("config-audit", script="config_probe.py", timeout_s=180, needs=("lspci", "nvidia-smi", "ip"))
 
 
-def platform(
-    doc: Mapping[str, Any], facts: NodeFacts | None = None, sku: SkuProfile | None = None
-) -> Platform:
+def platform(doc: Mapping[str, Any], facts: NodeFacts | None = None, sku: SkuProfile | None = None) -> Platform:
     """This node's :class:`Platform` from the probe's document, checked against what the
     node is (fail closed): with ``facts``, every NVIDIA GPU and RDMA NIC the node's readings
     of the PCI bus (sysfs and lspci) or its SKU expect must be among the functions the probe

@@ -38,8 +38,10 @@ def idle_throttle(query: SmiQuery) -> Outcome:
         for r in (re.sub(r"^clocks?_(event|throttle)_reasons?_", "", x) for x in g.clock_event_reasons_active):
             sev = THROTTLE_SEVERITY.get(r)
             if sev == "fail":
-                out.fail(f"GPU {i} ({g.pci_bus_id}): {r} active at idle: hardware throttling (cooling or power delivery)",
-                         "clocks:idle_slowdown")  # fmt: skip
+                out.fail(
+                    f"GPU {i} ({g.pci_bus_id}): {r} active at idle: hardware throttling (cooling or power delivery)",
+                    "clocks:idle_slowdown",
+                )
             elif sev == "warn":
                 out.warn(f"GPU {i} ({g.pci_bus_id}): {r} active at idle")
             if sev:

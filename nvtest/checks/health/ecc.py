@@ -36,15 +36,21 @@ def _gpu(i: int, g: SmiGpu, sku: SkuProfile | None, out: Outcome) -> None:
     pending = (g.ecc_mode_pending or "").strip()
     if want_ecc and mode and mode.lower() not in ("enabled", "n/a"):
         if pending.lower() == "enabled":
-            out.fail(f"{tag}: ECC mode {mode} (pending: {pending}): ECC enable pending, applies at the next reboot",
-                     "ecc:enable_pending")  # fmt: skip
+            out.fail(
+                f"{tag}: ECC mode {mode} (pending: {pending}): ECC enable pending, applies at the next reboot",
+                "ecc:enable_pending",
+            )
         else:
-            out.fail(f"{tag}: ECC mode {mode}{f' (pending: {pending})' if pending else ''}, SKU expects Enabled",
-                     ecc_off_key(mode))  # fmt: skip
+            out.fail(
+                f"{tag}: ECC mode {mode}{f' (pending: {pending})' if pending else ''}, SKU expects Enabled",
+                ecc_off_key(mode),
+            )
     elif want_ecc and mode.lower() == "enabled" and pending and pending.lower() not in ("enabled", "n/a"):
         # what runs now passes; what the GPU boots into next does not (nvidia-smi -e 0 not yet applied)
-        out.fail(f"{tag}: ECC mode Enabled, pending {pending}: ECC disable pending, the next reboot turns ECC off",
-                 "ecc:disable_pending")  # fmt: skip
+        out.fail(
+            f"{tag}: ECC mode Enabled, pending {pending}: ECC disable pending, the next reboot turns ECC off",
+            "ecc:disable_pending",
+        )
     vu, vc = _n(g.ecc_volatile_uncorrectable), _n(g.ecc_volatile_correctable)
     au = _n(g.ecc_aggregate_uncorrectable)
     rr_u, rr_c = _n(g.remapped_rows_uncorrectable), _n(g.remapped_rows_correctable)
@@ -69,9 +75,7 @@ def _gpu(i: int, g: SmiGpu, sku: SkuProfile | None, out: Outcome) -> None:
             "ecc:remap_pending",
         )
     if au and not vu:
-        out.warn(
-            f"{tag}: {au} uncorrectable ECC errors over the GPU's lifetime (none since the last reset)"
-        )
+        out.warn(f"{tag}: {au} uncorrectable ECC errors over the GPU's lifetime (none since the last reset)")
     dbe = _n(g.retired_pages_dbe)
     if dbe:
         out.warn(f"{tag}: {dbe} pages retired for double-bit errors")

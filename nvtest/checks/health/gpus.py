@@ -32,9 +32,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text))
 
 
-def closest_profiles(
-    catalog: Catalog, names: Sequence[str], memory_mib: Sequence[int | None]
-) -> list[SkuProfile]:
+def closest_profiles(catalog: Catalog, names: Sequence[str], memory_mib: Sequence[int | None]) -> list[SkuProfile]:
     """Profiles whose GPU name pattern and memory range fit ``names``, whatever the count.
 
     Used when matching failed only on the count: a board that lost a GPU.
@@ -54,9 +52,7 @@ def closest_profiles(
     return sorted(out, key=lambda p: p.name)
 
 
-def gpu_inventory(
-    facts: NodeFacts, sku: SkuProfile | None, catalog: Catalog | None = None
-) -> Outcome:
+def gpu_inventory(facts: NodeFacts, sku: SkuProfile | None, catalog: Catalog | None = None) -> Outcome:
     """GPU count and model vs the bus and the SKU, lost GPUs, ECC and MIG mode, PCIe width,
     minimum driver.
 
@@ -69,9 +65,7 @@ def gpu_inventory(
         near = closest_profiles(catalog, names, [g.memory_mib for g in facts.gpus])
         if len(near) == 1 and near[0].expect.gpus is not None:
             sku = near[0]
-            out.note(
-                f"no profile matched; judged against the closest, {sku.name} (name and memory fit)"
-            )
+            out.note(f"no profile matched; judged against the closest, {sku.name} (name and memory fit)")
     exp = expected_gpus(facts, sku)
     if not exp.count:
         if exp.absent is None:
@@ -113,21 +107,11 @@ def _missing_gpus(facts: NodeFacts, expected: str, count: int) -> str:
 def _model_and_modes(facts: NodeFacts, sku: SkuProfile | None, out: Outcome) -> None:
     pattern = sku.match.gpu_name if sku else None
     if pattern:
-        odd = [
-            f"GPU {g.index} {g.name!r}"
-            for g in facts.gpus
-            if not re.search(pattern, g.name, re.IGNORECASE)
-        ]
+        odd = [f"GPU {g.index} {g.name!r}" for g in facts.gpus if not re.search(pattern, g.name, re.IGNORECASE)]
         if odd:
-            out.fail(
-                f"model differs from SKU {sku.name if sku else '?'} (/{pattern}/): {', '.join(odd)}"
-            )
+            out.fail(f"model differs from SKU {sku.name if sku else '?'} (/{pattern}/): {', '.join(odd)}")
     for g in facts.gpus:
-        if (
-            g.ecc_mode is not None
-            and g.ecc_mode.lower() != "enabled"
-            and (sku is None or sku.expect.ecc is not False)
-        ):
+        if g.ecc_mode is not None and g.ecc_mode.lower() != "enabled" and (sku is None or sku.expect.ecc is not False):
             out.fail(f"GPU {g.index} ECC mode {g.ecc_mode}", ecc_off_key(g.ecc_mode))
         _mig(g.index, g.mig_mode, sku, out)
         _power_cap(g.index, g.power_limit_w, g.power_limit_default_w, out)
@@ -170,8 +154,10 @@ def _mig(index: int, mode: str | None, sku: SkuProfile | None, out: Outcome) -> 
         if enabled:
             out.warn(f"{said} (no profile says whether MIG is expected)")
     elif enabled and not sku.expect.mig:
-        out.fail(f"{said}; SKU {sku.name} is a profile of whole GPUs (expect.mig unset): a leftover MIG configuration",
-                 "gpu:mig_mode")  # fmt: skip
+        out.fail(
+            f"{said}; SKU {sku.name} is a profile of whole GPUs (expect.mig unset): a leftover MIG configuration",
+            "gpu:mig_mode",
+        )
     elif not enabled and sku.expect.mig:
         out.fail(f"{said}; SKU {sku.name} expects MIG (expect.mig: true)", "gpu:mig_mode")
 
@@ -188,17 +174,9 @@ def lost_gpus(query: SmiQuery) -> list[str]:
     From ``Unable to determine the device handle for GPU <bus id>`` lines, and
     from ``Attached GPUs`` exceeding the GPU blocks read.
     """
-    lines = [
-        f"GPU {bus}: nvidia-smi cannot get a device handle (lost, fallen off the bus?)"
-        for bus in query.lost_gpus
-    ]
-    if (
-        query.attached_gpus is not None
-        and len(query.gpus) + len(query.lost_gpus) < query.attached_gpus
-    ):
-        lines.append(
-            f"nvidia-smi announces {query.attached_gpus} GPUs but reports {len(query.gpus)}"
-        )
+    lines = [f"GPU {bus}: nvidia-smi cannot get a device handle (lost, fallen off the bus?)" for bus in query.lost_gpus]
+    if query.attached_gpus is not None and len(query.gpus) + len(query.lost_gpus) < query.attached_gpus:
+        lines.append(f"nvidia-smi announces {query.attached_gpus} GPUs but reports {len(query.gpus)}")
     return lines
 
 
@@ -225,11 +203,7 @@ def driver_stack(facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
     if not driver:
         out.fail(f"{exp.text()}; no NVIDIA driver version reported: {facts.smi_error or 'nvidia-smi said nothing'}")
         return out
-    if (
-        sku
-        and sku.expect.min_driver
-        and version_tuple(driver) < version_tuple(sku.expect.min_driver)
-    ):
+    if sku and sku.expect.min_driver and version_tuple(driver) < version_tuple(sku.expect.min_driver):
         out.fail(f"driver {driver} older than {sku.expect.min_driver} (SKU {sku.name})")
     if not cuda:
         out.warn(f"driver {driver} reports no CUDA version")

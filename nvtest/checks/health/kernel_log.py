@@ -57,9 +57,17 @@ from nvtest.session.kernel_log import (
 )
 
 __all__ = [
-    "DRIVER_BINDING", "KERNEL_LOG_KEY", "KERNEL_LOG_NEEDS", "KERNEL_LOG_SCRIPT", "UNREADABLE",
-    "driver_binding", "judge_xid", "nvidia_absent", "split_probe", "xid_scan",
-]  # fmt: skip
+    "DRIVER_BINDING",
+    "KERNEL_LOG_KEY",
+    "KERNEL_LOG_NEEDS",
+    "KERNEL_LOG_SCRIPT",
+    "UNREADABLE",
+    "driver_binding",
+    "judge_xid",
+    "nvidia_absent",
+    "split_probe",
+    "xid_scan",
+]
 
 
 def nvidia_absent(facts: NodeFacts, sku: SkuProfile | None) -> str | None:
@@ -79,6 +87,7 @@ def nvidia_absent(facts: NodeFacts, sku: SkuProfile | None) -> str | None:
         raise ProbeError(gpus.unknown or "absence of NVIDIA devices not proven")
     return gpus.absent
 
+
 #: NVRM lines that say the driver did not take the devices (NVIDIA driver 4xx-5xx wording).
 DRIVER_BINDING = (
     "probe routine was not called",
@@ -88,6 +97,7 @@ DRIVER_BINDING = (
     "failed to allocate nvrm",
     "obtained ownership of the nvidia device",
 )
+
 
 def driver_binding(lines: list[str]) -> list[str]:
     """The kernel's own lines (timestamps cut, continuation lines joined) of the driver
@@ -122,11 +132,13 @@ def judge_xid(e: dmesg.KernelEvent, times: int = 1) -> tuple[str, str]:
     if request == "none":
         return "note", f"{where}: Xid {e.code}{mult}: recovery action back to None"
     if request == "asks" and (step := recovery_step(e.recovery_action or "")) is not None:
-        return "fail", f"{where}: Xid {e.code}{mult}: the driver asks for recovery action '{e.recovery_action}': {step[0]}"
+        return (
+            "fail",
+            f"{where}: Xid {e.code}{mult}: the driver asks for recovery action '{e.recovery_action}': {step[0]}",
+        )
     if not info.known:
         return "unknown", (
-            f"{where}: Xid {e.code}{mult} is not in nvtest's Xid catalog: not judged "
-            f"({e.message[:100]}); {info.action}"
+            f"{where}: Xid {e.code}{mult} is not in nvtest's Xid catalog: not judged ({e.message[:100]}); {info.action}"
         )
     line = f"{where} fell off the bus (Xid 79){mult}" if e.code == 79 else f"{where}: Xid {e.code}{mult} {info.name}"
     if info.severity == "fatal" or info.hardware:

@@ -82,9 +82,7 @@ def nvlink_status(status: NvLinkStatus | None, sku: SkuProfile | None) -> Outcom
         elif want is None and g.inactive_links:
             out.fail(f"GPU{g.index}: links {inactive} inactive (expects {expect_txt})", "nvlink:inactive")
         elif g.inactive_links:
-            out.note(
-                f"GPU{g.index}: links {inactive} inactive ({active} active, as the SKU expects)"
-            )
+            out.note(f"GPU{g.index}: links {inactive} inactive ({active} active, as the SKU expects)")
         if floor:
             slow = [
                 f"{lk.link} ({lk.speed_gbps:g})"
@@ -109,17 +107,14 @@ def split_sections(text: str) -> dict[str, str]:
     return sections
 
 
-_FM_MISMATCH = re.compile(
-    r"fabric manager.*?version ([\d.]+) don't match with driver version ([\d.x<>]+)", re.I
-)
+_FM_MISMATCH = re.compile(r"fabric manager.*?version ([\d.]+) don't match with driver version ([\d.x<>]+)", re.I)
 
 
 #: The states ``systemctl is-active`` prints (systemd 252, ``systemctl(1)``); any other
 #: line is systemctl's own error (no systemd as PID 1, no D-Bus, not installed).
 UNIT_STATES = frozenset(
-    {"active", "inactive", "activating", "deactivating", "failed", "reloading", "refreshing",
-     "maintenance"}
-)  # fmt: skip
+    {"active", "inactive", "activating", "deactivating", "failed", "reloading", "refreshing", "maintenance"}
+)
 
 
 def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: int) -> Outcome:
@@ -149,13 +144,9 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
     fm = (m.group(1) or m.group(2)) if m else None
     out.details["fabric_manager"]["version"] = fm
     if fm and driver and fm != driver:
-        out.fail(
-            f"nvidia-fabricmanager {fm} differs from driver {driver}: install the matching package"
-        )
+        out.fail(f"nvidia-fabricmanager {fm} differs from driver {driver}: install the matching package")
     for jm in _FM_MISMATCH.finditer(sections.get("journal", "")):
-        out.fail(
-            f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}"
-        )
+        out.fail(f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}")
     registered = _fabric_states(out, sections.get("fabric", ""), _uptime_s(sections.get("uptime", "")))
     if svc is None:
         if registered:
@@ -194,9 +185,7 @@ def _fabric_states(out: Outcome, fabric: str, uptime_s: float | None = None) -> 
     Completed/Success. ``In Progress`` within :data:`FABRIC_GRACE_S` of boot (``uptime_s``)
     warns; past it, or with the uptime unknown, it fails."""
     if "not a valid field" in fabric or not fabric.strip():
-        out.note(
-            "GPU fabric state not available from nvidia-smi (driver older than the fabric.* fields)"
-        )
+        out.note("GPU fabric state not available from nvidia-smi (driver older than the fabric.* fields)")
         return False
     try:
         table = nvidia_smi_csv.parse(fabric)

@@ -206,9 +206,7 @@ def pcie_link_health(hops: Sequence[PcieHop], facts: NodeFacts, sku: SkuProfile 
     raise unreported(gpus if gpus.count else nics, "sysfs PCIe link attributes", "none read")
 
 
-def pcie_links(
-    hops: Sequence[PcieHop], sku: SkuProfile | None, *, under_load: bool = False
-) -> Outcome:
+def pcie_links(hops: Sequence[PcieHop], sku: SkuProfile | None, *, under_load: bool = False) -> Outcome:
     """Judge every hop (see the module doc). No GPU or NIC link at all: skip."""
     out = Outcome()
     if not hops:
@@ -234,26 +232,10 @@ def pcie_links(
                 f"{tag}: trained x{h.cur_width}, both ends can do x{cap_w} (reseat / check riser and slot)",
                 "pcie:downgraded",
             )
-        elif (
-            h.depth == 0
-            and h.kind == "gpu"
-            and want_w
-            and h.cur_width is not None
-            and h.cur_width < want_w
-        ):
+        elif h.depth == 0 and h.kind == "gpu" and want_w and h.cur_width is not None and h.cur_width < want_w:
             out.fail(f"{tag}: x{h.cur_width}, SKU {sku.name if sku else '?'} expects x{want_w}", "pcie:downgraded")
-        if (
-            h.depth == 0
-            and h.kind == "gpu"
-            and want_g
-            and cap_s is not None
-            and (gen_of(cap_s) or 0) < want_g
-        ):
-            who = (
-                "slot"
-                if h.max_speed and h.up_max_speed and h.up_max_speed < h.max_speed
-                else "link"
-            )
+        if h.depth == 0 and h.kind == "gpu" and want_g and cap_s is not None and (gen_of(cap_s) or 0) < want_g:
+            who = "slot" if h.max_speed and h.up_max_speed and h.up_max_speed < h.max_speed else "link"
             out.fail(
                 f"{tag}: {who} capable of Gen{gen_of(cap_s)} ({cap_s:g} GT/s), SKU expects Gen{want_g}",
                 "pcie:downgraded",
@@ -261,10 +243,7 @@ def pcie_links(
         if h.cur_speed is not None and cap_s is not None and h.cur_speed < cap_s:
             msg = f"{tag}: {h.cur_speed:g} GT/s of {cap_s:g} GT/s possible"
             if h.kind == "gpu" and not under_load:
-                out.note(
-                    msg
-                    + " (idle GPUs lower their link speed to save power; speed is judged under load)"
-                )
+                out.note(msg + " (idle GPUs lower their link speed to save power; speed is judged under load)")
             else:
                 out.warn(msg + " (speed downgraded)")
     return out

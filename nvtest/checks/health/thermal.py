@@ -58,18 +58,14 @@ def thermal(doc: dict[str, Any]) -> Outcome:
         reasons = ", ".join(f"{k} {v:g} s" for k, v in sorted(secs.items()))
         worst = tele.get("worst_throttle")
         if worst == "fail":
-            out.fail(
-                f"{dev}: hardware throttling under load ({reasons}): check cooling and power delivery"
-            )
+            out.fail(f"{dev}: hardware throttling under load ({reasons}): check cooling and power delivery")
         elif worst == "warn":
             out.warn(f"{dev}: thermal throttling under load ({reasons})")
         elif reasons:
             out.note(f"{dev}: {reasons}")
         out.details.setdefault("clocks", {})[dev] = {"sm_clock_mhz": clk, "throttle_seconds": secs}
     if gpu_run and not doc.get("telemetry"):
-        out.error = (
-            f"temperature and clocks not measured: {doc.get('telemetry_reason') or 'no telemetry'}"
-        )
+        out.error = f"temperature and clocks not measured: {doc.get('telemetry_reason') or 'no telemetry'}"
     if measured == 0 and not out.failures:
         out.skip = "the burn-in probe measured no device"
     return out

@@ -31,9 +31,13 @@ if TYPE_CHECKING:
     from nvtest.session.context import RunContext
 
 __all__ = [
-    "VERSIONS_SCRIPT", "fleet_counts", "fleet_versions", "uniformity", "versions_from_facts",
+    "VERSIONS_SCRIPT",
+    "fleet_counts",
+    "fleet_versions",
+    "uniformity",
+    "versions_from_facts",
     "versions_from_probe",
-]  # fmt: skip
+]
 
 VERSIONS_SCRIPT = r"""
 echo "ofed=$(ofed_info -s 2>/dev/null | sed 's/:$//')"
@@ -84,9 +88,7 @@ def fleet_counts(fleet: Mapping[str, Versions]) -> dict[str, Counter[str]]:
     return {key: Counter(v.get(key) or "(missing)" for v in fleet.values()) for key in keys}
 
 
-def uniformity(
-    node: str, fleet: Mapping[str, Versions], counts: Mapping[str, Counter[str]] | None = None
-) -> Outcome:
+def uniformity(node: str, fleet: Mapping[str, Versions], counts: Mapping[str, Counter[str]] | None = None) -> Outcome:
     """Compare ``fleet[node]`` with the other nodes' values, key by key.
 
     ``counts``: :func:`fleet_counts` of ``fleet`` when the caller keeps it for every
@@ -148,10 +150,12 @@ def _fleet(
     ctx: RunContext, sku_name: str | None, targets: list[Node], probe: Probe
 ) -> tuple[dict[str, Versions], dict[str, Counter[str]]]:
     same = [
-        n for n in targets
-        if (st := ctx.states[n.name]).facts is not None and not st.down_reason
+        n
+        for n in targets
+        if (st := ctx.states[n.name]).facts is not None
+        and not st.down_reason
         and (st.match.name if st.match else None) == sku_name
-    ]  # fmt: skip
+    ]
 
     def versions(n: Node) -> Versions:
         facts = ctx.states[n.name].facts

@@ -68,9 +68,7 @@ def _ports(fleet: Fleet, node: Node, facts: NodeFacts) -> tuple[IbReport | None,
                 return None, report.failure.message  # the tool's words (No IB devices found, ...)
             return report, None
         except ParseError:
-            return None, (res.stderr.strip() or res.stdout.strip())[
-                :200
-            ] or f"{tool} exit {res.exit_code}"
+            return None, (res.stderr.strip() or res.stdout.strip())[:200] or f"{tool} exit {res.exit_code}"
     return None, None
 
 
@@ -125,10 +123,10 @@ def _fleet_mtu(fleet: Fleet, sku: SkuProfile | None) -> int | None:
     def compute() -> dict[str | None, Counter[int]]:
         out: dict[str | None, Counter[int]] = {}
         up = [
-            n for n in ctx.nodes
-            if (st := ctx.states[n.name]).facts is not None and not st.down_reason
-            and st.facts.tools.get("ibv_devinfo")
-        ]  # fmt: skip
+            n
+            for n in ctx.nodes
+            if (st := ctx.states[n.name]).facts is not None and not st.down_reason and st.facts.tools.get("ibv_devinfo")
+        ]
         reps, _ = each_node(up, lambda n: ibv_devinfo.parse(raw_output(ctx, IBV_DEVINFO, n, ctx.nodes).stdout))
         for name, rep in reps.items():
             st = ctx.states[name]
@@ -160,9 +158,7 @@ def ports(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile | Non
         text = raw_output(ctx, IBV_DEVINFO, node, ctx.nodes).stdout
         devinfo = ibv_devinfo.parse(text)
         if node_facts.tools.get("ibstat"):
-            judge.detail(
-                "ibv_devinfo", {ca.name: [p.link_layer for p in ca.ports] for ca in devinfo.cas}
-            )
+            judge.detail("ibv_devinfo", {ca.name: [p.link_layer for p in ca.ports] for ca in devinfo.cas})
             only = sorted({c.name for c in report.cas} ^ {c.name for c in devinfo.cas})
             if only:
                 judge.fail(f"ibstat and ibv_devinfo disagree on the HCAs: {', '.join(only)}")
@@ -225,12 +221,13 @@ def write_bw(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile | 
     cover = label_coverage(report, node.name, mine, names, lambda peer: job.labels(node, by_name[peer]))
     judge.detail("effective", cover.effective(mine))
     for hca in cover.lacking:
-        judge.fail(f"HCA {hca} not measured: this node lacks it (golden {gold.describe() if gold else '?'})", "hca:missing")
+        judge.fail(
+            f"HCA {hca} not measured: this node lacks it (golden {gold.describe() if gold else '?'})", "hca:missing"
+        )
     report_node(judge, report, node, job.metric, "Gb/s")
     if cover.never and not judge.verdict.is_bad:
         why = "; ".join(
-            f"{h}: left out with {', '.join(cover.left_out.get(h, ['every peer']))} (they lack it)"
-            for h in cover.never
+            f"{h}: left out with {', '.join(cover.left_out.get(h, ['every peer']))} (they lack it)" for h in cover.never
         )
         raise ProbeError(f"HCA(s) of this node never measured: {why}")
 
@@ -279,7 +276,5 @@ def tcp_bw(fleet: Fleet, node: Node, judge: Judge) -> None:
     if len(targets) < 2:
         raise ProbeSkip(f"a pair test needs two nodes without RDMA; this run has {len(targets)}")
     recipe = node_recipe(ctx, targets[0], "tcp_bw")
-    job = TcpPairJob(
-        ctx, seconds=float(recipe.get("seconds", 2.0)), streams=int(recipe.get("streams", 1))
-    )
+    job = TcpPairJob(ctx, seconds=float(recipe.get("seconds", 2.0)), streams=int(recipe.get("streams", 1)))
     report_node(judge, pair_report(ctx, "tcp_bw", job, targets), node, job.metric, "Gb/s")

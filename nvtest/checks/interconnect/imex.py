@@ -57,7 +57,9 @@ true
 #: nvbandwidth's multi-node peer read (copy engine), one rank per GPU (nvbandwidth README).
 MN_READ_CASE = "multinode_device_to_device_memcpy_read_ce"
 
-_NODE = re.compile(r"^Node #(?P<index>\d+)\s+-\s+(?P<address>\S+)\s+-\s+(?P<state>[A-Z_]+)(?:\s+-\s+Version:\s*(?P<version>\S+))?")
+_NODE = re.compile(
+    r"^Node #(?P<index>\d+)\s+-\s+(?P<address>\S+)\s+-\s+(?P<state>[A-Z_]+)(?:\s+-\s+Version:\s*(?P<version>\S+))?"
+)
 _ROW = re.compile(r"^\s*(?P<src>\d+)\s+(?P<cells>(?:\S+\s*)+)$")
 _DOMAIN = re.compile(r"^Domain State:\s*(?P<state>\S+)")
 _EXIT = re.compile(r"^exit=(?P<code>\d+)\s*$", re.M)
@@ -85,9 +87,17 @@ class ImexDomain:
     def problems(self) -> list[str]:
         """What is not healthy: nodes not READY, connections not ``C``, a domain not ``UP``."""
         out = [f"IMEX node #{n.index} ({n.address}) is {n.state}" for n in self.nodes if n.state != "READY"]
-        bad = [f"{a}->{b} {code}" for a, row in sorted(self.links.items()) for b, code in sorted(row.items()) if code != "C"]
+        bad = [
+            f"{a}->{b} {code}"
+            for a, row in sorted(self.links.items())
+            for b, code in sorted(row.items())
+            if code != "C"
+        ]
         if bad:
-            out.append(f"IMEX connections not connected (C): {', '.join(bad[:8])}" + (f" (+{len(bad) - 8} more)" if len(bad) > 8 else ""))
+            out.append(
+                f"IMEX connections not connected (C): {', '.join(bad[:8])}"
+                + (f" (+{len(bad) - 8} more)" if len(bad) > 8 else "")
+            )
         if self.state != "UP":
             out.append(f"IMEX Domain State: {self.state or 'not reported'}")
         return out
@@ -120,7 +130,9 @@ def read_imex_ctl(text: str) -> ImexDomain:
             if len(codes) == len(columns):
                 links[int(m["src"])] = dict(zip(columns, codes, strict=True))
     if not seen:
-        raise ParseError("nvidia-imex-ctl", "no 'Nodes:' section or 'Domain State:' line", expected="nvidia-imex-ctl -N output")
+        raise ParseError(
+            "nvidia-imex-ctl", "no 'Nodes:' section or 'Domain State:' line", expected="nvidia-imex-ctl -N output"
+        )
     return ImexDomain(tuple(nodes), links, state)
 
 
@@ -152,7 +164,9 @@ def imex_health(sections: Mapping[str, str]) -> Outcome:
     except ParseError:
         out.fail(f"nvidia-imex-ctl -N exit {code['code'] if code else '?'}: {_words(ctl)}")
         return out
-    out.details["imex_nodes"] = [{"index": n.index, "address": n.address, "state": n.state, "version": n.version} for n in domain.nodes]
+    out.details["imex_nodes"] = [
+        {"index": n.index, "address": n.address, "state": n.state, "version": n.version} for n in domain.nodes
+    ]
     out.details["imex_domain_state"] = domain.state
     for problem in domain.problems():
         out.fail(problem)
@@ -173,7 +187,9 @@ class NodeBandwidth:
 _ON_HOST = re.compile(r"\bon (?P<host>[\w.\-]+), rank = (?P<rank>\d+)")
 
 
-def multinode_bandwidth(text: str, layout: Sequence[tuple[str, int]], node_of_host: Mapping[str, str]) -> dict[str, NodeBandwidth]:
+def multinode_bandwidth(
+    text: str, layout: Sequence[tuple[str, int]], node_of_host: Mapping[str, str]
+) -> dict[str, NodeBandwidth]:
     """Each node's :class:`NodeBandwidth` from one multi-node nvbandwidth run.
 
     ``layout``: (node, GPUs) in rank order (ranks 0.. on the first node, and so on);
@@ -197,8 +213,11 @@ def multinode_bandwidth(text: str, layout: Sequence[tuple[str, int]], node_of_ho
             named = ranks.get(int(m["rank"]), (None, 0))[0]
         words = f"nvbandwidth: {result.failure.reason}"
         for n in nodes:
-            out[n] = NodeBandwidth(failed=words) if n == named or named is None else NodeBandwidth(
-                unmeasured=f"not measured: the multi-node run failed on {named}: {words}")
+            out[n] = (
+                NodeBandwidth(failed=words)
+                if n == named or named is None
+                else NodeBandwidth(unmeasured=f"not measured: the multi-node run failed on {named}: {words}")
+            )
         return out
     case = result.testcase(MN_READ_CASE)
     if case is None or not case.matrices:
@@ -211,6 +230,9 @@ def multinode_bandwidth(text: str, layout: Sequence[tuple[str, int]], node_of_ho
             node, local = ranks[src]
             per[node].append((local, min(values)))
     for n in nodes:
-        out[n] = NodeBandwidth(tuple(per[n])) if per[n] else NodeBandwidth(
-            unmeasured=f"no row of the {MN_READ_CASE} matrix for its GPUs")
+        out[n] = (
+            NodeBandwidth(tuple(per[n]))
+            if per[n]
+            else NodeBandwidth(unmeasured=f"no row of the {MN_READ_CASE} matrix for its GPUs")
+        )
     return out

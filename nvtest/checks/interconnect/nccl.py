@@ -51,9 +51,7 @@ MULTINODE = "nccl_multinode"
 
 
 def _recipe(fleet: Fleet, node: Node, key: str = "nccl") -> NcclRecipe:
-    return NcclRecipe.from_recipe(
-        node_recipe(fleet.ctx, node, key), tests_dir=os.environ.get("NVTEST_NCCL_TESTS_DIR")
-    )
+    return NcclRecipe.from_recipe(node_recipe(fleet.ctx, node, key), tests_dir=os.environ.get("NVTEST_NCCL_TESTS_DIR"))
 
 
 def _require_tool(fleet: Fleet, node: Node, node_facts: NodeFacts, recipe: NcclRecipe, op: str) -> None:
@@ -171,17 +169,26 @@ def _launch(fleet: Fleet, op: str) -> MultinodeRun:
         if unreachable:  # mpirun would not start its daemons there: say so in seconds
             reasons = tuple(why for _, why in sorted(unreachable.items()))
             return MultinodeRun(nccl_outcome(op, "fail", reasons=reasons), "", key, env, "")
-        argv = mpirun_argv([(n.name, gpus(ctx, n)) for n in nodes], prog, export=list(env), opts=mpi_options(ctx, first))
+        argv = mpirun_argv(
+            [(n.name, gpus(ctx, n)) for n in nodes], prog, export=list(env), opts=mpi_options(ctx, first)
+        )
         # the launch's deadline is the job's: only a process that survived SIGKILL on the
         # first node is that node's own (the pair re-run pins the rest, not the launcher)
         res = run_commands(
-            ctx, key, [first], {first.name: render_command(argv, env)}, timeout_s=1800,
-            needs=NCCL_NEEDS, mark=False,
-        )[first.name]  # fmt: skip
+            ctx,
+            key,
+            [first],
+            {first.name: render_command(argv, env)},
+            timeout_s=1800,
+            needs=NCCL_NEEDS,
+            mark=False,
+        )[first.name]
         pin_unkillable(ctx, key, res, NCCL_NEEDS)
     text = res.stdout + "\n" + res.stderr
     if not res.completed:
-        return MultinodeRun(nccl_outcome(op, "error", reasons=(res.error or "did not complete",)), res.command, key, env, text)
+        return MultinodeRun(
+            nccl_outcome(op, "error", reasons=(res.error or "did not complete",)), res.command, key, env, text
+        )
     v = judge_output(
         text,
         op=op,
@@ -224,10 +231,16 @@ def multinode(fleet: Fleet, node: Node, node_facts: NodeFacts, judge: Judge) -> 
             return
     judge.detail("all_nodes", run.outcome.details)
     job = NcclPairJob(
-        ctx, check=MULTINODE, op=op, recipe=recipe, gpus=lambda n: gpus(ctx, n),
-        env=nccl_env(recipe, os.environ, nodes=gpu_nodes), mpi=mpi_options(ctx, node),
-        rdma_nics=lambda n: rdma_nics(ctx, n), nvls=lambda n: expects(ctx, n, "nvls"),
-    )  # fmt: skip
+        ctx,
+        check=MULTINODE,
+        op=op,
+        recipe=recipe,
+        gpus=lambda n: gpus(ctx, n),
+        env=nccl_env(recipe, os.environ, nodes=gpu_nodes),
+        mpi=mpi_options(ctx, node),
+        rdma_nics=lambda n: rdma_nics(ctx, n),
+        nvls=lambda n: expects(ctx, n, "nvls"),
+    )
     judge.restart(f"the launch over {len(gpu_nodes)} nodes did not pass: judged on this node's pairs")
     report = pair_report(ctx, MULTINODE, job, gpu_nodes)
     report_node(judge, report, node, f"{op}_busbw_gbps", "GB/s")

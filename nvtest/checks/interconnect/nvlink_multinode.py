@@ -51,9 +51,7 @@ def _imex_sku(sku: SkuProfile | None) -> None:
         )
 
 
-def imex(
-    node_facts: NodeFacts, raw: Callable[[Probe], CommandResult], sku: SkuProfile | None, judge: Judge
-) -> None:
+def imex(node_facts: NodeFacts, raw: Callable[[Probe], CommandResult], sku: SkuProfile | None, judge: Judge) -> None:
     """Check ``imex``: an IMEX channel device, nvidia-imex active, every domain node READY and
     connected (:func:`~nvtest.checks.interconnect.imex.imex_health`).
 
@@ -80,8 +78,15 @@ def _mn_run(fleet: Fleet, nodes: list[Node]) -> dict[str, Any]:
         key = None
     else:  # the launch's deadline is the job's, not the first node's (as nccl_multinode's)
         argv = mpirun_argv(layout, prog, opts=mpi_options(ctx, first))
-        res = run_commands(ctx, "nvlink_multinode", [first], {first.name: render_command(argv, {})},
-                           timeout_s=900, needs=("gpu",), mark=False)[first.name]  # fmt: skip
+        res = run_commands(
+            ctx,
+            "nvlink_multinode",
+            [first],
+            {first.name: render_command(argv, {})},
+            timeout_s=900,
+            needs=("gpu",),
+            mark=False,
+        )[first.name]
     pin_unkillable(ctx, "nvlink_multinode", res, ("gpu",))  # only a survivor's own node is marked
     text = res.stdout + "\n" + res.stderr
     hosts = {}
@@ -91,8 +96,12 @@ def _mn_run(fleet: Fleet, nodes: list[Node]) -> dict[str, Any]:
                 hosts[token] = n.name
     if not res.completed:
         return {"shares": None, "why": res.error or "did not complete", "command": res.command, "key": key}
-    return {"shares": multinode_bandwidth(text, layout, hosts), "command": res.command, "key": key,
-            "exit": res.exit_code}  # fmt: skip
+    return {
+        "shares": multinode_bandwidth(text, layout, hosts),
+        "command": res.command,
+        "key": key,
+        "exit": res.exit_code,
+    }
 
 
 def bandwidth(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile | None, judge: Judge) -> None:
@@ -110,8 +119,12 @@ def bandwidth(fleet: Fleet, node: Node, node_facts: NodeFacts, sku: SkuProfile |
     _imex_sku(sku)
     exp = require(expected_gpus(node_facts, sku))
     if not node_facts.tools.get("nvbandwidth") and not os.environ.get("NVTEST_NVBANDWIDTH"):
-        raise ProbeError(f"nvbandwidth not found on the node's PATH: nothing measured on the {exp.text()}", cause="tool:missing")
-    nodes = fleet.once("nvlink_multinode:nodes", lambda: [n for n in launch_nodes(ctx, "nvlink_multinode") if gpus(ctx, n)])
+        raise ProbeError(
+            f"nvbandwidth not found on the node's PATH: nothing measured on the {exp.text()}", cause="tool:missing"
+        )
+    nodes = fleet.once(
+        "nvlink_multinode:nodes", lambda: [n for n in launch_nodes(ctx, "nvlink_multinode") if gpus(ctx, n)]
+    )
     require_launched(ctx, "nvlink_multinode", node, judge.detail, remaining=nodes)
     if len(nodes) < 2:
         raise ProbeSkip("multi-node NVLink needs two nodes of the NVLink domain in the run")

@@ -23,9 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["LabelCoverage", "label_coverage", "pair_report", "report_node"]
 
 
-def pair_report(
-    ctx: RunContext, check: str, job: PairJob, nodes: list[Node] | None = None
-) -> PairReport:
+def pair_report(ctx: RunContext, check: str, job: PairJob, nodes: list[Node] | None = None) -> PairReport:
     """Run ``job`` over ``nodes`` (default: the check's nodes less those an earlier check
     failed or hung on, :func:`~nvtest.jobs.base.launch_nodes`) once per run (cached); later
     callers read it."""
@@ -33,9 +31,7 @@ def pair_report(
     def compute() -> PairReport:
         targets = nodes if nodes is not None else launch_nodes(ctx, check)
         if len(targets) < 2:
-            raise NodeError(
-                f"a pair test needs two nodes; {len(targets)} reachable: {[n.name for n in targets]}"
-            )
+            raise NodeError(f"a pair test needs two nodes; {len(targets)} reachable: {[n.name for n in targets]}")
         settings: dict[str, Any] = dict(node_recipe(ctx, targets[0], check).get("pairs") or {})
         name = controller_env("NVTEST_PAIR_SCHEDULE") or str(settings.get("schedule", "ring"))
         schedule = build_schedule(
@@ -63,15 +59,26 @@ def report_node(judge: Judge, report: PairReport, node: Node, metric: str, unit:
     """
     finding = report.findings.get(node.name)
     if finding is None:
-        raise NodeError(
-            "this node took part in no pair test (it was down when the schedule was made)"
-        )
+        raise NodeError("this node took part in no pair test (it was down when the schedule was made)")
     judge.detail("schedule", {"name": report.schedule.name, "rounds": len(report.schedule.rounds)})
-    judge.detail("pairs", [
-        {"pair": list(o.pair), "label": o.label, "status": o.status, "value": o.value, "unit": o.unit,
-         "reason": o.reason, "round": o.round, "second_pass": o.second_pass, "command": o.command, "logs": o.logs}
-        for o in finding.outcomes
-    ])  # fmt: skip
+    judge.detail(
+        "pairs",
+        [
+            {
+                "pair": list(o.pair),
+                "label": o.label,
+                "status": o.status,
+                "value": o.value,
+                "unit": o.unit,
+                "reason": o.reason,
+                "round": o.round,
+                "second_pass": o.second_pass,
+                "command": o.command,
+                "logs": o.logs,
+            }
+            for o in finding.outcomes
+        ],
+    )
     mine = [o.logs.get(node.name) for o in finding.outcomes if o.logs.get(node.name)]
     if mine:
         judge.log = mine[0]
@@ -109,8 +116,12 @@ class LabelCoverage:
 
     def effective(self, requested: Sequence[str]) -> dict[str, Any]:
         """What ran beside what was asked, for the item's details."""
-        return {"requested": list(requested), "measured": list(self.measured), "left_out": self.left_out,
-                "lacking": list(self.lacking)}
+        return {
+            "requested": list(requested),
+            "measured": list(self.measured),
+            "left_out": self.left_out,
+            "lacking": list(self.lacking),
+        }
 
 
 def label_coverage(

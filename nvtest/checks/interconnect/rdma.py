@@ -14,7 +14,15 @@ from nvtest.errors import ProbeError
 from nvtest.parsers.ibstat import IbReport
 from nvtest.session.facts import NodeFacts
 
-__all__ = ["MTU_CAUSE", "MTU_LINE_RE", "keyed_port_problems", "mtu_lines", "mtu_problems", "port_problems", "rdma_report"]
+__all__ = [
+    "MTU_CAUSE",
+    "MTU_LINE_RE",
+    "keyed_port_problems",
+    "mtu_lines",
+    "mtu_problems",
+    "port_problems",
+    "rdma_report",
+]
 
 
 def rdma_report(
@@ -106,9 +114,7 @@ def mtu_lines(text: str) -> dict[tuple[str, int], tuple[int, str]]:
     return out
 
 
-def mtu_problems(
-    report: IbReport, text: str, expected: int | None, fleet_mtu: int | None = None
-) -> list[str]:
+def mtu_problems(report: IbReport, text: str, expected: int | None, fleet_mtu: int | None = None) -> list[str]:
     """Why the active ports' ``active_mtu`` (``ibv_devinfo``; ``report`` parsed from ``text``)
     is not what it must be: ``expected`` (the SKU's ``expect.ib_mtu``, bytes) on InfiniBand
     ports where set; otherwise (RoCE ports: it follows the netdev MTU) equal to ``fleet_mtu``

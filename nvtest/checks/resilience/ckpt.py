@@ -62,9 +62,7 @@ def judge_tier(judge: Judge, doc: Mapping[str, Any]) -> dict[str, Any] | None:
         judge("model_load_s", model.get("load_s"), "s", tier=tier)
         if not model.get("verified"):
             judge.fail("model state read back differs from the one saved")
-        judge.detail(
-            "model_state", {k: model.get(k) for k in ("bytes", "parameters", "save_s", "load_s")}
-        )
+        judge.detail("model_state", {k: model.get(k) for k in ("bytes", "parameters", "save_s", "load_s")})
     judge.detail(
         "tier",
         {

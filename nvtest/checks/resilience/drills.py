@@ -41,9 +41,7 @@ __all__ = [
 ]
 
 
-def judge_target(
-    judge: Judge, name: str, value: float | None, target: float | None, key: str
-) -> None:
+def judge_target(judge: Judge, name: str, value: float | None, target: float | None, key: str) -> None:
     """Keep ``value`` (seconds) beside its target (seconds, recipe ``resilience.targets.<key>``)
     in the details; past the target is a warning.  ``target`` None: no target is set, the
     details say so (``within`` None) and nothing is judged."""
@@ -115,9 +113,7 @@ def judge_injob(judge: Judge, result: Mapping[str, Any], target_s: float) -> dic
     return fig.to_json()
 
 
-def judge_injob_span(
-    judge: Judge, drill: SpanDrill, node: str, target_s: float
-) -> dict[str, Any] | None:
+def judge_injob_span(judge: Judge, drill: SpanDrill, node: str, target_s: float) -> dict[str, Any] | None:
     """Judge ``node``'s item of the in-job drill spanning nodes.
 
     Metrics: this node's ranks' ``detect_s``, ``restart_s``, ``reload_s``, ``recovery_s`` (s)
@@ -139,11 +135,7 @@ def judge_injob_span(
     ranks = fault.rank_nodes() or ref.rank_nodes()
     mine = sorted(r for r, n in ranks.items() if n == node)
     kill = fault.kill or {}
-    killed = (
-        f"rank {kill.get('rank')} (local rank {kill.get('local_rank')}) on {kill.get('node')}"
-        if kill
-        else None
-    )
+    killed = f"rank {kill.get('rank')} (local rank {kill.get('local_rank')}) on {kill.get('node')}" if kill else None
     judge.detail(
         "launcher",
         {
@@ -161,9 +153,7 @@ def judge_injob_span(
     if not ref.completed:
         if node in ref.node_errors:
             raise ProbeError(f"uninterrupted job: {node}: {ref.node_errors[node]}")
-        bad = (
-            "; ".join(f"{n}: {e}" for n, e in ref.node_errors.items()) or "rank 0 wrote no summary"
-        )
+        bad = "; ".join(f"{n}: {e}" for n, e in ref.node_errors.items()) or "rank 0 wrote no summary"
         raise ProbeError(f"the uninterrupted job failed: {bad}")
     if not fault.kill:
         judge.fail(
@@ -241,9 +231,7 @@ def stragglers_of(scores: Mapping[str, Any], bound: float) -> list[dict[str, Any
     out = []
     for rank, score in sorted(scores.get("rank_scores", {}).items(), key=lambda kv: int(kv[0])):
         if score is not None and score < bound:
-            out.append(
-                {"rank": int(rank), "host": scores.get("hosts", {}).get(rank), "score": score}
-            )
+            out.append({"rank": int(rank), "host": scores.get("hosts", {}).get(rank), "score": score})
     return out
 
 
@@ -267,9 +255,7 @@ def judge_stragglers(judge: Judge, result: Mapping[str, Any], bound: float) -> l
         },
     )
     for s in slow:
-        judge.fail(
-            f"rank {s['rank']} on {s['host']} is a straggler: relative score {s['score']:.2f} < {bound:g}"
-        )
+        judge.fail(f"rank {s['rank']} on {s['host']} is a straggler: relative score {s['score']:.2f} < {bound:g}")
     return slow
 
 

@@ -73,9 +73,12 @@ def drill_args(kind: str) -> ArgsFn:
 
 CKPT = {
     tier: Probe(
-        f"ckpt_{tier}", script="ckpt_probe.py", args=ckpt_args(tier), timeout_s=1800,
+        f"ckpt_{tier}",
+        script="ckpt_probe.py",
+        args=ckpt_args(tier),
+        timeout_s=1800,
         needs=("gpu", "storage"),
-    )  # fmt: skip
+    )
     for tier in ("mem", "local", "shared")
 }
 CKPT_QUICK = {
@@ -99,14 +102,23 @@ SHARED_FS = Probe(
     needs=("storage",),
 )
 INJOB = Probe(
-    "restart_injob", script="resilience_train.py", args=drill_args("injob"), timeout_s=1500,
+    "restart_injob",
+    script="resilience_train.py",
+    args=drill_args("injob"),
+    timeout_s=1500,
     needs=("gpu",),
-)  # fmt: skip
+)
 INPROCESS = Probe(
-    "restart_inprocess", script="resilience_train.py", args=drill_args("inprocess"), timeout_s=900,
+    "restart_inprocess",
+    script="resilience_train.py",
+    args=drill_args("inprocess"),
+    timeout_s=900,
     needs=("gpu",),
-)  # fmt: skip
+)
 STRAGGLER = Probe(
-    "straggler", script="resilience_train.py", args=drill_args("straggler"), timeout_s=900,
+    "straggler",
+    script="resilience_train.py",
+    args=drill_args("straggler"),
+    timeout_s=900,
     needs=("gpu",),
-)  # fmt: skip
+)

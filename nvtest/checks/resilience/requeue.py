@@ -382,10 +382,7 @@ def _step(job: _Job, rec: dict[str, str] | None, client: SlurmClient) -> None:
     spec = job.spec
     state = rec["State"] if rec else "gone"
     if job.phase == "running":
-        if any(
-            e.get("ev") == "hold" and int(e.get("incarnation", 0)) == 0
-            for e in _events(spec.workdir)
-        ):
+        if any(e.get("ev") == "hold" and int(e.get("incarnation", 0)) == 0 for e in _events(spec.workdir)):
             try:
                 client.requeue(job.job_id)
             except TransportError as exc:
@@ -484,9 +481,7 @@ def run_requeue_drill(
     return result
 
 
-def judge_requeue(
-    judge: Judge, fig: RequeueFigures, target_s: float | None, *, hold_released: bool
-) -> None:
+def judge_requeue(judge: Judge, fig: RequeueFigures, target_s: float | None, *, hold_released: bool) -> None:
     """Judge one node's requeue: the figures (s, steps) as metrics, the drill's record in
     the details, failures when the job did not resume or finish, and ``training_again_s``
     beside its target (recipe ``resilience.targets.requeue_training_again_s``, seconds;

@@ -72,9 +72,7 @@ def injob(fleet: Fleet, node: Node, measure: Measure, sku: SkuProfile | None, ju
         gbps, why = None, str(exc)
     if gbps:
         save_s = float(est["save_gib"]) * 2**30 / (gbps * 1e9)
-        source = (
-            f"{est['save_gib']} GiB per node / {gbps:.3g} GB/s measured write on the {tier} tier"
-        )
+        source = f"{est['save_gib']} GiB per node / {gbps:.3g} GB/s measured write on the {tier} tier"
     else:
         save_s, source = None, f"no {tier} tier bandwidth: {why}"
     judge.log = drill_log

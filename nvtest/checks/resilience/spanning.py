@@ -82,11 +82,14 @@ RANK_TIMEOUT_S = 300.0
 #: Launcher options of the drill (the single-node drill uses the same, ``_resilience_launch``).
 COMMON_ARGS = ("--monitor-interval", "0.1")
 FT_ARGS = (
-    "--workers-stop-timeout", "5",
-    "--ft-initial-rank-heartbeat-timeout", "60",
-    "--ft-rank-heartbeat-timeout", "30",
+    "--workers-stop-timeout",
+    "5",
+    "--ft-initial-rank-heartbeat-timeout",
+    "60",
+    "--ft-rank-heartbeat-timeout",
+    "30",
     "--ignore-missing-fault-tol-cfg",
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)
@@ -240,12 +243,7 @@ def _launchers(ctx: RunContext, nodes: Sequence[Node], wanted: str) -> dict[str,
         ctx,
         f"{CHECK}.launchers",
         nodes,
-        {
-            n.name: probe_argv(
-                ctx, n, "resilience_train.py", "drill", "launchers", "--launcher", wanted
-            )
-            for n in nodes
-        },
+        {n.name: probe_argv(ctx, n, "resilience_train.py", "drill", "launchers", "--launcher", wanted) for n in nodes},
         timeout_s=300,
         needs=(),  # asks the node's Python which launchers it has: no tool or device to block
     )
@@ -285,11 +283,7 @@ def run_span_drill(ctx: RunContext) -> SpanDrill:
         found = _launchers(ctx, nodes, str(rec["launcher"]))
         fallback = [(n, f) for n, f in found.items() if f["launcher"] != "ft_launcher"]
         launcher = "torchrun" if fallback else "ft_launcher"
-        why = (
-            f"{fallback[0][0]}: {fallback[0][1].get('launcher_fallback_reason')}"
-            if fallback
-            else None
-        )
+        why = f"{fallback[0][0]}: {fallback[0][1].get('launcher_fallback_reason')}" if fallback else None
         seed = rec.get("kill_seed")
         seed = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
         plan = kill_plan(seed, [n.name for n in nodes], nproc, steps, every)
@@ -305,17 +299,31 @@ def run_span_drill(ctx: RunContext) -> SpanDrill:
         def launch(run: str, max_restarts: int, kill: KillPlan | None) -> SpanRun:
             def train_args(n: Node) -> list[str]:
                 return [
-                    "train", "--steps", str(steps), "--seed", str(SEED),
-                    "--ckpt-dir", ckpt_dir(n, run), "--ckpt-every", str(every),
-                    "--ckpt-scope", scope, "--timeout-s", f"{RANK_TIMEOUT_S:g}",
+                    "train",
+                    "--steps",
+                    str(steps),
+                    "--seed",
+                    str(SEED),
+                    "--ckpt-dir",
+                    ckpt_dir(n, run),
+                    "--ckpt-every",
+                    str(every),
+                    "--ckpt-scope",
+                    scope,
+                    "--timeout-s",
+                    f"{RANK_TIMEOUT_S:g}",
                     *(["--under-ft"] if launcher == "ft_launcher" else []),
-                ]  # fmt: skip
+                ]
 
             def driver(n: Node) -> list[str]:
                 argv = [
-                    "drill", "node", "--node-name", n.name,
-                    "--timeout-s", f"{LAUNCH_TIMEOUT_S:g}",
-                ]  # fmt: skip
+                    "drill",
+                    "node",
+                    "--node-name",
+                    n.name,
+                    "--timeout-s",
+                    f"{LAUNCH_TIMEOUT_S:g}",
+                ]
                 if kill is not None and n.name == kill.node:
                     argv += [
                         "--kill-local-rank",

@@ -93,21 +93,13 @@ def _sub(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a - b
 
 
-def recovery_figures(
-    events: Sequence[Mapping[str, Any]], kill: Mapping[str, Any]
-) -> RecoveryFigures:
+def recovery_figures(events: Sequence[Mapping[str, Any]], kill: Mapping[str, Any]) -> RecoveryFigures:
     """Figures of the restart that followed ``kill`` (``{"t", "rank", "at_step"}``) in ``events``."""
     t_kill, killed = float(kill["t"]), int(kill["rank"])
     before = [e for e in events if e.get("incarnation") == 0]
-    last_step = max(
-        (int(e["step"]) for e in before if e.get("ev") == "step"), default=int(kill["at_step"])
-    )
+    last_step = max((int(e["step"]) for e in before if e.get("ev") == "step"), default=int(kill["at_step"]))
     reactions = [
-        e
-        for e in before
-        if e.get("ev") in ("sigterm", "error")
-        and e.get("rank") != killed
-        and float(e["t"]) >= t_kill
+        e for e in before if e.get("ev") in ("sigterm", "error") and e.get("rank") != killed and float(e["t"]) >= t_kill
     ]
     later = sorted({int(e["incarnation"]) for e in events if int(e.get("incarnation", 0)) > 0})
     inc = later[0] if later else None
@@ -179,13 +171,9 @@ def compare_losses(
     """
     steps = sorted(int(s) for s in reference if int(s) > after_step)
     missing = tuple(s for s in steps if str(s) not in resumed)
-    diffs = [
-        abs(float(resumed[str(s)]) - float(reference[str(s)])) for s in steps if str(s) in resumed
-    ]
+    diffs = [abs(float(resumed[str(s)]) - float(reference[str(s)])) for s in steps if str(s) in resumed]
     worst = max(diffs) if diffs else None
-    ok = (
-        bool(diffs) and not missing and worst is not None and math.isfinite(worst) and worst <= atol
-    )
+    ok = bool(diffs) and not missing and worst is not None and math.isfinite(worst) and worst <= atol
     return LossComparison(len(diffs), steps[0] if steps else None, worst, missing, ok)
 
 

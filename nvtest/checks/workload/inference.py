@@ -61,9 +61,11 @@ def _check_reason(r: Mapping[str, Any], where: str) -> str | None:
         parts.append(f"prefill logits off the fp32 reference by {err} (relative; bound {tol})")
     if c.get("mismatch_count"):
         first = (c.get("mismatches") or [{}])[0]
-        parts.append(f"{c['mismatch_count']} generated token(s) differ from the fp32 reference at "
-                     f"decisive positions (first: sequence {first.get('seq')} step {first.get('step')}, "
-                     f"expected {first.get('expected')}, got {first.get('got')})")
+        parts.append(
+            f"{c['mismatch_count']} generated token(s) differ from the fp32 reference at "
+            f"decisive positions (first: sequence {first.get('seq')} step {first.get('step')}, "
+            f"expected {first.get('expected')}, got {first.get('got')})"
+        )
     if not parts and not c.get("tokens_compared"):
         return None  # nothing compared: an error, not a wrong result (see judge_inference)
     return f"{where}: wrong result: " + "; ".join(parts or ["reference check failed"])
@@ -134,8 +136,17 @@ def judge_vllm(judge: Judge, entry: Mapping[str, Any] | None) -> bool:
         if rec.output_tokens_per_s is not None:  # vLLM before 0.6.3 printed the total rate only
             judge("vllm_output_tokens_per_s", rec.output_tokens_per_s, "tokens/s", **labels)
         judge("vllm_total_tokens_per_s", rec.total_tokens_per_s, "tokens/s", **labels)
-    judge.detail("vllm", {"ran": True, "command": entry.get("command"), "exit_code": entry.get("exit_code"),
-                          "requests_per_s": rec.requests_per_s, "prompt_tokens": rec.prompt_tokens,
-                          "output_tokens": rec.output_tokens, "elapsed_s": rec.elapsed_s,
-                          "warnings": list(rec.warnings)})
+    judge.detail(
+        "vllm",
+        {
+            "ran": True,
+            "command": entry.get("command"),
+            "exit_code": entry.get("exit_code"),
+            "requests_per_s": rec.requests_per_s,
+            "prompt_tokens": rec.prompt_tokens,
+            "output_tokens": rec.output_tokens,
+            "elapsed_s": rec.elapsed_s,
+            "warnings": list(rec.warnings),
+        },
+    )
     return True

@@ -65,8 +65,9 @@ def check_steps(only: frozenset[str] | None, out: Path, *, short: bool) -> None:
         s.name for s in capture_steps() + probe_steps(probes_dir(), short=short, gpus=0) + run_steps(out, short=short)
     }
     if only and only - known:
-        raise ConfigError(f"unknown step(s) {', '.join(sorted(only - known))}; known: {', '.join(sorted(known))}",
-                          field="--steps")  # fmt: skip
+        raise ConfigError(
+            f"unknown step(s) {', '.join(sorted(only - known))}; known: {', '.join(sorted(known))}", field="--steps"
+        )
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,16 @@ class StepOutcome:
 
 
 def run_with_deadline(
-    argv: list[str], stdout: Path, stderr: Path, *, deadline_s: float, kill_after_s: float,
-    env: dict[str, str], cwd: Path, on_start: Callable[[LocalTask], None] | None = None,
-) -> StepOutcome:  # fmt: skip
+    argv: list[str],
+    stdout: Path,
+    stderr: Path,
+    *,
+    deadline_s: float,
+    kill_after_s: float,
+    env: dict[str, str],
+    cwd: Path,
+    on_start: Callable[[LocalTask], None] | None = None,
+) -> StepOutcome:
     """Run ``argv`` with its output in files (verbatim, whole) through the local transport's
     runner (:func:`~nvtest.transports.local.run_argv`): at ``deadline_s`` its whole task
     (group, session, descendants, task token) gets SIGTERM, then SIGKILL ``kill_after_s``
@@ -96,8 +104,16 @@ def run_with_deadline(
     Raises:
         OSError: the command cannot be started.
     """
-    res = run_argv(argv, timeout_s=deadline_s, env=env, cwd=cwd, stdout=stdout, stderr=stderr,
-                   kill_grace_s=kill_after_s, on_start=on_start)  # fmt: skip
+    res = run_argv(
+        argv,
+        timeout_s=deadline_s,
+        env=env,
+        cwd=cwd,
+        stdout=stdout,
+        stderr=stderr,
+        kill_grace_s=kill_after_s,
+        on_start=on_start,
+    )
     unkillable = (res.error or "").partition("; ")[2] if res.failure == "unkillable" else None
     return StepOutcome(res.exit_code, res.duration_s, res.timed_out, unkillable)
 
@@ -167,8 +183,9 @@ class Kit:
             if extra:
                 raise ConfigError(
                     f"holds files that are not an evidence kit's ({', '.join(extra[:5])}); choose an empty directory",
-                    path=str(self.out), field="--out",
-                )  # fmt: skip
+                    path=str(self.out),
+                    field="--out",
+                )
             for name in KIT_ENTRIES:
                 p = self.out / name
                 if p.is_dir() and not p.is_symlink():
@@ -212,10 +229,20 @@ class Kit:
 
     def _record(self, step: Step, **fields: Any) -> dict[str, Any]:
         rec: dict[str, Any] = {
-            "name": step.name, "group": step.group, "tool": step.tool, "argv": list(step.argv),
-            "status": "not-run", "exit_code": None, "duration_s": 0.0, "deadline_s": step.deadline_s,
-            "started_at": None, "version": None, "version_argv": None, "reason": None, "files": [],
-        }  # fmt: skip
+            "name": step.name,
+            "group": step.group,
+            "tool": step.tool,
+            "argv": list(step.argv),
+            "status": "not-run",
+            "exit_code": None,
+            "duration_s": 0.0,
+            "deadline_s": step.deadline_s,
+            "started_at": None,
+            "version": None,
+            "version_argv": None,
+            "reason": None,
+            "files": [],
+        }
         rec.update(fields)
         self.steps.append(rec)
         self._write_manifest()
@@ -223,8 +250,9 @@ class Kit:
         note = f"  {rec['reason']}" if rec.get("reason") else ""
         self.console.print(
             f"[evidence] {n:2d} {rec['status']:<9} {step.name:<28} {rec['duration_s']:6.1f} s{note}",
-            markup=False, highlight=False,
-        )  # fmt: skip
+            markup=False,
+            highlight=False,
+        )
         return rec
 
     def _not_run(self, step: Step, reason: str) -> dict[str, Any]:
@@ -251,9 +279,15 @@ class Kit:
 
         try:
             outcome = run_with_deadline(
-                list(step.argv), stdout, stderr, deadline_s=deadline, kill_after_s=kill_after_s,
-                env=self._env(), cwd=self.out / ".scratch" / "work", on_start=started,
-            )  # fmt: skip
+                list(step.argv),
+                stdout,
+                stderr,
+                deadline_s=deadline,
+                kill_after_s=kill_after_s,
+                env=self._env(),
+                cwd=self.out / ".scratch" / "work",
+                on_start=started,
+            )
         finally:
             self._current = None
         return outcome, str(stdout.relative_to(self.out)), str(stderr.relative_to(self.out))
@@ -275,11 +309,22 @@ class Kit:
             return None, None
         if tool not in self._version_text:
             text = ""
-            if probe.argv is not None and shutil.which(probe.argv[0], path=self._env().get("PATH")) and self._left() > 3:
+            if (
+                probe.argv is not None
+                and shutil.which(probe.argv[0], path=self._env().get("PATH"))
+                and self._left() > 3
+            ):
                 out = self.out / "captures" / f"{tool}-version.txt"
                 err = self.out / "captures" / f"{tool}-version.stderr.txt"
-                run_with_deadline(list(probe.argv), out, err, deadline_s=min(10.0, self._left()), kill_after_s=2,
-                                  env=self._env(), cwd=self.out / ".scratch" / "work")  # fmt: skip
+                run_with_deadline(
+                    list(probe.argv),
+                    out,
+                    err,
+                    deadline_s=min(10.0, self._left()),
+                    kill_after_s=2,
+                    env=self._env(),
+                    cwd=self.out / ".scratch" / "work",
+                )
                 text = _read(out)
             self._version_text[tool] = text
         found = probe.render(self._version_text[tool])
@@ -301,14 +346,19 @@ class Kit:
             return self._not_run(step, why or "not started")
         if not shutil.which(step.argv[0], path=self._env().get("PATH")):
             hint = MISSING_HINT.get(step.tool)
-            return self._record(step, status="absent",
-                                reason=f"{step.argv[0]} not found on PATH" + (f" ({hint})" if hint else ""))  # fmt: skip
+            return self._record(
+                step, status="absent", reason=f"{step.argv[0]} not found on PATH" + (f" ({hint})" if hint else "")
+            )
         started = _now()
         outcome, out_rel, err_rel = self._execute(step, deadline, kill_after)
         out_text, err_text = _read(self.out / out_rel), _read(self.out / err_rel)
-        rec: dict[str, Any] = {"exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3),
-                               "deadline_s": round(deadline, 1), "started_at": started,
-                               "files": [out_rel, err_rel]}  # fmt: skip
+        rec: dict[str, Any] = {
+            "exit_code": outcome.exit_code,
+            "duration_s": round(outcome.duration_s, 3),
+            "deadline_s": round(deadline, 1),
+            "started_at": started,
+            "files": [out_rel, err_rel],
+        }
         dropped = self._invalid_field(step, outcome, err_text)
         if dropped is not None:  # a field this driver does not know: once more without it
             retry = replace(step, argv=dropped[0])
@@ -316,15 +366,21 @@ class Kit:
             if left >= step.min_start_s:
                 outcome, out_rel, err_rel = self._execute(retry, min(step.deadline_s, left), kill_after)
                 out_text, err_text = _read(self.out / out_rel), _read(self.out / err_rel)
-                rec.update(argv=list(retry.argv), requested_argv=list(step.argv), exit_code=outcome.exit_code,
-                           duration_s=round(rec["duration_s"] + outcome.duration_s, 3),
-                           notes=[f"{dropped[1]!r} is not a valid field on this driver: queried without it"])  # fmt: skip
+                rec.update(
+                    argv=list(retry.argv),
+                    requested_argv=list(step.argv),
+                    exit_code=outcome.exit_code,
+                    duration_s=round(rec["duration_s"] + outcome.duration_s, 3),
+                    notes=[f"{dropped[1]!r} is not a valid field on this driver: queried without it"],
+                )
         if self._stop_reason:
             rec.update(status="stopped", reason=f"stopped: {self._stop_reason}")
         elif outcome.timed_out:
             rec.update(status="timed-out", reason=self._timed_out_reason(deadline, outcome))
         elif outcome.exit_code != 0:
-            rec.update(status="failed", reason=f"exit {outcome.exit_code}: {_first_line(err_text, out_text) or 'no output'}")
+            rec.update(
+                status="failed", reason=f"exit {outcome.exit_code}: {_first_line(err_text, out_text) or 'no output'}"
+            )
         elif not out_text.strip():
             rec.update(status="empty", reason=step.empty_reason or "exit 0 but no output")
         else:
@@ -361,15 +417,25 @@ class Kit:
             return self._not_run(step, why or "not started")
         script = Path(step.argv[1])
         if not script.is_file():
-            return self._record(step, status="absent", reason=f"{script.name} not present in this nvtest ({script.parent})")
+            return self._record(
+                step, status="absent", reason=f"{script.name} not present in this nvtest ({script.parent})"
+            )
         if step.needs and not shutil.which(step.needs, path=self._env().get("PATH")):
-            return self._record(step, status="absent",
-                                reason=f"{step.needs} not found on PATH: not run (the h2d step is the pinned-copy measurement)")  # fmt: skip
+            return self._record(
+                step,
+                status="absent",
+                reason=f"{step.needs} not found on PATH: not run (the h2d step is the pinned-copy measurement)",
+            )
         started = _now()
         outcome, out_rel, err_rel = self._execute(step, deadline, kill_after)
         text = _read(self.out / out_rel).strip()
-        rec: dict[str, Any] = {"exit_code": outcome.exit_code, "duration_s": round(outcome.duration_s, 3),
-                               "deadline_s": round(deadline, 1), "started_at": started, "files": [out_rel, err_rel]}  # fmt: skip
+        rec: dict[str, Any] = {
+            "exit_code": outcome.exit_code,
+            "duration_s": round(outcome.duration_s, 3),
+            "deadline_s": round(deadline, 1),
+            "started_at": started,
+            "files": [out_rel, err_rel],
+        }
         try:
             doc = json.loads(text.splitlines()[-1]) if text else None
         except ValueError:
@@ -380,10 +446,16 @@ class Kit:
             rec.update(status="timed-out", reason=self._timed_out_reason(deadline, outcome))
         elif not isinstance(doc, dict):
             tail = _last_line(_read(self.out / err_rel))
-            rec.update(status="failed", reason=f"exit {outcome.exit_code}: no JSON document on stdout" + (f": {tail}" if tail else ""))
+            rec.update(
+                status="failed",
+                reason=f"exit {outcome.exit_code}: no JSON document on stdout" + (f": {tail}" if tail else ""),
+            )
         else:
-            rec.update(status=str(doc.get("status")), reason=doc.get("reason"),
-                       version=f"{doc.get('probe')} probe v{doc.get('probe_version')}, {doc.get('library') or 'no library'}")  # fmt: skip
+            rec.update(
+                status=str(doc.get("status")),
+                reason=doc.get("reason"),
+                version=f"{doc.get('probe')} probe v{doc.get('probe_version')}, {doc.get('library') or 'no library'}",
+            )
         return self._record(step, **rec)
 
     def run(self, step: Step) -> dict[str, Any]:
@@ -393,7 +465,9 @@ class Kit:
         deadline, why = self._gate(step, kill_after)
         fitted = fit_burnin(step, deadline) if deadline is not None else step
         if deadline is None or fitted is None:
-            return self._not_run(step, why or f"not started: {deadline or 0:.0f} s left, under 30 s of burn-in plus its checks")
+            return self._not_run(
+                step, why or f"not started: {deadline or 0:.0f} s left, under 30 s of burn-in plus its checks"
+            )
         started = _now()
         outcome, out_rel, err_rel = self._execute(fitted, min(deadline, fitted.deadline_s), kill_after)
         suite_dir = self.out / "runs" / step.name
@@ -401,12 +475,20 @@ class Kit:
         if latest.is_symlink():
             latest.unlink()
         run_dirs = sorted(p for p in suite_dir.iterdir() if p.is_dir()) if suite_dir.is_dir() else []
-        rec: dict[str, Any] = {"argv": list(fitted.argv), "exit_code": outcome.exit_code, "started_at": started,
-                               "duration_s": round(outcome.duration_s, 3), "deadline_s": round(min(deadline, fitted.deadline_s), 1),
-                               "version": f"nvtest {__version__}", "files": [out_rel, err_rel]}  # fmt: skip
+        rec: dict[str, Any] = {
+            "argv": list(fitted.argv),
+            "exit_code": outcome.exit_code,
+            "started_at": started,
+            "duration_s": round(outcome.duration_s, 3),
+            "deadline_s": round(min(deadline, fitted.deadline_s), 1),
+            "version": f"nvtest {__version__}",
+            "files": [out_rel, err_rel],
+        }
         if fitted is not step:
-            rec["effective"] = {"duration_s": float(fitted.argv[fitted.argv.index("--duration") + 1]),
-                                "requested_duration_s": float(step.argv[step.argv.index("--duration") + 1])}  # fmt: skip
+            rec["effective"] = {
+                "duration_s": float(fitted.argv[fitted.argv.index("--duration") + 1]),
+                "requested_duration_s": float(step.argv[step.argv.index("--duration") + 1]),
+            }
         if run_dirs:
             rec["run_dir"] = str(run_dirs[-1].relative_to(self.out))
             rec["files"].append(rec["run_dir"])

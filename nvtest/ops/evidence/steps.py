@@ -58,12 +58,30 @@ DELIVERY_SHORT_K = "host or gpus or stream"
 
 #: ``--query-gpu`` fields of the broad CSV capture (every one read-only, drivers >= 450).
 QUERY_GPU_FIELDS = (
-    "index", "name", "pci.bus_id", "uuid", "driver_version", "vbios_version", "memory.total",
-    "ecc.mode.current", "mig.mode.current", "persistence_mode", "compute_mode", "pstate",
-    "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max",
-    "temperature.gpu", "power.draw", "power.limit", "clocks.sm", "clocks.max.sm", "clocks.mem",
+    "index",
+    "name",
+    "pci.bus_id",
+    "uuid",
+    "driver_version",
+    "vbios_version",
+    "memory.total",
+    "ecc.mode.current",
+    "mig.mode.current",
+    "persistence_mode",
+    "compute_mode",
+    "pstate",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "clocks.sm",
+    "clocks.max.sm",
+    "clocks.mem",
     "clocks_throttle_reasons.active",
-)  # fmt: skip
+)
 #: The fields nvtest's fabric-manager check reads (nvtest/checks/health/nvlink.py FM_SCRIPT).
 FABRIC_QUERY = ("index", "fabric.state", "fabric.status")
 
@@ -183,22 +201,48 @@ def capture_steps() -> list[Step]:
         ("nvidia-smi-query-gpu-fabric", (f"--query-gpu={','.join(FABRIC_QUERY)}", "--format=csv"), ".csv"),
     ]
     steps = [
-        Step(name, "capture", "nvidia-smi", ("nvidia-smi", *args), 30.0, f"captures/{name}{ext}",
-             empty_reason="nvidia-smi reports no NVLink" if "nvlink" in name else None,
-             drop_invalid_fields=name == "nvidia-smi-query-gpu")
+        Step(
+            name,
+            "capture",
+            "nvidia-smi",
+            ("nvidia-smi", *args),
+            30.0,
+            f"captures/{name}{ext}",
+            empty_reason="nvidia-smi reports no NVLink" if "nvlink" in name else None,
+            drop_invalid_fields=name == "nvidia-smi-query-gpu",
+        )
         for name, args, ext in smi
-    ]  # fmt: skip
+    ]
     steps += [
-        Step("lspci-nvidia", "capture", "lspci", ("lspci", "-vvv", "-nn", "-D", "-d", "10de:"), 30.0,
-             "captures/lspci-nvidia.txt", empty_reason="lspci lists no NVIDIA (vendor 10de) PCI function"),
-        Step("lspci-mellanox", "capture", "lspci", ("lspci", "-vvv", "-nn", "-D", "-d", "15b3:"), 30.0,
-             "captures/lspci-mellanox.txt",
-             empty_reason="lspci lists no Mellanox (vendor 15b3) PCI function: no ConnectX HCA"),
-        Step("dcgmi-discovery-l", "capture", "dcgmi", ("dcgmi", "discovery", "-l"), 30.0,
-             "captures/dcgmi-discovery-l.txt"),
+        Step(
+            "lspci-nvidia",
+            "capture",
+            "lspci",
+            ("lspci", "-vvv", "-nn", "-D", "-d", "10de:"),
+            30.0,
+            "captures/lspci-nvidia.txt",
+            empty_reason="lspci lists no NVIDIA (vendor 10de) PCI function",
+        ),
+        Step(
+            "lspci-mellanox",
+            "capture",
+            "lspci",
+            ("lspci", "-vvv", "-nn", "-D", "-d", "15b3:"),
+            30.0,
+            "captures/lspci-mellanox.txt",
+            empty_reason="lspci lists no Mellanox (vendor 15b3) PCI function: no ConnectX HCA",
+        ),
+        Step(
+            "dcgmi-discovery-l",
+            "capture",
+            "dcgmi",
+            ("dcgmi", "discovery", "-l"),
+            30.0,
+            "captures/dcgmi-discovery-l.txt",
+        ),
         Step("dcgmi-diag-r1", "capture", "dcgmi", ("dcgmi", "diag", "-r", "1"), 120.0, "captures/dcgmi-diag-r1.txt"),
         Step("nvbandwidth", "capture", "nvbandwidth", ("nvbandwidth",), 120.0, "captures/nvbandwidth.txt"),
-    ]  # fmt: skip
+    ]
     return steps
 
 
@@ -214,25 +258,68 @@ def probe_steps(probes: Path, *, short: bool, gpus: int, python: str = sys.execu
     # GPU: the probe's 8192^3 default; CPU: it grows the size until a product takes 0.1 s
     size = ("--size", "256", "--min-seconds", "0.05") if short else ("--min-seconds", "1")
     specs: list[tuple[str, str, tuple[str, ...], float, str | None]] = [
-        ("gemm", "gemm_probe.py", ("--device", "auto", "--dtypes", dtypes, *size,
-                                   "--timeout-s", "50" if short else "150"), 60 if short else 180, None),
-        ("devmem", "devmem_probe.py", ("--device", "auto", "--array-mib", "16" if short else "1024",
-                                       "--reps", "3" if short else "20", "--timeout-s", "40" if short else "90"),
-         50 if short else 120, None),
-        ("h2d", "h2d_probe.py", ("--no-nvbandwidth", "--mib", "8" if short else "256", "--reps", "2" if short else "10"),
-         50 if short else 120, None),
+        (
+            "gemm",
+            "gemm_probe.py",
+            ("--device", "auto", "--dtypes", dtypes, *size, "--timeout-s", "50" if short else "150"),
+            60 if short else 180,
+            None,
+        ),
+        (
+            "devmem",
+            "devmem_probe.py",
+            (
+                "--device",
+                "auto",
+                "--array-mib",
+                "16" if short else "1024",
+                "--reps",
+                "3" if short else "20",
+                "--timeout-s",
+                "40" if short else "90",
+            ),
+            50 if short else 120,
+            None,
+        ),
+        (
+            "h2d",
+            "h2d_probe.py",
+            ("--no-nvbandwidth", "--mib", "8" if short else "256", "--reps", "2" if short else "10"),
+            50 if short else 120,
+            None,
+        ),
         ("h2d-nvbandwidth", "h2d_probe.py", ("--timeout-s", "120"), 150, "nvbandwidth"),
-        ("collectives", "collective_probe.py",
-         ("--device", "auto", "--nproc", str(gpus or 2), "--ops", "all_reduce,all_gather,reduce_scatter,alltoall",
-          *(("--sizes", "65536", "--iters", "2") if short else ()), "--timeout-s", "50" if short else "100"),
-         60 if short else 120, None),
+        (
+            "collectives",
+            "collective_probe.py",
+            (
+                "--device",
+                "auto",
+                "--nproc",
+                str(gpus or 2),
+                "--ops",
+                "all_reduce,all_gather,reduce_scatter,alltoall",
+                *(("--sizes", "65536", "--iters", "2") if short else ()),
+                "--timeout-s",
+                "50" if short else "100",
+            ),
+            60 if short else 120,
+            None,
+        ),
         ("inference", "inference_probe.py", ("--device", "auto"), 60 if short else 150, None),
-    ]  # fmt: skip
+    ]
     return [
-        Step(name, "probe", script, (python, str(probes / script), *args), float(deadline),
-             f"probes/{name}.json", needs=needs)
+        Step(
+            name,
+            "probe",
+            script,
+            (python, str(probes / script), *args),
+            float(deadline),
+            f"probes/{name}.json",
+            needs=needs,
+        )
         for name, script, args, deadline, needs in specs
-    ]  # fmt: skip
+    ]
 
 
 def run_steps(out: Path, *, short: bool, python: str = sys.executable) -> list[Step]:
@@ -243,11 +330,25 @@ def run_steps(out: Path, *, short: bool, python: str = sys.executable) -> list[S
     seconds = 3 if short else 120
     burnin = (*base, "--suite", "burnin", "--duration", str(seconds), "--out", str(out / "runs" / "burnin"))
     return [
-        Step("delivery", "run", "nvtest", delivery, 90.0 if short else 300.0, "runs/delivery.console.txt",
-             min_start_s=30.0),
-        Step("burnin", "run", "nvtest", burnin, 60.0 if short else seconds + 90.0, "runs/burnin.console.txt",
-             min_start_s=30.0),
-    ]  # fmt: skip
+        Step(
+            "delivery",
+            "run",
+            "nvtest",
+            delivery,
+            90.0 if short else 300.0,
+            "runs/delivery.console.txt",
+            min_start_s=30.0,
+        ),
+        Step(
+            "burnin",
+            "run",
+            "nvtest",
+            burnin,
+            60.0 if short else seconds + 90.0,
+            "runs/burnin.console.txt",
+            min_start_s=30.0,
+        ),
+    ]
 
 
 def fit_burnin(step: Step, left_s: float, overhead_s: float = 60.0) -> Step | None:

@@ -24,9 +24,17 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 __all__ = [
-    "CHECKS_SHARE", "FLOOR_S", "GRACE_S", "SIGNAL_GRACE_S", "TOOLS_SHARE", "Budget", "attempt", "bounded",
-    "on_signals", "process_age",
-]  # fmt: skip
+    "CHECKS_SHARE",
+    "FLOOR_S",
+    "GRACE_S",
+    "SIGNAL_GRACE_S",
+    "TOOLS_SHARE",
+    "Budget",
+    "attempt",
+    "bounded",
+    "on_signals",
+    "process_age",
+]
 
 #: Shares of the budget: the tools are killed at 80 % of it, the checks waited for until 90 %;
 #: the rest is for the drain/resume call, the state and the history write.
@@ -124,7 +132,9 @@ class Budget:
         return done()
 
 
-def attempt(fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | None = None) -> tuple[bool, T | BaseException | None]:
+def attempt(
+    fn: Callable[[], T], timeout_s: float, what: str, budget: Budget | None = None
+) -> tuple[bool, T | BaseException | None]:
     """Run ``fn`` in a daemon thread and wait for it at most ``timeout_s`` seconds (and at
     most :data:`SIGNAL_GRACE_S` after a signal stops ``budget``): (True, its value or what it
     raised), or (False, None) when it did not finish in time.

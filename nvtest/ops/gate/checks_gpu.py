@@ -44,25 +44,48 @@ def _facts(ctx: GateContext, query: SmiQuery) -> NodeFacts:
     """The GPU part of :class:`NodeFacts` from ``nvidia-smi -q`` and ``lspci``."""
     gpus = tuple(
         GpuFact(
-            index=i, name=g.product_name or "unknown", uuid=g.uuid, pci_bus_id=g.pci_bus_id,
-            memory_mib=_num(g.memory_total_mib), ecc_mode=g.ecc_mode_current, mig_mode=g.mig_mode_current,
-            pcie_width_current=_num(g.pcie_width_current), pcie_width_max=_num(g.pcie_width_max),
-            power_limit_w=_watts(g.power_limit_w), power_limit_default_w=_watts(g.power_limit_default_w),
-        )  # fmt: skip
+            index=i,
+            name=g.product_name or "unknown",
+            uuid=g.uuid,
+            pci_bus_id=g.pci_bus_id,
+            memory_mib=_num(g.memory_total_mib),
+            ecc_mode=g.ecc_mode_current,
+            mig_mode=g.mig_mode_current,
+            pcie_width_current=_num(g.pcie_width_current),
+            pcie_width_max=_num(g.pcie_width_max),
+            power_limit_w=_watts(g.power_limit_w),
+            power_limit_default_w=_watts(g.power_limit_default_w),
+        )
         for i, g in enumerate(query.gpus)
     )
     pci = tuple(
         PciFact(
-            slot=d.slot, class_name=d.class_name or "", class_id=d.class_code or ("0302" if d.is_nvidia_gpu else None),
-            vendor=d.vendor_name or "", vendor_id=d.vendor_id, device=d.device_name or "", device_id=d.device_id,
-        )  # fmt: skip
+            slot=d.slot,
+            class_name=d.class_name or "",
+            class_id=d.class_code or ("0302" if d.is_nvidia_gpu else None),
+            vendor=d.vendor_name or "",
+            vendor_id=d.vendor_id,
+            device=d.device_name or "",
+            device_id=d.device_id,
+        )
         for d in (ctx.pci[0] or [])
     )
     return NodeFacts(
-        host="", cpu_model=None, sockets=None, cores=None, threads=None, memory_total_kib=None, os=None,
-        kernel=None, python=None, driver_version=query.driver_version, cuda_version=query.cuda_version,
-        gpus=gpus, pci=pci, smi_error=query.failure.reason if query.failure else None,
-    )  # fmt: skip
+        host="",
+        cpu_model=None,
+        sockets=None,
+        cores=None,
+        threads=None,
+        memory_total_kib=None,
+        os=None,
+        kernel=None,
+        python=None,
+        driver_version=query.driver_version,
+        cuda_version=query.cuda_version,
+        gpus=gpus,
+        pci=pci,
+        smi_error=query.failure.reason if query.failure else None,
+    )
 
 
 def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None:
@@ -76,11 +99,23 @@ def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None
     if ctx.state.expected_by is not None and ctx.pci_gpus == []:
         n, words = ctx.state.expected_by
         if n:
-            res.add("fail", what, f"0 NVIDIA GPUs on the bus; {words}", value=0, unit="count", threshold=f"== {n}",
-                    source=words.split(" expects")[0])  # fmt: skip
+            res.add(
+                "fail",
+                what,
+                f"0 NVIDIA GPUs on the bus; {words}",
+                value=0,
+                unit="count",
+                threshold=f"== {n}",
+                source=words.split(" expects")[0],
+            )
         else:
-            res.add("unknown", what, "lspci lists no NVIDIA GPU and whether this node should have any is unknown "
-                    f"(`nvtest gate --forget-sku` if the node was repurposed): {words}", source="gate state")  # fmt: skip
+            res.add(
+                "unknown",
+                what,
+                "lspci lists no NVIDIA GPU and whether this node should have any is unknown "
+                f"(`nvtest gate --forget-sku` if the node was repurposed): {words}",
+                source="gate state",
+            )
         return None
     query, why = ctx.smi
     if query is None:
@@ -92,9 +127,11 @@ def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None
             f"nvidia-smi -q gives no reading ({why}): NVML does not answer on a node with "
             f"{len(on_bus) if on_bus is not None else '?'} NVIDIA GPU(s) on the PCI bus"
             + (f", SKU expects {expected}" if expected else ""),
-            value=0, unit="count", threshold=f"== {expected}" if expected else None,
+            value=0,
+            unit="count",
+            threshold=f"== {expected}" if expected else None,
             source=f"{ctx.sku_source} expect.gpus" if expected else "lspci",
-        )  # fmt: skip
+        )
         return None
     return query
 
@@ -107,7 +144,9 @@ def recovery_actions(smi_q: str) -> list[str]:
     for bus, action in gpu_values(smi_q, "gpu_recovery_action"):
         step = recovery_step(action) if action and action != "N/A" else None
         if step is not None:
-            out.append(f"GPU {bus}: the driver asks for recovery action '{action}' (nvidia-smi -q GPU Recovery Action): {step[0]}")
+            out.append(
+                f"GPU {bus}: the driver asks for recovery action '{action}' (nvidia-smi -q GPU Recovery Action): {step[0]}"
+            )
     return out
 
 
@@ -125,10 +164,15 @@ def gpus(ctx: GateContext) -> GateCheck:
         out.fail(line)
     expected = ctx.sku.expect.gpus if ctx.sku else None
     from_outcome(
-        res, out, what="gpu_count", value=len(query.gpus), unit="count",
+        res,
+        out,
+        what="gpu_count",
+        value=len(query.gpus),
+        unit="count",
         threshold=f"== {expected}" if expected is not None else None,
-        source=f"{ctx.sku_source} expect.gpus", passed=f"{len(query.gpus)} GPUs, as the SKU expects",
-    )  # fmt: skip
+        source=f"{ctx.sku_source} expect.gpus",
+        passed=f"{len(query.gpus)} GPUs, as the SKU expects",
+    )
     return res
 
 
@@ -154,10 +198,14 @@ def driver(ctx: GateContext) -> GateCheck:
     elif not m:
         out.note("kernel module version not read (/proc/driver/nvidia/version): compared through NVML only")
     from_outcome(
-        res, out, what="driver_version", value=query.driver_version,
+        res,
+        out,
+        what="driver_version",
+        value=query.driver_version,
         threshold=f">= {ctx.sku.expect.min_driver}" if ctx.sku and ctx.sku.expect.min_driver else None,
-        source=f"{ctx.sku_source} expect.min_driver", passed=f"driver {query.driver_version}, NVML answers",
-    )  # fmt: skip
+        source=f"{ctx.sku_source} expect.min_driver",
+        passed=f"driver {query.driver_version}, NVML answers",
+    )
     return res
 
 
@@ -169,10 +217,15 @@ def ecc(ctx: GateContext) -> GateCheck:
         return res
     total = sum(g.ecc_volatile_uncorrectable or 0 for g in query.gpus if isinstance(g.ecc_volatile_uncorrectable, int))
     from_outcome(
-        res, ecc_health(query, ctx.sku), what="ecc_volatile_uncorrectable", value=total, unit="count",
+        res,
+        ecc_health(query, ctx.sku),
+        what="ecc_volatile_uncorrectable",
+        value=total,
+        unit="count",
         threshold="0 uncorrectable; no pending or failed remap",
-        source="nvtest ECC policy (sku-reference.md, ECC / row remap)", passed="no uncorrectable error, no remap pending",
-    )  # fmt: skip
+        source="nvtest ECC policy (sku-reference.md, ECC / row remap)",
+        passed="no uncorrectable error, no remap pending",
+    )
     return res
 
 
@@ -184,11 +237,14 @@ def clocks(ctx: GateContext) -> GateCheck:
         return res
     out = idle_throttle(query)
     from_outcome(
-        res, out, what="clock_event_reasons", value=", ".join(out.details["clock_event_reasons"]) or "none",
+        res,
+        out,
+        what="clock_event_reasons",
+        value=", ".join(out.details["clock_event_reasons"]) or "none",
         threshold="no HW slowdown / HW thermal / power brake; no SW thermal slowdown",
         source="nvidia-smi -q Clocks Event Reasons; severity as the burn-in probe's (_burnin_logic.SEVERITY)",
         passed="no throttling reason active",
-    )  # fmt: skip
+    )
     return res
 
 
@@ -198,9 +254,15 @@ def _smi_hops(query: SmiQuery) -> list[PcieHop]:
         cur, top = _num(g.pcie_gen_current), _num(g.pcie_gen_max)
         hops.append(
             PcieHop(
-                g.pci_bus_id, g.pci_bus_id, "gpu", 0, _GEN_GTS.get(cur or 0), _num(g.pcie_width_current),
-                _GEN_GTS.get(top or 0), _num(g.pcie_width_max),
-            )  # fmt: skip
+                g.pci_bus_id,
+                g.pci_bus_id,
+                "gpu",
+                0,
+                _GEN_GTS.get(cur or 0),
+                _num(g.pcie_width_current),
+                _GEN_GTS.get(top or 0),
+                _num(g.pcie_width_max),
+            )
         )
     return hops
 
@@ -219,12 +281,15 @@ def pcie(ctx: GateContext) -> GateCheck:
         hops = _smi_hops(query)
     width = ctx.sku.expect.pcie_width if ctx.sku else None
     from_outcome(
-        res, pcie_links(hops, ctx.sku), what="link_width",
-        value=min((h.cur_width for h in hops if h.cur_width), default=None), unit="lanes",
+        res,
+        pcie_links(hops, ctx.sku),
+        what="link_width",
+        value=min((h.cur_width for h in hops if h.cur_width), default=None),
+        unit="lanes",
         threshold=f">= x{width}" if width else "what both ends can do",
         source=f"{ctx.sku_source} expect.pcie_width" if width else "LnkCap of the device and its port",
         passed=f"{len(hops)} link(s) at full width",
-    )  # fmt: skip
+    )
     return res
 
 
@@ -233,8 +298,12 @@ def nvlink(ctx: GateContext) -> GateCheck:
     res = GateCheck("nvlink")
     want = ctx.sku.expect.nvlinks_per_gpu if ctx.sku else None
     if want == 0:
-        res.add("skip", "nvlinks_active", f"SKU {ctx.sku.name if ctx.sku else '?'} has no NVLink (expect.nvlinks_per_gpu 0)",
-                source=f"{ctx.sku_source} expect.nvlinks_per_gpu")  # fmt: skip
+        res.add(
+            "skip",
+            "nvlinks_active",
+            f"SKU {ctx.sku.name if ctx.sku else '?'} has no NVLink (expect.nvlinks_per_gpu 0)",
+            source=f"{ctx.sku_source} expect.nvlinks_per_gpu",
+        )
         return res
     if _smi_or_fail(ctx, res, "nvlinks_active") is None or ctx.need(res, "nvlink") is None:
         return res
@@ -242,10 +311,15 @@ def nvlink(ctx: GateContext) -> GateCheck:
     status = nvidia_smi_nvlink.parse(text) if nvidia_smi_nvlink.detect(text) else None
     active = min((g.active_count for g in status.gpus), default=None) if status else 0
     from_outcome(
-        res, nvlink_status(status, ctx.sku), what="nvlinks_active", value=active, unit="count",
+        res,
+        nvlink_status(status, ctx.sku),
+        what="nvlinks_active",
+        value=active,
+        unit="count",
         threshold=f">= {want} per GPU" if want else "all listed links active",
-        source=f"{ctx.sku_source} expect.nvlinks_per_gpu", passed="every expected link active at speed",
-    )  # fmt: skip
+        source=f"{ctx.sku_source} expect.nvlinks_per_gpu",
+        passed="every expected link active at speed",
+    )
     return res
 
 
@@ -264,14 +338,21 @@ def fabric(ctx: GateContext) -> GateCheck:
             return res
         on_bus = ctx.pci_switches
         if on_bus is None:  # no SKU and no bus reading: absence is not proven
-            res.add("unknown", "fabric_manager",
-                    f"whether this node has NVSwitches is unknown: no SKU profile and {ctx.pci[1]}",
-                    source="lspci")  # fmt: skip
+            res.add(
+                "unknown",
+                "fabric_manager",
+                f"whether this node has NVSwitches is unknown: no SKU profile and {ctx.pci[1]}",
+                source="lspci",
+            )
             return res
         switches = len(on_bus)
     if not switches:
-        res.add("skip", "fabric_manager", "no NVSwitch: the SKU expects none" + (" and lspci lists none" if switches == 0 else ""),
-                source=f"{ctx.sku_source} expect.nvswitches")  # fmt: skip
+        res.add(
+            "skip",
+            "fabric_manager",
+            "no NVSwitch: the SKU expects none" + (" and lspci lists none" if switches == 0 else ""),
+            source=f"{ctx.sku_source} expect.nvswitches",
+        )
         return res
     if ctx.need(res, "fm") is None:
         return res
@@ -284,11 +365,14 @@ def fabric(ctx: GateContext) -> GateCheck:
     if "fabric" not in sections:
         _fabric_from_q(ctx.sources.get("smi").stdout, out)
     from_outcome(
-        res, out,
-        what="fabric_manager", value=(sections.get("service") or "").strip() or None,
+        res,
+        out,
+        what="fabric_manager",
+        value=(sections.get("service") or "").strip() or None,
         threshold="active, the driver's version, every GPU's fabric state Completed",
-        source=f"{ctx.sku_source} expect.nvswitches ({switches} NVSwitches)", passed="fabric manager active",
-    )  # fmt: skip
+        source=f"{ctx.sku_source} expect.nvswitches ({switches} NVSwitches)",
+        passed="fabric manager active",
+    )
     return res
 
 
@@ -304,7 +388,9 @@ def _fabric_from_q(text: str, out: Outcome) -> None:
         if state in (None, "N/A"):
             continue
         if state != "Completed" or statuses.get(bus) != "Success":
-            out.fail(f"GPU {bus}: fabric state {state}, status {statuses.get(bus)} (GPU not registered with the NVLink fabric)")
+            out.fail(
+                f"GPU {bus}: fabric state {state}, status {statuses.get(bus)} (GPU not registered with the NVLink fabric)"
+            )
 
 
 #: (check name, function), in report order.

@@ -72,9 +72,18 @@ def _fatal_events(text: str, now: float) -> list[dict[str, object]]:
     for e in log.events:
         verdict = ("fail" if e.severity == "fatal" else None) if e.kind == "sxid" else judge_xid(e)[0]
         if verdict in ("fail", "unknown"):
-            out.append({"code": e.code, "kind": e.kind, "pci": e.pci_address, "ts": e.timestamp_s,
-                        "first_seen": now, "text": e.message[:200], "verdict": verdict,
-                        "recovery_action": e.recovery_action})  # fmt: skip
+            out.append(
+                {
+                    "code": e.code,
+                    "kind": e.kind,
+                    "pci": e.pci_address,
+                    "ts": e.timestamp_s,
+                    "first_seen": now,
+                    "text": e.message[:200],
+                    "verdict": verdict,
+                    "recovery_action": e.recovery_action,
+                }
+            )
     return out
 
 
@@ -132,8 +141,12 @@ def xid(ctx: GateContext) -> GateCheck:
         return res
     source, text = split_probe(ctx.sources.get("kernel_log").stdout)
     if source == UNREADABLE or not text.strip():
-        res.add("unknown", "kernel_log", f"kernel log not readable ({' | '.join(text.split(chr(10)))[:200]}): "
-                "run the gate as root or let it read dmesg/the journal")  # fmt: skip
+        res.add(
+            "unknown",
+            "kernel_log",
+            f"kernel log not readable ({' | '.join(text.split(chr(10)))[:200]}): "
+            "run the gate as root or let it read dmesg/the journal",
+        )
         return res
     st = ctx.state
     new, last, stamped = new_kernel_lines(text, st.kernel_log_ts)
@@ -142,7 +155,11 @@ def xid(ctx: GateContext) -> GateCheck:
     if not stamped:
         res.notes.append(f"{source} has no monotonic timestamps: every line since boot was read")
     lost = _memory_lost(st, text, stamped, source)
-    out = xid_scan(new, source, storage="warn") if new.strip() else Outcome(notes=["no kernel-log line since the last gate"])
+    out = (
+        xid_scan(new, source, storage="warn")
+        if new.strip()
+        else Outcome(notes=["no kernel-log line since the last gate"])
+    )
     known = {(e.get("code"), e.get("pci"), e.get("ts")) for e in st.fatal_events}
     fresh = [e for e in _fatal_events(new, ctx.now) if (e["code"], e["pci"], e["ts"]) not in known]
     st.fatal_events += fresh
@@ -159,10 +176,15 @@ def xid(ctx: GateContext) -> GateCheck:
         unknown.append(lost)
     out.error = "; ".join(unknown) if unknown else None
     from_outcome(
-        res, out, what="fatal_xid_events", value=len(st.fatal_events), unit="count",
-        threshold="no fatal or hardware Xid, no recovery action, since boot that was not cleared", source=XID_SOURCE,
+        res,
+        out,
+        what="fatal_xid_events",
+        value=len(st.fatal_events),
+        unit="count",
+        threshold="no fatal or hardware Xid, no recovery action, since boot that was not cleared",
+        source=XID_SOURCE,
         passed="no Xid since the last gate" if not new.strip() else "no fatal Xid",
-    )  # fmt: skip
+    )
     return res
 
 
@@ -215,7 +237,9 @@ def _fabric_ports(ctx: GateContext, report: IbReport, out: Outcome) -> int:
     good = [(c, p) for c, p in report.ports if p.active and (rate is None or (p.rate_gbps or 0) >= rate)]
     down = [f"{c} port {p.port} ({p.problem or 'below rate'})" for c, p in report.ports if not p.active]
     if expect and len(good) < expect:
-        out.fail(f"{len(good)} of {expect} ports Active at >= {rate or 0:g} Gb/s; not active: {', '.join(down) or 'none'}")
+        out.fail(
+            f"{len(good)} of {expect} ports Active at >= {rate or 0:g} Gb/s; not active: {', '.join(down) or 'none'}"
+        )
     elif down:
         out.note(f"ports not active, beyond the {expect or 0} the SKU needs: {', '.join(down)}")
     return len(good)
@@ -231,7 +255,10 @@ def ib(ctx: GateContext) -> GateCheck:
     tool, counters = outs
     expect = ctx.sku.expect.ib_hcas if ctx.sku else None
     values, devices = _counters(counters.stdout)
-    kw = {"threshold": f">= {expect} ports Active" if expect else None, "source": f"{ctx.sku_source} expect.ib_hcas, expect.ib_rate_gbps"}
+    kw = {
+        "threshold": f">= {expect} ports Active" if expect else None,
+        "source": f"{ctx.sku_source} expect.ib_hcas, expect.ib_rate_gbps",
+    }
     text = tool.stdout if tool.ok else ""
     report = ibstat.parse(text) if ibstat.detect(text) else IbReport(())
     if not report.cas:
@@ -239,15 +266,27 @@ def ib(ctx: GateContext) -> GateCheck:
         if expect:
             res.add("fail", "ports_active", f"{why}: SKU expects {expect} HCAs", value=0, unit="count", **kw)
         elif not devices and counters.ok and (nics := _bus_rdma_nics(ctx)) is not None and not nics:
-            res.add("skip", "ports_active", "no RDMA device: lspci lists no Mellanox (15b3) network function, "
-                    "/sys/class/infiniband lists none and the SKU expects none",
-                    source="lspci; sysfs /sys/class/infiniband")  # fmt: skip
+            res.add(
+                "skip",
+                "ports_active",
+                "no RDMA device: lspci lists no Mellanox (15b3) network function, "
+                "/sys/class/infiniband lists none and the SKU expects none",
+                source="lspci; sysfs /sys/class/infiniband",
+            )
         elif not devices and counters.ok and nics:
-            res.add("fail", "ports_active", f"{why}, but lspci lists {len(nics)} Mellanox (15b3) network "
-                    f"function(s): {', '.join(d.slot for d in nics[:4])}", value=0, unit="count",
-                    source="lspci")  # fmt: skip
+            res.add(
+                "fail",
+                "ports_active",
+                f"{why}, but lspci lists {len(nics)} Mellanox (15b3) network "
+                f"function(s): {', '.join(d.slot for d in nics[:4])}",
+                value=0,
+                unit="count",
+                source="lspci",
+            )
         elif not devices and counters.ok:
-            res.add("unknown", "ports_active", f"{why}; absence of RDMA NICs not proven: {ctx.pci[1] or 'lspci unread'}")
+            res.add(
+                "unknown", "ports_active", f"{why}; absence of RDMA NICs not proven: {ctx.pci[1] or 'lspci unread'}"
+            )
         else:
             res.add("unknown", "ports_active", f"{why}, but the kernel lists RDMA devices {', '.join(devices)}")
         return res
@@ -265,9 +304,14 @@ def _bus_rdma_nics(ctx: GateContext) -> list | None:
     if devs is None:
         return None
     return [
-        d for d in devs
+        d
+        for d in devs
         if (d.vendor_id == "15b3" or "Mellanox" in (d.vendor_name or ""))
-        and ((d.class_code or "").startswith("02") or "Ethernet" in (d.class_name or "") or "Infiniband" in (d.class_name or ""))
+        and (
+            (d.class_code or "").startswith("02")
+            or "Ethernet" in (d.class_name or "")
+            or "Infiniband" in (d.class_name or "")
+        )
     ]
 
 
@@ -291,7 +335,9 @@ def disk(ctx: GateContext) -> GateCheck:
         free = int(row[3]) * 1024 / GIB
         res.metrics.append(("free_gib", round(free, 3), "GiB", {"path": path}))
         verdict = "pass" if free >= need_gib else "fail"
-        res.add(verdict, f"free:{path}", f"{path}: {free:.3g} GiB free (mounted on {row[5]})", value=round(free, 3), **kw)
+        res.add(
+            verdict, f"free:{path}", f"{path}: {free:.3g} GiB free (mounted on {row[5]})", value=round(free, 3), **kw
+        )
     if not ctx.recipe.disk_free_gib:
         res.add("skip", "disk", "no path to watch (recipe.gate.disk_free_gib is empty)", source=ctx.recipe_source)
     return res
@@ -304,13 +350,23 @@ def memory(ctx: GateContext) -> GateCheck:
         return res
     m = re.search(r"^MemAvailable:\s+(\d+) kB", ctx.sources.get("meminfo").stdout, re.M)
     need_gib = ctx.recipe.memory_available_gib
-    kw = {"unit": "GiB", "threshold": f">= {need_gib:g} GiB available", "source": f"{ctx.recipe_source} memory_available_gib"}
+    kw = {
+        "unit": "GiB",
+        "threshold": f">= {need_gib:g} GiB available",
+        "source": f"{ctx.recipe_source} memory_available_gib",
+    }
     if not m:
         res.add("unknown", "mem_available", "/proc/meminfo has no MemAvailable line", **kw)
         return res
     avail = int(m.group(1)) * 1024 / GIB
     res.metrics.append(("mem_available_gib", round(avail, 3), "GiB", {}))
-    res.add("pass" if avail >= need_gib else "fail", "mem_available", f"{avail:.3g} GiB available", value=round(avail, 3), **kw)
+    res.add(
+        "pass" if avail >= need_gib else "fail",
+        "mem_available",
+        f"{avail:.3g} GiB available",
+        value=round(avail, 3),
+        **kw,
+    )
     return res
 
 
@@ -324,11 +380,22 @@ def mounts(ctx: GateContext) -> GateCheck:
         res.evidence.append(out)
         kw = {"threshold": "mounted", "source": f"{ctx.recipe_source} mounts"}
         if out.timed_out:
-            res.add("unknown", path, f"{path}: stat did not answer within the budget ({ctx.budget_s:g} s): a hung mount?", **kw)
+            res.add(
+                "unknown",
+                path,
+                f"{path}: stat did not answer within the budget ({ctx.budget_s:g} s): a hung mount?",
+                **kw,
+            )
         elif out.ok:
             res.add("pass", path, f"{path} mounted ({out.stdout.strip()})", value=out.stdout.strip(), **kw)
         else:
-            res.add("fail", path, f"{path} is not mounted{': ' + out.tail(150) if out.tail() else ''}", value="not mounted", **kw)
+            res.add(
+                "fail",
+                path,
+                f"{path} is not mounted{': ' + out.tail(150) if out.tail() else ''}",
+                value="not mounted",
+                **kw,
+            )
     return res
 
 

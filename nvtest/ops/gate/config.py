@@ -75,8 +75,11 @@ def forced_sku(sku: str | None, site: SiteConfig) -> str | None:
     near = nearest_name(sku, site.catalog.names())
     hint = f" (did you mean {near!r}?)" if near else f"; known: {', '.join(site.catalog.names())}"
     broken = " (its profile did not load)" if sku in site.broken_profiles else ""
-    site.problems.append(ConfigProblem("option", f"unknown SKU {sku!r}{broken}{hint}; the node is matched instead",
-                                       key="--sku", nearest=near))  # fmt: skip
+    site.problems.append(
+        ConfigProblem(
+            "option", f"unknown SKU {sku!r}{broken}{hint}; the node is matched instead", key="--sku", nearest=near
+        )
+    )
     return None
 
 
@@ -144,21 +147,35 @@ def config_verdicts(site: SiteConfig, sku: SkuProfile | None, checks: Sequence[G
         if c.check in blocking:
             res = GateCheck(c.check, duration_s=c.duration_s)
             for p, whole in blocking[c.check]:
-                what = ("its settings (recipe.gate) come from a file with a configuration error" if whole
-                        else "a setting it reads (recipe.gate) has a configuration error")  # fmt: skip
+                what = (
+                    "its settings (recipe.gate) come from a file with a configuration error"
+                    if whole
+                    else "a setting it reads (recipe.gate) has a configuration error"
+                )
                 res.add("unknown", c.check, f"not judged: {what}: {p}", threshold=FIX, source=p.file, cause=CAUSE)
             out.append(res)
         else:
             out.append(c)
     conf = GateCheck(CONFIG_CHECK)
     for p in site.problems:
-        conf.add("unknown", p.key or p.kind, f"configuration error ({p.kind}): {p}", threshold=FIX,
-                 source=p.file or NO_FILE, cause=CAUSE)
+        conf.add(
+            "unknown",
+            p.key or p.kind,
+            f"configuration error ({p.kind}): {p}",
+            threshold=FIX,
+            source=p.file or NO_FILE,
+            cause=CAUSE,
+        )
     for f in dict.fromkeys(p.file or NO_FILE for p in site.problems):
         conf.metrics.append(("config_error", 1.0, "count", {"file": f}))
     if not site.problems:
-        conf.add("pass", CONFIG_CHECK, "the profiles, the overlay and the options loaded",
-                 threshold="every profile, overlay and option valid", source=f"overlay:{site.overlay}" if site.overlay else "nvtest's shipped profiles")
+        conf.add(
+            "pass",
+            CONFIG_CHECK,
+            "the profiles, the overlay and the options loaded",
+            threshold="every profile, overlay and option valid",
+            source=f"overlay:{site.overlay}" if site.overlay else "nvtest's shipped profiles",
+        )
         conf.metrics.append(("config_error", 0.0, "count", {"file": ""}))
     return [*out, conf]
 

@@ -38,7 +38,9 @@ COMMANDS: dict[str, list[str]] = {
     "kernel_log": [
         "sh",
         "-c",
-        KERNEL_LOG_SCRIPT.replace("journalctl -k -b --no-pager -q", "journalctl -k -b -o short-monotonic --no-pager -q"),
+        KERNEL_LOG_SCRIPT.replace(
+            "journalctl -k -b --no-pager -q", "journalctl -k -b -o short-monotonic --no-pager -q"
+        ),
     ],
     "ibstat": ["ibstat"],
     "fm": ["sh", "-c", FM_SCRIPT],
@@ -124,9 +126,17 @@ class GateContext:
             if out.timed_out:
                 label = LABELS.get(name, out.command)
                 stopped = bool(out.error and out.error.startswith("interrupted"))
-                why = (f"the gate was {out.error} before it answered" if stopped
-                       else f"did not answer within the gate's budget ({self.budget_s:g} s): timed out")
-                res.add("unknown", label, f"{label} {why}; not a verdict on the node", cause=None if stopped else "transport:timeout")
+                why = (
+                    f"the gate was {out.error} before it answered"
+                    if stopped
+                    else f"did not answer within the gate's budget ({self.budget_s:g} s): timed out"
+                )
+                res.add(
+                    "unknown",
+                    label,
+                    f"{label} {why}; not a verdict on the node",
+                    cause=None if stopped else "transport:timeout",
+                )
                 return None
             if out.truncated:  # a count or an event in the dropped middle would be missed
                 label = LABELS.get(name, out.command)
@@ -171,7 +181,13 @@ class GateContext:
         expected = self.sku.expect.gpus if self.sku else None
         gpus = self.pci_gpus
         query, _ = self.smi
-        if expected or self.state.expected_by is not None or gpus is None or gpus or (query is not None and (query.gpus or query.lost_gpus)):
+        if (
+            expected
+            or self.state.expected_by is not None
+            or gpus is None
+            or gpus
+            or (query is not None and (query.gpus or query.lost_gpus))
+        ):
             return None
         name = self.sku.name if self.sku else "?"
         return f"no NVIDIA GPU: lspci lists no NVIDIA display device and SKU {name} expects none"
@@ -222,12 +238,24 @@ def from_outcome(
     for m in out.metrics:
         res.metrics.append((m.name, m.value, m.unit, dict(m.labels)))
     res.notes.extend(out.notes)
-    findings = [("skip", out.skip)] if out.skip is not None else [
-        *(("fail", f) for f in out.failures),
-        *(("warn", w) for w in out.warnings),
-        *([("unknown", out.error)] if out.error is not None else []),
-    ]  # fmt: skip
+    findings = (
+        [("skip", out.skip)]
+        if out.skip is not None
+        else [
+            *(("fail", f) for f in out.failures),
+            *(("warn", w) for w in out.warnings),
+            *([("unknown", out.error)] if out.error is not None else []),
+        ]
+    )
     for verdict, reason in findings or [("pass", passed)]:
         # each finding with its own cause key (Outcome.keys), where the health function set one
-        res.add(verdict, what, reason, value=value, unit=unit, threshold=threshold, source=source,
-                cause=out.keys.get(reason))  # fmt: skip
+        res.add(
+            verdict,
+            what,
+            reason,
+            value=value,
+            unit=unit,
+            threshold=threshold,
+            source=source,
+            cause=out.keys.get(reason),
+        )

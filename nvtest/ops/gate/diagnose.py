@@ -62,9 +62,11 @@ BENEATH = ("xid_scan", "driver_stack", "gpus", "fabric_manager", "mounts")
 
 #: Rules of the kernel log's findings that are not the GPU's (the rest of the kernel log's are).
 _RULE_DOMAINS = {
-    "storage_client_lost": "storage", "hung_task_in_storage": "storage", "unkillable_storage": "storage",
+    "storage_client_lost": "storage",
+    "hung_task_in_storage": "storage",
+    "unkillable_storage": "storage",
     "uncorrected_memory_error": "host",
-}  # fmt: skip
+}
 _WHOLE = re.compile(r"^whole reason \((?P<what>.*?)\): (?P<reason>.*)$", re.DOTALL)
 
 
@@ -146,7 +148,11 @@ def _explained(check: str, d: Decision, own: Diagnosis, findings: Sequence[GateF
             continue
         if f.check != check and f.check != "state" and BENEATH.index(f.check) >= rank:
             continue
-        where = "the gate's state remembers from this boot" if f.check == "state" else f"this node's {f.check} check found in the same gate"
+        where = (
+            "the gate's state remembers from this boot"
+            if f.check == "state"
+            else f"this node's {f.check} check found in the same gate"
+        )
         return Diagnosis(
             f"{f.diagnosis.cause} ({where}: {f.reason})",
             f"{f.diagnosis.action}; then gate again",
@@ -163,7 +169,10 @@ def diagnose_gate(results: Sequence[GateCheck], state: GateState | None = None) 
     no next step."""
     findings = node_findings(results, state)
     node_results = [
-        {"check": r.check, "verdict": "fail", "reason": _reason(r, d), "cause": d.cause} for r in results for d in r.decisions if d.verdict == "fail"
+        {"check": r.check, "verdict": "fail", "reason": _reason(r, d), "cause": d.cause}
+        for r in results
+        for d in r.decisions
+        if d.verdict == "fail"
     ]
     for res in results:
         for i, d in enumerate(res.decisions):

@@ -141,7 +141,17 @@ class GateCheck:
         if cut:
             self.notes.append(f"whole reason ({what}): {reason}")
         self.decisions.append(
-            Decision(verdict, what, short, value, unit, threshold, source, next_step(self.check, verdict, reason, cause), cause)
+            Decision(
+                verdict,
+                what,
+                short,
+                value,
+                unit,
+                threshold,
+                source,
+                next_step(self.check, verdict, reason, cause),
+                cause,
+            )
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -150,7 +160,9 @@ class GateCheck:
             "verdict": self.verdict,
             "reason": self.reason,
             "duration_s": round(self.duration_s, 3),
-            "decisions": [{k: v for k, v in asdict(d).items() if k != "cause" or v is not None} for d in self.decisions],
+            "decisions": [
+                {k: v for k, v in asdict(d).items() if k != "cause" or v is not None} for d in self.decisions
+            ],
             "evidence": [
                 {
                     "command": e.command,
@@ -161,9 +173,7 @@ class GateCheck:
                 }
                 for e in self.evidence
             ],
-            "metrics": [
-                {"name": n, "value": v, "unit": u, "labels": lab} for n, v, u, lab in self.metrics
-            ],
+            "metrics": [{"name": n, "value": v, "unit": u, "labels": lab} for n, v, u, lab in self.metrics],
             "notes": list(self.notes),
         }
 

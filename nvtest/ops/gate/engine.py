@@ -105,13 +105,17 @@ def operator_requests(opts: GateOptions, state: GateState) -> None:
     for attr, flag in MANUAL_ONLY.items():
         if getattr(opts, attr) and opts.mode != "manual":
             setattr(opts, attr, False)
-            opts.warnings.append(f"{flag} refused in --mode {opts.mode}: only an operator's manual gate applies it; judged without it")
+            opts.warnings.append(
+                f"{flag} refused in --mode {opts.mode}: only an operator's manual gate applies it; judged without it"
+            )
     if opts.clear_xids:
         cleared = list(state.fatal_events)
         state.fatal_events, state.fatal_events_unknown = [], None
         opts.warnings.append(f"cleared {len(cleared)} fatal GPU event(s) at the operator's request (--clear-xids)")
     if opts.forget_sku:
-        opts.warnings.append(f"forgot this node's SKU ({state.sku or state.sku_unknown or 'none remembered'}) at the operator's request (--forget-sku)")
+        opts.warnings.append(
+            f"forgot this node's SKU ({state.sku or state.sku_unknown or 'none remembered'}) at the operator's request (--forget-sku)"
+        )
         state.sku = state.sku_unknown = None
 
 
@@ -121,12 +125,7 @@ def gate_cluster(given: str | None, node: str) -> str:
     slurm.conf's ``ClusterName`` (a file read), else ``local:<node>``."""
     from nvtest.history.cluster import slurm_conf_cluster_name
 
-    return (
-        given
-        or os.environ.get("SLURM_CLUSTER_NAME", "").strip()
-        or slurm_conf_cluster_name()
-        or f"local:{node}"
-    )
+    return given or os.environ.get("SLURM_CLUSTER_NAME", "").strip() or slurm_conf_cluster_name() or f"local:{node}"
 
 
 def node_name(given: str | None) -> str:
@@ -135,7 +134,10 @@ def node_name(given: str | None) -> str:
 
 
 def match_sku(
-    catalog: Catalog, sources: Sources, forced: str | None, state: GateState,
+    catalog: Catalog,
+    sources: Sources,
+    forced: str | None,
+    state: GateState,
     witnesses: Callable[[], tuple[list[Witness], list[str]]] | None = None,
 ) -> tuple[SkuProfile | None, str]:
     """The node's profile and how it was chosen (forced, matched, closest, remembered, a
@@ -224,8 +226,11 @@ class _Checks:
             res = self.results.get(name)
             if res is None:
                 res = GateCheck(name)
-                why = (f"{name}: the gate was interrupted by {budget.interrupted} before it answered" if budget.stopped
-                       else f"{name} did not answer within the gate's budget ({budget.budget_s:g} s)")
+                why = (
+                    f"{name}: the gate was interrupted by {budget.interrupted} before it answered"
+                    if budget.stopped
+                    else f"{name} did not answer within the gate's budget ({budget.budget_s:g} s)"
+                )
                 res.add("unknown", name, f"{why}; not a verdict on the node")
             out.append(res)
         return out
@@ -301,18 +306,27 @@ def _stopped_before_start(opts: GateOptions, budget: Budget) -> dict[str, Any]:
         opts.warnings.append(f"no drain or resume: the gate was interrupted by {budget.interrupted}")
     problems = [p.to_json() for p in opts.config_problems]
     doc: dict[str, Any] = {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "nvtest_version": __version__,
-        "node": node, "mode": opts.mode, "job_id": os.environ.get("SLURM_JOB_ID"),
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "nvtest_version": __version__,
+        "node": node,
+        "mode": opts.mode,
+        "job_id": os.environ.get("SLURM_JOB_ID"),
         "cluster": gate_cluster(opts.cluster, node),
         "started_at": time.time() - (time.monotonic() - budget.t0),
-        "duration_s": round(time.monotonic() - budget.t0, 3), "budget_s": opts.budget_s,
-        "verdict": "unknown", "exit_code": exit_code("unknown", strict=opts.strict), "strict": opts.strict,
+        "duration_s": round(time.monotonic() - budget.t0, 3),
+        "budget_s": opts.budget_s,
+        "verdict": "unknown",
+        "exit_code": exit_code("unknown", strict=opts.strict),
+        "strict": opts.strict,
         "sku": {"name": None, "how": why, "overlay": None},
-        "checks": [c.to_json() for c in results], "slurm": {"drain": None, "resume": None},
-        "state": {"dir": str(state_dir), "previous_gate_at": None}, "warnings": opts.warnings,
+        "checks": [c.to_json() for c in results],
+        "slurm": {"drain": None, "resume": None},
+        "state": {"dir": str(state_dir), "previous_gate_at": None},
+        "warnings": opts.warnings,
         "configuration": {"ok": not problems, "overlay": None, "files": [], "problems": problems},
         "interrupted": budget.interrupted,
-    }  # fmt: skip
+    }
     _finish(opts, doc, budget, state_dir)
     return doc
 
@@ -334,16 +348,45 @@ def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]
     operator_requests(opts, state)
     wanted = [n for n, _ in CHECKS if not opts.only or n in opts.only]
     checks = _Checks()
-    ctx0 = GateContext(sources, first_sku, f"profile:{first_sku.name}" if first_sku else "no profile", catalog, first,
-                       first_source, state, start, opts.budget_s)  # fmt: skip
+    ctx0 = GateContext(
+        sources,
+        first_sku,
+        f"profile:{first_sku.name}" if first_sku else "no profile",
+        catalog,
+        first,
+        first_source,
+        state,
+        start,
+        opts.budget_s,
+    )
     checks.start(ctx0, [n for n in wanted if n in SKU_FREE])
-    sku, how = match_sku(catalog, sources, forced, state,
-                         lambda: gpu_witnesses(node, state, catalog, opts.history, witness_time(opts.budget_s, budget.at(TOOLS_SHARE)), opts.expect_gpus))  # fmt: skip
+    sku, how = match_sku(
+        catalog,
+        sources,
+        forced,
+        state,
+        lambda: gpu_witnesses(
+            node, state, catalog, opts.history, witness_time(opts.budget_s, budget.at(TOOLS_SHARE)), opts.expect_gpus
+        ),
+    )
     recipe, recipe_source = gate_recipe(sku, catalog) if sku else (first, first_source)
     sources.start(recipe_commands(recipe))
-    origin = f"overlay:{catalog.overlay_file}" if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to) else ""
-    ctx = GateContext(sources, sku, f"profile:{sku.name}" if sku else "no profile", catalog, recipe, recipe_source,
-                      state, start, opts.budget_s)  # fmt: skip
+    origin = (
+        f"overlay:{catalog.overlay_file}"
+        if sku and catalog.overlay and (not catalog.overlay.applies_to or sku.name in catalog.overlay.applies_to)
+        else ""
+    )
+    ctx = GateContext(
+        sources,
+        sku,
+        f"profile:{sku.name}" if sku else "no profile",
+        catalog,
+        recipe,
+        recipe_source,
+        state,
+        start,
+        opts.budget_s,
+    )
     checks.start(ctx, [n for n in wanted if n not in SKU_FREE])
     if recipe != first and not budget.stopped:  # the match changed the recipe: judge by the right one
         checks.start(ctx, [n for n in wanted if n in REJUDGED])
@@ -354,22 +397,33 @@ def _gate(opts: GateOptions, budget: Budget, sources: Sources) -> dict[str, Any]
     verdict = worst(c.verdict for c in results)
     code = gate_exit_code(results, strict=opts.strict, mode=opts.mode, site=site, sku=sku)
     doc: dict[str, Any] = {
-        "schema": SCHEMA, "schema_version": SCHEMA_VERSION, "nvtest_version": __version__,
-        "node": node, "mode": opts.mode, "job_id": os.environ.get("SLURM_JOB_ID"),
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "nvtest_version": __version__,
+        "node": node,
+        "mode": opts.mode,
+        "job_id": os.environ.get("SLURM_JOB_ID"),
         "cluster": gate_cluster(opts.cluster, node),
-        "started_at": start, "duration_s": round(duration, 3), "budget_s": opts.budget_s,
-        "verdict": verdict, "exit_code": code, "strict": opts.strict,
+        "started_at": start,
+        "duration_s": round(duration, 3),
+        "budget_s": opts.budget_s,
+        "verdict": verdict,
+        "exit_code": code,
+        "strict": opts.strict,
         "sku": {"name": sku.name if sku else None, "how": how, "overlay": origin or None},
         "checks": [c.to_json() for c in results],
         "slurm": _slurm(opts, node, verdict, results, budget),
         "state": {"dir": str(state_dir), "previous_gate_at": previous},
-        "warnings": opts.warnings, "configuration": configuration_json(site),
-    }  # fmt: skip
+        "warnings": opts.warnings,
+        "configuration": configuration_json(site),
+    }
     if budget.stopped:
         doc["interrupted"] = budget.interrupted
     state.last_gate_at = start
     try:
-        doc["state"]["file"] = str(save_state(state_dir, node, state, cleared=opts.clear_xids, timeout_s=min(budget.left(), STATE_LOCK_S)))
+        doc["state"]["file"] = str(
+            save_state(state_dir, node, state, cleared=opts.clear_xids, timeout_s=min(budget.left(), STATE_LOCK_S))
+        )
     except OSError as exc:
         opts.warnings.append(f"gate state not saved in {state_dir}: {exc.strerror or exc} (Xid cursor not kept)")
     _finish(opts, doc, budget, state_dir)
@@ -403,8 +457,15 @@ def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: P
             if left <= 0:
                 raise TimeoutError("no time left in the gate's budget")
             # the driver's own timeouts end first (its error says why); the thread bounds the rest
-            doc["history"] = bounded(lambda: record_gate(doc, opts.history, cleared=opts.clear_xids, timeout_s=DRIVER_SHARE * left),
-                                     left, "the history write", budget) or None  # fmt: skip
+            doc["history"] = (
+                bounded(
+                    lambda: record_gate(doc, opts.history, cleared=opts.clear_xids, timeout_s=DRIVER_SHARE * left),
+                    left,
+                    "the history write",
+                    budget,
+                )
+                or None
+            )
             if doc["history"]:
                 doc["history"]["status"] = "written"
         except (HistoryError, ConfigError, TimeoutError) as exc:
@@ -419,9 +480,14 @@ def _finish(opts: GateOptions, doc: dict[str, Any], budget: Budget, state_dir: P
     elif spooled(spool_dir) and budget.left() > 0 and not budget.stopped:
         left = budget.left()
         try:
+
             def send() -> tuple[int, list[str]]:
-                return import_spool(spool_dir, opts.history, timeout_s=DRIVER_SHARE * left,
-                                    stop=lambda: time.monotonic() > budget.hard_end)  # fmt: skip
+                return import_spool(
+                    spool_dir,
+                    opts.history,
+                    timeout_s=DRIVER_SHARE * left,
+                    stop=lambda: time.monotonic() > budget.hard_end,
+                )
 
             sent, problems = bounded(send, left, "sending the spool", budget)
             doc["history"]["spool_sent"] = sent

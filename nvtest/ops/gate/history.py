@@ -21,13 +21,24 @@ from nvtest.ops.gate.state import write_atomic
 if TYPE_CHECKING:
     from nvtest.history.store import HistoryStore
 
-__all__ = ["SPOOL_KIND", "check_target", "gate_rows", "import_spool", "record_gate", "spool_gate", "spool_path", "spooled"]
+__all__ = [
+    "SPOOL_KIND",
+    "check_target",
+    "gate_rows",
+    "import_spool",
+    "record_gate",
+    "spool_gate",
+    "spool_path",
+    "spooled",
+]
 
 #: The ``kind`` of a spooled gate record (``{"kind", "version", "cleared", "gate": document}``).
 SPOOL_KIND = "nvtest.gate.spool"
 
 
-def gate_rows(doc: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def gate_rows(
+    doc: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(run, result rows, metric rows, event rows) of a gate document; the run's ``cluster``
     is the document's (the node is known by (cluster, node))."""
     from nvtest.history.store import labels_key
@@ -35,37 +46,74 @@ def gate_rows(doc: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, An
     node, start = str(doc["node"]), float(doc["started_at"])
     run = {
         "cluster": str(doc.get("cluster") or ""),
-        "kind": "gate", "started_at": start, "ended_at": start + float(doc.get("duration_s") or 0),
-        "host": node, "suite": f"gate:{doc.get('mode')}", "verdict": doc.get("verdict"),
-        "details": {"duration_s": doc.get("duration_s"), "sku": (doc.get("sku") or {}).get("name"),
-                    "mode": doc.get("mode"), "job_id": doc.get("job_id"), "budget_s": doc.get("budget_s")},
-    }  # fmt: skip
+        "kind": "gate",
+        "started_at": start,
+        "ended_at": start + float(doc.get("duration_s") or 0),
+        "host": node,
+        "suite": f"gate:{doc.get('mode')}",
+        "verdict": doc.get("verdict"),
+        "details": {
+            "duration_s": doc.get("duration_s"),
+            "sku": (doc.get("sku") or {}).get("name"),
+            "mode": doc.get("mode"),
+            "job_id": doc.get("job_id"),
+            "budget_s": doc.get("budget_s"),
+        },
+    }
     results, metrics = [], []
     for c in doc.get("checks") or []:
         bad = next((d for d in c.get("decisions") or [] if d.get("next_step")), None)
-        results.append({
-            "node": node, "check_name": c["check"], "verdict": c["verdict"], "reason": (c.get("reason") or "")[:2000],
-            "started_at": start, "action_class": (bad or {}).get("next_step", {}).get("class") if bad else None,
-        })  # fmt: skip
+        results.append(
+            {
+                "node": node,
+                "check_name": c["check"],
+                "verdict": c["verdict"],
+                "reason": (c.get("reason") or "")[:2000],
+                "started_at": start,
+                "action_class": (bad or {}).get("next_step", {}).get("class") if bad else None,
+            }
+        )
         for m in c.get("metrics") or []:
-            metrics.append({
-                "node": node, "check_name": c["check"], "metric": m["name"], "labels": labels_key(m.get("labels")),
-                "value": m.get("value"), "unit": m.get("unit"), "verdict": c["verdict"],
-            })  # fmt: skip
+            metrics.append(
+                {
+                    "node": node,
+                    "check_name": c["check"],
+                    "metric": m["name"],
+                    "labels": labels_key(m.get("labels")),
+                    "value": m.get("value"),
+                    "unit": m.get("unit"),
+                    "verdict": c["verdict"],
+                }
+            )
     events = []
     for key in ("drain", "resume"):
         act = (doc.get("slurm") or {}).get(key)
         if act and act.get("action") in ("drain", "resume", "refused"):
             kind = act["action"] if act["action"] != "refused" else f"{key}_refused"
-            events.append({"node": node, "at": start, "kind": kind, "reason": act.get("reason"), "source": f"gate:{doc.get('mode')}"})
+            events.append(
+                {
+                    "node": node,
+                    "at": start,
+                    "kind": kind,
+                    "reason": act.get("reason"),
+                    "source": f"gate:{doc.get('mode')}",
+                }
+            )
     return run, results, metrics, events
 
 
 def _write_gate(store: HistoryStore, doc: Mapping[str, Any], cleared: bool) -> None:
     run, results, metrics, events = gate_rows(doc)
     if cleared:
-        events.append({"node": str(doc["node"]), "at": float(doc["started_at"]), "kind": "xid_cleared",
-                       "reason": "fatal GPU events cleared by an operator (--clear-xids)", "source": "gate"})  # fmt: skip
+        events.append(
+            {
+                "node": str(doc["node"]),
+                "at": float(doc["started_at"]),
+                "kind": "xid_cleared",
+                "reason": "fatal GPU events cleared by an operator (--clear-xids)",
+                "source": "gate",
+            }
+        )
     who = f"{run['cluster']}/{doc['node']}" if run["cluster"] else str(doc["node"])
     store.write_run(f"gate:{who}:{float(doc['started_at']):.6f}", run, results, metrics, events)
 
@@ -110,8 +158,9 @@ def check_target(target: str | None) -> str | None:
     try:
         make_url(url).get_dialect().import_dbapi()
     except ImportError as exc:
-        raise ConfigError(f"history database {redact(url)}: "
-                          f"its driver is not installed ({exc})", field="--history") from exc  # fmt: skip
+        raise ConfigError(
+            f"history database {redact(url)}: its driver is not installed ({exc})", field="--history"
+        ) from exc
     return url
 
 

@@ -41,9 +41,17 @@ from typing import IO, Any
 from pydantic import TypeAdapter, ValidationError
 
 __all__ = [
-    "GateState", "Loaded", "boot_id", "boot_started_at", "default_state_dir", "load_state",
-    "read_state", "save_state", "state_path", "write_atomic",
-]  # fmt: skip
+    "GateState",
+    "Loaded",
+    "boot_id",
+    "boot_started_at",
+    "default_state_dir",
+    "load_state",
+    "read_state",
+    "save_state",
+    "state_path",
+    "write_atomic",
+]
 
 STATE_VERSION = 1
 #: Fields of :class:`GateState` that live for one gate only (never saved, never read).
@@ -207,7 +215,9 @@ def read_state(path: Path) -> Loaded:
     if not isinstance(raw, dict):
         return Loaded(None, f"of the wrong shape: a JSON {type(raw).__name__}, not an object", mtime)
     try:
-        st = _STATE.validate_python({k: v for k, v in raw.items() if k in GateState.__dataclass_fields__ and k not in TRANSIENT})
+        st = _STATE.validate_python(
+            {k: v for k, v in raw.items() if k in GateState.__dataclass_fields__ and k not in TRANSIENT}
+        )
     except ValidationError as exc:
         return Loaded(None, _shape_error(exc), mtime)
     for i, e in enumerate(st.fatal_events):
@@ -333,7 +343,9 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = False, timeout_s: float | None = None) -> Path:
+def save_state(
+    state_dir: Path, node: str, st: GateState, *, cleared: bool = False, timeout_s: float | None = None
+) -> Path:
     """Write ``st``, merged with a state another gate wrote meanwhile (the later cursor and
     counters win, fatal events are united unless ``cleared``); the file's path. The file it
     replaces, when valid, is kept as the previous generation (``.prev``).
@@ -346,7 +358,9 @@ def save_state(state_dir: Path, node: str, st: GateState, *, cleared: bool = Fal
     """
     path = state_path(state_dir, node)
     with _locked(path, timeout_s):
-        for stale in path.parent.glob(f"{path.name}*.tmp*"):  # of a writer killed mid-write: under the lock, none is live
+        for stale in path.parent.glob(
+            f"{path.name}*.tmp*"
+        ):  # of a writer killed mid-write: under the lock, none is live
             with contextlib.suppress(OSError):
                 stale.unlink()
         current = read_state(path)

@@ -80,16 +80,22 @@ def run_tool(argv: Sequence[str], deadline: float, started: Callable[[LocalTask]
     (whoever holds it can kill the whole task)."""
     t0 = time.monotonic()
     try:
-        res = run_argv(argv, timeout_s=max(0.0, deadline - t0), env=tool_env(), kill_grace_s=KILL_GRACE_S,
-                       on_start=started)  # fmt: skip
+        res = run_argv(
+            argv, timeout_s=max(0.0, deadline - t0), env=tool_env(), kill_grace_s=KILL_GRACE_S, on_start=started
+        )
     except FileNotFoundError as exc:
         return ToolOutput(tuple(argv), missing=True, error=f"{argv[0]}: not found ({exc.strerror})")
     except OSError as exc:
         return ToolOutput(tuple(argv), error=f"{argv[0]}: cannot run: {exc.strerror or exc}")
     return ToolOutput(
-        tuple(argv), res.stdout, res.stderr, res.exit_code, time.monotonic() - t0,
-        timed_out=res.timed_out, truncated=res.truncated,
-    )  # fmt: skip
+        tuple(argv),
+        res.stdout,
+        res.stderr,
+        res.exit_code,
+        time.monotonic() - t0,
+        timed_out=res.timed_out,
+        truncated=res.truncated,
+    )
 
 
 class Sources:

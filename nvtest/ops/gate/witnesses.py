@@ -80,7 +80,9 @@ def _slurm(node: str, catalog: Catalog, timeout_s: float) -> tuple[Witness | Non
     if n:
         return Witness("slurm", f"Slurm Gres={gres} expects {n}", n, sku), None
     if sku and _profile_gpus(catalog, sku):
-        return Witness("slurm", f"Slurm feature {sku} expects {_profile_gpus(catalog, sku)}", _profile_gpus(catalog, sku), sku), None
+        return Witness(
+            "slurm", f"Slurm feature {sku} expects {_profile_gpus(catalog, sku)}", _profile_gpus(catalog, sku), sku
+        ), None
     return None, None
 
 
@@ -105,7 +107,9 @@ def _history(node: str, catalog: Catalog, target: str | None, timeout_s: float) 
 
     got, why = _bounded(ask, timeout_s)
     if got is None:  # the error's words may hold the database URL: name only that it failed
-        return None, ("history not read" + (" (no answer in time)" if why and why.startswith("no answer") else "")) if why else None
+        return None, (
+            "history not read" + (" (no answer in time)" if why and why.startswith("no answer") else "")
+        ) if why else None
     sku, _at = got
     n = _profile_gpus(catalog, sku)
     if n:
@@ -114,7 +118,11 @@ def _history(node: str, catalog: Catalog, target: str | None, timeout_s: float) 
 
 
 def gpu_witnesses(
-    node: str, state: GateState, catalog: Catalog, history: str | None, timeout_s: float,
+    node: str,
+    state: GateState,
+    catalog: Catalog,
+    history: str | None,
+    timeout_s: float,
     expect_gpus: int | None = None,
 ) -> tuple[list[Witness], list[str]]:
     """Who says this node should have GPUs (see the module docstring), in order: the site's
@@ -125,8 +133,14 @@ def gpu_witnesses(
     if expect_gpus:
         out.append(Witness("option", f"--expect-gpus {expect_gpus} expects {expect_gpus}", expect_gpus))
     if state.sku and _profile_gpus(catalog, state.sku):
-        out.append(Witness("state", f"this node last matched {state.sku}, which expects {_profile_gpus(catalog, state.sku)}",
-                           _profile_gpus(catalog, state.sku), state.sku))  # fmt: skip
+        out.append(
+            Witness(
+                "state",
+                f"this node last matched {state.sku}, which expects {_profile_gpus(catalog, state.sku)}",
+                _profile_gpus(catalog, state.sku),
+                state.sku,
+            )
+        )
     for ask in (lambda: _slurm(node, catalog, timeout_s / 2), lambda: _history(node, catalog, history, timeout_s / 2)):
         w, note = ask()
         out += [w] if w else []
@@ -153,9 +167,16 @@ def no_gpu_on_the_bus(
         w = expecting[0]
         prof = catalog.profiles.get(w.sku) if w.sku else None
         state.expected_by = (w.gpus, w.text)
-        return prof, f"witness: lspci lists no NVIDIA GPU, but {w.text}" + (f"; judged as {prof.name}" if prof else "") + asked
+        return prof, f"witness: lspci lists no NVIDIA GPU, but {w.text}" + (
+            f"; judged as {prof.name}" if prof else ""
+        ) + asked
     if state.sku_unknown:
         state.expected_by = (None, f"this node's remembered SKU is unknown: {state.sku_unknown}")
-        return None, f"unknown: lspci lists no NVIDIA GPU and this node's remembered SKU is unknown ({state.sku_unknown}){asked}"
+        return (
+            None,
+            f"unknown: lspci lists no NVIDIA GPU and this node's remembered SKU is unknown ({state.sku_unknown}){asked}",
+        )
     m = catalog.match(GpuSummary())
-    return m.profile, "matched: lspci lists no NVIDIA display device" + (f"; no other witness expects a GPU{asked}" if witnesses else "")
+    return m.profile, "matched: lspci lists no NVIDIA display device" + (
+        f"; no other witness expects a GPU{asked}" if witnesses else ""
+    )

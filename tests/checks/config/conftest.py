@@ -68,8 +68,9 @@ def run_probe(tmp: Path, m: Machine, tools: Mapping[str, Recording | None] | Non
     root = build(tmp / "root", m)
     st = standins(tmp / "bin", m, tools)
     env = {**os.environ, "PATH": st.path_prefix(), "NVTEST_SYSFS_ROOT": str(root)}
-    proc = subprocess.run([sys.executable, str(PROBES / "config_probe.py")], env=env,
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(PROBES / "config_probe.py")], env=env, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

@@ -152,21 +152,30 @@ def lspci_vvv(m: Machine) -> str:
     """``lspci -D -vvv`` of ``m``'s bridges and devices: header, Express port and ACS lines."""
     out = []
     for b in sorted(m.bridges.values(), key=lambda x: x.bdf):
-        lines = [f"{b.bdf} PCI bridge: {b.name} (prog-if 00 [Normal decode])",
-                 f"\tCapabilities: [68] Express (v2) {b.port} (Slot+), MSI 00"]  # fmt: skip
+        lines = [
+            f"{b.bdf} PCI bridge: {b.name} (prog-if 00 [Normal decode])",
+            f"\tCapabilities: [68] Express (v2) {b.port} (Slot+), MSI 00",
+        ]
         if b.acsctl is not None:
             lines += ["\tCapabilities: [f24 v1] Access Control Services", f"\t\t{ACS_CAP}", f"\t\t{b.acsctl}"]
         lines.append("\tKernel driver in use: pcieport")
         out.append("\n".join(lines))
     for d in m.devices:
-        out.append(f"{d.bdf} {d.name}\n\tCapabilities: [78] Express (v2) Endpoint, MSI 00\n\tKernel driver in use: {d.driver or '-'}")
+        out.append(
+            f"{d.bdf} {d.name}\n\tCapabilities: [78] Express (v2) Endpoint, MSI 00\n\tKernel driver in use: {d.driver or '-'}"
+        )
     return "\n\n".join(out) + "\n"
 
 
 def lspci_access_denied(m: Machine) -> str:
     """``lspci -D -vvv`` as a non-root user prints it: ``Capabilities: <access denied>``."""
-    return "\n\n".join(f"{b.bdf} PCI bridge: {b.name}\n\tCapabilities: <access denied>\n\tKernel driver in use: pcieport"
-                       for b in sorted(m.bridges.values(), key=lambda x: x.bdf)) + "\n"  # fmt: skip
+    return (
+        "\n\n".join(
+            f"{b.bdf} PCI bridge: {b.name}\n\tCapabilities: <access denied>\n\tKernel driver in use: pcieport"
+            for b in sorted(m.bridges.values(), key=lambda x: x.bdf)
+        )
+        + "\n"
+    )
 
 
 TITANX = "VGA compatible controller: NVIDIA Corporation GP102 [TITAN X] (rev a1)"
@@ -181,14 +190,17 @@ def titanx_plx(*, acs: str = ACS_OFF, cpus_allowed: str = "0-15") -> Machine:
         "0000:00:03.0": Bridge("0000:00:03.0", "0x8086", "0x6f08", XEON_RP.format(n=3), "Root Port", None),
     }
     devices = []
-    for rp, up, down_bus, gpus in (("0000:00:02.0", "0000:02:00.0", "03", ("04", "05")),
-                                   ("0000:00:03.0", "0000:06:00.0", "07", ("08", "09"))):  # fmt: skip
+    for rp, up, down_bus, gpus in (
+        ("0000:00:02.0", "0000:02:00.0", "03", ("04", "05")),
+        ("0000:00:03.0", "0000:06:00.0", "07", ("08", "09")),
+    ):
         bridges[up] = Bridge(up, "0x10b5", "0x8747", PEX8747, "Upstream Port", acs)
         for port, gpu in zip(("08", "10"), gpus, strict=True):
             down = f"0000:{down_bus}:{port}.0"
             bridges[down] = Bridge(down, "0x10b5", "0x8747", PEX8747, "Downstream Port", acs)
-            devices.append(Dev(f"0000:{gpu}:00.0", "0x10de", "0x1b00", "0x030000", (rp, up, down),
-                               0, "0-15", "nvidia", TITANX))  # fmt: skip
+            devices.append(
+                Dev(f"0000:{gpu}:00.0", "0x10de", "0x1b00", "0x030000", (rp, up, down), 0, "0-15", "nvidia", TITANX)
+            )
     return Machine(devices, bridges, {0: "0-15"}, cpus_allowed)
 
 
@@ -202,31 +214,70 @@ def a100_topo(*, acs: str = ACS_OFF, cpus_allowed: str = "0-127") -> Machine:
     bridges: dict[str, Bridge] = {}
     devices: list[Dev] = []
     # (numa node, GPU indices, mlx5 indices): from the recording's PXB/PIX and NUMA Affinity columns
-    groups = ((3, (0, 1), (5, 6, 7, 8)), (1, (2, 3), (1, 2, 3, 4)), (7, (4, 5), (14, 15, 16, 17)), (5, (6, 7), (9, 10, 11, 12)))
+    groups = (
+        (3, (0, 1), (5, 6, 7, 8)),
+        (1, (2, 3), (1, 2, 3, 4)),
+        (7, (4, 5), (14, 15, 16, 17)),
+        (5, (6, 7), (9, 10, 11, 12)),
+    )
     for k, (node, gpus, nics) in enumerate(groups):
         bus = 0x10 + 0x30 * k
         rp, up = f"0000:{bus:02x}:01.1", f"0000:{bus + 1:02x}:00.0"
-        bridges[rp] = Bridge(rp, "0x1022", "0x1483", "Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge", "Root Port", None)
+        bridges[rp] = Bridge(
+            rp, "0x1022", "0x1483", "Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge", "Root Port", None
+        )
         bridges[up] = Bridge(up, "0x10b5", "0x8747", PEX8747, "Upstream Port", acs)
         for j in range(len(gpus)):
             down = f"0000:{bus + 2:02x}:{j:02x}.0"
             bridges[down] = Bridge(down, "0x10b5", "0x8747", PEX8747, "Downstream Port", acs)
-            devices.append(Dev(f"0000:{bus + 3 + j:02x}:00.0", "0x10de", "0x20b2", "0x030200", (rp, up, down),
-                               node, _NUMA[node], "nvidia", A100))  # fmt: skip
+            devices.append(
+                Dev(
+                    f"0000:{bus + 3 + j:02x}:00.0",
+                    "0x10de",
+                    "0x20b2",
+                    "0x030200",
+                    (rp, up, down),
+                    node,
+                    _NUMA[node],
+                    "nvidia",
+                    A100,
+                )
+            )
         for j in range(2):
             down = f"0000:{bus + 2:02x}:{2 + j:02x}.0"
             bridges[down] = Bridge(down, "0x10b5", "0x8747", PEX8747, "Downstream Port", acs)
             for f in range(2):
-                devices.append(Dev(f"0000:{bus + 5 + j:02x}:00.{f}", "0x15b3", "0x101b", "0x020700", (rp, up, down),
-                                   node, _NUMA[node], "mlx5_core", CX6))  # fmt: skip
+                devices.append(
+                    Dev(
+                        f"0000:{bus + 5 + j:02x}:00.{f}",
+                        "0x15b3",
+                        "0x101b",
+                        "0x020700",
+                        (rp, up, down),
+                        node,
+                        _NUMA[node],
+                        "mlx5_core",
+                        CX6,
+                    )
+                )
         del nics
-    for n, bus in ((0, 0xd0), (4, 0xe0)):  # mlx5_0 and mlx5_13: SYS to every GPU, own root port
+    for n, bus in ((0, 0xD0), (4, 0xE0)):  # mlx5_0 and mlx5_13: SYS to every GPU, own root port
         rp = f"0000:{bus:02x}:01.1"
-        bridges[rp] = Bridge(rp, "0x1022", "0x1483", "Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge", "Root Port", None)
-        devices.append(Dev(f"0000:{bus + 1:02x}:00.0", "0x15b3", "0x101b", "0x020700", (rp,), n, _NUMA[n], "mlx5_core", CX6))
-    return Machine(devices, bridges, dict(_NUMA), cpus_allowed,
-                   modules={"nvidia": "535.104.05", "nvidia_peermem": "535.104.05", "mlx5_core": None, "ib_core": None},
-                   infiniband=[f"mlx5_{i}" for i in range(18)], iommu="identity")  # fmt: skip
+        bridges[rp] = Bridge(
+            rp, "0x1022", "0x1483", "Advanced Micro Devices, Inc. [AMD] Starship/Matisse GPP Bridge", "Root Port", None
+        )
+        devices.append(
+            Dev(f"0000:{bus + 1:02x}:00.0", "0x15b3", "0x101b", "0x020700", (rp,), n, _NUMA[n], "mlx5_core", CX6)
+        )
+    return Machine(
+        devices,
+        bridges,
+        dict(_NUMA),
+        cpus_allowed,
+        modules={"nvidia": "535.104.05", "nvidia_peermem": "535.104.05", "mlx5_core": None, "ib_core": None},
+        infiniband=[f"mlx5_{i}" for i in range(18)],
+        iommu="identity",
+    )
 
 
 def without_gpus_or_nics(m: Machine) -> Machine:

@@ -13,8 +13,9 @@ from tests.checks.config.conftest import verdict_of
 
 def _rank(env: dict[str, str]) -> str:
     base = {"PATH": os.environ["PATH"], "SLURM_PROCID": "3", "SLURMD_NODENAME": "gpu002"}
-    return subprocess.run(["sh", "-c", IDENTITY_SCRIPT], env={**base, **env}, capture_output=True,
-                          text=True, check=True, timeout=10).stdout  # fmt: skip
+    return subprocess.run(
+        ["sh", "-c", IDENTITY_SCRIPT], env={**base, **env}, capture_output=True, text=True, check=True, timeout=10
+    ).stdout
 
 
 def test_the_rank_script_reads_the_marker_file_then_the_env(tmp_path):
@@ -22,7 +23,9 @@ def test_the_rank_script_reads_the_marker_file_then_the_env(tmp_path):
     marker.write_text("pytorch 24.05 nvtest\nbuilt by ci\n")
     line = _rank({"NVTEST_IMAGE_MARKER": str(marker), "NVTEST_IMAGE_ID": "ignored"})
     assert line == f"nvtest-rank rank=3 node=gpu002 image=pytorch_24.05_nvtest source={marker}\n"
-    assert "image=img-7 source=env:NVTEST_IMAGE_ID" in _rank({"NVTEST_IMAGE_MARKER": str(tmp_path / "none"), "NVTEST_IMAGE_ID": "img-7"})
+    assert "image=img-7 source=env:NVTEST_IMAGE_ID" in _rank(
+        {"NVTEST_IMAGE_MARKER": str(tmp_path / "none"), "NVTEST_IMAGE_ID": "img-7"}
+    )
     assert "image=- source=none" in _rank({"NVTEST_IMAGE_MARKER": str(tmp_path / "none")})
 
 
@@ -59,5 +62,7 @@ def test_submit_passes_the_container_options_to_the_run_inside_the_job():
     from nvtest.transports.options import SlurmOptions
 
     params = set(inspect.signature(submit).parameters)
-    assert {"container_image", "container_mounts", "image_id"} <= set(RUN_ONLY) <= set(SlurmOptions.__dataclass_fields__)
+    assert (
+        {"container_image", "container_mounts", "image_id"} <= set(RUN_ONLY) <= set(SlurmOptions.__dataclass_fields__)
+    )
     assert not params & set(RUN_ONLY)  # not consumed by submit: they reach `nvtest run` in the job

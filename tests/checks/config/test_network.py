@@ -59,7 +59,9 @@ def test_exact_ifname_from_the_inventory_on_the_desktop():
     nothing = nccl_interfaces(DESKTOP_IP, "", {"NCCL_SOCKET_IFNAME": "=eth0"}, ["10.0.0.0/24"], None)
     assert verdict_of(nothing) == Verdict.FAIL and "no usable interface" in nothing.text()
     # a prefix would match too, the exact form only the name
-    assert [i.name for i in predict(interfaces_from_ip_json(DESKTOP_IP), {"NCCL_SOCKET_IFNAME": "enp"})[0]] == ["enp8s0"]
+    assert [i.name for i in predict(interfaces_from_ip_json(DESKTOP_IP), {"NCCL_SOCKET_IFNAME": "enp"})[0]] == [
+        "enp8s0"
+    ]
     assert predict(interfaces_from_ip_json(DESKTOP_IP), {"NCCL_SOCKET_IFNAME": "=enp"})[0] == []
 
 
@@ -80,11 +82,15 @@ def test_an_hca_the_node_lacks_fails_and_ip_that_cannot_report_errors():
     ("log", "networks", "verdict", "words"),
     [
         ("nccl-info-bootstrap-ip6tnl0-veth0-nccl2.5.6.txt", ["2001:db8::/32"], Verdict.FAIL, "ip6tnl0"),
-        ("nccl-info-bootstrap-eth0-docker-default-network-rccl2.17.txt", ["10.0.0.0/8"], Verdict.FAIL,
-         "eth0 (172.17.0.2) is outside the node's networks 10.0.0.0/8"),
+        (
+            "nccl-info-bootstrap-eth0-docker-default-network-rccl2.17.txt",
+            ["10.0.0.0/8"],
+            Verdict.FAIL,
+            "eth0 (172.17.0.2) is outside the node's networks 10.0.0.0/8",
+        ),
         ("nccl-info-ifname-eth0-ib-hca-exact-roce-oob-nccl2.21.5.txt", ["10.244.0.0/16"], Verdict.PASS, ""),
     ],
-)  # fmt: skip
+)
 def test_what_nccl_said_it_used(log, networks, verdict, words):
     uses = interfaces_from_log(_log(log))
     out = Outcome()
@@ -96,21 +102,32 @@ def test_what_nccl_said_it_used(log, networks, verdict, words):
 def test_log_reader_roles():
     uses = interfaces_from_log(_log("nccl-info-ifname-eth0-ib-hca-exact-roce-oob-nccl2.21.5.txt"))
     assert {(u.role, u.name, u.address) for u in uses} == {
-        ("bootstrap", "eth0", "10.244.1.10"), ("oob", "eth0", "10.244.2.21"), ("oob", "eth0", "10.244.1.10")
-    }  # fmt: skip
+        ("bootstrap", "eth0", "10.244.1.10"),
+        ("oob", "eth0", "10.244.2.21"),
+        ("oob", "eth0", "10.244.1.10"),
+    }
     v6 = interfaces_from_log(_log("nccl-info-bootstrap-ip6tnl0-veth0-nccl2.5.6.txt"))
-    assert [(u.role, u.name, u.address) for u in v6][:2] == [("bootstrap", "ip6tnl0", "fe80::1"), ("bootstrap", "veth0", "2001:db8::600a")]
+    assert [(u.role, u.name, u.address) for u in v6][:2] == [
+        ("bootstrap", "ip6tnl0", "fe80::1"),
+        ("bootstrap", "veth0", "2001:db8::600a"),
+    ]
 
 
 # -- the environment nvtest gives NCCL ------------------------------------------------------
 
 
 def _inv():
-    return build_inventory(InventoryFile.model_validate({
-        "defaults": {"networks": ["10.10.0.0/16"]},
-        "nodes": [{"names": "gpu[01-02]", "socket_ifname": "ens1f0", "ib_hca": "mlx5_0,mlx5_1"},
-                  {"names": "gpu03", "socket_ifname": "=ens2f0"}],
-    }))  # fmt: skip
+    return build_inventory(
+        InventoryFile.model_validate(
+            {
+                "defaults": {"networks": ["10.10.0.0/16"]},
+                "nodes": [
+                    {"names": "gpu[01-02]", "socket_ifname": "ens1f0", "ib_hca": "mlx5_0,mlx5_1"},
+                    {"names": "gpu03", "socket_ifname": "=ens2f0"},
+                ],
+            }
+        )
+    )
 
 
 def test_inventory_interfaces_become_exact_match_nccl_variables():
@@ -126,7 +143,9 @@ def test_the_node_setting_wins_over_the_controller_and_the_recipe():
     env = nccl_env(recipe, {"NCCL_SOCKET_IFNAME": "^docker", "NCCL_IB_HCA": "mlx5"}, nodes=[n1])
     assert env["NCCL_SOCKET_IFNAME"] == "=ens1f0" and env["NCCL_IB_HCA"] == "=mlx5_0,mlx5_1"
     assert env["NCCL_ALGO"] == "Ring" and env["NCCL_DEBUG"] == "INFO"
-    assert "NCCL_SOCKET_IFNAME" not in inventory_nccl_env(build_inventory(InventoryFile.model_validate({"nodes": [{"names": "a"}]})).nodes)
+    assert "NCCL_SOCKET_IFNAME" not in inventory_nccl_env(
+        build_inventory(InventoryFile.model_validate({"nodes": [{"names": "a"}]})).nodes
+    )
 
 
 def test_inventory_rejects_what_nccl_would_misread():

@@ -51,7 +51,10 @@ def test_a_driver_upgraded_after_the_image_and_the_boot_is_named_three_ways(tmp_
     out = package_drift(p, _fleet(p))
     assert verdict_of(out) == Verdict.FAIL
     text = out.text()
-    assert "nvidia-driver-535 535.129.03-0ubuntu1 (installed 2024-04-24 23:16 UTC)" in text and "2 of 3 nodes have 535.104.05-0ubuntu1" in text
+    assert (
+        "nvidia-driver-535 535.129.03-0ubuntu1 (installed 2024-04-24 23:16 UTC)" in text
+        and "2 of 3 nodes have 535.104.05-0ubuntu1" in text
+    )
     assert "after image 'rack07-2024.04' was built" in text
     assert "the loaded nvidia module is 535.104.05" in text and "Driver/library version mismatch" in text
     assert out.metrics[0].value == 1  # one package, named by three findings
@@ -69,7 +72,10 @@ def test_a_package_changed_after_boot_without_marker(tmp_path):
 def test_the_running_kernel_without_its_package_fails(tmp_path):
     p = _platform(tmp_path, UBUNTU, osrelease="5.15.0-107-generic")
     out = package_drift(p, {"me": packages_of(p) or {}})
-    assert verdict_of(out) == Verdict.FAIL and "the running kernel 5.15.0-107-generic has no installed package" in out.text()
+    assert (
+        verdict_of(out) == Verdict.FAIL
+        and "the running kernel 5.15.0-107-generic has no installed package" in out.text()
+    )
 
 
 def test_a_node_missing_a_fleet_package_fails_and_no_majority_is_not_judged():
@@ -85,7 +91,12 @@ def test_no_package_tool_is_an_error_with_its_words(tmp_path):
 
 
 def test_dpkg_rows_not_installed_are_left_out(tmp_path):
-    rec = {"dpkg-query": Recording(stdout="libc6\t2.36-9+deb12u14\t1779294443\tii \nnvidia-libopencl1-dev\t\t\tun \n",
-                                   stderr="dpkg-query: no packages found matching linux-image-*\n", exit_code=1)}  # fmt: skip
+    rec = {
+        "dpkg-query": Recording(
+            stdout="libc6\t2.36-9+deb12u14\t1779294443\tii \nnvidia-libopencl1-dev\t\t\tun \n",
+            stderr="dpkg-query: no packages found matching linux-image-*\n",
+            exit_code=1,
+        )
+    }
     p = probe_platform(tmp_path, titanx_plx(), rec)
     assert list(packages_of(p) or {}) == ["libc6"]

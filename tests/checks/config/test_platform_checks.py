@@ -38,7 +38,11 @@ def test_acs_reader_on_the_pex8747_downstream_port_and_the_titanx():
 
 def test_acs_reader_on_the_rccl547_root_port_and_the_non_root_output():
     root = acs_blocks((CONFIG_DATA / "lspci-vvv-excerpt-amd-gpp-root-port-acs-redirect-on-rccl547.txt").read_text())
-    assert root["0000:40:01.1"].bits_on(("ReqRedir", "CmpltRedir", "UpstreamFwd")) == ["ReqRedir", "CmpltRedir", "UpstreamFwd"]
+    assert root["0000:40:01.1"].bits_on(("ReqRedir", "CmpltRedir", "UpstreamFwd")) == [
+        "ReqRedir",
+        "CmpltRedir",
+        "UpstreamFwd",
+    ]
     denied = acs_blocks((CONFIG_DATA / "lspci-vvv-non-root-capabilities-access-denied-renesas-bridges.txt").read_text())
     assert set(denied) == {"0000:00:1c.7", "0000:05:00.0", "0000:06:00.0", "0000:07:00.0"}
     assert all(b.access_denied and not b.has_acs for b in denied.values())

@@ -83,7 +83,9 @@ def _cannot_prove(name: str, tmp: Path) -> tuple[Platform, str]:
     if name == "pcie_acs":
         return probe_platform(tmp, m, {"lspci": None}), "lspci: not found"
     if name == "persistence_mode":
-        return probe_platform(tmp, m, {"nvidia-smi": Recording(stdout=SMI_NO_DRIVER, exit_code=9)}), "couldn't communicate"
+        return probe_platform(
+            tmp, m, {"nvidia-smi": Recording(stdout=SMI_NO_DRIVER, exit_code=9)}
+        ), "couldn't communicate"
     if name == "iommu":
         return probe_platform(tmp, replace(m, iommu="untyped")), "proves passthrough"
     if name == "numa_affinity":
@@ -119,7 +121,11 @@ def _outcomes(tmp: Path, unproven: dict[str, tuple[Outcome, str]]) -> list[tuple
     outs.append(("pcie_acs", pcie_acs(probe_platform(tmp / "acs", titanx_plx(acs=ACS_ON)))))
     outs.append(("nccl_interfaces", nccl_interfaces(DESKTOP_IP, "", {"NCCL_SOCKET_IFNAME": "=docker0"}, [], None)))
     outs.append(("nccl_interfaces", nccl_interfaces(DESKTOP_IP, "", {}, [], ["mlx5_0"])))
-    p = probe_platform(tmp / "pk", titanx_plx(), {"dpkg-query": Recording(stdout="nvidia-driver-535\t535.129.03-0ubuntu1\t1714000600\tii \n")})
+    p = probe_platform(
+        tmp / "pk",
+        titanx_plx(),
+        {"dpkg-query": Recording(stdout="nvidia-driver-535\t535.129.03-0ubuntu1\t1714000600\tii \n")},
+    )
     outs.append(("package_drift", package_drift(p, {})))
     ranks = parse_identities("nvtest-rank rank=0 node=a image=- source=none\n")
     outs.append(("container_identity", judge_identities(ranks, {0: "a", 1: "a"}, "img", "srun")["a"]))

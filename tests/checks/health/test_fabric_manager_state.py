@@ -65,8 +65,16 @@ IN_PROGRESS = "index, fabric.state, fabric.status\n0, Completed, Success\n1, In 
 @pytest.mark.parametrize(
     ("uptime", "verdict", "said"),
     [
-        ("120.45 900.10\n", Verdict.WARN, "GPU 1: fabric state In Progress, status N/A, 120 s after boot: within the 600 s grace window"),
-        ("3600.00 9000.00\n", Verdict.FAIL, "GPU 1: fabric state In Progress, status N/A (GPU not registered with the NVLink fabric); 3600 s after boot, past the 600 s grace window"),
+        (
+            "120.45 900.10\n",
+            Verdict.WARN,
+            "GPU 1: fabric state In Progress, status N/A, 120 s after boot: within the 600 s grace window",
+        ),
+        (
+            "3600.00 9000.00\n",
+            Verdict.FAIL,
+            "GPU 1: fabric state In Progress, status N/A (GPU not registered with the NVLink fabric); 3600 s after boot, past the 600 s grace window",
+        ),
         ("", Verdict.FAIL, "uptime unknown, past the 600 s grace window"),
     ],
 )

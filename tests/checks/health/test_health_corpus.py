@@ -96,18 +96,36 @@ def test_lost_gpu_handle_line_fails(catalog):
 
 def _facts(n: int, name: str = "NVIDIA H100 80GB HBM3", pci: int | None = None) -> NodeFacts:
     gpus = tuple(
-        GpuFact(index=i, name=name, pci_bus_id=f"00000000:{0x18 + i:02X}:00.0", memory_mib=81559,
-                ecc_mode="Enabled", pcie_width_current=16, pcie_width_max=16)
-        for i in range(n)
-    )  # fmt: skip
-    pcis = tuple(
-        PciFact(
-            f"0000:{0x18 + i:02x}:00.0", "3D controller", "0302", "NVIDIA", "10de", "GH100", "2330"
+        GpuFact(
+            index=i,
+            name=name,
+            pci_bus_id=f"00000000:{0x18 + i:02X}:00.0",
+            memory_mib=81559,
+            ecc_mode="Enabled",
+            pcie_width_current=16,
+            pcie_width_max=16,
         )
+        for i in range(n)
+    )
+    pcis = tuple(
+        PciFact(f"0000:{0x18 + i:02x}:00.0", "3D controller", "0302", "NVIDIA", "10de", "GH100", "2330")
         for i in range(pci if pci is not None else n)
     )
-    return NodeFacts("node001", None, None, None, None, None, None, None, None,
-                     driver_version="550.54.15", cuda_version="12.4", gpus=gpus, pci=pcis)  # fmt: skip
+    return NodeFacts(
+        "node001",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        driver_version="550.54.15",
+        cuda_version="12.4",
+        gpus=gpus,
+        pci=pcis,
+    )
 
 
 def test_lost_gpu_node_is_its_sku_by_the_bus_and_fails_the_count(catalog):
@@ -129,9 +147,7 @@ def test_unmatched_node_judged_against_closest_profile(catalog):
 
 
 def test_gpu_model_differs_from_forced_sku(catalog):
-    out = gpu_inventory(
-        _facts(8, name="NVIDIA A100-SXM4-80GB"), catalog.get("h100-sxm-80gb"), catalog
-    )
+    out = gpu_inventory(_facts(8, name="NVIDIA A100-SXM4-80GB"), catalog.get("h100-sxm-80gb"), catalog)
     assert "model differs" in out.text()
     ok = gpu_inventory(_facts(8), catalog.get("h100-sxm-80gb"), catalog)
     assert judged(ok, catalog.get("h100-sxm-80gb"), "gpus") == Verdict.PASS
@@ -164,14 +180,10 @@ def test_classic_xid79_and_sxid_fatal():
 
 
 def test_unreadable_kernel_log_is_an_error_not_a_skip():
-    source, text = split_probe(
-        "### unreadable\ndmesg: read kernel buffer failed: Operation not permitted\n"
-    )
+    source, text = split_probe("### unreadable\ndmesg: read kernel buffer failed: Operation not permitted\n")
     out = xid_scan(text, source)
     assert out.verdict == Verdict.ERROR and "Operation not permitted" in (out.error or "")
-    clean = xid_scan(
-        "[ 1.0] Linux version 6.8\n[ 2.0] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15\n"
-    )
+    clean = xid_scan("[ 1.0] Linux version 6.8\n[ 2.0] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15\n")
     assert clean.verdict == Verdict.PASS
 
 
@@ -190,17 +202,13 @@ def test_g8_idle_gen1_passes_with_note_width_fails(catalog):
         sku,
     )
     assert idle.verdict == Verdict.PASS and "idle" in idle.text()
-    narrow = pcie_links(
-        hops_from_lspci(lspci.parse(LSPCI.format(speed="16GT/s", width="x8 (downgraded)"))), sku
-    )
+    narrow = pcie_links(hops_from_lspci(lspci.parse(LSPCI.format(speed="16GT/s", width="x8 (downgraded)"))), sku)
     assert narrow.verdict == Verdict.FAIL and "trained x8" in narrow.text()
 
 
 def test_corpus_rtx3080_x4_downgraded_fails():
     out = pcie_links(
-        hops_from_lspci(
-            lspci.parse(corpus("lspci/vvv-egrep-lnk-rtx3080-width-x4-downgraded-vs-normal.txt"))
-        ),
+        hops_from_lspci(lspci.parse(corpus("lspci/vvv-egrep-lnk-rtx3080-width-x4-downgraded-vs-normal.txt"))),
         None,
     )
     assert out.verdict == Verdict.FAIL and "x4" in out.text()
@@ -220,9 +228,7 @@ def test_sysfs_per_hop_slot_capability(catalog):
     gen4_slot = line.format(hop="0000:18:00.0", cs="16.0", up="16.0")
     out = pcie_links(hops_from_sysfs(gen4_slot), catalog.get("h100-sxm-80gb"))
     assert out.verdict == Verdict.FAIL and "slot capable of Gen4" in out.text()
-    good = line.format(hop="0000:18:00.0", cs="2.5", up="32.0") + line.format(
-        hop="0000:17:00.0", cs="32.0", up="32.0"
-    )
+    good = line.format(hop="0000:18:00.0", cs="2.5", up="32.0") + line.format(hop="0000:17:00.0", cs="32.0", up="32.0")
     hops = hops_from_sysfs(good)
     assert [h.depth for h in hops] == [0, 1]
     assert pcie_links(hops, catalog.get("h100-sxm-80gb")).verdict == Verdict.PASS
@@ -274,17 +280,15 @@ index, fabric.state, fabric.status
 
 def test_d1_fabric_manager(catalog):
     bad = FM.format(
-        svc="failed", fm="535.183.01", state="In Progress",
+        svc="failed",
+        fm="535.183.01",
+        state="In Progress",
         journal="nv-fabricmanager[1]: fabric manager NVIDIA GPU driver interface version 535.183.01 "
         "don't match with driver version 535.161.08. Please update with matching NVIDIA driver package.",
-    )  # fmt: skip
+    )
     out = fabric_manager(split_sections(bad), "535.161.08", nvswitches=4)
     text = out.text()
-    assert (
-        out.verdict == Verdict.FAIL
-        and "error 802" in text
-        and "535.183.01 differs from driver" in text
-    )
+    assert out.verdict == Verdict.FAIL and "error 802" in text and "535.183.01 differs from driver" in text
     assert "GPU 1: fabric state In Progress" in text
     good = FM.format(svc="active", fm="535.161.08", state="Completed", journal="")
     assert fabric_manager(split_sections(good), "535.161.08", nvswitches=4).verdict == Verdict.PASS
@@ -296,18 +300,10 @@ def test_d1_fabric_manager(catalog):
 
 def test_d7_node_without_net_plugin_is_named():
     plug = "nccl_net_plugin=/opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so\nnccl=libnccl.so.2.21.5\n"
-    fleet = {
-        f"node{i:02d}": versions_from_probe(plug + "ofed=MLNX_OFED_LINUX-23.10")
-        for i in range(1, 6)
-    }
-    fleet["node11"] = versions_from_probe(
-        "nccl_net_plugin=\nnccl=libnccl.so.2.21.5\nofed=MLNX_OFED_LINUX-23.10\n"
-    )
+    fleet = {f"node{i:02d}": versions_from_probe(plug + "ofed=MLNX_OFED_LINUX-23.10") for i in range(1, 6)}
+    fleet["node11"] = versions_from_probe("nccl_net_plugin=\nnccl=libnccl.so.2.21.5\nofed=MLNX_OFED_LINUX-23.10\n")
     odd = uniformity("node11", fleet)
-    assert (
-        odd.verdict == Verdict.FAIL
-        and "node11 has (missing), 5 of 6 nodes have /opt/hpcx" in odd.text()
-    )
+    assert odd.verdict == Verdict.FAIL and "node11 has (missing), 5 of 6 nodes have /opt/hpcx" in odd.text()
     assert uniformity("node03", fleet).verdict == Verdict.PASS
     pair = {"a": {"driver": "550.54.15"}, "b": {"driver": "550.90.07"}}
     assert uniformity("a", pair).verdict == uniformity("b", pair).verdict == Verdict.FAIL
@@ -326,9 +322,7 @@ def test_h9_dcgm_skip_and_error_code_are_not_pass(catalog):
     )
     out = dcgm_diag(diag, catalog.get("h100-sxm-80gb"), required=("PCIe",))
     assert judged(out, None) == Verdict.ERROR
-    failing = DcgmDiag(
-        (DcgmTest("Memory", "fail", results=(DcgmGpuResult("fail", (2,), ("bad page",)),)),), "text"
-    )
+    failing = DcgmDiag((DcgmTest("Memory", "fail", results=(DcgmGpuResult("fail", (2,), ("bad page",)),)),), "text")
     assert "Memory failed on GPU 2" in dcgm_diag(failing, None).text()
 
 
@@ -344,17 +338,13 @@ def test_a_skip_beside_passed_tests_names_them_and_is_not_every_test_skipped():
 
 def test_g3_nvlink_down_ignored_on_pcie_sku(catalog):
     warn = "GPU 0's NvLink link 0 is currently down Run a field diagnostic on the GPU."
-    diag = DcgmDiag(
-        (DcgmTest("PCIe", "fail", results=(DcgmGpuResult("fail", (0,), (warn,)),)),), "text"
-    )
+    diag = DcgmDiag((DcgmTest("PCIe", "fail", results=(DcgmGpuResult("fail", (0,), (warn,)),)),), "text")
     assert dcgm_diag(diag, catalog.get("a100-pcie-80gb")).verdict == Verdict.PASS
     assert dcgm_diag(diag, catalog.get("a100-sxm-80gb")).verdict == Verdict.FAIL
 
 
 def test_dcgm_corpus_text_failure(catalog):
-    diag = dcgmi.parse(
-        corpus("dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt")
-    )
+    diag = dcgmi.parse(corpus("dcgmi/diag-r2-text-gpu-memory-fail-thermal-warning-wrapped-excerpt.txt"))
     assert dcgm_diag(diag, catalog.get("a100-sxm-80gb")).verdict == Verdict.FAIL
 
 
@@ -362,20 +352,32 @@ def test_dcgm_corpus_text_failure(catalog):
 
 
 def _burn(worst: str, temp: float, telemetry: bool = True) -> dict:
-    tele = {"max_temp_c": temp, "sm_clock_mhz": {"min": 1500, "median": 1980, "max": 1980},
-            "throttle_seconds": {"hw_slowdown": 12.0} if worst == "fail" else {}, "worst_throttle": worst}  # fmt: skip
-    res = {"device": "cuda:0", "status": "ok", "window_stats": {"tflops_median": 700.0}, "sdc": {"ok": True},
-           "telemetry": tele if telemetry else None}  # fmt: skip
-    return {"device": "cuda", "dtype": "bf16", "results": [res], "telemetry": {"x": tele} if telemetry else None,
-            "telemetry_reason": None if telemetry else "pynvml not installed"}  # fmt: skip
+    tele = {
+        "max_temp_c": temp,
+        "sm_clock_mhz": {"min": 1500, "median": 1980, "max": 1980},
+        "throttle_seconds": {"hw_slowdown": 12.0} if worst == "fail" else {},
+        "worst_throttle": worst,
+    }
+    res = {
+        "device": "cuda:0",
+        "status": "ok",
+        "window_stats": {"tflops_median": 700.0},
+        "sdc": {"ok": True},
+        "telemetry": tele if telemetry else None,
+    }
+    return {
+        "device": "cuda",
+        "dtype": "bf16",
+        "results": [res],
+        "telemetry": {"x": tele} if telemetry else None,
+        "telemetry_reason": None if telemetry else "pynvml not installed",
+    }
 
 
 def test_thermal_verdicts(catalog):
     sku = catalog.get("h100-sxm-80gb")
     assert judged(thermal(_burn("ignore", 70)), sku, "thermal") == Verdict.PASS
-    assert (
-        judged(thermal(_burn("ignore", 90)), sku, "thermal") == Verdict.FAIL
-    )  # gpu_temp_max_c max 85
+    assert judged(thermal(_burn("ignore", 90)), sku, "thermal") == Verdict.FAIL  # gpu_temp_max_c max 85
     hw = thermal(_burn("fail", 70))
     assert hw.verdict == Verdict.FAIL and "hw_slowdown 12 s" in hw.text()
     drop = next(m for m in hw.metrics if m.name == "sm_clock_drop_pct")
@@ -387,34 +389,26 @@ def test_thermal_verdicts(catalog):
 
 
 def test_dmesg_permission_failure_is_not_a_clean_log():
-    out = xid_scan(
-        corpus("dmesg-xid/dmesg-unprivileged-read-kernel-buffer-failed-operation-not-permitted.txt")
-    )
-    assert out.verdict == Verdict.ERROR and "Operation not permitted" in (out.error or "")  # nothing proven: never a skip
+    out = xid_scan(corpus("dmesg-xid/dmesg-unprivileged-read-kernel-buffer-failed-operation-not-permitted.txt"))
+    assert out.verdict == Verdict.ERROR and "Operation not permitted" in (
+        out.error or ""
+    )  # nothing proven: never a skip
 
 
 def test_nvml_failure_instead_of_xml_is_an_error_with_the_tools_words(catalog):
-    q = nvidia_smi_xml.parse(
-        corpus("nvidia-smi/plain-nvml-driver-library-version-mismatch-570.txt")
-    )
+    q = nvidia_smi_xml.parse(corpus("nvidia-smi/plain-nvml-driver-library-version-mismatch-570.txt"))
     out = ecc_health(q, catalog.get("a100-sxm-80gb"))
     assert out.verdict == Verdict.ERROR and "Driver/library version mismatch" in (out.error or "")
 
 
 def test_dcgmi_that_could_not_reach_the_host_engine_is_an_error():
-    d = dcgmi.parse(
-        corpus("dcgmi/hostengine-not-running-unable-to-establish-connection-localhost.txt")
-    )
+    d = dcgmi.parse(corpus("dcgmi/hostengine-not-running-unable-to-establish-connection-localhost.txt"))
     out = dcgm_diag(d, None)
     assert out.verdict == Verdict.ERROR and "unable to establish a connection" in (out.error or "")
 
 
 def test_dcgm4_pcie_plugin_failure_fails_the_check():
-    d = dcgmi.parse(
-        corpus(
-            "dcgmi/diag-r2-text-dcgm-4.2.3-per-gpu-lines-pcie-fail-child-process-internal-error.txt"
-        )
-    )
+    d = dcgmi.parse(corpus("dcgmi/diag-r2-text-dcgm-4.2.3-per-gpu-lines-pcie-fail-child-process-internal-error.txt"))
     out = dcgm_diag(d, None)
     assert out.verdict == Verdict.FAIL and any("pcie failed" in f for f in out.failures)
 
@@ -445,7 +439,9 @@ def test_a_node_of_another_cpu_vendor_fails_uniformity():
 
     from nvtest.checks.health.uniformity import VERSIONS_SCRIPT
 
-    here = versions_from_probe(subprocess.run(["sh", "-c", VERSIONS_SCRIPT], capture_output=True, text=True, timeout=60).stdout)
+    here = versions_from_probe(
+        subprocess.run(["sh", "-c", VERSIONS_SCRIPT], capture_output=True, text=True, timeout=60).stdout
+    )
     assert here["cpu_vendor"] and here["cpu_family"], here  # this machine's /proc/cpuinfo
     intel = {"cpu_vendor": "GenuineIntel", "cpu_family": "6", "cpu_model": "Intel(R) Xeon(R) Platinum 8480+"}
     fleet = {f"node{i:02d}": dict(intel) for i in range(1, 4)}

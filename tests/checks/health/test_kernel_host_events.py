@@ -18,16 +18,31 @@ from tests.conftest import CORPUS
 #: corpus file -> (xid_scan verdict, a words of its reason, the classes read)
 CASES = {
     "dmesg-xid/dmesg-nfs-server-flap-ok-then-hung-task-nfs-file-fsync-rpi3.txt": (
-        Verdict.WARN, "task objcopy:24916 blocked", {"nfs", "hung_task"}),
+        Verdict.WARN,
+        "task objcopy:24916 blocked",
+        {"nfs", "hung_task"},
+    ),
     "dmesg-xid/dmesg-nfs-server-ok-then-not-responding-still-trying-current-ganesha.txt": (
-        Verdict.FAIL, "NFS server 100.73.159.36: not responding and not recovered", {"nfs"}),
+        Verdict.FAIL,
+        "NFS server 100.73.159.36: not responding and not recovered",
+        {"nfs"},
+    ),
     "dmesg-xid/dmesg-lustre-client-osc-connection-lost-two-osts-no-restore.txt": (
-        Verdict.FAIL, "Lustre DIAS-OST0002 (at 192.168.14.178@tcp): the client's connection was lost", {"lustre"}),
+        Verdict.FAIL,
+        "Lustre DIAS-OST0002 (at 192.168.14.178@tcp): the client's connection was lost",
+        {"lustre"},
+    ),
     "dmesg-xid/dmesg-ctime-edac-sbridge-262-ce-memory-read-error-overflow.txt": (
-        Verdict.WARN, "corrected EDAC: MC1 CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (262 errors)", {"edac", "machine_check"}),
+        Verdict.WARN,
+        "corrected EDAC: MC1 CPU_SrcID#0_Ha#0_Chan#1_DIMM#0 (262 errors)",
+        {"edac", "machine_check"},
+    ),
     "dmesg-xid/journal-mce-bank4-uncorrected-status-logged-at-boot-mcelog-nuc.txt": (
-        Verdict.FAIL, "uncorrected machine check: CPU 0 bank 4", {"machine_check"}),
-}  # fmt: skip
+        Verdict.FAIL,
+        "uncorrected machine check: CPU 0 bank 4",
+        {"machine_check"},
+    ),
+}
 
 
 @pytest.mark.parametrize("rel", sorted(CASES))
@@ -111,9 +126,7 @@ def test_parse_and_the_run_judge_host_events_the_same_way(rel: str) -> None:
 
 
 def _healthy_corpus() -> list[str]:
-    rows = re.findall(
-        r"^\| *\d+ *\| *`([^`]+)` *\| *[^|]+\| *([^|]+)\|", (CORPUS / "INDEX.md").read_text(), re.M
-    )
+    rows = re.findall(r"^\| *\d+ *\| *`([^`]+)` *\| *[^|]+\| *([^|]+)\|", (CORPUS / "INDEX.md").read_text(), re.M)
     return [f for f, kind in rows if kind.strip().startswith("normal")]
 
 

@@ -21,9 +21,18 @@ def _run(tmp: Path, widths: dict[str, int] | None) -> dict:
     root = pcie_sysfs(tmp / "root", widths=widths)
     out = tmp / "reports"
     proc = run_nvtest(
-        "run", "--suite", "delivery", "-k", "pcie_link", "--out", str(out), "--progress", "none",
-        env={"PATH": tools.path_prefix(), "NVTEST_SYSFS_ROOT": str(root)}, timeout=300,
-    )  # fmt: skip
+        "run",
+        "--suite",
+        "delivery",
+        "-k",
+        "pcie_link",
+        "--out",
+        str(out),
+        "--progress",
+        "none",
+        env={"PATH": tools.path_prefix(), "NVTEST_SYSFS_ROOT": str(root)},
+        timeout=300,
+    )
     results = out / "latest" / "results.json"
     assert results.exists(), proc.stdout[-2000:] + proc.stderr[-2000:]
     (r,) = [r for r in json.loads(results.read_text())["results"] if r["check"] == "pcie_link"]

@@ -11,12 +11,7 @@ HCAS = {"a": ["mlx5_0", "mlx5_1"], "b": ["mlx5_0"], "c": ["mlx5_0", "mlx5_1"]}
 
 
 def _report(pairs: list[tuple[str, str]]) -> PairReport:
-    outs = [
-        PairOutcome((x, y), "pass", 390.0, "Gb/s", label=h)
-        for x, y in pairs
-        for h in HCAS[x]
-        if h in HCAS[y]
-    ]
+    outs = [PairOutcome((x, y), "pass", 390.0, "Gb/s", label=h) for x, y in pairs for h in HCAS[x] if h in HCAS[y]]
     findings = {n: NodeFinding(n, "pass", "", tuple(o for o in outs if n in o.pair)) for n in HCAS}
     return PairReport(Schedule("ring", ((tuple(pairs)),)), tuple(outs), (), findings)
 

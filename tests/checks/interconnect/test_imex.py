@@ -19,7 +19,9 @@ from tests.conftest import CORPUS, DATA
 
 HEALTHY_CTL = (DATA / "standin/nvidia-imex-ctl-N-18-nodes-ready-domain-up-p6e-gb200.txt").read_text()
 MN_OK = (CORPUS / "nvbandwidth/v0.7-multinode-2x4-gb200-read-ce-dra-example.txt").read_text()
-MN_NOT_PERMITTED = (CORPUS / "nvbandwidth/v0.8-multinode-4xh200-cuda-error-not-permitted-cumemcreate-imex-cut.txt").read_text()
+MN_NOT_PERMITTED = (
+    CORPUS / "nvbandwidth/v0.8-multinode-4xh200-cuda-error-not-permitted-cumemcreate-imex-cut.txt"
+).read_text()
 
 
 def _verdict(sections: dict[str, str]) -> tuple[Verdict, str]:
@@ -37,7 +39,9 @@ def test_a_healthy_domain_passes():
 
 def test_no_channel_an_inactive_service_and_the_tools_words_fail():
     no_dev = "ls: cannot access '/dev/nvidia-caps-imex-channels': No such file or directory\n"
-    v, why = _verdict({"channels": no_dev, "service": "inactive\n", "ctl": "connection to IMEX daemon failed\nexit=1\n"})
+    v, why = _verdict(
+        {"channels": no_dev, "service": "inactive\n", "ctl": "connection to IMEX daemon failed\nexit=1\n"}
+    )
     assert v is Verdict.FAIL
     assert "no IMEX channel" in why and "No such file or directory" in why and "CUDA_ERROR_NOT_PERMITTED" in why
     assert "nvidia-imex service is inactive" in why
@@ -55,8 +59,13 @@ def test_a_node_not_connected_fails_naming_it():
 def test_the_script_reads_dev_under_the_root_seam(tmp_path):
     (tmp_path / "dev/nvidia-caps-imex-channels").mkdir(parents=True)
     (tmp_path / "dev/nvidia-caps-imex-channels/channel0").write_text("")
-    out = subprocess.run(["sh", "-c", IMEX_SCRIPT], capture_output=True, text=True, timeout=30,
-                         env={"PATH": "/usr/bin:/bin", "NVTEST_SYSFS_ROOT": str(tmp_path)}).stdout  # fmt: skip
+    out = subprocess.run(
+        ["sh", "-c", IMEX_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin", "NVTEST_SYSFS_ROOT": str(tmp_path)},
+    ).stdout
     assert split_sections(out)["channels"] == "channel0\n"
 
 

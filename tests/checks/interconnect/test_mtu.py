@@ -16,7 +16,9 @@ ONE = (CORPUS / "ibstat/ibv_devinfo-port-down-lid-65535-one-hca.txt").read_text(
 def _node(mtu_1: str = "4096 (5)", layer: str = "InfiniBand") -> str:
     """Two active HCAs, mlx5_0 at 4096 and mlx5_1 at ``mtu_1``."""
     body = ONE.split("\n", 1)[1].replace("PORT_DOWN (1)", "PORT_ACTIVE (4)").replace("65535", "7")
-    second = body.replace("mlx5_0", "mlx5_1").replace("active_mtu:             4096 (5)", f"active_mtu:             {mtu_1}")
+    second = body.replace("mlx5_0", "mlx5_1").replace(
+        "active_mtu:             4096 (5)", f"active_mtu:             {mtu_1}"
+    )
     return ONE.split("\n", 1)[0] + "\n" + (body + second).replace("InfiniBand\n", f"{layer}\n")
 
 
@@ -34,7 +36,9 @@ def test_one_hca_below_the_skus_mtu_fails_naming_it_and_the_line():
     text = _node("1024 (3)")
     (p,) = _problems(text, 4096)
     no, line = mtu_lines(text)[("mlx5_1", 1)]
-    assert p == f"mlx5_1 port 1: active_mtu 1024, the SKU expects 4096 (expect.ib_mtu): '{line}' (ibv_devinfo line {no})"
+    assert (
+        p == f"mlx5_1 port 1: active_mtu 1024, the SKU expects 4096 (expect.ib_mtu): '{line}' (ibv_devinfo line {no})"
+    )
     assert line == "active_mtu:             1024 (3)" and text.splitlines()[no - 1].strip() == line
 
 
@@ -42,13 +46,17 @@ def test_without_an_expected_mtu_the_node_and_the_fleet_must_agree():
     (p,) = _problems(_node("1024 (3)"), None, 4096)
     assert p.startswith("mlx5_1 port 1: active_mtu 1024, the fleet's majority is 4096")
     # a node whose HCAs all run 2048 in a fleet at 4096: both named
-    both = _node("2048 (4)").replace("4096 (5)\n                        sm_lid", "2048 (4)\n                        sm_lid")
+    both = _node("2048 (4)").replace(
+        "4096 (5)\n                        sm_lid", "2048 (4)\n                        sm_lid"
+    )
     assert len(_problems(both, None, 4096)) == 2
 
 
 def test_roce_ports_follow_the_fleet_not_the_ib_figure():
     """RoCE's MTU follows the netdev's: a fleet at 1024 (netdev 1500) passes, one port off it fails."""
-    same = _node("1024 (3)", layer="Ethernet").replace("4096 (5)\n                        sm_lid", "1024 (3)\n                        sm_lid")
+    same = _node("1024 (3)", layer="Ethernet").replace(
+        "4096 (5)\n                        sm_lid", "1024 (3)\n                        sm_lid"
+    )
     assert _problems(same, 4096, None) == []
     (p,) = _problems(_node("1024 (3)", layer="Ethernet"), 4096, None)
     assert p.startswith("mlx5_1 port 1: active_mtu 1024, the node's other Ethernet HCAs run 4096: "), p
@@ -82,13 +90,25 @@ def test_ib_ports_on_a_standin_h100_fails_the_hca_at_1024_naming_its_line(tmp_pa
         tools.add("ibv_devinfo", Recording(stdout=_devinfo_h100(low)))
         out = tmp_path / f"r-{low}"
         proc = run_nvtest(
-            "run", "--suite", str(tmp_path / "s.yaml"), "-k", "ib_ports", "--out", str(out), "--progress", "none",
-            env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1"}, timeout=300,
-        )  # fmt: skip
+            "run",
+            "--suite",
+            str(tmp_path / "s.yaml"),
+            "-k",
+            "ib_ports",
+            "--out",
+            str(out),
+            "--progress",
+            "none",
+            env={"PATH": tools.path_prefix(), "OMP_NUM_THREADS": "1"},
+            timeout=300,
+        )
         doc = json.loads((out / "latest" / "results.json").read_text())
         verdicts[low] = next(r for r in doc["results"] if r["check"] == "ib_ports"), proc
     ok, bad = verdicts[None][0], verdicts["mlx5_4"][0]
     assert ok["verdict"] == "pass", ok["reason"]
     assert ok["details"]["active_mtu"]["mlx5_7/1"] == 4096
     assert bad["verdict"] == "fail"
-    assert "mlx5_4 port 1: active_mtu 1024, the SKU expects 4096 (expect.ib_mtu): 'active_mtu:             1024 (3)' (ibv_devinfo line" in bad["reason"]
+    assert (
+        "mlx5_4 port 1: active_mtu 1024, the SKU expects 4096 (expect.ib_mtu): 'active_mtu:             1024 (3)' (ibv_devinfo line"
+        in bad["reason"]
+    )

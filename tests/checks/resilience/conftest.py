@@ -14,9 +14,7 @@ import yaml
 from tests.conftest import PROBES
 
 
-def run_probe(
-    script: str, *args: str, timeout: float = 600, env: dict[str, str] | None = None
-) -> dict[str, Any]:
+def run_probe(script: str, *args: str, timeout: float = 600, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``nvtest/probes/<script> ARGS`` with this interpreter; its JSON document."""
     proc = subprocess.run(
         [sys.executable, str(PROBES / script), *args],
@@ -64,9 +62,7 @@ def sku_dir(tmp_path: Path):
     def make(**recipe: Any) -> Path:
         d = tmp_path / "skus"
         d.mkdir(exist_ok=True)
-        (d / "resil-cpu.yaml").write_text(
-            yaml.safe_dump(tiny_sku(tmp_path, **recipe)), encoding="utf-8"
-        )
+        (d / "resil-cpu.yaml").write_text(yaml.safe_dump(tiny_sku(tmp_path, **recipe)), encoding="utf-8")
         return d
 
     return make

@@ -23,15 +23,9 @@ def test_tier_written_read_back_and_verified(tmp_path):
     )
     assert doc["status"] == "ok", doc
     tier, model = doc["results"]
-    assert (
-        tier["verified"]
-        and tier["read_bytes"] == 6 * 2**20
-        and tier["checksum"] == tier["read_checksum"]
-    )
+    assert tier["verified"] and tier["read_bytes"] == 6 * 2**20 and tier["checksum"] == tier["read_checksum"]
     assert tier["write_gbps"] > 0 and tier["read_gbps"] > 0 and tier["fsync_s"] >= 0
-    assert (
-        tier["t_write_start"] <= tier["t_write_end"] <= tier["t_read_start"] <= tier["t_read_end"]
-    )
+    assert tier["t_write_start"] <= tier["t_write_end"] <= tier["t_read_start"] <= tier["t_read_end"]
     assert model["kind"] == "model_state" and model["verified"] and model["bytes"] > 100_000
     assert model["save_s"] > 0 and model["load_s"] > 0
     assert not list((tmp_path / "local").iterdir())  # nothing left behind

@@ -28,9 +28,7 @@ OVERSUBSCRIBED_MIN_SCORE = 0.4
 INJECT = "res02/1:0.3"
 
 
-def run_on_ssh_cluster(
-    d, sku: dict, checks: list[str], prefix: str, timeout: float = 600, env: dict | None = None
-):
+def run_on_ssh_cluster(d, sku: dict, checks: list[str], prefix: str, timeout: float = 600, env: dict | None = None):
     """``nvtest run --backend ssh`` of ``checks`` with ``sku`` on a new 2-node simulated cluster
     (node names ``<prefix>01``, ``<prefix>02``), ``env`` added to the controller's environment;
     ``(process, results.json)``."""
@@ -44,11 +42,25 @@ def run_on_ssh_cluster(
     with SSHDCluster(2, prefix=prefix, python=sys.executable) as cluster:
         inv = write_inventory(cluster, d / "inventory.yaml")
         proc = run_nvtest(
-            "run", "--backend", "ssh", "--inventory", str(inv), "--insecure-host-keys",
-            "--sku-dir", str(d / "skus"), "--sku", "resil-cpu", "--suite", str(suite),
-            "--out", str(d / "reports"), "--progress", "plain",
-            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}, timeout=timeout,
-        )  # fmt: skip
+            "run",
+            "--backend",
+            "ssh",
+            "--inventory",
+            str(inv),
+            "--insecure-host-keys",
+            "--sku-dir",
+            str(d / "skus"),
+            "--sku",
+            "resil-cpu",
+            "--suite",
+            str(suite),
+            "--out",
+            str(d / "reports"),
+            "--progress",
+            "plain",
+            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+            timeout=timeout,
+        )
     doc = json.loads((d / "reports" / "latest" / "results.json").read_text())
     return proc, doc
 
@@ -72,9 +84,7 @@ def test_shared_tier_all_nodes_at_once_with_aggregate(cluster_run):
     for node, r in res.items():
         assert r["verdict"] == "pass", (node, r)
         m = metrics(r)
-        assert (
-            m["write_gbps"] > 0 and m["aggregate_write_gbps"] > 0 and m["aggregate_read_gbps"] > 0
-        )
+        assert m["write_gbps"] > 0 and m["aggregate_write_gbps"] > 0 and m["aggregate_read_gbps"] > 0
         agg = r["details"]["aggregate"]
         assert agg["nodes"] == 2 and agg["bytes"] == 2 * 8 * 2**20 and not agg["left_out"]
         spans.append(agg["write_span_s"])

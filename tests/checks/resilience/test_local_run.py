@@ -85,10 +85,7 @@ def test_killed_rank_detected_and_training_resumes_on_the_same_trajectory(run):
     assert m["loss_max_abs_diff"] <= 1e-6
     rec = r["details"]["recovery"]
     assert rec["resumed_from_step"] % 4 == 0 and rec["resumed_from_step"] <= rec["kill_step"]
-    assert (
-        r["details"]["loss_comparison"]["matches"]
-        and r["details"]["loss_comparison"]["steps_compared"] > 0
-    )
+    assert r["details"]["loss_comparison"]["matches"] and r["details"]["loss_comparison"]["steps_compared"] > 0
     eff = r["details"]["effective_time"]
     assert 0 < eff["effective_fraction"] < 1 and "C/T" in eff["formula"]
     assert r["details"]["recovery_s_target"]["target_s"] == 120

@@ -80,9 +80,7 @@ def test_recovery_figures_split_the_timeline():
     assert fig.restart_s == pytest.approx(5.2 - 1.35)
     assert fig.reload_s == pytest.approx(0.4)
     assert fig.recovery_s == pytest.approx(5.9 - 1.2)
-    assert fig.detect_s + fig.restart_s + fig.reload_s + fig.first_step_s == pytest.approx(
-        fig.recovery_s
-    )
+    assert fig.detect_s + fig.restart_s + fig.reload_s + fig.first_step_s == pytest.approx(fig.recovery_s)
     assert (fig.resumed_from_step, fig.last_step_before_kill, fig.steps_lost) == (8, 10, 2)
 
 
@@ -184,19 +182,20 @@ def test_launcher_commands_for_a_restartable_job_spanning_nodes():
     assert n1[n1.index("--rdzv-conf") + 1] == "is_host=1"
     assert n2[n2.index("--rdzv-conf") + 1] == "is_host=0"
     assert n2[-1] == "/c/n2"
-    static = torchrun_commands(
-        nodes, lambda n: ["s.py"], nproc_per_node=1, master_addr="10.0.0.1", master_port=1
-    )
+    static = torchrun_commands(nodes, lambda n: ["s.py"], nproc_per_node=1, master_addr="10.0.0.1", master_port=1)
     assert static["n2"][1:3] == ["-m", "torch.distributed.run"]
     assert static["n2"][static["n2"].index("--node-rank") + 1] == "1"
     v6 = torchrun_commands(
-        nodes[:1], lambda n: ["s.py"], nproc_per_node=1, master_addr="fd00::1", master_port=5,
+        nodes[:1],
+        lambda n: ["s.py"],
+        nproc_per_node=1,
+        master_addr="fd00::1",
+        master_port=5,
         rdzv="c10d",
-    )  # fmt: skip
+    )
     assert "[fd00::1]:5" in v6["n1"]
     with pytest.raises(ValueError):
-        torchrun_commands(nodes, lambda n: [], nproc_per_node=1, master_addr="a", master_port=1,
-                          launcher="mpirun")  # fmt: skip
+        torchrun_commands(nodes, lambda n: [], nproc_per_node=1, master_addr="a", master_port=1, launcher="mpirun")
 
 
 def _span_drill(fault_events, kill, fault_errors=None, losses=None):
@@ -214,9 +213,7 @@ def _span_drill(fault_events, kill, fault_errors=None, losses=None):
         not fault_errors,
     )
     plan = KillPlan(3, "b", 0, 6)
-    return SpanDrill(
-        ("a", "b"), 1, 8, 4, "ft_launcher", None, {}, plan, {"scope": "node"}, ref, fault
-    )
+    return SpanDrill(("a", "b"), 1, 8, 4, "ft_launcher", None, {}, plan, {"scope": "node"}, ref, fault)
 
 
 def test_span_items_pass_with_their_own_figures_and_the_jobs_in_the_details():

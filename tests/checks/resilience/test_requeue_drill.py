@@ -41,9 +41,7 @@ class FakeSlurm:
     (a busy controller).
     """
 
-    def __init__(
-        self, relaunch: str = "runs", finish_early: bool = False, busy_polls: int = 0
-    ) -> None:
+    def __init__(self, relaunch: str = "runs", finish_early: bool = False, busy_polls: int = 0) -> None:
         self.relaunch = relaunch
         self.finish_early = finish_early
         self.busy_polls = busy_polls
@@ -77,9 +75,7 @@ class FakeSlurm:
                 self.busy_polls -= 1
                 raise TransportError("squeue ... exited 1: Socket timed out on send/recv operation")
             if self.purged:
-                raise TransportError(
-                    "squeue ... exited 1: slurm_load_jobs error: Invalid job id specified"
-                )
+                raise TransportError("squeue ... exited 1: slurm_load_jobs error: Invalid job id specified")
             row = self._row()
             if self.state == "COMPLETING":
                 self.state, self.reason = "PENDING", "BeginTime"
@@ -114,9 +110,18 @@ class FakeSlurm:
 
 def _drill(tmp_path: Path, slurm: FakeSlurm, **kw) -> RequeueFigures:
     return run_requeue_drill(
-        "node2", "python3", "/probes", tmp_path / "rq", steps=12, ckpt_every=4, requeue_step=6,
-        timeout_s=30, poll_s=0.01, client=SlurmClient(slurm), **kw,
-    )  # fmt: skip
+        "node2",
+        "python3",
+        "/probes",
+        tmp_path / "rq",
+        steps=12,
+        ckpt_every=4,
+        requeue_step=6,
+        timeout_s=30,
+        poll_s=0.01,
+        client=SlurmClient(slurm),
+        **kw,
+    )
 
 
 def test_parse_squeue_reads_pipe_separated_rows() -> None:
@@ -135,9 +140,18 @@ def test_parse_squeue_reads_pipe_separated_rows() -> None:
 
 def test_batch_script_holds_the_first_incarnation_and_carries_job_options(tmp_path: Path) -> None:
     text = batch_script(
-        "python3", "/p", "node1", tmp_path, 40, 5, 0.2, 29650,
-        hold_at_step=7, hold_s=600, sbatch_options=["--partition=gpu", "--time=10"],
-    )  # fmt: skip
+        "python3",
+        "/p",
+        "node1",
+        tmp_path,
+        40,
+        5,
+        0.2,
+        29650,
+        hold_at_step=7,
+        hold_s=600,
+        sbatch_options=["--partition=gpu", "--time=10"],
+    )
     assert "--hold-at-step 7 --hold-s 600" in text
     assert "#SBATCH --partition=gpu\n#SBATCH --time=10\n" in text
     assert "#SBATCH --requeue" in text and "#SBATCH --nodelist=node1" in text
@@ -149,9 +163,7 @@ def test_release_waits_past_the_revocation_second_and_the_job_is_followed_to_its
     slurm = FakeSlurm()
     fig = _drill(tmp_path, slurm, release_hold=True)
     (t_update, _), *_ = slurm.commands("scontrol", "update")
-    assert (
-        t_update >= int(slurm.t_requeue) + 2 - 1e-6
-    )  # never in the requeue's second (nor the next)
+    assert t_update >= int(slurm.t_requeue) + 2 - 1e-6  # never in the requeue's second (nor the next)
     assert fig.completed and fig.resumed_from_step == 4 and fig.steps_lost == 2
     assert 0 < fig.running_again_s <= fig.resumed_s <= fig.training_s
     assert fig.restarts == 1 and fig.hold_released_s is not None and fig.hold_released_s >= 1.0
@@ -164,16 +176,12 @@ def test_a_relaunch_refused_by_slurm_is_reported_not_raised(tmp_path: Path) -> N
     slurm = FakeSlurm(relaunch="revoked")
     fig = _drill(tmp_path, slurm, release_hold=True)
     assert not fig.completed and fig.running_again_s is None and fig.resumed_from_step is None
-    assert fig.final_state.startswith("FAILED (reason NonZeroExitCode, restarts 1)"), (
-        fig.final_state
-    )
+    assert fig.final_state.startswith("FAILED (reason NonZeroExitCode, restarts 1)"), fig.final_state
 
 
 def test_without_release_the_hold_is_left_to_slurm(tmp_path: Path) -> None:
     slurm = FakeSlurm()
-    spec = DrillSpec(
-        "node1", "python3", "/p", tmp_path / "a", steps=12, ckpt_every=4, requeue_step=6
-    )
+    spec = DrillSpec("node1", "python3", "/p", tmp_path / "a", steps=12, ckpt_every=4, requeue_step=6)
     fig = run_requeue_drills([spec], timeout_s=1.0, poll_s=0.01, client=SlurmClient(slurm))["node1"]
     assert isinstance(fig, RequeueFigures) and not fig.completed and fig.running_again_s is None
     assert fig.final_state.startswith("still PENDING (reason BeginTime"), fig.final_state
@@ -188,10 +196,17 @@ def test_a_job_that_ends_before_its_hold_is_an_error_naming_its_state(tmp_path: 
 
 def _fig(training_s: float | None) -> RequeueFigures:
     return RequeueFigures(
-        job_id="7", node="n1", requeue_step=6, running_again_s=1.0, resumed_s=2.0,
-        training_s=training_s, resumed_from_step=4, steps_lost=2, completed=True,
+        job_id="7",
+        node="n1",
+        requeue_step=6,
+        running_again_s=1.0,
+        resumed_s=2.0,
+        training_s=training_s,
+        resumed_from_step=4,
+        steps_lost=2,
+        completed=True,
         final_state="COMPLETED",
-    )  # fmt: skip
+    )
 
 
 def test_training_again_past_the_recipe_target_warns() -> None:
@@ -221,12 +236,21 @@ def test_side_jobs_carry_the_runs_placement_but_never_exclusive(monkeypatch) -> 
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     t = SlurmTransport(
-        partition="gpu", account="acct", reservation="r", qos="q", exclusive=True,
-        gpus_per_node=8, time_limit="2:00:00",
-    )  # fmt: skip
+        partition="gpu",
+        account="acct",
+        reservation="r",
+        qos="q",
+        exclusive=True,
+        gpus_per_node=8,
+        time_limit="2:00:00",
+    )
     assert t.side_job_options(601) == [
-        "--partition=gpu", "--time=11", "--account=acct", "--reservation=r", "--qos=q",
-    ]  # fmt: skip
+        "--partition=gpu",
+        "--time=11",
+        "--account=acct",
+        "--reservation=r",
+        "--qos=q",
+    ]
     assert t.side_job_options() == [
         "--partition=gpu",
         "--account=acct",

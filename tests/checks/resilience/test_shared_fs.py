@@ -28,7 +28,11 @@ def _run(tmp: Path, recipe: dict | None, thresholds: dict | None = None) -> tupl
     args = ["run", "--suite", str(suite), "--out", str(tmp / "r"), "--progress", "none"]
     if recipe is not None or thresholds is not None:
         ov = tmp / "site.yaml"
-        ov.write_text(yaml.safe_dump({"schema_version": 1, "name": "site", "recipe": recipe or {}, "thresholds": thresholds or {}}))
+        ov.write_text(
+            yaml.safe_dump(
+                {"schema_version": 1, "name": "site", "recipe": recipe or {}, "thresholds": thresholds or {}}
+            )
+        )
         args += ["--overlay", str(ov)]
     t0 = time.monotonic()
     proc = run_nvtest(*args, env={"NVTEST_CKPT_SIZE_MIB": "8", "OMP_NUM_THREADS": "1"}, timeout=300)
@@ -60,10 +64,19 @@ def test_a_shared_path_is_measured_against_the_sites_floor_and_never_created(tmp
     floor = {"shared_fs": {"write_gbps": {"min": 1000000, "unit": "GB/s", "source": "impossible floor for the test"}}}
     res, _, text = _run(tmp_path, {"ckpt": {"shared_path": str(shared)}}, floor)
     assert res["verdict"] == "fail" and "write_gbps" in res["reason"] and "< min" in res["reason"], (res, text)
-    assert res["details"]["reach"] == {"reachable": True, "writable": True, "step": None, "seconds": res["details"]["reach"]["seconds"], "reason": None}
+    assert res["details"]["reach"] == {
+        "reachable": True,
+        "writable": True,
+        "step": None,
+        "seconds": res["details"]["reach"]["seconds"],
+        "reason": None,
+    }
     assert not list(shared.iterdir())  # the probe's files are removed
     missing = tmp_path / "not-mounted"
     (tmp_path / "m").mkdir()
     res, _, text = _run(tmp_path / "m", {"ckpt": {"shared_path": str(missing)}})
-    assert res["verdict"] == "fail" and "not reachable: No such file or directory (not mounted?)" in res["reason"], (res, text)
+    assert res["verdict"] == "fail" and "not reachable: No such file or directory (not mounted?)" in res["reason"], (
+        res,
+        text,
+    )
     assert not missing.exists()

@@ -62,14 +62,21 @@ def test_resilience_checks_under_slurm(cluster: SlurmCluster, tmp_path: Path) ->
     )
     inv = tmp_path / "inventory.yaml"
     inv.write_text(
-        f"cluster: sim\ndefaults: {{python: {sys.executable}, address: 127.0.0.1}}\n"
-        "nodes:\n  - names: node[1-2]\n"
+        f"cluster: sim\ndefaults: {{python: {sys.executable}, address: 127.0.0.1}}\nnodes:\n  - names: node[1-2]\n"
     )
     proc, doc, out = run_nvtest_on_slurm(
-        cluster, tmp_path / "out", "--suite", str(suite), "--inventory", str(inv),
-        "--sku-dir", str(skus), "--sku", "resil-cpu",
+        cluster,
+        tmp_path / "out",
+        "--suite",
+        str(suite),
+        "--inventory",
+        str(inv),
+        "--sku-dir",
+        str(skus),
+        "--sku",
+        "resil-cpu",
         env={"NVTEST_STRAGGLER_INJECT": "node2/1:0.3"},
-    )  # fmt: skip
+    )
     assert doc is not None, out
     res = by_check(doc, "restart_injob")
     assert set(res) == {"node1", "node2"}, out

@@ -43,9 +43,7 @@ def test_requeued_job_runs_again_and_resumes(cluster, tmp_path):
     assert fig.completed, fig
     # the job holds after step 6 until the requeue lands: it resumes from step 4, 2 steps lost
     assert fig.resumed_from_step == 4 and fig.steps_lost == 2, fig
-    assert (
-        fig.running_again_s is not None and 0 < fig.running_again_s < fig.resumed_s < fig.training_s
-    )
+    assert fig.running_again_s is not None and 0 < fig.running_again_s < fig.resumed_s < fig.training_s
     assert fig.restarts == 1, fig
     # released in neither the second of the requeue nor the next one (Slurm's credential revocation)
     assert fig.hold_released_s is not None and 1.0 <= fig.hold_released_s < fig.running_again_s, fig
@@ -61,21 +59,32 @@ def test_requeue_check_through_the_cli_on_both_nodes_at_once(cluster, tmp_path):
     (tmp_path / "skus").mkdir()
     (tmp_path / "skus" / "resil-cpu.yaml").write_text(yaml.safe_dump(sku))
     suite = tmp_path / "suite.yaml"
-    suite.write_text(
-        yaml.safe_dump(
-            {"name": "rq", "description": "rq", "checks": ["resilience/test_requeue.py"]}
-        )
-    )
+    suite.write_text(yaml.safe_dump({"name": "rq", "description": "rq", "checks": ["resilience/test_requeue.py"]}))
     inv = tmp_path / "inventory.yaml"
-    inv.write_text(
-        f"cluster: sim\ndefaults: {{python: {sys.executable}}}\nnodes:\n  - names: node[1-2]\n"
-    )
+    inv.write_text(f"cluster: sim\ndefaults: {{python: {sys.executable}}}\nnodes:\n  - names: node[1-2]\n")
     proc = run_nvtest(
-        "run", "--backend", "slurm", "--partition", "nvt", "--time", "15", "--inventory", str(inv),
-        "--sku-dir", str(tmp_path / "skus"), "--sku", "resil-cpu", "--suite", str(suite),
-        "--out", str(tmp_path / "reports"), "--progress", "plain",
-        env={**cluster.env, "OMP_NUM_THREADS": "1"}, timeout=900,
-    )  # fmt: skip
+        "run",
+        "--backend",
+        "slurm",
+        "--partition",
+        "nvt",
+        "--time",
+        "15",
+        "--inventory",
+        str(inv),
+        "--sku-dir",
+        str(tmp_path / "skus"),
+        "--sku",
+        "resil-cpu",
+        "--suite",
+        str(suite),
+        "--out",
+        str(tmp_path / "reports"),
+        "--progress",
+        "plain",
+        env={**cluster.env, "OMP_NUM_THREADS": "1"},
+        timeout=900,
+    )
     out = proc.stdout[-3000:] + proc.stderr[-3000:]
     run_dir = (tmp_path / "reports" / "latest").resolve()
     doc = json.loads((run_dir / "results.json").read_text())
@@ -94,9 +103,7 @@ def test_requeue_check_through_the_cli_on_both_nodes_at_once(cluster, tmp_path):
         assert tgt["target_s"] == 300 and tgt["within"] is True
         events = [
             json.loads(line)
-            for line in (run_dir / "requeue" / node / "events" / "rank0.jsonl")
-            .read_text()
-            .splitlines()
+            for line in (run_dir / "requeue" / node / "events" / "rank0.jsonl").read_text().splitlines()
         ]
         spans[node] = (events[0]["t"], events[-1]["t"])  # first start .. last event (done)
     # the two jobs ran at once, not one after the other

@@ -11,14 +11,29 @@ from nvtest.config.skus import load_catalog
 from nvtest.verdict import Verdict
 from tests.conftest import CORPUS
 
-OK_CHECK = {"ok": True, "tokens_compared": 32, "mismatch_count": 0, "mismatches": [],
-            "logits_max_rel_err": 0.002, "tolerance": 0.017}
+OK_CHECK = {
+    "ok": True,
+    "tokens_compared": 32,
+    "mismatch_count": 0,
+    "mismatches": [],
+    "logits_max_rel_err": 0.002,
+    "tolerance": 0.017,
+}
 
 
 def entry(batch: int = 1, dtype: str = "bf16", device: str = "cuda:0", **over) -> dict:
-    r = {"device": device, "dtype": dtype, "batch": batch, "library": "torch 2.13.0", "status": "ok",
-         "prefill_tokens_per_s": 50000.0, "decode_tokens_per_s": 900.0 * batch, "ttft_ms": 12.0,
-         "token_latency_ms": {"p50": 1.1, "p99": 1.4}, "check": dict(OK_CHECK)}
+    r = {
+        "device": device,
+        "dtype": dtype,
+        "batch": batch,
+        "library": "torch 2.13.0",
+        "status": "ok",
+        "prefill_tokens_per_s": 50000.0,
+        "decode_tokens_per_s": 900.0 * batch,
+        "ttft_ms": 12.0,
+        "token_latency_ms": {"p50": 1.1, "p99": 1.4},
+        "check": dict(OK_CHECK),
+    }
     r.update(over)
     return r
 
@@ -38,15 +53,24 @@ def test_every_figure_is_a_metric_named_with_dtype_batch_and_unit():
     assert j.verdict is Verdict.PASS, j.summary()
     names = {(m.name, m.unit) for m in j.metrics}
     assert ("bf16_bs16_decode_tokens_per_s", "tokens/s") in names
-    assert {("bf16_bs1_ttft_ms", "ms"), ("bf16_bs1_token_p50_ms", "ms"), ("bf16_bs1_token_p99_ms", "ms"),
-            ("bf16_bs1_prefill_tokens_per_s", "tokens/s")} <= names
+    assert {
+        ("bf16_bs1_ttft_ms", "ms"),
+        ("bf16_bs1_token_p50_ms", "ms"),
+        ("bf16_bs1_token_p99_ms", "ms"),
+        ("bf16_bs1_prefill_tokens_per_s", "tokens/s"),
+    } <= names
     assert len(j.metrics) == 10 and all(m.labels["device"] == "cuda:0" for m in j.metrics)
     assert metric_name("fp16", 64, "ttft_ms") == "fp16_bs64_ttft_ms"
 
 
 def test_a_wrong_result_fails_whatever_its_speed():
-    bad = {**OK_CHECK, "ok": False, "mismatch_count": 2, "logits_max_rel_err": 0.09,
-           "mismatches": [{"seq": 0, "step": 3, "expected": 17, "got": 4, "margin": 6.1}]}
+    bad = {
+        **OK_CHECK,
+        "ok": False,
+        "mismatch_count": 2,
+        "logits_max_rel_err": 0.09,
+        "mismatches": [{"seq": 0, "step": 3, "expected": 17, "got": 4, "margin": 6.1}],
+    }
     j = judged(doc(entry(1), entry(16, decode_tokens_per_s=1e6, check=bad)))
     assert j.verdict is Verdict.FAIL
     (why,) = j.failures
@@ -70,8 +94,13 @@ def test_a_batch_size_that_did_not_run_fails_and_an_errored_one_says_why():
 
 
 def test_a_dtype_the_gpu_lacks_is_a_detail_not_a_failure():
-    j = judged(doc(entry(1), entry(16), {"device": "cuda:0", "dtype": "bf16", "status": "skip",
-                                         "reason": "bf16 needs compute capability >= 8.0"}))
+    j = judged(
+        doc(
+            entry(1),
+            entry(16),
+            {"device": "cuda:0", "dtype": "bf16", "status": "skip", "reason": "bf16 needs compute capability >= 8.0"},
+        )
+    )
     assert j.verdict is Verdict.PASS and "skipped bf16 on cuda:0" in j.details
 
 
@@ -88,9 +117,14 @@ def test_sku_floors_apply_and_are_marked_proposed():
 
 
 def vllm_entry(name: str, exit_code: int = 0) -> dict:
-    return {"status": "ok", "exit_code": exit_code, "command": "vllm bench throughput ...",
-            "raw": (CORPUS / "vllm" / name).read_text(), "stderr_tail": "",
-            "options": {"model": "/models/llama"}}
+    return {
+        "status": "ok",
+        "exit_code": exit_code,
+        "command": "vllm bench throughput ...",
+        "raw": (CORPUS / "vllm" / name).read_text(),
+        "stderr_tail": "",
+        "options": {"model": "/models/llama"},
+    }
 
 
 def test_vllm_figures_from_a_recorded_run():
@@ -112,6 +146,9 @@ def test_vllm_skipped_or_garbled():
     j = Judge(None, "inference", "n1", None)
     assert not judge_vllm(j, {"status": "skip", "reason": "vLLM not installed"})
     assert j.verdict is Verdict.PASS and j.details["vllm"] == {"ran": False, "reason": "vLLM not installed"}
-    garbled = {**vllm_entry("benchmark_throughput-2024-legacy-two-figures-no-output-tokens.txt"), "raw": "Segmentation fault"}
+    garbled = {
+        **vllm_entry("benchmark_throughput-2024-legacy-two-figures-no-output-tokens.txt"),
+        "raw": "Segmentation fault",
+    }
     judge_vllm(j, garbled)
     assert j.verdict is Verdict.FAIL and "output not understood" in j.failures[0]

@@ -31,9 +31,7 @@ def cluster(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
     slurm_cluster.client("scancel", "--user=root")
     for node in slurm_cluster.nodes:
         slurm_cluster.client("scontrol", "update", f"nodename={node}", "state=resume")
-    wait_for(
-        lambda: not slurm_cluster.client("squeue", "-h").stdout.strip(), 20, "the queue to empty"
-    )
+    wait_for(lambda: not slurm_cluster.client("squeue", "-h").stdout.strip(), 20, "the queue to empty")
 
 
 def wait_for(cond: Callable[[], object], timeout_s: float, what: str) -> None:

@@ -41,18 +41,14 @@ def _transport(run_id: str) -> SlurmTransport:
     return t
 
 
-def test_children_that_leave_the_step_die_at_the_deadline(
-    cluster: SlurmCluster, tmp_path: Path
-) -> None:
+def test_children_that_leave_the_step_die_at_the_deadline(cluster: SlurmCluster, tmp_path: Path) -> None:
     with _transport("t-escape") as t:
         timeout = 2.0
         node_dir = {n.name: tmp_path / n.name for n in NODES}
         for d in node_dir.values():
             d.mkdir()
         commands = {n: escaping_children(d) for n, d in node_dir.items()}
-        results, took = within(
-            timeout + OVER_DEADLINE_S, lambda: t.run(NODES, commands, timeout_s=timeout)
-        )
+        results, took = within(timeout + OVER_DEADLINE_S, lambda: t.run(NODES, commands, timeout_s=timeout))
         for res in results.values():
             assert res.timed_out and res.failure == "timeout", res
             assert res.error and res.error.startswith(f"timed out after {timeout:g} s; step cancelled")
@@ -68,9 +64,7 @@ def test_a_process_that_survives_sigkill_is_unkillable_on_its_node(cluster: Slur
     with _transport("t-wedged") as t, Freezer() as freezer:
         timeout = 2.0
         commands = {"node1": f"{freezer.wedge_command()}; sleep 600", "node2": "sleep 600"}
-        results, took = within(
-            timeout + OVER_DEADLINE_S, lambda: t.run(NODES, commands, timeout_s=timeout)
-        )
+        results, took = within(timeout + OVER_DEADLINE_S, lambda: t.run(NODES, commands, timeout_s=timeout))
         assert results["node1"].failure == "unkillable", results["node1"]
         assert "unkillable (still alive after SIGKILL: sleep" in (results["node1"].error or "")
         assert "state D" in (results["node1"].error or "")

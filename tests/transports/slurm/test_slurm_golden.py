@@ -55,9 +55,7 @@ CASES: dict[str, Callable[[], str]] = {
             cmd.node_dispatch_command(
                 {
                     "gpu001": render_command(["ib_write_bw", "-d", "mlx5_0", "--report_gbits"]),
-                    "gpu002": render_command(
-                        ["ib_write_bw", "-d", "mlx5_0", "--report_gbits", "gpu001"]
-                    ),
+                    "gpu002": render_command(["ib_write_bw", "-d", "mlx5_0", "--report_gbits", "gpu001"]),
                 }
             ),
             timeout_s=120,
@@ -88,23 +86,26 @@ CASES: dict[str, Callable[[], str]] = {
             opts=FULL,
             job_id="4242",
         ),
-        cmd.srun_multi_argv(
-            ["node1", "node2"], "hostname", ntasks_per_node=2, timeout_s=30, name=NAME
-        ),
+        cmd.srun_multi_argv(["node1", "node2"], "hostname", ntasks_per_node=2, timeout_s=30, name=NAME),
     ),
     # a phase's shell as srun gets it (the task token first), and the kill step a deadline
     # runs before scancel
     "srun_phase_task_token_and_kill_step": lambda: _lines(
         cmd.srun_phase_argv(
-            ["node1", "node2"], cmd.task_shell(PROBE, "0123456789abcdef"), timeout_s=90,
-            name=NAME, job_id="4242",
+            ["node1", "node2"],
+            cmd.task_shell(PROBE, "0123456789abcdef"),
+            timeout_s=90,
+            name=NAME,
+            job_id="4242",
         ),
         cmd.srun_phase_argv(
             ["node1", "node2"],
             kill_task_script(None, "0123456789abcdef", 3.0, same_env="SLURMD_NODENAME"),
-            timeout_s=36, name=NAME, job_id="4242",
+            timeout_s=36,
+            name=NAME,
+            job_id="4242",
         ),
-    ),  # fmt: skip
+    ),
     "srun_multi_container": lambda: _lines(
         cmd.srun_multi_argv(
             ["gpu001", "gpu002"],
@@ -127,9 +128,7 @@ CASES: dict[str, Callable[[], str]] = {
     "scancel_drain_sbatch": lambda: _lines(
         cmd.scancel_argv("4242", "3"),
         cmd.scancel_argv("4242"),
-        cmd.drain_argv(
-            "gpu002", "nvtest 20260101-120000-abcd: gemm fp16 41.2 TFLOP/s < 600 (h100-sxm-80gb)"
-        ),
+        cmd.drain_argv("gpu002", "nvtest 20260101-120000-abcd: gemm fp16 41.2 TFLOP/s < 600 (h100-sxm-80gb)"),
         cmd.sbatch_argv("/runs/20260101-120000-abcd/nvtest-submit.sbatch"),
     ),
     "batch_script_nodes": lambda: cmd.batch_script(
@@ -218,11 +217,7 @@ def test_batch_script_needs_nodes() -> None:
 def test_node_dispatch_runs_each_nodes_command(tmp_path: Path) -> None:
     import subprocess
 
-    script = cmd.node_dispatch_command(
-        {"a": "echo A; exit 3", "b'x": render_command(["echo", "it's b"])}
-    )
+    script = cmd.node_dispatch_command({"a": "echo A; exit 3", "b'x": render_command(["echo", "it's b"])})
     for node, out, rc in (("a", "A\n", 3), ("b'x", "it's b\n", 0), ("c", "", 127)):
-        got = subprocess.run(
-            ["/bin/sh", "-c", script], capture_output=True, text=True, env={"SLURMD_NODENAME": node}
-        )
+        got = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, env={"SLURMD_NODENAME": node})
         assert (got.stdout, got.returncode) == (out, rc)

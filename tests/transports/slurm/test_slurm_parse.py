@@ -133,8 +133,10 @@ def test_srun_log_failure_before_launch() -> None:
 
 def test_srun_log_keeps_its_option_errors() -> None:
     # srun 22.05 without pyxis: getopt's words, then srun's hint
-    log = _log("srun: unrecognized option '--container-image=nvcr.io#nvidia/pytorch:24.05-py3'\n"
-               'Try "srun --help" for more information\n')  # fmt: skip
+    log = _log(
+        "srun: unrecognized option '--container-image=nvcr.io#nvidia/pytorch:24.05-py3'\n"
+        'Try "srun --help" for more information\n'
+    )
     assert log.messages == ["srun: unrecognized option '--container-image=nvcr.io#nvidia/pytorch:24.05-py3'"]
 
 

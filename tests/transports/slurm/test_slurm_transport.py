@@ -24,8 +24,7 @@ def test_one_srun_runs_on_both_nodes_with_per_node_results(cluster: SlurmCluster
     with SlurmTransport(run_id="t-phase", allocate=False) as t:
         res = t.run(
             NODES,
-            WHO
-            + '; echo "err $SLURMD_NODENAME" >&2; [ "$SLURMD_NODENAME" = node2 ] && exit 3; true',
+            WHO + '; echo "err $SLURMD_NODENAME" >&2; [ "$SLURMD_NODENAME" = node2 ] && exit 3; true',
             timeout_s=60,
         )
     assert sorted(res) == ["node1", "node2"]
@@ -137,16 +136,12 @@ def test_allocation_acquired_and_released_at_close(cluster: SlurmCluster) -> Non
     )
 
 
-def test_inside_an_allocation_steps_use_it_and_leave_it(
-    cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_inside_an_allocation_steps_use_it_and_leave_it(cluster: SlurmCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     out = run(cluster, "salloc", "--no-shell", "-N2", "-J", "outer")
     job = out.stderr.split()[-1]
     monkeypatch.setenv("SLURM_JOB_ID", job)
     monkeypatch.setenv("SLURM_JOB_NODELIST", "node[1-2]")
-    monkeypatch.setenv(
-        "SLURM_NTASKS", "7"
-    )  # an enclosing job's layout must not leak into the steps
+    monkeypatch.setenv("SLURM_NTASKS", "7")  # an enclosing job's layout must not leak into the steps
     assert discover_nodes() == ["node1", "node2"]
     with SlurmTransport(run_id="t-outer") as t:
         res = t.run(NODES, WHO, timeout_s=30)
@@ -156,9 +151,7 @@ def test_inside_an_allocation_steps_use_it_and_leave_it(
 
 def test_launch_multi_task_layout_and_mpi(cluster: SlurmCluster) -> None:
     with SlurmTransport(run_id="t-multi", exclusive=True, mpi="pmi2") as t:
-        res = t.launch_multi(
-            NODES, 'echo "$SLURM_PROCID $SLURMD_NODENAME ${PMI_RANK-none}"', 2, timeout_s=60
-        )
+        res = t.launch_multi(NODES, 'echo "$SLURM_PROCID $SLURMD_NODENAME ${PMI_RANK-none}"', 2, timeout_s=60)
     assert res.error is None and res.exit_code == 0, res.stderr
     assert res.node == "node[1-2]" and "--mpi=pmi2" in res.command
     rows = sorted(tuple(line.split()) for line in res.stdout.splitlines())
@@ -187,9 +180,7 @@ def test_interrupt_cancels_steps_and_allocation_keeps_results(cluster: SlurmClus
     job = t.allocation
     assert job is not None
     box: dict[str, object] = {}
-    th = threading.Thread(
-        target=lambda: box.setdefault("res", t.run(NODES, "echo begun; sleep 300", timeout_s=120))
-    )
+    th = threading.Thread(target=lambda: box.setdefault("res", t.run(NODES, "echo begun; sleep 300", timeout_s=120)))
     th.start()
     wait_for(lambda: f"{job}.1" in squeue(cluster, "-s", "-o", "%i"), 20, "the step to start")
     t.interrupt()
@@ -218,9 +209,7 @@ def test_node_address_is_slurms_nodeaddr_unless_the_inventory_gives_one(cluster:
     t.close()
 
 
-def test_stage_paths(
-    cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_stage_paths(cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     probes = tmp_path / "probes"
     probes.mkdir()
     (probes / "p.py").write_text("print(1)\n")
@@ -248,9 +237,7 @@ def test_stage_paths(
     assert not theirs.exists()
 
 
-def test_submit_runs_the_batch_script(
-    cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_submit_runs_the_batch_script(cluster: SlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     workdir = tmp_path / "work dir #1"
     workdir.mkdir()
     monkeypatch.chdir(workdir)
@@ -298,5 +285,9 @@ def test_a_flooding_task_is_capped_per_task(cluster: SlurmCluster, monkeypatch: 
         res = t.run(NODES, flood, timeout_s=120)
     for r in res.values():
         assert r.exit_code == 0, r
-        assert r.truncated and r.truncated.startswith("stdout of ") and "exceeded the capture limit of 2 MiB" in r.truncated
+        assert (
+            r.truncated
+            and r.truncated.startswith("stdout of ")
+            and "exceeded the capture limit of 2 MiB" in r.truncated
+        )
         assert len(r.stdout) < 2 * 1024 * 1024 + 200
