@@ -219,15 +219,7 @@ def gate(
         config_problems=problems,
         cluster=cluster,
     )
-
-    def emit(doc: dict) -> None:  # before the history write: a slow database never hides the verdict
-        sys.stdout.write(json.dumps(doc, default=str) + "\n")  # one line: a JSONL record in a hook's log
-        sys.stdout.flush()
-        err_console.print(_summary(doc), markup=False, highlight=False)
-        for p in (doc.get("configuration") or {}).get("problems") or []:
-            err_console.print(f"nvtest gate: configuration error: {_problem_text(p)}", markup=False, highlight=False)
-
-    opts.emit = emit
+    opts.emit = _emit
     budget_clock = Budget(
         budget, time.monotonic() - min(process_age(), MAX_START_S)
     )  # the start is paid from the budget
@@ -239,7 +231,26 @@ def gate(
             err_console.print(f"nvtest: error: {exc}", markup=False, highlight=False)
             raise typer.Exit(EXIT_CONFIG) from exc
         doc = _config_error_doc(opts, exc)
-        emit(doc)
+        _emit(doc)
+    _after(doc)
+    if doc.get("interrupted"):
+        raise typer.Exit(exit_code_of_signal(str(doc["interrupted"])))
+    raise typer.Exit(int(doc["exit_code"]))
+
+
+def _emit(doc: dict) -> None:
+    """Print the gate's document on stdout (one JSON line: a JSONL record in a hook's log) and
+    its summary and configuration errors on stderr; called before the history write, so a slow
+    database never hides the verdict."""
+    sys.stdout.write(json.dumps(doc, default=str) + "\n")
+    sys.stdout.flush()
+    err_console.print(_summary(doc), markup=False, highlight=False)
+    for p in (doc.get("configuration") or {}).get("problems") or []:
+        err_console.print(f"nvtest gate: configuration error: {_problem_text(p)}", markup=False, highlight=False)
+
+
+def _after(doc: dict) -> None:
+    """The gate's warnings and where its history record went, on stderr."""
     for w in doc.get("warnings") or []:
         err_console.print(f"nvtest gate: warning: {w}", markup=False, highlight=False)
     hist = doc.get("history") or {}
@@ -248,9 +259,6 @@ def gate(
     elif hist.get("status") in ("spooled", "lost"):
         where = f"spooled in {hist['spool']}" if hist.get("spool") else "lost"
         err_console.print(f"nvtest gate: history: {where} ({hist.get('error')})", markup=False, highlight=False)
-    if doc.get("interrupted"):
-        raise typer.Exit(exit_code_of_signal(str(doc["interrupted"])))
-    raise typer.Exit(int(doc["exit_code"]))
 
 
 def _problem_text(p: dict) -> str:

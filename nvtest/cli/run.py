@@ -324,6 +324,39 @@ def pytest_args(run_dir: Path, targets: list[str], cfg_path: Path, progress: str
     return [*args, "-k", keyword] if keyword else args
 
 
+def _usable_sign_key(sign_key: Path | None) -> None:
+    """A ``--sign-key`` that cannot sign is a usage error before anything runs.
+
+    Raises:
+        typer.Exit: the key is unreadable or not an Ed25519 private key (the error printed).
+    """
+    if sign_key is None:
+        return
+    from nvtest.report.manifest import check_sign_key
+
+    try:
+        check_sign_key(sign_key)
+    except NvtestError as exc:
+        raise fail(exc) from exc
+
+
+def _write_config(run_dir: Path, cfg: Any) -> Path:
+    """Write the run's ``run_config.json`` (``cfg``: a RunConfig) and an empty ``pytest.ini`` into
+    ``run_dir``; returns the config's path.
+
+    Raises:
+        typer.Exit: the directory cannot be written (the run directory is removed, the error printed).
+    """
+    cfg_path = run_dir / "run_config.json"
+    try:
+        write_atomic(cfg_path, cfg.model_dump_json(indent=1))
+        write_atomic(run_dir / "pytest.ini", "[pytest]\n")
+    except OutputWriteError as exc:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise fail(exc) from exc
+    return cfg_path
+
+
 @app.command(
     epilog="Example: nvtest run --suite delivery --inventory rack07.yaml --backend ssh --out reports/",
 )
@@ -383,13 +416,7 @@ def run(
         return source is None or source.name == "DEFAULT"
 
     check_numbers("run", timeout_scale=timeout_scale, duration=duration, drain_max_fraction=drain_max_fraction)
-    if sign_key is not None:  # a key that cannot sign is a usage error before anything runs
-        from nvtest.report.manifest import check_sign_key
-
-        try:
-            check_sign_key(sign_key)
-        except NvtestError as exc:
-            raise fail(exc) from exc
+    _usable_sign_key(sign_key)
     req = RunRequest(suite, inventory, nodes, backend, sku, sku_dir, overlay, timeout_scale, duration, ssh, slurm)
     try:
         if rerun_failed is not None:
@@ -420,13 +447,7 @@ def run(
         rerun_items=req.rerun_items,
         excluded=req.excluded,
     )
-    cfg_path = run_dir / "run_config.json"
-    try:
-        write_atomic(cfg_path, cfg.model_dump_json(indent=1))
-        write_atomic(run_dir / "pytest.ini", "[pytest]\n")
-    except OutputWriteError as exc:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        raise fail(exc) from exc
+    cfg_path = _write_config(run_dir, cfg)
     implied = f" ({req.backend_implied})" if req.backend_implied else ""
     console.print(
         f"nvtest {__version__}: run {run_id}, suite {spec.name}, backend {req.backend}{implied}; writing {run_dir}"
