@@ -101,19 +101,28 @@ def test_post_process_is_idempotent():
     assert twice["results"] == once["results"] and twice["run"]["warnings"] == once["run"]["warnings"]
 
 
-def _diag(check: str, reason: str, verdict: str = "fail") -> str | None:
-    d = diagnose({"check": check, "verdict": verdict, "reason": reason})
+def _diag(check: str, reason: str, verdict: str = "fail", cause: str | None = None) -> str | None:
+    """The class of the playbook's diagnosis; ``cause``: the key the check sets on the result
+    where it knows the cause (the playbook reads the key, never nvtest's own sentence)."""
+    d = diagnose({"check": check, "verdict": verdict, "reason": reason, "cause": cause})
     return d.cls if d else None
 
 
 def test_diagnosis_catalog():
-    assert _diag("ecc", "GPU 0 (x): row remap pending (4 uncorrectable): reset the GPU") == "RESET"
-    assert _diag("ecc", "GPU 0 (x): row remapping failure (spare rows exhausted): RMA") == "RMA"
+    assert (
+        _diag("ecc", "GPU 0 (x): row remap pending (4 uncorrectable): reset the GPU", cause="ecc:remap_pending")
+        == "RESET"
+    )
+    assert (
+        _diag("ecc", "GPU 0 (x): row remapping failure (spare rows exhausted): RMA", cause="ecc:remap_failure") == "RMA"
+    )
     assert _diag("xid_scan", "GPU 0000:3b:00 fell off the bus (Xid 79): Drain") == "REBOOT"
     assert _diag("xid_scan", "GPU 0000:3b:00: Xid 119 GSP RPC timeout: Drain") == "FIRMWARE"
     assert _diag("xid_scan", "GPU 0000:3b:00: Xid 64 ECC page retirement failure") == "RMA"
-    assert _diag("pcie_link", "GPU 0000:18:00.0: trained x8, both ends can do x16") == "CABLING"
-    assert _diag("nvlink", "GPU3: links 3,5 inactive (expects all 6 active)") == "RESET"
+    assert (
+        _diag("pcie_link", "GPU 0000:18:00.0: trained x8, both ends can do x16", cause="pcie:downgraded") == "CABLING"
+    )
+    assert _diag("nvlink", "GPU3: links 3,5 inactive (expects all 6 active)", cause="nvlink:inactive") == "RESET"
     assert _diag("ib_ports", "mlx5_10 port 1: Down/Polling: no link partner") == "CABLING"
     assert _diag("ib_ports", "mlx5_7 port 1: Down/LinkUp: link trained, not activated") == "CONFIG"
     assert _diag("gemm", "ProbeError: CUDA error 802: system not yet initialized", "error") == "CONFIG"
