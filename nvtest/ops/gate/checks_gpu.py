@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 
-from nvtest.checks.health import Outcome
 from nvtest.checks.health.clocks import idle_throttle
 from nvtest.checks.health.ecc import ecc_health
 from nvtest.checks.health.gpus import driver_stack, gpu_inventory, lost_gpus
@@ -323,14 +322,11 @@ def nvlink(ctx: GateContext) -> GateCheck:
     return res
 
 
-#: nvidia-smi's words for a driver NVML cannot reach: the GPUs' fabric state is then not
-#: reported (fail closed, with the tool's words), not that of a driver too old to have one.
-_NVML_DOWN = re.compile(r"NVML|couldn't communicate with the NVIDIA driver")
-
-
 def fabric(ctx: GateContext) -> GateCheck:
-    """The fabric manager on an NVSwitch system: active, the driver's version, GPUs registered
-    (a GPU fabric state nvidia-smi could not read because NVML is down fails with its words)."""
+    """The fabric manager on an NVSwitch system: active, the driver's version, every GPU's
+    fabric state proven Completed/Success (from ``--query-gpu`` or ``nvidia-smi -q``; a state
+    nvidia-smi could not read because NVML is down fails with its words, one it gave no answer
+    for is unknown with its words; "too old" only where the driver version read proves it)."""
     res = GateCheck("fabric_manager")
     switches = ctx.sku.expect.nvswitches if ctx.sku and ctx.sku.expect.nvswitches is not None else None
     if switches is None:
@@ -358,12 +354,13 @@ def fabric(ctx: GateContext) -> GateCheck:
         return res
     query, _ = ctx.smi
     sections = split_sections(ctx.sources.get("fm").stdout)
-    said = sections.get("fabric", "")
-    if not said.lstrip().startswith("index") and not _NVML_DOWN.search(said):
-        sections.pop("fabric", None)  # no CSV from --query-gpu: read the fabric state from -q
-    out = fabric_manager(sections, query.driver_version if query else None, nvswitches=switches)
-    if "fabric" not in sections:
-        _fabric_from_q(ctx.sources.get("smi").stdout, out)
+    smi = ctx.sources.get("smi")  # -q: the fabric state where --query-gpu gave none
+    out = fabric_manager(
+        sections,
+        query.driver_version if query else None,
+        nvswitches=switches,
+        smi_q=smi.stdout if smi is not None else None,
+    )
     from_outcome(
         res,
         out,
@@ -371,26 +368,9 @@ def fabric(ctx: GateContext) -> GateCheck:
         value=(sections.get("service") or "").strip() or None,
         threshold="active, the driver's version, every GPU's fabric state Completed",
         source=f"{ctx.sku_source} expect.nvswitches ({switches} NVSwitches)",
-        passed="fabric manager active",
+        passed="fabric manager active, every GPU's fabric state Completed/Success",
     )
     return res
-
-
-def _fabric_from_q(text: str, out: Outcome) -> None:
-    """Every GPU's ``Fabric`` state and status in ``nvidia-smi -q`` (driver 530+) must be
-    Completed / Success: the GPU registered with the NVLink fabric the fabric manager trained."""
-    states = dict(gpu_values(text, "fabric/state"))
-    statuses = dict(gpu_values(text, "fabric/status"))
-    if not any(states.values()):
-        out.note("GPU fabric state not in nvidia-smi -q (driver older than the Fabric section)")
-        return
-    for bus, state in states.items():
-        if state in (None, "N/A"):
-            continue
-        if state != "Completed" or statuses.get(bus) != "Success":
-            out.fail(
-                f"GPU {bus}: fabric state {state}, status {statuses.get(bus)} (GPU not registered with the NVLink fabric)"
-            )
 
 
 #: (check name, function), in report order.
