@@ -21,6 +21,7 @@ from nvtest.checks.health.nvlink import fabric_manager, nvlink_status, split_sec
 from nvtest.checks.health.pcie import PcieHop, hops_from_sysfs, pcie_links
 from nvtest.ops.gate.context import GateContext, from_outcome
 from nvtest.ops.gate.document import GateCheck
+from nvtest.ops.gate.tools import ToolOutput
 from nvtest.parsers import nvidia_smi_nvlink
 from nvtest.parsers.nvidia_smi_q import SmiQuery, gpu_values
 from nvtest.playbook.xid import recovery_step
@@ -87,6 +88,11 @@ def _facts(ctx: GateContext, query: SmiQuery) -> NodeFacts:
     )
 
 
+def _not_installed(out: ToolOutput) -> bool:
+    """nvidia-smi could not be started (not on PATH) or its shell said so (exit 127, sh(1))."""
+    return out.missing or out.exit_code == 127
+
+
 def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None:
     """The parsed ``nvidia-smi -q``; None after a decision when there is none to judge."""
     if ctx.need(res, "smi", "lspci") is None:
@@ -106,6 +112,7 @@ def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None
                 unit="count",
                 threshold=f"== {n}",
                 source=words.split(" expects")[0],
+                cause="gpu:lost",  # GPUs the node must have, none on the bus: the lost-GPU rule
             )
         else:
             res.add(
@@ -130,6 +137,7 @@ def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None
             unit="count",
             threshold=f"== {expected}" if expected else None,
             source=f"{ctx.sku_source} expect.gpus" if expected else "lspci",
+            cause="gpu:driver_missing" if _not_installed(ctx.sources.get("smi")) else None,
         )
         return None
     return query
