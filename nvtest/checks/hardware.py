@@ -24,6 +24,7 @@ stay for the orchestration in ``nvtest/checks/<area>/`` that reads several nodes
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -51,6 +52,7 @@ __all__ = [
     "expected_nvswitches",
     "read_declared",
     "read_tool",
+    "TOOL_FAILED",
     "require",
     "require_any",
     "require_declared",
@@ -135,6 +137,18 @@ def read_declared(probe: Probe, facts: NodeFacts, sku: SkuProfile | None, run: C
     return read_tool(exp, probe.tool(), run(probe), probe.parse, stdout_only=probe.stdout_only)
 
 
+#: A tool's (or its shell's, or the driver's) own words that the run failed, on any line:
+#: nvidia-smi's "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA
+#: driver", "Failed to initialize NVML: Driver/library version mismatch", "No devices were
+#: found", "Unable to determine the device handle"; sh's "not found"; a line that begins
+#: with ERROR/FATAL.
+TOOL_FAILED = re.compile(
+    r"has failed|failed to initialize|couldn't communicate with|unable to determine the device handle"
+    r"|no devices were found|command not found|: not found|^\s*(?:error|fatal)\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
 def tool_words(res: CommandResult, limit: int = 400) -> str:
     """A tool's own words for a run that did not report: exit code and its first lines."""
     said = " ".join(line.strip() for line in (res.stdout + "\n" + res.stderr).splitlines() if line.strip())
@@ -170,14 +184,30 @@ def read_tool(
     that returns None (the tool reported nothing to read) is accepted from a tool that
     exited 0 only.
 
+    A parser that raises anything else (a ``ValueError``, an ``IndexError``) on output the
+    tool itself marked as failed (a non-zero exit, or its error words: :data:`TOOL_FAILED`)
+    fails the same way, with the tool's words: the tool's failure is the finding. On output
+    the tool did not mark as failed it is a bug of the parser: an error naming it.
+
     Raises:
         UnreportedHardware: the parser could not read the output, or the tool reported
             its own failure.
+        ProbeError: the parser raised on output the tool did not mark as failed
+            (``tool:parse``).
     """
+    text = res.stdout if stdout_only else res.stdout + "\n" + res.stderr
     try:
-        record = parse(res.stdout if stdout_only else res.stdout + "\n" + res.stderr)
+        record = parse(text)
     except ParseError:
         raise unreported(exp, tool, tool_words(res)) from None
+    except Exception as exc:  # noqa: BLE001 - a parser's own bug: judged by what the tool said
+        if res.exit_code != 0 or TOOL_FAILED.search(res.stdout + "\n" + res.stderr):
+            raise unreported(exp, tool, tool_words(res)) from exc
+        raise ProbeError(
+            f"{tool}: its parser raised {type(exc).__name__}: {exc} on output the tool did not mark as "
+            f"failed (exit {res.exit_code}): a parser bug, nothing judged",
+            cause="tool:parse",
+        ) from exc
     if record is None and res.exit_code != 0:
         raise unreported(exp, tool, tool_words(res))
     failure = getattr(record, "failure", None)

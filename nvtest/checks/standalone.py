@@ -32,6 +32,7 @@ Pure: a record and its text in, a :class:`Reading` out; raises nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +68,9 @@ class Reading:
     failures: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    #: what the run's judgement noted without changing the verdict (NVLS unproven, NCCL_DEBUG
+    #: not INFO: ``effective.nvls_note`` of :func:`nvtest.jobs.nccl.judge_run`), one line each
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -85,6 +89,7 @@ def _nccl(log: NcclLog, text: str, nvls: bool = False) -> Reading:
     reduced = (int(m.group(1)), m.group(2)) if m else None
     failures: list[str] = []
     errors: list[str] = []
+    notes: list[str] = []
     for i, t in enumerate(log.tests):
         op = t.test_name or f"tests[{i}]"
         if nvls and (t.test_name or "all_reduce").startswith("all_reduce"):
@@ -94,9 +99,11 @@ def _nccl(log: NcclLog, text: str, nvls: bool = False) -> Reading:
         (failures if v.verdict == Verdict.FAIL else errors if v.verdict == Verdict.ERROR else []).extend(
             where + r for r in v.details["reasons"]
         )
+        said = [*v.notes, (v.details.get("effective") or {}).get("nvls_note")]
+        notes += [where + n for n in dict.fromkeys(said) if n]
     if not log.tests:
         errors.append(f"no nccl-tests result{': ' + log.failure.reason if log.failure else ''}")
-    return _of(failures, [], errors)
+    return dataclasses.replace(_of(failures, [], errors), notes=tuple(notes))
 
 
 def _perftest(log: PerftestLog, _text: str) -> Reading:

@@ -139,6 +139,10 @@ def parse_command(
             help="The SKU profile the output came from: its expect.nvls judges NCCL's NVLS lines as a run does.",
         ),
     ] = None,
+    sku_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--sku-dir", help="Extra directory of SKU profiles for --sku (repeatable)."),
+    ] = None,
 ) -> None:
     out = make_console()
     err = make_console(stderr=True)
@@ -169,7 +173,7 @@ def parse_command(
     except ParseError as exc:
         raise _fail(err, f"{file}: {exc}") from None
     try:
-        expect = load_catalog().get(sku).expect if sku is not None else None
+        expect = load_catalog(sku_dir or ()).get(sku).expect if sku is not None else None
     except ConfigError as exc:
         raise _fail(err, f"--sku: {exc.reason}") from None
     verdict = _Verdict()
@@ -190,6 +194,7 @@ def parse_command(
             "failures": verdict.failures,
             "errors": errors,
             "warnings": verdict.warnings,
+            "notes": list(reading.notes),
             "record": data,
         }
         typer.echo(json.dumps(doc, indent=2))
@@ -199,6 +204,8 @@ def parse_command(
         print_table(out, ("field", "value"), rows, title=f"{file} ({tool})")
     for w in verdict.warnings:
         err.print(Text.assemble(("warning:", "yellow"), f" {file}: {w}"))
+    for n in reading.notes:  # what the run's judgement noted (NVLS unproven, NCCL_DEBUG not INFO)
+        err.print(Text.assemble(("note:", "cyan"), f" {file}: {n}"))
     if not verdict.passed:
         why = "; ".join([*verdict.failures, *errors]) or "passed: false"
         what = (

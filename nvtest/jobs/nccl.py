@@ -77,6 +77,7 @@ __all__ = [
     "nccl_outcome",
     "inventory_nccl_env",
     "nvls_collnet_fails",
+    "nvls_switched_off",
     "nccl_env",
     "perf_argv",
 ]
@@ -229,17 +230,53 @@ def nccl_env(
     nics_only: bool = False,
     nodes: Sequence[Node] = (),
 ) -> dict[str, str]:
-    """The tool's environment: ``NCCL_DEBUG=INFO`` (into the evidence), the variables of
-    :data:`PASSTHROUGH_ENV` set in ``environ``, the recipe's ``env``, the inventory's
-    interfaces of ``nodes`` (:func:`inventory_nccl_env`: a node's own setting wins), then
-    the NICs-only switches. The checks record it as their effective environment."""
-    env = {"NCCL_DEBUG": "INFO"}
-    env.update({k: environ[k] for k in PASSTHROUGH_ENV if environ.get(k)})
+    """The tool's environment: the variables of :data:`PASSTHROUGH_ENV` set in ``environ``,
+    the recipe's ``env``, the inventory's interfaces of ``nodes`` (:func:`inventory_nccl_env`:
+    a node's own setting wins), the NICs-only switches, and ``NCCL_DEBUG=INFO`` last, whatever
+    the recipe says (the path rules read NCCL's INFO lines: a site's ``NCCL_DEBUG: WARN`` would
+    switch them off). The checks record it as their effective environment."""
+    env = {k: environ[k] for k in PASSTHROUGH_ENV if environ.get(k)}
     env.update(recipe.env)
     env.update(inventory_nccl_env(nodes))
     if nics_only:
         env.update(NICS_ONLY_ENV)
+    env["NCCL_DEBUG"] = "INFO"
     return env
+
+
+def nvls_switched_off(env: Mapping[str, str], recipe: NcclRecipe, where: str = "recipe.nccl") -> str | None:
+    """The setting of ``env`` (the effective environment, :func:`nccl_env`) that keeps NCCL
+    from using NVLink SHARP, named by where it came from (``recipe.nccl.env.NCCL_NVLS_ENABLE=0``
+    where ``recipe.env`` set it, ``environment NCCL_ALGO=Ring,Tree`` where the caller's
+    environment did), or None. Off: ``NCCL_NVLS_ENABLE=0``, or ``NCCL_ALGO`` that excludes
+    NVLS (``^NVLS,...``) or lists algorithms without NVLS (``Ring,Tree``; NCCL's env docs:
+    a comma list, ``^`` excludes, a ``func:`` prefix per collective)."""
+    for key in ("NCCL_NVLS_ENABLE", "NCCL_ALGO"):
+        value = env.get(key)
+        if value is None:
+            continue
+        off = value.strip() == "0" if key == "NCCL_NVLS_ENABLE" else _algo_excludes_nvls(value)
+        if off:
+            src = f"{where}.env." if recipe.env.get(key) == value else "environment "
+            return f"{src}{key}={value}"
+    return None
+
+
+def _algo_excludes_nvls(value: str) -> bool:
+    """True where ``NCCL_ALGO`` leaves NVLS out of all_reduce (``^nvls``, ``Ring,Tree``,
+    ``allreduce:ring``); a per-collective list for other collectives only does not."""
+    spec = value.strip()
+    parts = [p.strip() for p in spec.split(";") if p.strip()]
+    for part in parts:
+        func, _, algos = part.rpartition(":")
+        if func and func.strip().lower() not in ("allreduce", "all_reduce"):
+            continue
+        names = algos.strip()
+        excluded = names.startswith("^")
+        listed = {a.strip().lower() for a in names.lstrip("^").split(",") if a.strip()}
+        if excluded == ("nvls" in listed):
+            return True
+    return False
 
 
 def nccl_outcome(

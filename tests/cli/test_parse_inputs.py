@@ -61,3 +61,43 @@ def test_cli_refuses_binary_and_oversized_input(app, tmp_path: Path):
     assert res.exit_code == 2 and "larger than 10 bytes" in res.output
     res = runner.invoke(app, ["parse", "dmesg", str(log)])
     assert res.exit_code in (0, 1), res.output  # parsed: the tool's verdict decides
+
+
+def test_parse_with_a_sku_prints_the_judgements_notes(tmp_path: Path) -> None:
+    """NVLS unproven (INFO lines, none about NVLS) and NCCL_DEBUG not INFO (no INFO line) are
+    the run's notes: `nvtest parse --sku` prints them (stderr, and `notes` in --json)."""
+    from typer.testing import CliRunner
+
+    from nvtest.cli.app import app
+    from tests.jobs.test_nccl_nvls import _with
+    from tests.jobs.test_nccl_path import NORMAL
+
+    runner = CliRunner()
+    info = tmp_path / "info.log"
+    info.write_text(_with(["Using network IB"]))
+    res = runner.invoke(app, ["parse", "nccl-tests", str(info), "--sku", "h100-sxm-80gb"])
+    assert res.exit_code == 0 and "note:" in res.output and "NVLS unproven" in res.output, res.output
+    warn_level = tmp_path / "warn.log"
+    warn_level.write_text(NORMAL)
+    res = runner.invoke(app, ["parse", "nccl-tests", str(warn_level), "--sku", "h100-sxm-80gb", "--json"])
+    assert res.exit_code == 0 and "NCCL_DEBUG not INFO" in res.output, res.output
+
+
+def test_parse_has_the_sku_dir_its_unknown_sku_error_advises(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from nvtest.cli.app import app
+    from nvtest.config.resources import configs_dir
+    from tests.jobs.test_nccl_path import NORMAL
+
+    log = tmp_path / "nccl.log"
+    log.write_text(NORMAL)
+    runner = CliRunner()
+    bad = runner.invoke(app, ["parse", "nccl-tests", str(log), "--sku", "site-h100"])
+    assert bad.exit_code == 2 and "--sku-dir" in bad.output, bad.output
+    skus = tmp_path / "skus"
+    skus.mkdir()
+    text = (configs_dir() / "skus" / "h100-sxm-80gb.yaml").read_text()
+    (skus / "site-h100.yaml").write_text(text.replace("name: h100-sxm-80gb", "name: site-h100", 1))
+    ok = runner.invoke(app, ["parse", "nccl-tests", str(log), "--sku", "site-h100", "--sku-dir", str(skus)])
+    assert ok.exit_code in (0, 1) and "unknown SKU" not in ok.output, ok.output

@@ -191,3 +191,46 @@ def test_table_cut_before_its_summary_is_an_error_even_at_full_size():
     cut = NORMAL[: NORMAL.index("# Out of bounds")]  # every row, then the job was killed
     v = judge_output(cut, op="all_reduce", max_bytes=8 * GIB, expected_ranks=16)
     assert v.verdict == "error" and "crash_after_partial_output" in v.text()
+
+
+def test_nccl_debug_info_wins_over_the_recipe_and_the_environment():
+    """The path rules read NCCL's INFO lines: a site's NCCL_DEBUG cannot switch them off."""
+    r = NcclRecipe.from_recipe({"env": {"NCCL_DEBUG": "WARN", "NCCL_NVLS_ENABLE": "0"}})
+    env = nccl_env(r, {"NCCL_DEBUG": "VERSION"})
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_NVLS_ENABLE"] == "0"
+    assert nccl_env(NcclRecipe(), {}, nics_only=True)["NCCL_DEBUG"] == "INFO"
+
+
+@pytest.mark.parametrize(
+    ("recipe_env", "environ", "said"),
+    [
+        ({"NCCL_NVLS_ENABLE": "0"}, {}, "recipe.nccl.env.NCCL_NVLS_ENABLE=0"),
+        ({"NCCL_ALGO": "Ring,Tree"}, {}, "recipe.nccl.env.NCCL_ALGO=Ring,Tree"),
+        ({"NCCL_ALGO": "^NVLS,CollnetDirect"}, {}, "recipe.nccl.env.NCCL_ALGO=^NVLS,CollnetDirect"),
+        ({"NCCL_ALGO": "allreduce:ring;broadcast:nvls"}, {}, "recipe.nccl.env.NCCL_ALGO=allreduce:ring"),
+        ({}, {"NCCL_ALGO": "ring"}, "environment NCCL_ALGO=ring"),
+        ({"NCCL_ALGO": "NVLS,Ring"}, {}, None),
+        ({"NCCL_ALGO": "^Tree"}, {}, None),
+        ({"NCCL_ALGO": "broadcast:ring"}, {}, None),
+        ({"NCCL_NVLS_ENABLE": "1"}, {}, None),
+        ({}, {}, None),
+    ],
+)
+def test_a_recipe_that_switches_nvls_off_is_named(recipe_env, environ, said):
+    from nvtest.jobs.nccl import nvls_switched_off
+
+    r = NcclRecipe.from_recipe({"env": recipe_env})
+    got = nvls_switched_off(nccl_env(r, environ), r)
+    assert (got is None) if said is None else (got is not None and got.startswith(said)), got
+
+
+def test_the_nccl_check_warns_naming_the_recipe_line_on_an_nvls_sku():
+    """intra/multinode call this on a SKU with expect.nvls: the item is at least WARN."""
+    from nvtest.checks.api import Judge
+    from nvtest.checks.interconnect.nccl import _nvls_recipe
+
+    r = NcclRecipe.from_recipe({"env": {"NCCL_NVLS_ENABLE": "0"}})
+    judge = Judge(None, "nccl", "n1", None)
+    _nvls_recipe(judge, nccl_env(r, {}), r, "recipe.nccl")
+    assert judge.verdict.value == "warn", judge.verdict
+    assert any("recipe.nccl.env.NCCL_NVLS_ENABLE=0" in w for w in judge.warnings), judge.warnings

@@ -378,3 +378,18 @@ def test_ib_ports_skip_needs_the_bus_to_prove_no_rdma_nic(tmp_path: Path, monkey
     assert (
         got["verdict"] == "fail" and "lspci lists 1 Mellanox (15b3) network function(s): 0000:18:00.0" in got["reason"]
     ), got
+
+
+def test_the_fabric_manager_proves_every_gpus_fabric_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Healthy passes because nvidia-smi -q shows every GPU Completed/Success; the same node
+    whose -q has no Fabric section (driver 565, which has it) is unknown, not pass."""
+    healthy = by_check(gate(tmp_path / "ok", monkeypatch, node_bin(tmp_path / "ok", "n1")))["fabric_manager"]
+    assert healthy["verdict"] == "pass"
+    assert any("fabric state Completed/Success in nvidia-smi -q" in n for n in healthy["notes"]), healthy["notes"]
+    tools = node_bin(tmp_path, "n1")
+    q = (REPO / "tests/data/corpus/nvidia-smi/q-h100-sxm-x8-driver565-all-gpus.txt").read_text()
+    no_fabric = "\n".join(ln for ln in q.splitlines() if ln.strip().split(" ")[0] not in ("Fabric", "State", "Status"))
+    tools.add("nvidia-smi", None, by_args={"-q": Recording(stdout=no_fabric)})
+    fm = by_check(gate(tmp_path, monkeypatch, tools))["fabric_manager"]
+    assert fm["verdict"] == "unknown", fm
+    assert "no recording for: --query-gpu" in fm["reason"] and "nvidia-smi -q lists no GPU fabric state" in fm["reason"]

@@ -150,8 +150,11 @@ def test_a_lost_gpu_fails_whatever_is_wrong_with_the_configuration(
     for name in GPU_CHECKS:
         assert checks[name]["verdict"] == "fail", (name, checks[name]["reason"])
     assert "nvidia-smi cannot get a device handle" in checks["ecc"]["reason"]
-    for name in ("xid_scan", "nvlink", "fabric_manager"):  # judged from the shipped profile alone
+    for name in ("xid_scan", "nvlink"):  # judged from the shipped profile alone
         assert checks[name]["verdict"] in ("pass", "fail"), (name, checks[name]["reason"])
+    # the lost GPU leaves no fabric state to read: unknown for that (the tool's words), not the configuration
+    fm = checks["fabric_manager"]
+    assert fm["verdict"] in ("pass", "fail") or "fabric state is unknown" in fm["reason"], fm["reason"]
     conf = checks["configuration"]
     assert conf["verdict"] == "unknown" and not doc["configuration"]["ok"]
     assert {d["next_step"]["rule"] for d in conf["decisions"]} == {"site_config_error"}

@@ -16,7 +16,7 @@ from nvtest.ops.gate.document import GateCheck
 from nvtest.ops.gate.engine import CHECKS
 from nvtest.ops.gate.state import GateState
 from nvtest.ops.gate.tools import ToolOutput
-from nvtest.testing.standin import Recording
+from nvtest.testing.standin import Recording, StandInTools
 from nvtest.testing.standin_nodes import H100, XID79_WEDGED, fatal_xid, hung, install, node_bin
 from tests.conftest import CORPUS
 from tests.ops.test_gate import by_check, gate
@@ -207,3 +207,56 @@ def test_a_fabric_manager_probe_that_did_not_answer_is_a_hung_tool_not_a_missing
     assert fm["verdict"] == "unknown", fm["reason"]
     assert {d["cause"] for d in fm["decisions"]} == {"transport:timeout"}
     assert {s["rule"] for s in steps(fm)} == {"probe_timeout"}, steps(fm)
+
+
+def _first_bad_step(check: dict[str, Any]) -> dict[str, str]:
+    bad = [d for d in check["decisions"] if d["verdict"] in ("fail", "unknown")]
+    assert bad and bad[0]["next_step"], check
+    return bad[0]["next_step"]
+
+
+def test_a_gpu_count_above_the_named_sku_is_the_wrong_sku_not_a_lost_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gpus = by_check(gate(tmp_path, monkeypatch, node_bin(tmp_path, "n1"), sku="cpu-generic"))["gpus"]
+    assert "8 GPUs visible to nvidia-smi, SKU cpu-generic expects 0" in gpus["reason"], gpus
+    step = _first_bad_step(gpus)
+    assert step["class"] == "CONFIG" and "RMA" not in step["action"], step
+
+
+@pytest.mark.parametrize(
+    "smi",
+    [None, Recording(stdout="", stderr="sh: 1: nvidia-smi: not found\n", exit_code=127)],
+    ids=["not-on-path", "exit-127"],
+)
+def test_nvidia_smi_not_installed_is_install_the_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, smi: Recording | None
+) -> None:
+    tools = node_bin(tmp_path, "n1")
+    if smi is None:
+        tools.add_missing("nvidia-smi")
+    else:
+        tools.add("nvidia-smi", smi)
+    step = _first_bad_step(by_check(gate(tmp_path, monkeypatch, tools))["gpus"])
+    assert step["class"] == "CONFIG" and "install the NVIDIA driver" in step["action"], step
+
+
+def test_gpus_expected_but_none_on_the_bus_is_the_lost_gpu_rule(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = StandInTools(tmp_path / "bare" / "bin")  # this machine's lspci: no NVIDIA function
+    tools.add_missing("nvidia-smi")
+    tools.add_missing("scontrol")
+    gpus = by_check(gate(tmp_path, monkeypatch, tools, expect_gpus=8))["gpus"]
+    assert "0 NVIDIA GPUs on the bus; --expect-gpus 8 expects 8" in gpus["reason"], gpus
+    step = _first_bad_step(gpus)
+    assert step["class"] == "REBOOT" and "RMA" in step["action"], step
+
+
+def test_a_full_disk_is_free_space(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    overlay = tmp_path / "site.yaml"
+    overlay.write_text("schema_version: 1\nname: site\nrecipe:\n  gate:\n    disk_free_gib: {'/': 1000000}\n")
+    disk = by_check(gate(tmp_path, monkeypatch, node_bin(tmp_path, "n1"), overlay=overlay))["disk"]
+    assert disk["verdict"] == "fail", disk
+    step = _first_bad_step(disk)
+    assert step["class"] == "CONFIG" and "free space" in step["action"], step

@@ -83,7 +83,8 @@ def gpu_inventory(facts: NodeFacts, sku: SkuProfile | None, catalog: Catalog | N
         line = _missing_gpus(facts, exp.text(), count)
         out.fail(line, "gpu:lost" if count else None)  # none seen: nvidia-smi's own words say why
     elif sku is not None and sku.expect.gpus is not None and count != sku.expect.gpus:
-        out.fail(f"{count} GPUs visible to nvidia-smi, SKU {sku.name} expects {sku.expect.gpus}", "gpu:lost")
+        # more GPUs than the named SKU's (fewer are lost above): the SKU is wrong, not the node
+        out.fail(f"{count} GPUs visible to nvidia-smi, SKU {sku.name} expects {sku.expect.gpus}", "gpu:sku_mismatch")
     _model_and_modes(facts, sku, out)
     if sku and sku.expect.min_driver and facts.driver_version:
         if version_tuple(facts.driver_version) < version_tuple(sku.expect.min_driver):

@@ -27,6 +27,7 @@ from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ParseError
 from nvtest.parsers import nvidia_smi_csv
 from nvtest.parsers.nvidia_smi_nvlink import NvLinkStatus
+from nvtest.parsers.nvidia_smi_q import gpu_values
 from nvtest.session.expect import expected_nvswitches
 from nvtest.session.facts import NodeFacts
 
@@ -45,6 +46,17 @@ true
 #: still registering the GPUs with the NVSwitch fabric) warns instead of failing: the fabric
 #: manager starts with the node and registers an HGX board within a few minutes.
 FABRIC_GRACE_S = 600.0
+
+#: The first driver branch whose nvidia-smi reports each GPU's fabric state (the ``Fabric``
+#: section of ``nvidia-smi -q`` and ``--query-gpu=fabric.state,fabric.status``, from NVML's
+#: nvmlDeviceGetGpuFabricInfo). Only a driver version read below it, or nvidia-smi's own
+#: "not a valid field", proves a fabric state cannot be had; anything else that gives no
+#: state leaves it unknown (fail closed, with the tool's words).
+FABRIC_FIELDS_DRIVER = 530
+
+#: nvidia-smi's words for a driver NVML cannot reach: the GPUs' fabric state is then not
+#: reported (fail, with the tool's words), not that of a driver too old to have one.
+NVML_DOWN = re.compile(r"NVML|couldn't communicate with the NVIDIA driver")
 
 
 def nvlink_status(status: NvLinkStatus | None, sku: SkuProfile | None) -> Outcome:
@@ -117,13 +129,25 @@ UNIT_STATES = frozenset(
 )
 
 
-def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: int) -> Outcome:
+def fabric_manager(
+    sections: dict[str, str], driver: str | None, *, nvswitches: int, smi_q: str | None = None
+) -> Outcome:
     """Judge the fabric manager on a system with ``nvswitches`` NVSwitches (0: skip).
 
     The service state is the line ``systemctl is-active`` printed; when systemctl could not
     say (its own error instead of a state), the state is unknown, never that error: the
     GPUs' fabric state then decides (all Completed/Success: pass with a note), and without
     it the item is an ``error`` quoting systemctl.
+
+    Every GPU's fabric state must be proven Completed/Success: from the ``fabric`` section
+    (``--query-gpu`` CSV) or, where that gave no state, from ``smi_q`` (``nvidia-smi -q``
+    text, its ``Fabric`` section) when the caller has it. Without a state the item is an
+    ``error`` quoting nvidia-smi, unless the driver version read (``driver``, e.g.
+    ``"565.57.01"``) is older than :data:`FABRIC_FIELDS_DRIVER` or nvidia-smi said the field
+    is not valid: then a note says so and the service state is what is judged. The
+    fabric manager's version, where ``nv-fabricmanager --version`` printed one, must equal the
+    driver's; where it printed none, a note quotes it (the service active with every GPU
+    registered is the proof that the fabric manager runs with this driver).
     """
     out = Outcome()
     if nvswitches <= 0:
@@ -147,7 +171,24 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
         out.fail(f"nvidia-fabricmanager {fm} differs from driver {driver}: install the matching package")
     for jm in _FM_MISMATCH.finditer(sections.get("journal", "")):
         out.fail(f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}")
-    registered = _fabric_states(out, sections.get("fabric", ""), _uptime_s(sections.get("uptime", "")))
+    fabric = sections.get("fabric", "")
+    registered, unread = _fabric_states(out, fabric, _uptime_s(sections.get("uptime", "")))
+    if unread is not None and smi_q is not None and not out.failures:
+        registered, unread = _fabric_from_q(smi_q, out, unread)
+    unknown = None
+    if unread is not None and not out.failures and not out.warnings:
+        if "not a valid field" in fabric or _older_than_fabric_fields(driver):
+            out.note(
+                f"GPU fabric state not reported: driver {driver or '?'} is older than the fabric fields "
+                f"(driver {FABRIC_FIELDS_DRIVER}+); the service state is what is judged"
+            )
+        else:
+            unknown = f"every GPU's fabric state is unknown on an NVSwitch system: {unread}"
+    if fm is None and registered:
+        said_fm = " ".join(sections.get("version", "").split())[:200] or "nothing"
+        out.note(
+            f"nv-fabricmanager --version printed no version ({said_fm}); the service runs with every GPU registered"
+        )
     if svc is None:
         if registered:
             out.note(
@@ -160,11 +201,43 @@ def fabric_manager(sections: dict[str, str], driver: str | None, *, nvswitches: 
                 "(no systemd on this node, e.g. a container?) and no GPU fabric state shows "
                 "it registered the GPUs; check `pgrep -a nv-fabricmanager` on the node"
             )
+    if unknown is not None:
+        out.error = f"{out.error}; {unknown}" if out.error else unknown
     return out
 
 
-#: a shell's words for a tool that is not installed (sh, bash, dash)
-_TOOL_MISSING = re.compile(r": not found|command not found|No such file or directory")
+def _older_than_fabric_fields(driver: str | None) -> bool:
+    """True only where ``driver`` (``"525.85.12"``) was read and its branch is older than
+    :data:`FABRIC_FIELDS_DRIVER`; an unread or unparsable version proves nothing."""
+    m = re.match(r"\s*(\d+)\.", driver or "")
+    return m is not None and int(m.group(1)) < FABRIC_FIELDS_DRIVER
+
+
+def _fabric_from_q(text: str, out: Outcome, unread: str) -> tuple[bool, str | None]:
+    """Every GPU's ``Fabric`` state and status in ``nvidia-smi -q`` ``text`` must be
+    Completed / Success: the GPU registered with the NVLink fabric the fabric manager trained.
+    Returns (every GPU listed and registered, what was said where the state is unread:
+    ``unread``, the query's words, extended with -q's)."""
+    states = dict(gpu_values(text, "fabric/state"))
+    statuses = dict(gpu_values(text, "fabric/status"))
+    if not states or not any(v not in (None, "N/A") for v in states.values()):
+        return False, f"{unread}, and nvidia-smi -q lists no GPU fabric state"
+    good = 0
+    for bus, state in states.items():
+        if state in (None, "N/A"):
+            continue
+        if state != "Completed" or statuses.get(bus) != "Success":
+            out.fail(
+                f"GPU {bus}: fabric state {state}, status {statuses.get(bus)} (GPU not registered with the NVLink fabric)"
+            )
+        else:
+            good += 1
+    missing = [bus for bus, state in states.items() if state in (None, "N/A")]
+    if missing and not out.failures:
+        return False, f"{unread}; nvidia-smi -q lists no fabric state for GPU {', '.join(missing)}"
+    if good == len(states):
+        out.note(f"every GPU's fabric state Completed/Success in nvidia-smi -q ({unread})")
+    return good == len(states), None
 
 
 def fabric_manager_on(sections: dict[str, str], facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
@@ -179,30 +252,25 @@ def _uptime_s(text: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def _fabric_states(out: Outcome, fabric: str, uptime_s: float | None = None) -> bool:
+def _fabric_states(out: Outcome, fabric: str, uptime_s: float | None = None) -> tuple[bool, str | None]:
     """Judge each GPU's fabric state (``nvidia-smi --query-gpu=index,fabric.state,
-    fabric.status``); True when at least one GPU is listed and every one is
-    Completed/Success. ``In Progress`` within :data:`FABRIC_GRACE_S` of boot (``uptime_s``)
-    warns; past it, or with the uptime unknown, it fails."""
-    if "not a valid field" in fabric or not fabric.strip():
-        out.note("GPU fabric state not available from nvidia-smi (driver older than the fabric.* fields)")
-        return False
+    fabric.status``). Returns (at least one GPU listed and every one Completed/Success, the
+    tool's words where it gave no state at all, else None). ``In Progress`` within
+    :data:`FABRIC_GRACE_S` of boot (``uptime_s``) warns; past it, or with the uptime unknown,
+    it fails; NVML unreachable fails with nvidia-smi's words."""
+    said = " ".join(ln.strip() for ln in fabric.splitlines() if ln.strip())[:300]
+    if not said:
+        return False, "nvidia-smi --query-gpu printed no fabric state"
     try:
         table = nvidia_smi_csv.parse(fabric)
     except ParseError:
-        said = " ".join(ln.strip() for ln in fabric.splitlines() if ln.strip())[:300]
-        if _TOOL_MISSING.search(fabric):  # nothing measured: the item's error says so
-            out.note(f"GPU fabric state not measured: {said}")
-            return False
-        # fail closed: the GPUs are there (NVSwitch SKU) and nvidia-smi could not say their state
-        out.fail(f"GPU fabric state not reported: nvidia-smi said: {said}")
-        return False
-    if table.failure is not None and not table.rows:  # nvidia-smi's own failure, no state
-        if _TOOL_MISSING.search(fabric):
-            out.note(f"GPU fabric state not measured: {table.failure.message}")
-        else:
-            out.fail(f"GPU fabric state not reported: nvidia-smi said: {table.failure.message}")
-        return False
+        table = None
+    if table is None or (table.failure is not None and not table.rows):
+        words = table.failure.message if table is not None and table.failure is not None else said
+        if NVML_DOWN.search(fabric):  # fail closed: the GPUs are there and NVML cannot say their state
+            out.fail(f"GPU fabric state not reported: nvidia-smi said: {words}")
+            return False, None
+        return False, f"nvidia-smi --query-gpu said: {words}"
     good = 0
     for row in table.rows:
         vals = [f"{v:g}" if isinstance(v, float) else str(v).strip() for v in row.values]
@@ -223,4 +291,4 @@ def _fabric_states(out: Outcome, fabric: str, uptime_s: float | None = None) -> 
             )
         elif len(vals) >= 3:
             good += 1
-    return good > 0 and good == len(table.rows)
+    return good > 0 and good == len(table.rows), None

@@ -34,7 +34,7 @@ from nvtest.jobs.base import (
 )
 from nvtest.jobs.launch import mpirun_argv
 from nvtest.jobs.mpi import mpi_options, mpirun_preflight
-from nvtest.jobs.nccl import NcclRecipe, judge_output, nccl_env, nccl_outcome, perf_argv
+from nvtest.jobs.nccl import NcclRecipe, judge_output, nccl_env, nccl_outcome, nvls_switched_off, perf_argv
 from nvtest.jobs.pair_jobs import NcclPairJob
 from nvtest.session.facts import NodeFacts
 from nvtest.session.phase import attribute_unkillable
@@ -77,6 +77,16 @@ def _interfaces(judge: Judge, text: str, nodes: list[Node]) -> None:
         judge.warn(w)
 
 
+def _nvls_recipe(judge: Judge, env: dict[str, str], recipe: NcclRecipe, where: str) -> None:
+    """On a SKU that expects NVLink SHARP, a recipe (or environment) setting that switches it
+    off warns, naming the setting: the run's figure is then not the path the SKU promises."""
+    line = nvls_switched_off(env, recipe, where)
+    if line is not None:
+        judge.warn(
+            f"NVLS switched off by {line}: the SKU expects NVLink SHARP (expect.nvls), so all_reduce did not measure it"
+        )
+
+
 def _record(judge: Judge, v: Outcome, log: str | None) -> None:
     """Record one run's outcome: its details under ``nccl_<op>``, then an error (raised),
     its failures (one line, prefixed with the operation), its metrics."""
@@ -117,6 +127,8 @@ def intra(fleet: Fleet, node: Node, node_facts: NodeFacts, judge: Judge, *, nics
     nodes = _gpu_nodes(fleet, check)
     envs = {n.name: nccl_env(_recipe(fleet, n), os.environ, nics_only=nics_only, nodes=[n]) for n in nodes}
     judge.detail("effective_env", envs.get(node.name, nccl_env(recipe, os.environ, nics_only=nics_only, nodes=[node])))
+    if not nics_only and "all_reduce" in ops and expects(ctx, node, "nvls"):
+        _nvls_recipe(judge, envs.get(node.name) or nccl_env(recipe, os.environ, nodes=[node]), recipe, "recipe.nccl")
     for op in ops:
         key = f"{check}_{op}"
         cmds = {n.name: render_command(perf_argv(op, _recipe(fleet, n), gpus(ctx, n)), envs[n.name]) for n in nodes}
@@ -224,10 +236,15 @@ def multinode(fleet: Fleet, node: Node, node_facts: NodeFacts, judge: Judge) -> 
     run = fleet.once(f"{MULTINODE}:{op}", lambda: _launch(fleet, op))
     judge.detail("command", run.command)
     judge.detail("effective_env", run.env)
+    own = bool(node_recipe(ctx, node, MULTINODE))  # the launch's recipe (_launch): its own, else recipe.nccl
+    where, launched = ("recipe.nccl_multinode", recipe) if own else ("recipe.nccl", _recipe(fleet, node))
+    nvls_off = op == "all_reduce" and expects(ctx, node, "nvls")
     if run.outcome.verdict == Verdict.PASS:
         _record(judge, run.outcome, ctx.phases.log_path(run.key, ctx.nodes[0].name) if run.key else None)
         if not judge.verdict.is_bad:
             _interfaces(judge, run.text, gpu_nodes)
+            if nvls_off:
+                _nvls_recipe(judge, run.env, launched, where)
             return
     judge.detail("all_nodes", run.outcome.details)
     job = NcclPairJob(
@@ -245,3 +262,5 @@ def multinode(fleet: Fleet, node: Node, node_facts: NodeFacts, judge: Judge) -> 
     report = pair_report(ctx, MULTINODE, job, gpu_nodes)
     report_node(judge, report, node, f"{op}_busbw_gbps", "GB/s")
     _interfaces(judge, run.text, gpu_nodes)
+    if nvls_off:
+        _nvls_recipe(judge, run.env, launched, where)

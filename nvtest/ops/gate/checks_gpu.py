@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 
-from nvtest.checks.health import Outcome
 from nvtest.checks.health.clocks import idle_throttle
 from nvtest.checks.health.ecc import ecc_health
 from nvtest.checks.health.gpus import driver_stack, gpu_inventory, lost_gpus
@@ -22,6 +21,7 @@ from nvtest.checks.health.nvlink import fabric_manager, nvlink_status, split_sec
 from nvtest.checks.health.pcie import PcieHop, hops_from_sysfs, pcie_links
 from nvtest.ops.gate.context import GateContext, from_outcome
 from nvtest.ops.gate.document import GateCheck
+from nvtest.ops.gate.tools import ToolOutput
 from nvtest.parsers import nvidia_smi_nvlink
 from nvtest.parsers.nvidia_smi_q import SmiQuery, gpu_values
 from nvtest.playbook.xid import recovery_step
@@ -88,6 +88,11 @@ def _facts(ctx: GateContext, query: SmiQuery) -> NodeFacts:
     )
 
 
+def _not_installed(out: ToolOutput) -> bool:
+    """nvidia-smi could not be started (not on PATH) or its shell said so (exit 127, sh(1))."""
+    return out.missing or out.exit_code == 127
+
+
 def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None:
     """The parsed ``nvidia-smi -q``; None after a decision when there is none to judge."""
     if ctx.need(res, "smi", "lspci") is None:
@@ -107,6 +112,7 @@ def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None
                 unit="count",
                 threshold=f"== {n}",
                 source=words.split(" expects")[0],
+                cause="gpu:lost",  # GPUs the node must have, none on the bus: the lost-GPU rule
             )
         else:
             res.add(
@@ -131,6 +137,7 @@ def _smi_or_fail(ctx: GateContext, res: GateCheck, what: str) -> SmiQuery | None
             unit="count",
             threshold=f"== {expected}" if expected else None,
             source=f"{ctx.sku_source} expect.gpus" if expected else "lspci",
+            cause="gpu:driver_missing" if _not_installed(ctx.sources.get("smi")) else None,
         )
         return None
     return query
@@ -323,14 +330,11 @@ def nvlink(ctx: GateContext) -> GateCheck:
     return res
 
 
-#: nvidia-smi's words for a driver NVML cannot reach: the GPUs' fabric state is then not
-#: reported (fail closed, with the tool's words), not that of a driver too old to have one.
-_NVML_DOWN = re.compile(r"NVML|couldn't communicate with the NVIDIA driver")
-
-
 def fabric(ctx: GateContext) -> GateCheck:
-    """The fabric manager on an NVSwitch system: active, the driver's version, GPUs registered
-    (a GPU fabric state nvidia-smi could not read because NVML is down fails with its words)."""
+    """The fabric manager on an NVSwitch system: active, the driver's version, every GPU's
+    fabric state proven Completed/Success (from ``--query-gpu`` or ``nvidia-smi -q``; a state
+    nvidia-smi could not read because NVML is down fails with its words, one it gave no answer
+    for is unknown with its words; "too old" only where the driver version read proves it)."""
     res = GateCheck("fabric_manager")
     switches = ctx.sku.expect.nvswitches if ctx.sku and ctx.sku.expect.nvswitches is not None else None
     if switches is None:
@@ -358,12 +362,13 @@ def fabric(ctx: GateContext) -> GateCheck:
         return res
     query, _ = ctx.smi
     sections = split_sections(ctx.sources.get("fm").stdout)
-    said = sections.get("fabric", "")
-    if not said.lstrip().startswith("index") and not _NVML_DOWN.search(said):
-        sections.pop("fabric", None)  # no CSV from --query-gpu: read the fabric state from -q
-    out = fabric_manager(sections, query.driver_version if query else None, nvswitches=switches)
-    if "fabric" not in sections:
-        _fabric_from_q(ctx.sources.get("smi").stdout, out)
+    smi = ctx.sources.get("smi")  # -q: the fabric state where --query-gpu gave none
+    out = fabric_manager(
+        sections,
+        query.driver_version if query else None,
+        nvswitches=switches,
+        smi_q=smi.stdout if smi is not None else None,
+    )
     from_outcome(
         res,
         out,
@@ -371,26 +376,9 @@ def fabric(ctx: GateContext) -> GateCheck:
         value=(sections.get("service") or "").strip() or None,
         threshold="active, the driver's version, every GPU's fabric state Completed",
         source=f"{ctx.sku_source} expect.nvswitches ({switches} NVSwitches)",
-        passed="fabric manager active",
+        passed="fabric manager active, every GPU's fabric state Completed/Success",
     )
     return res
-
-
-def _fabric_from_q(text: str, out: Outcome) -> None:
-    """Every GPU's ``Fabric`` state and status in ``nvidia-smi -q`` (driver 530+) must be
-    Completed / Success: the GPU registered with the NVLink fabric the fabric manager trained."""
-    states = dict(gpu_values(text, "fabric/state"))
-    statuses = dict(gpu_values(text, "fabric/status"))
-    if not any(states.values()):
-        out.note("GPU fabric state not in nvidia-smi -q (driver older than the Fabric section)")
-        return
-    for bus, state in states.items():
-        if state in (None, "N/A"):
-            continue
-        if state != "Completed" or statuses.get(bus) != "Success":
-            out.fail(
-                f"GPU {bus}: fabric state {state}, status {statuses.get(bus)} (GPU not registered with the NVLink fabric)"
-            )
 
 
 #: (check name, function), in report order.

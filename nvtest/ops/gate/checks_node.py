@@ -336,7 +336,12 @@ def disk(ctx: GateContext) -> GateCheck:
         res.metrics.append(("free_gib", round(free, 3), "GiB", {"path": path}))
         verdict = "pass" if free >= need_gib else "fail"
         res.add(
-            verdict, f"free:{path}", f"{path}: {free:.3g} GiB free (mounted on {row[5]})", value=round(free, 3), **kw
+            verdict,
+            f"free:{path}",
+            f"{path}: {free:.3g} GiB free (mounted on {row[5]})",
+            value=round(free, 3),
+            cause="disk:full" if verdict == "fail" else None,
+            **kw,
         )
     if not ctx.recipe.disk_free_gib:
         res.add("skip", "disk", "no path to watch (recipe.gate.disk_free_gib is empty)", source=ctx.recipe_source)

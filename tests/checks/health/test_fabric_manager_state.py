@@ -92,3 +92,38 @@ def test_the_probe_reads_the_uptime() -> None:
     text = subprocess.run(["sh", "-c", FM_SCRIPT], capture_output=True, text=True, timeout=60).stdout
     uptime = split_sections(text).get("uptime", "")
     assert float(uptime.split()[0]) > 0, text
+
+
+@pytest.mark.parametrize(
+    "fabric",
+    [
+        "sh: 1: nvidia-smi: not found\n",  # the tool missing
+        "stand-in nvidia-smi: no recording for: --query-gpu=index,fabric.state,fabric.status --format=csv\n",
+        "",  # nothing printed
+    ],
+)
+def test_an_unread_fabric_state_is_unknown_not_a_pass(fabric: str) -> None:
+    """NVSwitch system, service active, driver 565 (has the fabric fields): no GPU's state read."""
+    out = fabric_manager(_sections("active\n", fabric), "565.57.01", nvswitches=4)
+    assert out.verdict is Verdict.ERROR, out.text()
+    assert "fabric state is unknown" in (out.error or "")
+    assert fabric.strip()[:20] in (out.error or "")  # the tool's words
+
+
+def test_too_old_only_where_the_driver_version_read_proves_it() -> None:
+    old = fabric_manager(_sections("active\n", "sh: 1: nvidia-smi: not found\n"), "525.85.12", nvswitches=4)
+    assert old.verdict is Verdict.PASS and "older than the fabric fields" in old.text(), old.text()
+    unread = fabric_manager(_sections("active\n", ""), None, nvswitches=4)
+    assert unread.verdict is Verdict.ERROR and "older" not in unread.text(), unread.text()
+
+
+def test_the_fabric_state_from_nvidia_smi_q_where_the_query_gave_none() -> None:
+    from tests.conftest import REPO
+
+    q = (REPO / "tests/data/corpus/nvidia-smi/q-h100-sxm-x8-driver565-all-gpus.txt").read_text()
+    said = "stand-in nvidia-smi: no recording for: --query-gpu\n"
+    ok = fabric_manager(_sections("active\n", said), "565.57.01", nvswitches=4, smi_q=q)
+    assert ok.verdict is Verdict.PASS and "fabric state Completed/Success in nvidia-smi -q" in ok.text()
+    no_fabric = "\n".join(ln for ln in q.splitlines() if ln.strip().split(" ")[0] not in ("Fabric", "State", "Status"))
+    out = fabric_manager(_sections("active\n", said), "565.57.01", nvswitches=4, smi_q=no_fabric)
+    assert out.verdict is Verdict.ERROR and "nvidia-smi -q lists no GPU fabric state" in (out.error or "")
