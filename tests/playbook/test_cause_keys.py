@@ -156,7 +156,7 @@ def test_apply_carries_the_outcome_cause_to_the_judge() -> None:
 
 #: A cause key as the source writes it (``cause="tool:missing"``, ``"launch:left_out"``).
 _KEY_IN_SOURCE = re.compile(
-    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config|host|storage|threshold):[a-z_]+(?::[a-z_]+)*)["']"""
+    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config|host|storage|threshold|dcgm):[a-z_]+(?::[a-z_]+)*)["']"""
 )
 
 
@@ -297,7 +297,8 @@ def test_a_key_rule_does_not_read_the_sentence_nvtest_writes_for_it(rule) -> Non
 
 
 #: Words rules that still read a sentence nvtest writes (``tool="nvtest"``): causes that have
-#: no key yet (their findings are made in the fabric manager's, the threshold judge, the uniformity, DCGM, NCCL and burn-in judges). The list
+#: no key yet (their findings are made in the fabric manager's, the threshold judge, the
+#: uniformity, NCCL and burn-in judges). The list
 #: only shrinks: a rule leaves it when the code that writes its finding sets a key.
 _NVTEST_WORDS_RULES = {
     "gpu_fabric_unregistered",
@@ -309,8 +310,6 @@ _NVTEST_WORDS_RULES = {
     "throttling",
     "firmware_drift",
     "software_drift",
-    "dcgm",
-    "dcgm_skipped",
     "unit_mismatch",
     "below_floor",
 }
