@@ -783,13 +783,13 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "throttling",
-        r"throttl|hw_slowdown \d|slowdown under load",
+        "",
         "clocks were throttled under load (cooling, inlet temperature or power delivery)",
         "check fans, airflow, inlet temperature and PSUs; rerun; RMA a GPU that throttles alone",
         "MONITOR",
         ("thermal", "burnin"),
         example="cuda:0: hardware throttling under load (hw_slowdown 12 s): check cooling and power delivery",
-        tool="nvtest",
+        keys=("clocks:throttled",),
     ),
     _r(
         "firmware_drift",

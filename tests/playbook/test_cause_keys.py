@@ -307,7 +307,6 @@ _NVTEST_WORDS_RULES = {
     "cuda_cannot_start",
     "nccl_wrong",
     "ib_down",
-    "throttling",
     "firmware_drift",
     "software_drift",
     "unit_mismatch",
