@@ -27,7 +27,10 @@ def _doc(values: dict[str, float], floor: float = 660) -> dict:
             "labels": {"device": "cuda:0", "library": "torch"},
             "fleet": None,
         }
-        results.append({"check": "gemm", "node": node, "verdict": verdict, "reason": reason, "metrics": [m]})
+        result = {"check": "gemm", "node": node, "verdict": verdict, "reason": reason, "metrics": [m]}
+        if verdict == "fail":  # the Judge's key of a value outside its threshold
+            result["cause"] = "threshold:below_floor"
+        results.append(result)
         nodes[node] = {"name": node, "sku": "h100-sxm-80gb"}
     return {
         "schema_version": 1,
@@ -101,19 +104,26 @@ def test_post_process_is_idempotent():
     assert twice["results"] == once["results"] and twice["run"]["warnings"] == once["run"]["warnings"]
 
 
-def _diag(check: str, reason: str, verdict: str = "fail") -> str | None:
-    d = diagnose({"check": check, "verdict": verdict, "reason": reason})
+def _diag(check: str, reason: str, verdict: str = "fail", cause: str | None = None) -> str | None:
+    """The action class of a result; ``cause``: the key the check that writes ``reason`` sets."""
+    d = diagnose({"check": check, "verdict": verdict, "reason": reason, "cause": cause})
     return d.cls if d else None
 
 
 def test_diagnosis_catalog():
-    assert _diag("ecc", "GPU 0 (x): row remap pending (4 uncorrectable): reset the GPU") == "RESET"
-    assert _diag("ecc", "GPU 0 (x): row remapping failure (spare rows exhausted): RMA") == "RMA"
+    assert _diag("ecc", "GPU 0 (x): row remap pending (4 uncorrectable): reset the GPU", cause="ecc:remap_pending") == (
+        "RESET"
+    )
+    assert _diag("ecc", "GPU 0 (x): row remapping failure (spare rows exhausted): RMA", cause="ecc:remap_failure") == (
+        "RMA"
+    )
     assert _diag("xid_scan", "GPU 0000:3b:00 fell off the bus (Xid 79): Drain") == "REBOOT"
     assert _diag("xid_scan", "GPU 0000:3b:00: Xid 119 GSP RPC timeout: Drain") == "FIRMWARE"
     assert _diag("xid_scan", "GPU 0000:3b:00: Xid 64 ECC page retirement failure") == "RMA"
-    assert _diag("pcie_link", "GPU 0000:18:00.0: trained x8, both ends can do x16") == "CABLING"
-    assert _diag("nvlink", "GPU3: links 3,5 inactive (expects all 6 active)") == "RESET"
+    assert (
+        _diag("pcie_link", "GPU 0000:18:00.0: trained x8, both ends can do x16", cause="pcie:downgraded") == "CABLING"
+    )
+    assert _diag("nvlink", "GPU3: links 3,5 inactive (expects all 6 active)", cause="nvlink:inactive") == "RESET"
     assert _diag("ib_ports", "mlx5_10 port 1: Down/Polling: no link partner") == "CABLING"
     assert _diag("ib_ports", "mlx5_7 port 1: Down/LinkUp: link trained, not activated") == "CONFIG"
     assert _diag("gemm", "ProbeError: CUDA error 802: system not yet initialized", "error") == "CONFIG"
@@ -127,7 +137,9 @@ def test_diagnosis_catalog():
     )
     assert _diag("gpus", "Failed to initialize NVML: Driver/library version mismatch", "error") == "REBOOT"
     assert _diag("nccl", "123 wrong results (#wrong > 0)") == "RMA"
-    assert _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)") == "MONITOR"
+    assert _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)", cause="clocks:throttled") == (
+        "MONITOR"
+    )
     assert _diag("stream", "NodeError: node unreachable: ssh exited 255", "error") == "RETEST"
     assert _diag("dcgm_diag", "CommandTimeout: timed out after 3600 s", "error") == "RETEST"
     assert _diag("sw_uniformity", "vbios: n2 has 96.00.74, 7 of 8 nodes have 96.00.89") == "FIRMWARE"

@@ -297,9 +297,9 @@ def test_a_key_rule_does_not_read_the_sentence_nvtest_writes_for_it(rule) -> Non
 
 
 #: Words rules that still read a sentence nvtest writes (``tool="nvtest"``): causes that have
-#: no key yet (their findings are made in the fabric manager's, the threshold judge, the
-#: uniformity, NCCL and burn-in judges). The list
-#: only shrinks: a rule leaves it when the code that writes its finding sets a key.
+#: no key yet (their findings are made in the fabric manager's, the uniformity, NCCL and
+#: IB port judges). The list only shrinks: a rule leaves it when the code that writes its
+#: finding sets a key.
 _NVTEST_WORDS_RULES = {
     "gpu_fabric_unregistered",
     "fabric_manager",
@@ -309,8 +309,6 @@ _NVTEST_WORDS_RULES = {
     "ib_down",
     "firmware_drift",
     "software_drift",
-    "unit_mismatch",
-    "below_floor",
 }
 
 
