@@ -39,8 +39,9 @@ from typing import Any
 from nvtest.analysis.finish import finish_run
 from nvtest.config.metrics import Hardware, hardware_from_facts
 from nvtest.config.skus import Catalog, load_catalog
-from nvtest.config.thresholds import SkuProfile, assess
+from nvtest.config.thresholds import OUTSIDE_THRESHOLD, UNIT_MISMATCH, SkuProfile, assess
 from nvtest.errors import ConfigError
+from nvtest.playbook.diagnosis import first_cause
 from nvtest.report.manifest import check_sign_key
 from nvtest.results import load_results
 from nvtest.verdict import Verdict, worst
@@ -87,14 +88,22 @@ def _skip_still_holds(r: dict[str, Any], prof: SkuProfile | None, facts: Mapping
     return None
 
 
+#: The cause keys a threshold's judgement gives (judged again here).
+THRESHOLD_KEYS = (OUTSIDE_THRESHOLD, UNIT_MISMATCH)
+
+
 def _judge_metrics(
     new: dict[str, Any], prof: SkuProfile | None, catalog: Catalog, hw: Hardware
-) -> list[dict[str, Any]]:
-    """Judge every recorded metric of ``new`` again (in place); add the profile's unmeasured ones."""
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Judge every recorded metric of ``new`` again (in place); add the profile's unmeasured ones.
+    Returns the metrics and the cause keys of those a threshold fails or cannot judge."""
     check = new["check"]
     metrics = new.setdefault("metrics", [])
+    causes: list[str] = []
     for m in metrics:
         a = assess(check, m["name"], m.get("value"), m.get("unit", ""), prof, hw, dict(m.get("labels") or {}))
+        if a.cause is not None:
+            causes.append(a.cause)
         m["verdict"], m["reason"] = a.verdict.value, a.reason
         m["threshold"] = (
             {**a.threshold.model_dump(exclude_none=True), "origin": catalog.origin(prof.name, check, m["name"])}
@@ -121,7 +130,7 @@ def _judge_metrics(
                     "bound": None,
                 }
             )
-    return metrics
+    return metrics, causes
 
 
 def rejudge(
@@ -171,8 +180,15 @@ def rejudge(
         tool = Verdict.ERROR
     elif findings and verdict != Verdict.PASS.value:
         tool = Verdict.WARN if verdict == Verdict.WARN.value else Verdict.FAIL
-    metrics = _judge_metrics(new, prof, catalog, hardware_from_facts(facts, prof, nodes))
+    metrics, causes = _judge_metrics(new, prof, catalog, hardware_from_facts(facts, prof, nodes))
     new["verdict"] = worst([tool, *(Verdict(m["verdict"]) for m in metrics)], default=Verdict.PASS).value
+    # the check's own cause stays; the metrics' are judged again
+    own = None if r.get("cause") in THRESHOLD_KEYS else r.get("cause")
+    cause = first_cause([own, *causes]) if Verdict(new["verdict"]).is_bad else None
+    if cause is None:
+        new.pop("cause", None)
+    else:
+        new["cause"] = cause
     bad = sorted(
         (m for m in metrics if m["verdict"] in ("fail", "error", "warn")),
         key=lambda m: -Verdict(m["verdict"]).rank,

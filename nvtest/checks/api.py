@@ -114,8 +114,21 @@ class Judge:
         self.log: str | None = None
         #: why the judging started over (:meth:`restart`), in order
         self.restarts: list[str] = []
-        self.cause: str | None = None
+        self._cause: str | None = None
+        #: the cause keys of the judged metrics a threshold failed or could not judge
+        self._metric_causes: list[str] = []
         self._hardware = hardware
+
+    @property
+    def cause(self) -> str | None:
+        """The key of the item's cause: of the check's own (set, or given to :meth:`fail`) and
+        its metrics' (a value outside its threshold, a unit mismatch), the one the Playbook
+        diagnoses first (:func:`nvtest.playbook.diagnosis.first_cause`); None: none known."""
+        return first_cause([self._cause, *self._metric_causes])
+
+    @cause.setter
+    def cause(self, key: str | None) -> None:
+        self._cause = key
 
     @property
     def hardware(self) -> Hardware:
@@ -157,6 +170,8 @@ class Judge:
             lower_is_better=lower_is_better(unit),
         )
         self.metrics.append(m)
+        if a.cause is not None:
+            self._metric_causes.append(a.cause)
         return m
 
     def fail(self, reason: str, cause: str | None = None) -> None:
@@ -181,6 +196,7 @@ class Judge:
         first (the pair re-run of a multi-node launch that did not pass); kept in
         :attr:`restarts`."""
         self.metrics.clear()
+        self._metric_causes.clear()
         self.failures.clear()
         self.restarts.append(reason)
 

@@ -73,6 +73,8 @@ from nvtest.config.workload_recipes import InferenceRecipe, SdcRecipe
 from nvtest.verdict import Verdict
 
 __all__ = [
+    "OUTSIDE_THRESHOLD",
+    "UNIT_MISMATCH",
     "Assessment",
     "CkptRecipe",
     "Evaluation",
@@ -462,10 +464,19 @@ class Overlay(BaseModel):
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The outcome of judging one value: verdict and a one-line reason."""
+    """The outcome of judging one value: verdict, a one-line reason and the cause key of a
+    value the threshold fails or cannot judge (:data:`OUTSIDE_THRESHOLD`, :data:`UNIT_MISMATCH`;
+    None otherwise)."""
 
     verdict: Verdict
     reason: str
+    cause: str | None = None
+
+
+#: The cause keys of a threshold's judgement: a value below its minimum or above its maximum;
+#: a value in another unit than its threshold (never compared).
+OUTSIDE_THRESHOLD = "threshold:below_floor"
+UNIT_MISMATCH = "threshold:unit_mismatch"
 
 
 def _fmt(x: float) -> str:
@@ -485,12 +496,14 @@ def evaluate(value: float | None, unit: str, threshold: Threshold | None) -> Eva
     if threshold is None:
         return Evaluation(Verdict.PASS, "measured only, no threshold")
     if unit != threshold.unit:
-        return Evaluation(Verdict.ERROR, f"unit mismatch: measured in {unit}, threshold in {threshold.unit}")
+        return Evaluation(
+            Verdict.ERROR, f"unit mismatch: measured in {unit}, threshold in {threshold.unit}", UNIT_MISMATCH
+        )
     t = threshold
     if t.min is not None and value < t.min:
-        return Evaluation(Verdict.FAIL, f"{_fmt(value)} {unit} < min {_fmt(t.min)} {unit}")
+        return Evaluation(Verdict.FAIL, f"{_fmt(value)} {unit} < min {_fmt(t.min)} {unit}", OUTSIDE_THRESHOLD)
     if t.max is not None and value > t.max:
-        return Evaluation(Verdict.FAIL, f"{_fmt(value)} {unit} > max {_fmt(t.max)} {unit}")
+        return Evaluation(Verdict.FAIL, f"{_fmt(value)} {unit} > max {_fmt(t.max)} {unit}", OUTSIDE_THRESHOLD)
     if t.warn_min is not None and value < t.warn_min:
         return Evaluation(Verdict.WARN, f"{_fmt(value)} {unit} < warn_min {_fmt(t.warn_min)} {unit}")
     if t.warn_max is not None and value > t.warn_max:
@@ -512,6 +525,7 @@ class Assessment:
         threshold: the threshold judged against (None: none, or not reached).
         bound: the physical bound checked (None when the metric is undeclared or has no value).
         implausible: the value was outside ``bound`` (an ``error``, never judged).
+        cause: as :class:`Evaluation`.
     """
 
     verdict: Verdict
@@ -519,6 +533,7 @@ class Assessment:
     threshold: Threshold | None = None
     bound: Bound | None = None
     implausible: bool = False
+    cause: str | None = None
 
 
 RERUN_HINT = "rerun the check (nvtest run --rerun-failed RUN_DIR)"
@@ -564,4 +579,4 @@ def assess(
         return Assessment(Verdict.ERROR, f"implausible: {why}; {said}; not judged: {RERUN_HINT}", None, bound, True)
     thr = profile.threshold(check, name) if profile else None
     ev = evaluate(value, unit, thr)
-    return Assessment(ev.verdict, ev.reason, thr, bound)
+    return Assessment(ev.verdict, ev.reason, thr, bound, cause=ev.cause)

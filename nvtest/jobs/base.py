@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from nvtest.analysis.outliers import SYSTEMIC_MIN_NODES
 from nvtest.config.inventory import Node
 from nvtest.config.resources import probes_dir
-from nvtest.config.thresholds import SkuProfile, assess
+from nvtest.config.thresholds import Assessment, SkuProfile, assess
 from nvtest.errors import NodeError
 from nvtest.session.context import FleetCache
 from nvtest.session.facts import hardware_of
@@ -36,6 +36,7 @@ __all__ = [
     "known_bad",
     "launch_nodes",
     "fleet_cache",
+    "assess_value",
     "judge_value",
     "pin_unkillable",
     "node_recipe",
@@ -249,14 +250,19 @@ def pin_unkillable(ctx: RunContext, key: str, res: CommandResult, needs: Sequenc
         ctx.phases.mark_hung(owner, key, hung_needs(res, needs), res.error or "unkillable")
 
 
+def assess_value(ctx: RunContext, node: Node, check: str, metric: str, value: float | None, unit: str) -> Assessment:
+    """``value`` judged as the Judge judges it (declared, plausible on the node's hardware,
+    then the node's SKU threshold for (check, metric)), with its cause key."""
+    prof = profile_of(ctx, node)
+    hw = hardware_of(ctx.states[node.name].facts, prof, len(ctx.nodes) or 1)
+    return assess(check, metric, value, unit, prof, hw)
+
+
 def judge_value(
     ctx: RunContext, node: Node, check: str, metric: str, value: float | None, unit: str
 ) -> tuple[Verdict, str]:
-    """``value`` judged as the Judge judges it (declared, plausible on the node's hardware,
-    then the node's SKU threshold for (check, metric)): (verdict, reason)."""
-    prof = profile_of(ctx, node)
-    hw = hardware_of(ctx.states[node.name].facts, prof, len(ctx.nodes) or 1)
-    a = assess(check, metric, value, unit, prof, hw)
+    """:func:`assess_value`'s (verdict, reason)."""
+    a = assess_value(ctx, node, check, metric, value, unit)
     return a.verdict, a.reason
 
 

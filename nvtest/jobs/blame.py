@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nvtest.jobs.pairs import Pair, Round
@@ -261,8 +261,17 @@ def attribute(
     out: dict[str, NodeFinding] = {}
     for n in nodes:
         outs = tuple(by_node.get(n, ()))
-        out[n] = _finding(n, outs, sus, confirmed, cleared)
+        out[n] = _quoted_cause(_finding(n, outs, sus, confirmed, cleared))
     return out
+
+
+def _quoted_cause(f: NodeFinding) -> NodeFinding:
+    """``f`` with the cause key of the first failing pair its reason quotes (a value outside
+    its threshold: ``threshold:below_floor``) where it has none of its own."""
+    if f.verdict != "fail" or f.cause is not None:
+        return f
+    quoted = next((o.cause for o in f.outcomes if o.status == "fail" and o.cause and o.describe() in f.reason), None)
+    return replace(f, cause=quoted) if quoted else f
 
 
 def _finding(

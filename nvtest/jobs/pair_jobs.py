@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 from nvtest.config.inventory import Node
 from nvtest.errors import ParseError, ProbeError
-from nvtest.jobs.base import address, judge_value, probe_argv
+from nvtest.jobs.base import address, assess_value, judge_value, probe_argv
 from nvtest.jobs.blame import PairOutcome
 from nvtest.jobs.launch import MpiOptions, mpirun_argv
 from nvtest.jobs.nccl import NcclRecipe, judge_output, perf_argv
@@ -49,11 +49,11 @@ def outcome_from_value(
     command: str,
 ) -> PairOutcome:
     """A measured pair: ``fail`` when the value is outside ``node``'s SKU threshold."""
-    verdict, reason = judge_value(ctx, node, check, metric, value, unit)
-    if verdict is Verdict.FAIL:
-        return PairOutcome(pair, "fail", value, unit, reason, command=command)
-    if verdict is Verdict.ERROR:
-        return PairOutcome(pair, "error", value, unit, reason, command=command)
+    a = assess_value(ctx, node, check, metric, value, unit)
+    if a.verdict is Verdict.FAIL:
+        return PairOutcome(pair, "fail", value, unit, a.reason, command=command, cause=a.cause)
+    if a.verdict is Verdict.ERROR:
+        return PairOutcome(pair, "error", value, unit, a.reason, command=command, cause=a.cause)
     return PairOutcome(pair, "pass", value, unit, command=command)
 
 

@@ -51,6 +51,7 @@ from typing import Any
 
 from nvtest.parsers import FailureKind
 from nvtest.playbook.config_audit import CONFIG_CHECKS
+from nvtest.playbook.host_events import HUNG_IN_GPU_DRIVER, HUNG_IN_STORAGE, STORAGE_LOST, UNCORRECTED_MEMORY
 from nvtest.playbook.signatures import find_signature
 from nvtest.playbook.stuck import DOMAINS, UNKNOWN
 from nvtest.playbook.xid import describe_xid, recovery_step
@@ -428,7 +429,7 @@ TRANSPORT_RULES: tuple[Rule, ...] = (
 RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     _r(
         "storage_client_lost",
-        r"(?:NFS server|Lustre|GPFS) .*not recovered since|shared filesystem .*(?:not reachable|not writable|no answer within|not a directory)",
+        "",
         "the node's shared filesystem is lost: its kernel log shows the NFS, Lustre or GPFS client "
         "without its server since (no recovery line after it), or the site's shared path does not "
         "answer, take a write or exist; jobs' I/O and checkpoints on it hang or fail",
@@ -438,22 +439,22 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RETEST",
         example="Lustre DIAS-OST0001 (at 10.0.0.178@tcp): the client's connection was lost and not recovered "
         "since; check the Lustre target and LNet from this node (lctl ping <nid>, lfs check servers)",
-        tool="nvtest",
+        keys=(STORAGE_LOST, "storage:unreachable"),
     ),
     _r(
         "hung_task_in_gpu_driver",
-        r"blocked for more than .* in the NVIDIA driver",
+        "",
         "a task is stuck in the NVIDIA driver (the kernel's hung-task report, its call trace in "
         "nvidia/nvidia_uvm): the GPU driver is wedged",
         "drain the node and reboot it; look for Xid lines before the report; rerun acceptance",
         "REBOOT",
         example="task nvc:[driver]:5403 blocked for more than 120 seconds in the NVIDIA driver: the GPU "
         "driver is wedged; drain the node and reboot it",
-        tool="nvtest",
+        keys=(HUNG_IN_GPU_DRIVER,),
     ),
     _r(
         "hung_task_in_storage",
-        r"blocked for more than .* waiting in the (?:nfs|lustre|gpfs) client",
+        "",
         "a task is stuck in the kernel's client of a shared filesystem (the kernel's hung-task "
         "report, its call trace in the NFS, Lustre or GPFS client): the filesystem's server or "
         "the storage network does not answer; the GPU is not implicated",
@@ -463,17 +464,17 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         "RETEST",
         example="task objcopy:24916 blocked for more than 120 seconds waiting in the nfs client: find "
         "what it waits on (cat /proc/<pid>/stack); a storage client in the trace points at that filesystem",
-        tool="nvtest",
+        keys=(HUNG_IN_STORAGE,),
     ),
     _r(
         "uncorrected_memory_error",
-        r"uncorrected (?:machine check|EDAC)",
+        "",
         "the CPU or host memory reported an uncorrected hardware error (machine check, EDAC UE)",
         "drain the node, reboot, run the vendor's memory/CPU diagnostics; replace the DIMM or CPU "
         "the error names (ras-mc-ctl --errors, mcelog)",
         "RMA",
         example="uncorrected machine check: CPU 0 bank 4 status 0xa600000000020408: drain the node, reboot",
-        tool="nvtest",
+        keys=(UNCORRECTED_MEMORY,),
     ),
     _r(
         "site_config_error",
@@ -809,13 +810,13 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "throttling",
-        r"throttl|hw_slowdown \d|slowdown under load",
+        "",
         "clocks were throttled under load (cooling, inlet temperature or power delivery)",
         "check fans, airflow, inlet temperature and PSUs; rerun; RMA a GPU that throttles alone",
         "MONITOR",
         ("thermal", "burnin"),
         example="cuda:0: hardware throttling under load (hw_slowdown 12 s): check cooling and power delivery",
-        tool="nvtest",
+        keys=("clocks:throttled",),
     ),
     _r(
         "firmware_drift",
@@ -838,42 +839,42 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "dcgm",
-        r"dcgmi .* failed",
+        "",
         "DCGM diagnostics found a fault",
         "read the dcgmi log for the GPU and test; reset and rerun; RMA if it repeats",
         "RESET",
         ("dcgm_diag",),
         example="dcgmi memory failed on GPU 0: memory error",
-        tool="nvtest",
+        keys=("dcgm:test_failed",),
     ),
     _r(
         "dcgm_skipped",
-        r"skipped|error code",
+        "",
         "DCGM did not really run a test (Skip or an error code is not a pass)",
         "check DCGM's is_allowed settings and GPU preconditions (idle GPUs, no MIG); rerun",
         "CONFIG",
         ("dcgm_diag",),
         example="required dcgmi test pcie skipped (is_allowed / not supported?)",
-        tool="nvtest",
+        keys=("dcgm:skipped", "dcgm:error_code"),
     ),
     _r(
         "unit_mismatch",
-        r"unit mismatch",
+        "",
         "a threshold is in another unit than the measurement",
         "fix the SKU profile or overlay (GB/s vs Gb/s)",
         "CONFIG",
         example="unit mismatch: measured in Gb/s, threshold in GB/s",
-        tool="nvtest",
+        keys=("threshold:unit_mismatch",),
     ),
     _r(
         "below_floor",
-        r"< min|> max",
+        "",
         "a measurement is outside the SKU threshold",
         "rerun; compare with the fleet statistics; check clocks, throttling and links of this node",
         "RETEST",
         verdicts=("fail",),
         example="bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s",
-        tool="nvtest",
+        keys=("threshold:below_floor",),
     ),
     _r(
         "no_measurement",

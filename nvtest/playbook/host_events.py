@@ -34,12 +34,30 @@ from dataclasses import dataclass
 
 from nvtest.parsers.dmesg import HostEvent
 
-__all__ = ["STORAGE_CLASSES", "HostJudgement", "judge_host_events"]
+__all__ = [
+    "HOST_KEYS",
+    "HUNG_IN_GPU_DRIVER",
+    "HUNG_IN_STORAGE",
+    "STORAGE_CLASSES",
+    "STORAGE_LOST",
+    "UNCORRECTED_MEMORY",
+    "HostJudgement",
+    "judge_host_events",
+]
 
 _SECONDS_RE = re.compile(r"blocked for more than (\d+) seconds")
 
 #: Host-event classes of a storage client.
 STORAGE_CLASSES = frozenset({"nfs", "lustre", "gpfs"})
+
+#: The cause keys of the judged states (:mod:`nvtest.playbook.diagnosis` diagnoses each): a
+#: storage client lost and not recovered since, a hung task in the NVIDIA driver or in a
+#: storage client, an uncorrected machine check or EDAC error.
+STORAGE_LOST = "storage:client_lost"
+HUNG_IN_GPU_DRIVER = "host:hung_task:gpu_driver"
+HUNG_IN_STORAGE = "host:hung_task:storage"
+UNCORRECTED_MEMORY = "host:uncorrected_memory"
+HOST_KEYS = (STORAGE_LOST, HUNG_IN_GPU_DRIVER, HUNG_IN_STORAGE, UNCORRECTED_MEMORY)
 
 _WHAT = {
     "not_responding": "not responding",
@@ -61,48 +79,56 @@ _NEXT = {
 @dataclass(frozen=True)
 class HostJudgement:
     """One judged state: ``verdict`` (``fail``, ``warn`` or ``note``), ``line`` (one sentence
-    with the next step), ``cls`` (the event class) and ``times`` (how many lines said it)."""
+    with the next step), ``cls`` (the event class), ``times`` (how many lines said it) and
+    ``cause`` (its cause key where the Playbook diagnoses it by one: :data:`HOST_KEYS`)."""
 
     verdict: str
     line: str
     cls: str
     times: int = 1
+    cause: str | None = None
 
 
-def _judge(e: HostEvent, storage: str) -> tuple[str, str] | None:
-    """One event's (verdict, sentence without a count), or None for a recovery line itself."""
+def _judge(e: HostEvent, storage: str) -> tuple[str, str, str | None] | None:
+    """One event's (verdict, sentence without a count, cause key or None), or None for a
+    recovery line itself."""
     if e.kind == "recovered":
         return None
     if e.cls in STORAGE_CLASSES:
         label = {"nfs": "NFS server", "lustre": "Lustre", "gpfs": "GPFS"}[e.cls]
         what = _WHAT.get(e.kind, e.kind.replace("_", " "))
         if e.kind == "error":
-            return "warn", f"{what}: {e.subject}"
+            return "warn", f"{what}: {e.subject}", None
         if not e.current:
             verdict = "warn" if e.kind == "evicted" else "note"
-            return verdict, f"{label} {e.subject}: {what}, then recovered (line {e.recovered_line})"
-        return storage, f"{label} {e.subject}: {what} and not recovered since; {_NEXT[e.cls]}"
+            return verdict, f"{label} {e.subject}: {what}, then recovered (line {e.recovered_line})", None
+        return storage, f"{label} {e.subject}: {what} and not recovered since; {_NEXT[e.cls]}", STORAGE_LOST
     if e.cls == "hung_task":
         m = _SECONDS_RE.search(e.message)
         limit = f"{m.group(1)} seconds" if m else "the kernel's hung-task limit"
         blocked = f"task {e.subject} blocked for more than {limit}"
         if e.via == "nvidia":
-            return "fail", (f"{blocked} in the NVIDIA driver: the GPU driver is wedged; drain the node and reboot it")
+            sentence = f"{blocked} in the NVIDIA driver: the GPU driver is wedged; drain the node and reboot it"
+            return "fail", sentence, HUNG_IN_GPU_DRIVER
         via = f" waiting in the {e.via} client" if e.via else ""
-        return "warn", (
+        return (
+            "warn",
             f"{blocked}{via}: find what it waits on (cat /proc/<pid>/stack); a storage client in "
-            "the trace points at that filesystem"
+            "the trace points at that filesystem",
+            HUNG_IN_STORAGE if e.via in STORAGE_CLASSES else None,
         )
     where = f"{e.subject}" + (f" ({e.count} errors)" if e.count else "")
     source = "EDAC" if e.cls == "edac" else "machine check"
     if e.kind == "uncorrected":
-        return "fail", (
+        return (
+            "fail",
             f"uncorrected {source}: {where}: drain the node, reboot, run the vendor's memory/CPU "
-            "diagnostics; replace the DIMM or CPU the error names"
+            "diagnostics; replace the DIMM or CPU the error names",
+            UNCORRECTED_MEMORY,
         )
     if e.kind == "events_logged":
-        return "warn", "machine check events logged (mce): read them with ras-mc-ctl --errors or mcelog"
-    return "warn", f"corrected {source}: {where}: watch the rate; replace the DIMM if it keeps rising"
+        return "warn", "machine check events logged (mce): read them with ras-mc-ctl --errors or mcelog", None
+    return "warn", f"corrected {source}: {where}: watch the rate; replace the DIMM if it keeps rising", None
 
 
 def judge_host_events(events: Iterable[HostEvent], *, storage: str = "fail") -> list[HostJudgement]:
@@ -113,7 +139,7 @@ def judge_host_events(events: Iterable[HostEvent], *, storage: str = "fail") -> 
         judged = _judge(e, storage)
         if judged is None:
             continue
-        key = judged
-        prev = seen.get(key)
-        seen[key] = HostJudgement(judged[0], judged[1], e.cls, prev.times + 1 if prev else 1)
+        verdict, line, cause = judged
+        prev = seen.get((verdict, line))
+        seen[(verdict, line)] = HostJudgement(verdict, line, e.cls, prev.times + 1 if prev else 1, cause)
     return list(seen.values())

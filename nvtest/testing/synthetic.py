@@ -15,6 +15,7 @@ import random
 import statistics
 from typing import Any
 
+from nvtest.config.thresholds import OUTSIDE_THRESHOLD
 from nvtest.verdict import Verdict, rank_of, worst_of
 
 __all__ = ["HOSTILE_GPU", "HOSTILE_NODE", "HOSTILE_TOOL", "synthetic_doc"]
@@ -378,6 +379,8 @@ def _judge(
     r["metrics"] = metrics
     r["verdict"] = worst
     r["reason"] = "; ".join(bad[:3])
+    if any(m["verdict"] == "fail" for m in metrics):  # outside its min or max, as the Judge keys it
+        r["cause"] = OUTSIDE_THRESHOLD
     if worst == "fail" and c in _FAIL_DIAGNOSES:
         r["diagnosis"] = dict(_FAIL_DIAGNOSES[c])
 

@@ -27,6 +27,7 @@ def _doc(nodes: list[str], extra: list[dict] | None = None) -> dict:
             "node": n,
             "verdict": "fail",
             "reason": "all_reduce busbw 95.1 GB/s < min 360 GB/s",
+            "cause": "threshold:below_floor",
             "metrics": [],
             "log": f"logs/{n}/nccl.log",
         }

@@ -27,7 +27,10 @@ def _doc(values: dict[str, float], floor: float = 660) -> dict:
             "labels": {"device": "cuda:0", "library": "torch"},
             "fleet": None,
         }
-        results.append({"check": "gemm", "node": node, "verdict": verdict, "reason": reason, "metrics": [m]})
+        result = {"check": "gemm", "node": node, "verdict": verdict, "reason": reason, "metrics": [m]}
+        if verdict == "fail":  # the Judge's key of a value outside its threshold
+            result["cause"] = "threshold:below_floor"
+        results.append(result)
         nodes[node] = {"name": node, "sku": "h100-sxm-80gb"}
     return {
         "schema_version": 1,
@@ -102,19 +105,17 @@ def test_post_process_is_idempotent():
 
 
 def _diag(check: str, reason: str, verdict: str = "fail", cause: str | None = None) -> str | None:
-    """The class of the playbook's diagnosis; ``cause``: the key the check sets on the result
-    where it knows the cause (the playbook reads the key, never nvtest's own sentence)."""
+    """The action class of a result; ``cause``: the key the check that writes ``reason`` sets."""
     d = diagnose({"check": check, "verdict": verdict, "reason": reason, "cause": cause})
     return d.cls if d else None
 
 
 def test_diagnosis_catalog():
-    assert (
-        _diag("ecc", "GPU 0 (x): row remap pending (4 uncorrectable): reset the GPU", cause="ecc:remap_pending")
-        == "RESET"
+    assert _diag("ecc", "GPU 0 (x): row remap pending (4 uncorrectable): reset the GPU", cause="ecc:remap_pending") == (
+        "RESET"
     )
-    assert (
-        _diag("ecc", "GPU 0 (x): row remapping failure (spare rows exhausted): RMA", cause="ecc:remap_failure") == "RMA"
+    assert _diag("ecc", "GPU 0 (x): row remapping failure (spare rows exhausted): RMA", cause="ecc:remap_failure") == (
+        "RMA"
     )
     assert _diag("xid_scan", "GPU 0000:3b:00 fell off the bus (Xid 79): Drain") == "REBOOT"
     assert _diag("xid_scan", "GPU 0000:3b:00: Xid 119 GSP RPC timeout: Drain") == "FIRMWARE"
@@ -136,7 +137,9 @@ def test_diagnosis_catalog():
     )
     assert _diag("gpus", "Failed to initialize NVML: Driver/library version mismatch", "error") == "REBOOT"
     assert _diag("nccl", "123 wrong results (#wrong > 0)") == "RMA"
-    assert _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)") == "MONITOR"
+    assert _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)", cause="clocks:throttled") == (
+        "MONITOR"
+    )
     assert _diag("stream", "NodeError: node unreachable: ssh exited 255", "error") == "RETEST"
     assert _diag("dcgm_diag", "CommandTimeout: timed out after 3600 s", "error") == "RETEST"
     assert _diag("sw_uniformity", "vbios: n2 has 96.00.74, 7 of 8 nodes have 96.00.89") == "FIRMWARE"

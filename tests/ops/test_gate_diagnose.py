@@ -16,6 +16,7 @@ from nvtest.ops.gate.document import GateCheck
 from nvtest.ops.gate.engine import CHECKS
 from nvtest.ops.gate.state import GateState
 from nvtest.ops.gate.tools import ToolOutput
+from nvtest.playbook.host_events import STORAGE_LOST, UNCORRECTED_MEMORY
 from nvtest.testing.standin import Recording, StandInTools
 from nvtest.testing.standin_nodes import H100, XID79_WEDGED, fatal_xid, hung, install, node_bin
 from tests.conftest import CORPUS
@@ -27,8 +28,13 @@ NFS_LOST = (
     "network path from this node (rpcinfo -p, showmount -e), then remount"
 )
 MCE = "uncorrected machine check: CPU 0 bank 4 status 0xa600000000020408: drain the node, reboot"
-#: A kernel-log finding (xid_scan) of each domain a gate check reads, where the gate has one.
-KERNEL_FINDING = {"gpu": XID79, "storage": NFS_LOST, "host": MCE}
+#: A kernel-log finding (xid_scan) of each domain a gate check reads, where the gate has one,
+#: with the cause key xid_scan gives it.
+KERNEL_FINDING = {
+    "gpu": (XID79, "xid:79"),
+    "storage": (NFS_LOST, STORAGE_LOST),
+    "host": (MCE, UNCORRECTED_MEMORY),
+}
 
 
 def steps(check: dict[str, Any]) -> list[dict[str, str]]:
@@ -113,9 +119,9 @@ def test_a_thermal_slowdown_stays_a_cooling_matter_beside_a_lost_gpu(
     assert not step["rule"].startswith("node_") and "cooling" in step["cause"], step
 
 
-def _result(check: str, verdict: str, reason: str, evidence: str = "") -> GateCheck:
+def _result(check: str, verdict: str, reason: str, evidence: str = "", cause: str | None = None) -> GateCheck:
     res = GateCheck(check)
-    res.add(verdict, check, reason)
+    res.add(verdict, check, reason, cause=cause)
     if evidence:
         res.evidence.append(ToolOutput(("tool",), stdout=evidence, exit_code=1))
     return res
@@ -187,7 +193,8 @@ def test_every_check_gets_a_next_step_and_no_generic_one_where_the_node_explains
     for domain in sorted(CHECK_DOMAINS.get(check, frozenset()) & set(KERNEL_FINDING)):
         if check == "xid_scan":
             continue  # the kernel log's own findings: walked by the tests above
-        results = [_result("xid_scan", "fail", KERNEL_FINDING[domain]), *(_result(check, v, r) for v, r in symptoms)]
+        finding, key = KERNEL_FINDING[domain]
+        results = [_result("xid_scan", "fail", finding, cause=key), *(_result(check, v, r) for v, r in symptoms)]
         diagnose_gate(results)
         for res in results[1:]:
             step = res.decisions[0].next_step

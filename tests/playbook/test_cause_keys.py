@@ -156,7 +156,7 @@ def test_apply_carries_the_outcome_cause_to_the_judge() -> None:
 
 #: A cause key as the source writes it (``cause="tool:missing"``, ``"launch:left_out"``).
 _KEY_IN_SOURCE = re.compile(
-    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config):[a-z_]+(?::[a-z_]+)*)["']"""
+    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config|host|storage|threshold|dcgm):[a-z_]+(?::[a-z_]+)*)["']"""
 )
 
 
@@ -297,27 +297,18 @@ def test_a_key_rule_does_not_read_the_sentence_nvtest_writes_for_it(rule) -> Non
 
 
 #: Words rules that still read a sentence nvtest writes (``tool="nvtest"``): causes that have
-#: no key yet (their findings are made in the kernel-log and host-event judges, the fabric
-#: manager's, the threshold judge, the uniformity, DCGM, NCCL and burn-in judges). The list
-#: only shrinks: a rule leaves it when the code that writes its finding sets a key.
+#: no key yet (their findings are made in the fabric manager's, the uniformity, NCCL and
+#: IB port judges). The list only shrinks: a rule leaves it when the code that writes its
+#: finding sets a key.
 _NVTEST_WORDS_RULES = {
-    "storage_client_lost",
-    "hung_task_in_gpu_driver",
-    "hung_task_in_storage",
-    "uncorrected_memory_error",
     "gpu_fabric_unregistered",
     "fabric_manager",
     "correctness_gate_off",
     "cuda_cannot_start",
     "nccl_wrong",
     "ib_down",
-    "throttling",
     "firmware_drift",
     "software_drift",
-    "dcgm",
-    "dcgm_skipped",
-    "unit_mismatch",
-    "below_floor",
 }
 
 

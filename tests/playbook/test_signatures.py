@@ -381,6 +381,7 @@ def test_healthy_out_of_bounds_line_is_not_corruption():
         "check": "nccl",
         "verdict": "fail",
         "reason": "busbw 120 GB/s < min 300 GB/s; # Out of bounds values : 0 OK",
+        "cause": "threshold:below_floor",  # the Judge's key of a value outside its threshold
     }
     d = diagnose(r)
     assert d is not None and d.rule == "below_floor" and d.cls != "RMA", d
@@ -478,7 +479,7 @@ def test_ranking_signature_then_node_then_fleet():
     assert diagnose(slow, systemic=True, node_results=[{**ACS, "verdict": "pass"}]).rule == "systemic"
     assert diagnose(slow, node_results=[ACS, _node("gemm", "ok", "pass")]).rule == "node_pcie_acs"
     # a compute figure is not explained by the PCIe path
-    gemm = _node("gemm", "bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s")
+    gemm = {**_node("gemm", "bf16_tflops: 512.3 TFLOP/s < min 660 TFLOP/s"), "cause": "threshold:below_floor"}
     assert diagnose(gemm, node_results=[ACS]).rule == "below_floor"
 
 

@@ -48,7 +48,8 @@ def apply(outcome: Outcome, judge: Judge) -> None:
     """
     if outcome.skip is not None:
         raise ProbeSkip(outcome.skip)
-    keyed = [outcome.cause, *(outcome.keys.get(f) for f in outcome.failures)]
+    # the warnings' keys too: the item's reason quotes its warnings beside its failures
+    keyed = [outcome.cause, *(outcome.keys.get(f) for f in (*outcome.failures, *outcome.warnings))]
     if any(keyed):  # of several keyed findings, the one the Playbook diagnoses first
         judge.cause = first_cause([judge.cause, *keyed])
     for m in outcome.metrics:

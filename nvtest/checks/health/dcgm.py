@@ -20,7 +20,14 @@ from nvtest.checks.health import Outcome
 from nvtest.config.thresholds import SkuProfile
 from nvtest.parsers.dcgmi import DcgmDiag
 
-__all__ = ["dcgm_diag"]
+__all__ = ["DCGM_ERROR_CODE", "DCGM_FAILED", "DCGM_SKIPPED", "dcgm_diag"]
+
+
+#: The cause keys of a diag's findings: a test that failed; a test skipped that had to run, or
+#: a diag that ran nothing but skips; a test that passed with an error code attached.
+DCGM_FAILED = "dcgm:test_failed"
+DCGM_SKIPPED = "dcgm:skipped"
+DCGM_ERROR_CODE = "dcgm:error_code"
 
 
 def _nvlink_only(texts: Sequence[str]) -> bool:
@@ -66,15 +73,18 @@ def dcgm_diag(diag: DcgmDiag, sku: SkuProfile | None, required: Sequence[str] = 
         first = f": {texts[0][:160]}" if texts else ""
         codes = sorted({c for r in t.results for c in r.error_ids})
         if t.status == "fail":
-            out.fail(f"dcgmi {t.name} failed{on}{first}")
+            out.fail(f"dcgmi {t.name} failed{on}{first}", DCGM_FAILED)
         elif t.status == "warn":
             out.warn(f"dcgmi {t.name} warning{first}")
         elif t.status == "skip" and t.name.lower() in req:
             out.error = f"required dcgmi test {t.name} skipped (is_allowed / not supported?)"
+            out.cause = out.cause or DCGM_SKIPPED
         elif t.status == "pass" and codes:
             out.error = f"dcgmi {t.name} passed with error code(s) {codes}: not a pass"
+            out.cause = out.cause or DCGM_ERROR_CODE
     if diag.status == "skip" and not out.failures:
         out.error = _skipped(diag)
+        out.cause = out.cause or DCGM_SKIPPED
     if diag.failure is not None and not out.failures:
         out.error = f"dcgmi diag: {diag.failure.reason}"
         out.cause = f"tool:{diag.failure.kind}"

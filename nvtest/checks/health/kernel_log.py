@@ -238,10 +238,16 @@ def xid_scan(text: str, source: str = "dmesg", *, storage: str = "fail", no_gpu:
 
 
 def _host_events(out: Outcome, log: dmesg.KernelLog, storage: str) -> None:
-    """The host events of ``log`` judged onto ``out`` (:mod:`nvtest.playbook.host_events`)."""
+    """The host events of ``log`` judged onto ``out`` (:mod:`nvtest.playbook.host_events`), each
+    with its cause key."""
     for j in judge_host_events(log.host_events, storage=storage):
         said = j.line + (f" (x{j.times})" if j.times > 1 else "")
-        {"fail": out.fail, "warn": out.warn}.get(j.verdict, out.note)(said)
+        if j.verdict == "fail":
+            out.fail(said, j.cause)
+        elif j.verdict == "warn":
+            out.warn(said, j.cause)
+        else:
+            out.note(said)
 
 
 def _host_counts(log: dmesg.KernelLog) -> dict[str, int]:

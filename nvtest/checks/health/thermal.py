@@ -23,7 +23,10 @@ from typing import Any
 
 from nvtest.checks.health import Outcome
 
-__all__ = ["thermal"]
+__all__ = ["THROTTLED", "thermal"]
+
+#: The cause key of clocks throttled under load (a hardware slowdown fails, a thermal one warns).
+THROTTLED = "clocks:throttled"
 
 
 def thermal(doc: dict[str, Any]) -> Outcome:
@@ -58,9 +61,9 @@ def thermal(doc: dict[str, Any]) -> Outcome:
         reasons = ", ".join(f"{k} {v:g} s" for k, v in sorted(secs.items()))
         worst = tele.get("worst_throttle")
         if worst == "fail":
-            out.fail(f"{dev}: hardware throttling under load ({reasons}): check cooling and power delivery")
+            out.fail(f"{dev}: hardware throttling under load ({reasons}): check cooling and power delivery", THROTTLED)
         elif worst == "warn":
-            out.warn(f"{dev}: thermal throttling under load ({reasons})")
+            out.warn(f"{dev}: thermal throttling under load ({reasons})", THROTTLED)
         elif reasons:
             out.note(f"{dev}: {reasons}")
         out.details.setdefault("clocks", {})[dev] = {"sm_clock_mhz": clk, "throttle_seconds": secs}

@@ -38,7 +38,7 @@ def judge_reach(judge: Judge, doc: Mapping[str, Any]) -> bool:
         return True
     why = str(reach.get("reason"))
     hung = " (a hung mount? the kernel log's storage-client lines are in xid_scan)" if "no answer within" in why else ""
-    judge.fail(f"shared filesystem {why}{hung}")
+    judge.fail(f"shared filesystem {why}{hung}", "storage:unreachable")
     return False
 
 
