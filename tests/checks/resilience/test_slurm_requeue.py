@@ -16,6 +16,7 @@ from nvtest.report.model import fmt_num
 from nvtest.testing.slurm_cluster import SlurmCluster
 from tests.checks.resilience.conftest import PROBES, by_check, metrics, tiny_sku
 from tests.conftest import run_nvtest, started_slurm_cluster
+from tests.transports.helpers import free_port
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -39,6 +40,7 @@ def test_requeued_job_runs_again_and_resumes(cluster, tmp_path):
         timeout_s=400,
         release_hold=True,
         poll_s=0.25,
+        port=free_port(),  # not the drill's default: other runs on this host may hold it
     )
     assert fig.completed, fig
     # the job holds after step 6 until the requeue lands: it resumes from step 4, 2 steps lost
