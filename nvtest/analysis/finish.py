@@ -26,6 +26,7 @@ from typing import Any
 from nvtest.analysis.asbuilt import collect, write_asbuilt_json
 from nvtest.analysis.asbuilt import summary as asbuilt_summary
 from nvtest.analysis.postprocess import post_process
+from nvtest.playbook.legacy import add_legacy_causes
 from nvtest.report import render_all
 from nvtest.report.manifest import check_sign_key, write_manifest
 from nvtest.results import assemble, write_results
@@ -87,6 +88,7 @@ def finish_run(
     if doc is None:
         doc = assemble(run_dir / "results.jsonl", extra)
     if rejudged:
+        add_legacy_causes(doc)  # a document written before results carried cause keys
         run = doc.setdefault("run", {})
         origin = (run.get("evaluated_from") or {}).get("run_id")
         run["rejudged"] = {"by": rejudged, "at": time.time(), **({"evaluated_from": origin} if origin else {})}

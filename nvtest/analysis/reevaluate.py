@@ -42,6 +42,7 @@ from nvtest.config.skus import Catalog, load_catalog
 from nvtest.config.thresholds import OUTSIDE_THRESHOLD, UNIT_MISMATCH, SkuProfile, assess
 from nvtest.errors import ConfigError
 from nvtest.playbook.diagnosis import first_cause
+from nvtest.playbook.legacy import add_legacy_causes
 from nvtest.report.manifest import check_sign_key
 from nvtest.results import load_results
 from nvtest.verdict import Verdict, worst
@@ -264,6 +265,7 @@ def evaluate_run(
     """
     check_sign_key(sign_key)
     doc = load_results(run_dir)
+    add_legacy_causes(doc)  # before judging again sets threshold keys: the document's own state
     catalog = load_catalog(list(sku_dirs), overlay)
     profiles = _profiles(doc, catalog, sku)
     forced = catalog.get(sku) if sku else None

@@ -77,7 +77,8 @@ class PairOutcome:
             process survived SIGKILL or that an earlier hang blocked.
         named: for a failing pair, the node whose own process printed the failure (the tool's
             failure line, a path fault in its warnings) when only one did ("" otherwise).
-        cause: the cause key of an ``error`` its node's command gave (``transport:timeout``,
+        cause: the cause key of a failure the judge named (``results:wrong``) or of an
+            ``error`` its node's command gave (``transport:timeout``,
             ``transport:unkillable:storage``: :func:`nvtest.session.phase.cause_of`), else None.
     """
 

@@ -71,6 +71,9 @@ __all__ = [
     "NCCL_OPS",
     "NICS_ONLY_ENV",
     "PASSTHROUGH_ENV",
+    "VALIDATION_OFF",
+    "VALIDATION_OFF_REASON",
+    "WRONG_RESULTS",
     "NcclRecipe",
     "judge_output",
     "judge_run",
@@ -295,6 +298,7 @@ def nccl_outcome(
     requested: Mapping[str, Any] | None = None,
     effective: Mapping[str, Any] | None = None,
     logged_by: str | None = None,
+    keys: Mapping[str, str] | None = None,
 ) -> Outcome:
     """The :class:`~nvtest.verdict.Outcome` of one nccl-tests run.
 
@@ -308,6 +312,8 @@ def nccl_outcome(
     ``requested`` (what the command asked: ``max_bytes, plateau_bytes, ranks``), ``effective``
     (what the tool says it ran: sizes, validation, iterations, ranks, dtype) and
     ``logged_by`` (the one host whose process printed the failure, None when none or several did).
+    ``keys``: the cause key of a reason where the judge knows it (:data:`WRONG_RESULTS`,
+    :data:`VALIDATION_OFF`); the outcome's ``cause`` is the first reason's that has one.
     """
     out = Outcome(
         details={
@@ -327,14 +333,22 @@ def nccl_outcome(
             "logged_by": logged_by,
         }
     )
+    keys = keys or {}
     if status == "fail":
-        out.failures.extend(reasons)
+        for reason in reasons:
+            out.fail(reason, keys.get(reason))
     elif status == "error":
         out.error = "; ".join(reasons)
+        out.cause = next((keys[r] for r in reasons if r in keys), None)
     out.measure(f"{op}_busbw_gbps", busbw_gbps, "GB/s", size_bytes=max(plateau_sizes, default=0))
     out.measure("wrong", wrong, "count", op=op)
     return out
 
+
+#: The cause keys the judge gives its own findings: results nccl-tests counted wrong
+#: (``#wrong``, out-of-bounds values) and a run with nccl-tests' correctness check off (``-c 0``).
+WRONG_RESULTS = "results:wrong"
+VALIDATION_OFF = "nccl:validation_off"
 
 #: nccl-tests' own line when it lowers the sweep's maximum (src/common.cu, nccl-tests 2.x).
 REDUCED_RE = re.compile(r"Reducing maxBytes to (\d+) due to ([^\n]+)")
@@ -427,15 +441,19 @@ def nvls_collnet_fails(run: NcclTestRun, op: str, *, nvls: bool, collnet: bool) 
     return fails, note
 
 
+#: The error of a run with nccl-tests' correctness check switched off.
+VALIDATION_OFF_REASON = (
+    "correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), so #wrong was never checked"
+)
+
+
 def _gaps(
     run: NcclTestRun, requested: int | None, plateau_from: int | None, reduced: tuple[int, str] | None
 ) -> list[str]:
     """Why the threshold's point was not measured, naming the cause; or why no gate ran."""
     out = []
     if run.validation == 0:
-        out.append(
-            "correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), so #wrong was never checked"
-        )
+        out.append(VALIDATION_OFF_REASON)
     if reduced is not None and plateau_from is not None and reduced[0] < plateau_from:
         out.append(
             f"the threshold's point ({plateau_from} bytes) was not measured: nccl-tests reduced "
@@ -502,11 +520,14 @@ def judge_run(
         common["plateau_sizes"] = tuple(r.size_bytes for r in plateau)
         common["busbw_gbps"] = sum(r.out_of_place.busbw_gbps for r in plateau) / len(plateau)
     fails: list[str] = []
+    keys: dict[str, str] = {VALIDATION_OFF_REASON: VALIDATION_OFF}
     if run.wrong_total:
         bad = [r.size_bytes for r in run.rows if r.wrong]
         fails.append(f"#wrong = {run.wrong_total} (sizes {', '.join(map(str, bad[:5]))}): wrong results")
+        keys[fails[-1]] = WRONG_RESULTS
     if run.oob_values or run.oob_ok is False:
         fails.append(f"out of bounds values: {run.oob_values} FAILED")
+        keys[fails[-1]] = WRONG_RESULTS
     site = None
     if run.failures:
         f = run.failures[0]
@@ -534,6 +555,7 @@ def judge_run(
             reasons=fails,
             failure_site=site,
             logged_by=logged.pop() if len(logged) == 1 and not path_fails_of(run, rdma_nics) else None,
+            keys=keys,
             **common,
         )
     errors: list[str] = []
@@ -548,7 +570,7 @@ def judge_run(
     if errors:
         if warns:
             errors.append(f"NCCL WARN: {warns[0]}")
-        return nccl_outcome(status="error", reasons=errors, **common)
+        return nccl_outcome(status="error", reasons=errors, keys=keys, **common)
     return nccl_outcome(status="pass", **common)
 
 

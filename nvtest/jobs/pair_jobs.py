@@ -293,7 +293,7 @@ class NcclPairJob(PairJob):
             logged_by = v.details["logged_by"]
             named = logged_by if v.verdict == Verdict.FAIL and logged_by in pair else ""
             status: Literal["fail", "error"] = "fail" if v.verdict == Verdict.FAIL else "error"
-            return PairOutcome(pair, status, busbw, "GB/s", v.text(), command=command, named=named or "")
+            return PairOutcome(pair, status, busbw, "GB/s", v.text(), command=command, named=named or "", cause=v.cause)
         node = self.ctx.states[a].node
         return outcome_from_value(self.ctx, node, pair, self.check, f"{self.op}_busbw_gbps", busbw, "GB/s", command)
 

@@ -489,11 +489,20 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         keys=("config:site",),
     ),
     _r(
+        "fabric_manager",
+        # CUDA's own words for a fabric not yet up (error 802); nvtest's findings by key
+        r"\berror:? 802\b|\b802: |system not yet initiali[sz]ed|SYSTEM_NOT_READY|SystemNotReady",
+        "nvidia-fabricmanager not running or not matching the driver: CUDA init fails with error 802 on NVSwitch systems",
+        "install the fabric manager package of exactly the driver's version, `systemctl enable --now "
+        "nvidia-fabricmanager`, then rerun",
+        "CONFIG",
+        example="nvidia-fabricmanager is failed on an NVSwitch system: CUDA cannot start on its GPUs",
+        keys=("fabric:manager_down", "fabric:version_mismatch"),
+        tool="CUDA runtime",
+    ),
+    _r(
         "gpu_fabric_unregistered",
-        # the service runs (else "nvidia-fabricmanager is ..." is in the reason and the
-        # fabric_manager rule below names it): a GPU never finished registering
-        r"^(?![\s\S]*nvidia-fabricmanager is )[\s\S]*fabric state In Progress[^;]*"
-        r"\(GPU not registered with the NVLink fabric\); [^;]*past the \d+ s grace window",
+        "",
         "a GPU never finished registering with the NVLink fabric although the fabric manager "
         "runs: the fabric manager could not train or route its NVLinks (NVSwitch, NVLink or "
         "partition trouble for that GPU)",
@@ -504,20 +513,21 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         checks=("fabric_manager",),
         example="GPU 1: fabric state In Progress, status N/A (GPU not registered with the NVLink fabric); "
         "3600 s after boot, past the 600 s grace window",
-        tool="nvtest",
+        keys=("fabric:unregistered",),
     ),
     _r(
-        "fabric_manager",
-        r"\berror:? 802\b|\b802: |system not yet initiali[sz]ed|SYSTEM_NOT_READY|SystemNotReady|fabric ?manager"
-        r"|fabric state|fabricmanager",
-        "nvidia-fabricmanager not running or not matching the driver: CUDA init fails with error 802 on NVSwitch systems",
-        "install the fabric manager package of exactly the driver's version, `systemctl enable --now "
-        "nvidia-fabricmanager`, then rerun",
+        "fabric_unproven",
+        "",
+        "nothing proves the NVLink fabric is up: neither the fabric manager's service state nor "
+        "the GPUs' fabric state could be read on an NVSwitch system",
+        "on the node: `systemctl status nvidia-fabricmanager` (`pgrep -a nv-fabricmanager` "
+        "without systemd) and `nvidia-smi -q | grep -A3 Fabric`; rerun",
         "CONFIG",
-        example="CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
-        "functions before calling NumCudaDevices() that might have already set an error? Error 802: "
-        "system not yet initialized",
-        tool="nvtest",
+        checks=("fabric_manager",),
+        verdicts=("error",),
+        example="every GPU's fabric state is unknown on an NVSwitch system: nvidia-smi --query-gpu printed no "
+        "fabric state",
+        keys=("fabric:unproven",),
     ),
     _r(
         "cuda_driver_insufficient",
@@ -539,12 +549,12 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "correctness_gate_off",
-        r"correctness gate switched off|validation: 0",
+        "",
         "the tool ran with its correctness check switched off: its figures prove nothing",
         "run with validation on (nccl-tests -c 1; the recipe must not pass -c 0); rerun",
         "CONFIG",
         example="correctness gate switched off: nccl-tests ran with 'validation: 0' (-c 0), so #wrong was never checked",
-        tool="nvtest",
+        keys=("nccl:validation_off",),
     ),
     _r(
         "sweep_shortened",
@@ -621,13 +631,15 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "cuda_cannot_start",
-        r"CUDA cannot start|cudaErrorNoDevice|CUDA_ERROR_|cudaGetDeviceCount",
+        # CUDA's own error names; the probes' "CUDA cannot start" by key
+        r"cudaErrorNoDevice|CUDA_ERROR_|cudaGetDeviceCount",
         "CUDA could not start on the GPUs the node must have (the probe's CUDA error says why)",
         "read the CUDA error in the reason; check the driver (`nvidia-smi`), the fabric manager on NVSwitch "
         "systems and the CUDA runtime of the node's torch/cupy; rerun",
         "CONFIG",
         example="CUDA cannot start: torch.cuda.init(): RuntimeError: CUDA driver initialization failed",
-        tool="nvtest",
+        keys=("cuda:cannot_start",),
+        tool="CUDA runtime",
     ),
     _r(
         "tool_missing",
@@ -741,12 +753,14 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "nccl_wrong",
-        r"wrong results|#wrong\s*[=:]?\s*[1-9]|out of bounds values\s*:\s*[1-9]|data corruption",
+        # nccl-tests' own summary line (``# Out of bounds values : 3 FAILED``); nvtest's findings by key
+        r"#\s*Out of bounds values\s+:\s*[1-9]",
         "collective or GEMM results were wrong: silent data corruption on a GPU, NVLink or NIC path",
         "isolate the node; rerun with `-c N` per GPU pair to find the part; RMA it (never retried into a pass)",
         "RMA",
         example="all_reduce: #wrong = 12 (sizes 1048576): wrong results",
-        tool="nvtest",
+        keys=("results:wrong",),
+        tool="nccl-tests",
     ),
     _r(
         "pcie_downgrade",
@@ -800,13 +814,13 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "ib_down",
-        r"HCA|port \d+: (state|Disabled)|rate .* Gb/s <",
+        "",
         "an IB/RoCE port is down, disabled or below its rate",
         "check the cable, the port configuration (`ibportstate`) and the switch",
         "CABLING",
         ("ib_ports",),
         example="mlx5_0 port 1: rate 200.0 Gb/s < 400 Gb/s",
-        tool="nvtest",
+        keys=("ib:rate_low", "ib:port_down", "ib:link_layer"),
     ),
     _r(
         "throttling",
@@ -820,22 +834,34 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
     ),
     _r(
         "firmware_drift",
-        r"^(vbios|hca_firmware)|\b(vbios|hca_firmware)\b.*(has|differs)",
+        "",
         "firmware differs from the rest of the fleet",
         "flash the fleet's firmware version; rerun",
         "FIRMWARE",
         ("sw_uniformity",),
-        example="vbios 96.00.74.00.01 differs: 3 nodes have 96.00.89.00.01",
-        tool="nvtest",
+        example="vbios: node3 has 96.00.74.00.01, 3 of 4 nodes have 96.00.89.00.01",
+        keys=("drift:firmware",),
     ),
     _r(
         "software_drift",
-        r"has .*nodes have|differs across nodes|older than",
+        "",
         "the software stack differs from the fleet or the SKU (driver, CUDA, NCCL, plugin, OFED)",
         "install the fleet's versions (pin the packages); rerun",
         "CONFIG",
         example="driver 535.104.05 older than 550.0",
-        tool="nvtest",
+        keys=("drift:software",),
+    ),
+    _r(
+        "platform_drift",
+        "",
+        "the node's CPU is another vendor or family than the rest of the fleet: another platform "
+        "under the same SKU (a mixed delivery, or the wrong SKU in the inventory)",
+        "compare the node's platform (`lscpu`, the BMC's inventory) with the order; give it its own "
+        "SKU and pool, or have the vendor replace it; rerun",
+        "CONFIG",
+        ("sw_uniformity",),
+        example="cpu_vendor: node3 has AuthenticAMD, 3 of 4 nodes have GenuineIntel",
+        keys=("drift:platform",),
     ),
     _r(
         "dcgm",

@@ -10,7 +10,8 @@ Contract (see docs/probes.md): a probe prints exactly one JSON document on
 stdout::
 
     {"probe": NAME, "probe_version": 1, "status": "ok" | "skip" | "error",
-     "reason": str | None, "host": str, "library": str | None,
+     "reason": str | None, "cause": str (an error's key, where known),
+     "host": str, "library": str | None,
      "results": [ {...}, ... ], ...probe specific keys...}
 
 and exits 0 for ``ok`` and ``skip``, 1 for ``error``.  Anything else the probe or
@@ -55,7 +56,12 @@ class ProbeSkip(Exception):
 
 
 class ProbeError(Exception):
-    """The probe applies but could not measure; the message is the reason."""
+    """The probe applies but could not measure; the message is the reason, ``cause`` its key
+    where the probe knows it (the document's ``cause``: ``cuda:cannot_start``)."""
+
+    def __init__(self, message: str, cause: str | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class ProbeTerminated(BaseException):
@@ -212,6 +218,8 @@ def run(
             traceback.print_exc(file=sys.stderr)
             doc["status"] = "error"
             doc["reason"] = f"{type(exc).__name__}: {exc}".strip()
+            if getattr(exc, "cause", None):
+                doc["cause"] = str(exc.cause)  # type: ignore[attr-defined]
         doc["duration_s"] = round(time.perf_counter() - t0, 3)
         text = json.dumps(sanitize(doc), default=json_default, sort_keys=False)
         if emit is None or emit(args):

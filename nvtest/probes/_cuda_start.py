@@ -34,6 +34,10 @@ def torch_words() -> str | None:
     return "; ".join(dict.fromkeys(s for s in said if s)) or None
 
 
+#: The cause key of the probe's error (the document's ``cause``; the Playbook's cuda_cannot_start).
+CAUSE = "cuda:cannot_start"
+
+
 def cuda_failure(library_reason: object) -> str:
     """The probe's error for ``--device cuda`` when no GPU library can use a device."""
     words = torch_words()

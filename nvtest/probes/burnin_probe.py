@@ -195,7 +195,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         try:
             name, mod, count = hw.select_gpu_backend()
         except contract.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
-            raise contract.ProbeError(cs.cuda_failure(exc)) from None
+            raise contract.ProbeError(cs.cuda_failure(exc), cs.CAUSE) from None
         devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload.update(prefer=[name], size=args.size or 8192)
     else:

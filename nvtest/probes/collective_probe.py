@@ -183,7 +183,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():  # asked for the GPUs: an error
-        raise contract.ProbeError(cs.cuda_failure("torch.cuda.is_available() is False"))
+        raise contract.ProbeError(cs.cuda_failure("torch.cuda.is_available() is False"), cs.CAUSE)
     opts = {"device": device, "ops": args.ops, "sizes": args.sizes, "iters": max(1, args.iters),
             "timeout_s": args.timeout_s}
     doc.update(library=libs.library_label(torch), device=device)

@@ -131,7 +131,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     except contract.ProbeSkip as exc:
         if device != "cuda":
             raise
-        raise contract.ProbeError(cs.cuda_failure(exc)) from None  # asked for the GPUs: an error
+        raise contract.ProbeError(cs.cuda_failure(exc), cs.CAUSE) from None  # asked for the GPUs: an error
     payload = {"backend": name, "array_mib": args.array_mib or 1024, "reps": args.reps}
     doc.update(library=libs.library_label(mod), device="cuda")
     devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]

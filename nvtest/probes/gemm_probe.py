@@ -260,7 +260,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         try:
             name, mod, count = hw.select_gpu_backend()
         except contract.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
-            raise contract.ProbeError(cs.cuda_failure(exc)) from None
+            raise contract.ProbeError(cs.cuda_failure(exc), cs.CAUSE) from None
         devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload.update(dtypes=args.dtypes or list(gemm.GEMM_DTYPES), prefer=[name],
                        size=args.size or DEFAULT_GPU_SIZE)

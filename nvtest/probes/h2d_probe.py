@@ -207,7 +207,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     except contract.ProbeSkip as exc:
         if args.device != "cuda":
             raise
-        raise contract.ProbeError(cs.cuda_failure(exc)) from None  # asked for the GPUs: an error
+        raise contract.ProbeError(cs.cuda_failure(exc), cs.CAUSE) from None  # asked for the GPUs: an error
     doc.update(library=libs.library_label(mod), implementation=f"{name}-pinned-copies")
     nbytes = int(args.mib * 2**20)
     for index in hw.gpu_indices(count, args.gpus):

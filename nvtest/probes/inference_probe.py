@@ -217,7 +217,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         try:
             _, _, count = hw.select_gpu_backend(("torch",))
         except contract.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
-            raise contract.ProbeError(cs.cuda_failure(exc)) from None
+            raise contract.ProbeError(cs.cuda_failure(exc), cs.CAUSE) from None
         devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload["dtypes"] = args.dtypes or ["bf16", "fp16"]
         for answer in pool.run_per_device(serve_device, devices, payload, args.timeout_s):

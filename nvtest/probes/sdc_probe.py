@@ -224,7 +224,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
         try:
             _, mod, count = hw.select_gpu_backend(("torch",))
         except contract.ProbeSkip as exc:  # asked for the GPUs: never a skip, never the CPU instead
-            raise contract.ProbeError(cs.cuda_failure(exc)) from None
+            raise contract.ProbeError(cs.cuda_failure(exc), cs.CAUSE) from None
         doc["library"] = libs.library_label(mod)
         devices = [f"cuda:{i}" for i in hw.gpu_indices(count, args.gpus)]
         payload.update(dtypes=args.dtypes or ["fp32", "bf16"], size=args.size or 2048)

@@ -218,7 +218,7 @@ def body(args: Any, doc: dict[str, Any]) -> None:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():  # asked for the GPUs: an error
-        raise contract.ProbeError(cs.cuda_failure("torch.cuda.is_available() is False"))
+        raise contract.ProbeError(cs.cuda_failure("torch.cuda.is_available() is False"), cs.CAUSE)
     opts = {"device": device, "steps": args.steps, "lr": args.lr, "min_drop": args.min_drop,
             "timeout_s": args.timeout_s}
     doc.update(library=libs.library_label(torch), device=device)

@@ -39,6 +39,7 @@ __all__ = [
     "DRIVER",
     "EXPECTS",
     "PEER_FAILURES",
+    "PROBE_CAUSES",
     "EFFECTIVE_KEYS",
     "ArgsFn",
     "Probe",
@@ -319,6 +320,11 @@ def require_completed(res: CommandResult) -> CommandResult:
     return res
 
 
+#: The cause keys a probe's document may name (its ``cause``, :mod:`nvtest.probes._contract`);
+#: any other word there is not trusted as a key.
+PROBE_CAUSES = frozenset({"cuda:cannot_start"})
+
+
 def measure_probe(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node]) -> dict[str, Any]:
     """Run a JSON probe and return this node's document (``status`` ok).
 
@@ -333,15 +339,18 @@ def measure_probe(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Nod
     doc = parse_probe_json(res)
     status = doc.get("status")
     exp = _gpus_of(ctx.states[node.name]) if probe.device else None
+    said = doc.get("cause")
+    cause = said if isinstance(said, str) and said in PROBE_CAUSES else None
     if exp is not None and exp.count and status != "ok":
         raise UnreportedHardware(
             f"{exp.text()}; the {probe.name} probe could not use them ({status}): "
-            f"{doc.get('reason') or 'no reason given'}"
+            f"{doc.get('reason') or 'no reason given'}",
+            cause=cause,
         )
     if status == "skip":
         raise ProbeSkip(str(doc.get("reason") or "probe skipped without a reason"))
     if status != "ok":
-        raise ProbeError(str(doc.get("reason") or f"probe status {status!r}"))
+        raise ProbeError(str(doc.get("reason") or f"probe status {status!r}"), cause=cause)
     return doc
 
 

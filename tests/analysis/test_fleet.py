@@ -136,14 +136,19 @@ def test_diagnosis_catalog():
         == "CONFIG"
     )
     assert _diag("gpus", "Failed to initialize NVML: Driver/library version mismatch", "error") == "REBOOT"
-    assert _diag("nccl", "123 wrong results (#wrong > 0)") == "RMA"
+    assert _diag("nccl", "all_reduce: #wrong = 123 (sizes 1048576): wrong results", cause="results:wrong") == "RMA"
     assert _diag("thermal", "cuda:0: hardware throttling under load (hw_slowdown 12 s)", cause="clocks:throttled") == (
         "MONITOR"
     )
     assert _diag("stream", "NodeError: node unreachable: ssh exited 255", "error") == "RETEST"
     assert _diag("dcgm_diag", "CommandTimeout: timed out after 3600 s", "error") == "RETEST"
-    assert _diag("sw_uniformity", "vbios: n2 has 96.00.74, 7 of 8 nodes have 96.00.89") == "FIRMWARE"
-    assert _diag("sw_uniformity", "nccl_net_plugin: n11 has (missing), 5 of 6 nodes have /opt/x") == "CONFIG"
+    assert _diag("sw_uniformity", "vbios: n2 has 96.00.74, 7 of 8 nodes have 96.00.89", cause="drift:firmware") == (
+        "FIRMWARE"
+    )
+    assert (
+        _diag("sw_uniformity", "nccl_net_plugin: n11 has (missing), 5 of 6 nodes have /opt/x", cause="drift:software")
+        == "CONFIG"
+    )
     assert diagnose({"check": "gemm", "verdict": "pass", "reason": ""}) is None
     d = diagnose(
         {

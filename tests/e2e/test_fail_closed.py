@@ -153,6 +153,8 @@ def test_rule1_the_tools_words_and_the_causes_they_name(driver_down):
         r = by[check]
         assert r["verdict"] == "fail" and "CUDA cannot start" in r["reason"], r
         assert "Torch not compiled with CUDA enabled" in r["reason"]
+        # the probe's key reaches results.json; torch's own words name the finer cause
+        assert r["cause"] == "cuda:cannot_start" and r["diagnosis"]["rule"] == "torch_cpu_build", r
         assert not r["metrics"], f"{check} measured the CPU instead: {r['metrics']}"
     for check, tool in (("dcgm_diag", "dcgmi"), ("nccl", "all_reduce_perf"), ("ib_write_bw", "ib_write_bw")):
         assert by[check]["verdict"] == "error" and tool in by[check]["reason"], by[check]

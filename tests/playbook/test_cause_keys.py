@@ -296,48 +296,49 @@ def test_a_key_rule_does_not_read_the_sentence_nvtest_writes_for_it(rule) -> Non
         assert bare is None or bare.rule != rule.name, (rule.name, bare)
 
 
-#: Words rules that still read a sentence nvtest writes (``tool="nvtest"``): causes that have
-#: no key yet (their findings are made in the fabric manager's, the uniformity, NCCL and
-#: IB port judges). The list only shrinks: a rule leaves it when the code that writes its
-#: finding sets a key.
-_NVTEST_WORDS_RULES = {
-    "gpu_fabric_unregistered",
-    "fabric_manager",
-    "correctness_gate_off",
-    "cuda_cannot_start",
-    "nccl_wrong",
-    "ib_down",
-    "firmware_drift",
-    "software_drift",
+#: The tool's own line each rule with both keys and words reads (its example is nvtest's
+#: sentence for the key): the words part reads the tool, never nvtest.
+_KEYED_WORDS = {
+    "fabric_manager": "CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+    "functions before calling NumCudaDevices() that might have already set an error? Error 802: "
+    "system not yet initialized",
+    "cuda_cannot_start": "RuntimeError: Unexpected error from cudaGetDeviceCount() ... cudaErrorNoDevice",
+    "nccl_wrong": "# Out of bounds values : 3 FAILED",
 }
 
 
 def test_every_words_rule_names_the_tool_whose_words_it_reads() -> None:
-    """Every rule with a pattern names the tool whose output it reads (``Rule.tool``); the
-    ones that still read nvtest's own sentences are exactly the listed ones (no new one)."""
+    """Every rule with a pattern names the tool whose output it reads (``Rule.tool``); none
+    reads a sentence nvtest writes (a cause nvtest finds travels as a key)."""
     words = [r for r in RULES if r.pattern]
     assert all(r.tool for r in words), [r.name for r in words if not r.tool]
-    assert {r.name for r in words if r.tool == "nvtest"} == _NVTEST_WORDS_RULES
-    listing = {r.name: r.tool for r in words if r.tool != "nvtest"}
+    assert [r.name for r in words if r.tool == "nvtest"] == []
+    listing = {r.name: r.tool for r in words}
     assert listing == {
         "name_does_not_resolve": "ssh, the resolver",
         "node_unreachable": "ssh",
         "nouveau_owns_gpus": "NVIDIA driver (NVRM, kernel log)",
         "driver_not_loaded": "nvidia-smi, NVIDIA driver (NVRM, kernel log)",
+        "fabric_manager": "CUDA runtime",
         "cuda_driver_insufficient": "CUDA runtime",
         "torch_cpu_build": "torch",
         "sweep_shortened": "nccl-tests",
+        "cuda_cannot_start": "CUDA runtime",
         "tool_missing": "the tools, dpkg",
         "ecc_uncorrectable": "dmesg (NVRM Xid)",
         "lost_gpu": "dmesg (NVRM Xid), nvidia-smi",
+        "nccl_wrong": "nccl-tests",
         "ib_polling": "ibstat (port state)",
         "ib_not_active": "ibstat (port state)",
     }, listing
-    for r in RULES:
-        if not r.pattern or r.tool == "nvtest" or r.keys:
-            continue
-        # a tool's words rule: its example (the tool's output, as a reason quotes it) is read by it
-        assert re.search(r.pattern, r.example, re.IGNORECASE), r.name
+    assert _KEYED_WORDS.keys() <= {r.name for r in words if r.keys}
+    for r in words:
+        if r.keys and r.name not in _KEYED_WORDS:
+            continue  # its example is nvtest's sentence for the key (the rule above tests it)
+        # a tool's words rule: its example (the tool's output, as a reason quotes it), or the
+        # tool's line of a rule that has keys too, is read by it
+        line = _KEYED_WORDS.get(r.name, r.example)
+        assert re.search(r.pattern, line, re.IGNORECASE), r.name
 
 
 def test_several_keyed_findings_give_the_key_the_playbook_diagnoses_first() -> None:

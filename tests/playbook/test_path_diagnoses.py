@@ -21,7 +21,7 @@ from nvtest.checks.interconnect.rdma import MTU_CAUSE, mtu_problems
 from nvtest.config.skus import load_catalog
 from nvtest.jobs.nccl import judge_output
 from nvtest.parsers import ibv_devinfo
-from nvtest.playbook.diagnosis import SYMPTOMS, diagnose
+from nvtest.playbook.diagnosis import SYMPTOMS, diagnose, first_cause
 from tests.checks.interconnect.test_mtu import _node
 from tests.jobs.test_nccl_path import GDR_OFF, GIB, SOCKET, _with_info
 
@@ -46,8 +46,8 @@ def _mig_left() -> tuple[str, ...]:
     return "gpus", "; ".join(out.failures), out.cause or ""
 
 
-def _fabric(service: str) -> Callable[[], tuple[str, str]]:
-    def reason() -> tuple[str, str]:
+def _fabric(service: str) -> Callable[[], tuple[str, ...]]:
+    def reason() -> tuple[str, ...]:
         fabric = "index, fabric.state, fabric.status\n0, Completed, Success\n1, In Progress, N/A\n"
         sections = {
             "service": service,
@@ -57,7 +57,8 @@ def _fabric(service: str) -> Callable[[], tuple[str, str]]:
             "uptime": "3600.00 9000.00\n",
         }
         out = fabric_manager(sections, None, nvswitches=4)
-        return "fabric_manager", "; ".join(out.failures)
+        # the key apply() gives the item: of its findings' keys, the one the Playbook tries first
+        return "fabric_manager", "; ".join(out.failures), first_cause(out.keys.values()) or ""
 
     return reason
 

@@ -78,6 +78,7 @@ def test_asked_for_cuda_without_a_gpu_is_an_error_in_cudas_words(probe, script, 
     assert run.doc["status"] == "error", run.doc
     assert "CUDA cannot start" in run.doc["reason"]
     assert "Torch not compiled with CUDA enabled" in run.doc["reason"]
+    assert run.doc["cause"] == "cuda:cannot_start", run.doc  # the key travels, not the sentence
     assert not run.doc.get("results"), run.doc["results"]
 
 

@@ -91,7 +91,7 @@ def compare_fleet(fleet: Fleet, node: Node, judge: Judge) -> None:
             continue
         judge("peers_agreeing", f.agreeing, "count", device=d.device, workload=d.workload_label)
         if f.verdict is Verdict.FAIL:
-            judge.fail(f.reason)
+            judge.fail(f.reason, "results:wrong")  # outputs that differ from the fleet's
         elif f.verdict is Verdict.WARN:
             judge.warn(f.reason)
     mine_keys = {f.digest.key for f in report.for_node(node.name)}

@@ -88,7 +88,7 @@ def gpu_inventory(facts: NodeFacts, sku: SkuProfile | None, catalog: Catalog | N
     _model_and_modes(facts, sku, out)
     if sku and sku.expect.min_driver and facts.driver_version:
         if version_tuple(facts.driver_version) < version_tuple(sku.expect.min_driver):
-            out.fail(f"driver {facts.driver_version} older than {sku.expect.min_driver}")
+            out.fail(f"driver {facts.driver_version} older than {sku.expect.min_driver}", "drift:software")
     out.details.update(driver=facts.driver_version, cuda=facts.cuda_version)
     return out
 
@@ -205,7 +205,7 @@ def driver_stack(facts: NodeFacts, sku: SkuProfile | None) -> Outcome:
         out.fail(f"{exp.text()}; no NVIDIA driver version reported: {facts.smi_error or 'nvidia-smi said nothing'}")
         return out
     if sku and sku.expect.min_driver and version_tuple(driver) < version_tuple(sku.expect.min_driver):
-        out.fail(f"driver {driver} older than {sku.expect.min_driver} (SKU {sku.name})")
+        out.fail(f"driver {driver} older than {sku.expect.min_driver} (SKU {sku.name})", "drift:software")
     if not cuda:
         out.warn(f"driver {driver} reports no CUDA version")
     return out

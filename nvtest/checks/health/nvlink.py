@@ -31,7 +31,24 @@ from nvtest.parsers.nvidia_smi_q import gpu_values
 from nvtest.session.expect import expected_nvswitches
 from nvtest.session.facts import NodeFacts
 
-__all__ = ["FABRIC_GRACE_S", "FM_SCRIPT", "fabric_manager", "nvlink_status", "split_sections"]
+__all__ = [
+    "FABRIC_GRACE_S",
+    "FM_DOWN",
+    "FM_SCRIPT",
+    "FM_VERSION",
+    "UNPROVEN",
+    "UNREGISTERED",
+    "fabric_manager",
+    "nvlink_status",
+    "split_sections",
+]
+
+#: The cause keys of the fabric manager's findings: the service not active, its version not
+#: the driver's, a GPU not registered with the NVLink fabric, nothing proving the fabric up.
+FM_DOWN = "fabric:manager_down"
+FM_VERSION = "fabric:version_mismatch"
+UNREGISTERED = "fabric:unregistered"
+UNPROVEN = "fabric:unproven"
 
 FM_SCRIPT = r"""
 echo '### service'; systemctl is-active nvidia-fabricmanager 2>&1
@@ -160,17 +177,16 @@ def fabric_manager(
     if svc is None:
         out.details["fabric_manager"]["systemctl"] = said
     elif svc != "active":
-        out.fail(
-            f"nvidia-fabricmanager is {svc} on an NVSwitch system: CUDA fails with error 802 "
-            "(system not yet initialized)"
-        )
+        out.fail(f"nvidia-fabricmanager is {svc} on an NVSwitch system: CUDA cannot start on its GPUs", FM_DOWN)
     m = re.search(r"version is\s*:?\s*([\d.]+)|([\d]+\.[\d]+\.[\d]+)", sections.get("version", ""))
     fm = (m.group(1) or m.group(2)) if m else None
     out.details["fabric_manager"]["version"] = fm
     if fm and driver and fm != driver:
-        out.fail(f"nvidia-fabricmanager {fm} differs from driver {driver}: install the matching package")
+        out.fail(f"nvidia-fabricmanager {fm} differs from driver {driver}: install the matching package", FM_VERSION)
     for jm in _FM_MISMATCH.finditer(sections.get("journal", "")):
-        out.fail(f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}")
+        out.fail(
+            f"fabric manager journal: FM {jm.group(1)} does not match driver {jm.group(2).rstrip('.')}", FM_VERSION
+        )
     fabric = sections.get("fabric", "")
     registered, unread = _fabric_states(out, fabric, _uptime_s(sections.get("uptime", "")))
     if unread is not None and smi_q is not None and not out.failures:
@@ -203,6 +219,8 @@ def fabric_manager(
             )
     if unknown is not None:
         out.error = f"{out.error}; {unknown}" if out.error else unknown
+    if out.error is not None:
+        out.cause = out.cause or UNPROVEN
     return out
 
 
@@ -228,7 +246,8 @@ def _fabric_from_q(text: str, out: Outcome, unread: str) -> tuple[bool, str | No
             continue
         if state != "Completed" or statuses.get(bus) != "Success":
             out.fail(
-                f"GPU {bus}: fabric state {state}, status {statuses.get(bus)} (GPU not registered with the NVLink fabric)"
+                f"GPU {bus}: fabric state {state}, status {statuses.get(bus)} (GPU not registered with the NVLink fabric)",
+                UNREGISTERED,
             )
         else:
             good += 1
@@ -287,7 +306,8 @@ def _fabric_states(out: Outcome, fabric: str, uptime_s: float | None = None) -> 
                 late = f"; {when}, past the {FABRIC_GRACE_S:.0f} s grace window"
             out.fail(
                 f"GPU {vals[0]}: fabric state {vals[1]}, status {vals[2]} "
-                f"(GPU not registered with the NVLink fabric){late}"
+                f"(GPU not registered with the NVLink fabric){late}",
+                UNREGISTERED,
             )
         elif len(vals) >= 3:
             good += 1

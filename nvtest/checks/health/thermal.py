@@ -47,7 +47,8 @@ def thermal(doc: dict[str, Any]) -> Outcome:
         if sdc and not sdc.get("ok", False):
             out.fail(
                 f"{dev}: output changed between identical products in windows "
-                f"{sdc.get('mismatched_windows')} (silent data corruption)"
+                f"{sdc.get('mismatched_windows')} (silent data corruption)",
+                "results:wrong",
             )
         tele = r.get("telemetry")
         if not tele:

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from nvtest.session.context import RunContext
 
 __all__ = [
+    "FIRMWARE_KEYS",
+    "PLATFORM_KEYS",
     "VERSIONS_SCRIPT",
+    "drift_cause",
     "fleet_counts",
     "fleet_versions",
     "uniformity",
@@ -117,13 +120,26 @@ def uniformity(node: str, fleet: Mapping[str, Versions], counts: Mapping[str, Co
         if top_n * 2 > n:
             if value != top:
                 odd += 1
-                out.fail(f"{key}: {node} has {value}, {top_n} of {n} nodes have {top}")
+                out.fail(f"{key}: {node} has {value}, {top_n} of {n} nodes have {top}", drift_cause(key))
         else:
             odd += 1
             spread = ", ".join(f"{val} on {c}" for val, c in values.most_common())
-            out.fail(f"{key} differs across nodes with no majority: {spread} ({node}: {value})")
+            out.fail(f"{key} differs across nodes with no majority: {spread} ({node}: {value})", drift_cause(key))
     out.measure("versions_differing", odd, "count")
     return out
+
+
+#: Uniformity keys that are firmware (flashed, not installed) and the node's platform.
+FIRMWARE_KEYS = frozenset({"vbios", "hca_firmware"})
+PLATFORM_KEYS = frozenset({"cpu_vendor", "cpu_family"})
+
+
+def drift_cause(key: str) -> str:
+    """The cause key of a version ``key`` (``vbios``, ``driver``, ``cpu_vendor``) that differs
+    from the fleet: ``drift:firmware``, ``drift:platform`` (the CPU) or ``drift:software``."""
+    if key in FIRMWARE_KEYS:
+        return "drift:firmware"
+    return "drift:platform" if key in PLATFORM_KEYS else "drift:software"
 
 
 def fleet_versions(

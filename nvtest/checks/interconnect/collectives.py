@@ -60,7 +60,7 @@ def judge_collectives(judge: Judge, doc: dict[str, Any]) -> None:
             continue
         wrong = sum(int(r.get("wrong") or 0) for r in rows)
         if wrong:
-            judge.fail(f"{op}: {wrong} wrong elements")
+            judge.fail(f"{op}: {wrong} wrong elements", "results:wrong")
         top = max(rows, key=lambda r: r["size_bytes"])
         judge(f"{op}_busbw_gbps", top.get("busbw_gbps"), "GB/s", size_bytes=top["size_bytes"])
 

@@ -93,9 +93,9 @@ def _record(judge: Judge, v: Outcome, log: str | None) -> None:
     op = v.details["op"]
     judge.detail(f"nccl_{op}", v.details)
     if v.verdict == Verdict.ERROR:
-        raise ProbeError(f"{op}: {v.error}")
+        raise ProbeError(f"{op}: {v.error}", cause=v.cause)
     if v.verdict == Verdict.FAIL:
-        judge.fail(f"{op}: {v.text()}")
+        judge.fail(f"{op}: {v.text()}", v.cause)
     for m in v.metrics:
         judge(m.name, m.value, m.unit, **m.labels)
     judge.log = log or judge.log

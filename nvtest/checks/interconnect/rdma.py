@@ -17,6 +17,7 @@ from nvtest.session.facts import NodeFacts
 __all__ = [
     "MTU_CAUSE",
     "MTU_LINE_RE",
+    "PORT_DOWN",
     "keyed_port_problems",
     "mtu_lines",
     "mtu_problems",
@@ -48,6 +49,10 @@ def rdma_report(
     return exp, report
 
 
+#: The cause key of a port that is not Active/LinkUp (ibstat's or ibv_devinfo's state).
+PORT_DOWN = "ib:port_down"
+
+
 def port_problems(
     report: IbReport, recipe: Mapping[str, Any], expect_hcas: int | None, expect_rate: float | None
 ) -> list[str]:
@@ -59,12 +64,13 @@ def port_problems(
 def keyed_port_problems(
     report: IbReport, recipe: Mapping[str, Any], expect_hcas: int | None, expect_rate: float | None
 ) -> list[tuple[str, str | None]]:
-    """:func:`port_problems`, each line with its cause key (``hca:missing`` for the recipe's
-    HCAs the node lacks; None for the others, which quote the tool's port state)."""
+    """:func:`port_problems`, each line with its cause key: ``hca:missing`` (fewer HCAs than the
+    SKU, or the recipe's HCAs the node lacks), ``ib:port_down`` (a port not Active/LinkUp: the
+    line quotes the tool's port state), ``ib:rate_low``, ``ib:link_layer``."""
     out: list[tuple[str, str | None]] = []
     names = [ca.name for ca in report.cas]
     if expect_hcas is not None and len(names) < expect_hcas:
-        out.append((f"{len(names)} HCAs, SKU expects {expect_hcas}", None))
+        out.append((f"{len(names)} HCAs, SKU expects {expect_hcas}", "hca:missing"))
     wanted: Sequence[str] = recipe.get("hcas") or ()
     missing = [h for h in wanted if h not in names]
     if missing:
@@ -74,12 +80,12 @@ def keyed_port_problems(
         for port in ca.ports:
             where = f"{ca.name} port {port.port}"
             if port.problem:
-                out.append((f"{where}: {port.problem}", None))
+                out.append((f"{where}: {port.problem}", PORT_DOWN))
                 continue
             if expect_rate and (port.rate_gbps or 0) < expect_rate:
-                out.append((f"{where}: rate {port.rate_gbps} Gb/s < {expect_rate:g} Gb/s", None))
+                out.append((f"{where}: rate {port.rate_gbps} Gb/s < {expect_rate:g} Gb/s", "ib:rate_low"))
             if layer and port.link_layer and port.link_layer != layer:
-                out.append((f"{where}: link layer {port.link_layer}, SKU expects {layer}", None))
+                out.append((f"{where}: link layer {port.link_layer}, SKU expects {layer}", "ib:link_layer"))
     return out
 
 

@@ -17,7 +17,7 @@ import re
 
 from nvtest.checks.health import Outcome
 from nvtest.checks.health.kernel_log import UNREADABLE, judge_xid, split_probe, xid_scan
-from nvtest.checks.interconnect.rdma import keyed_port_problems
+from nvtest.checks.interconnect.rdma import PORT_DOWN, keyed_port_problems
 from nvtest.errors import ParseError
 from nvtest.ops.gate.context import GateContext, df_key, from_outcome
 from nvtest.ops.gate.document import GateCheck
@@ -238,7 +238,8 @@ def _fabric_ports(ctx: GateContext, report: IbReport, out: Outcome) -> int:
     down = [f"{c} port {p.port} ({p.problem or 'below rate'})" for c, p in report.ports if not p.active]
     if expect and len(good) < expect:
         out.fail(
-            f"{len(good)} of {expect} ports Active at >= {rate or 0:g} Gb/s; not active: {', '.join(down) or 'none'}"
+            f"{len(good)} of {expect} ports Active at >= {rate or 0:g} Gb/s; not active: {', '.join(down) or 'none'}",
+            PORT_DOWN if down else "ib:rate_low",
         )
     elif down:
         out.note(f"ports not active, beyond the {expect or 0} the SKU needs: {', '.join(down)}")

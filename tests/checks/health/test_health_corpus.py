@@ -288,7 +288,8 @@ def test_d1_fabric_manager(catalog):
     )
     out = fabric_manager(split_sections(bad), "535.161.08", nvswitches=4)
     text = out.text()
-    assert out.verdict == Verdict.FAIL and "error 802" in text and "535.183.01 differs from driver" in text
+    assert out.verdict == Verdict.FAIL and "CUDA cannot start" in text and "535.183.01 differs from driver" in text
+    assert out.keys[out.failures[0]] == "fabric:manager_down" and out.keys[out.failures[1]] == "fabric:version_mismatch"
     assert "GPU 1: fabric state In Progress" in text
     good = FM.format(svc="active", fm="535.161.08", state="Completed", journal="")
     assert fabric_manager(split_sections(good), "535.161.08", nvswitches=4).verdict == Verdict.PASS
