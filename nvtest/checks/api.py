@@ -118,6 +118,8 @@ class Judge:
         #: the cause keys of the judged metrics a threshold failed or could not judge
         self._metric_causes: list[str] = []
         self._hardware = hardware
+        #: why the check found nothing wrong where it judged no metric (:meth:`passed`)
+        self._passed: list[str] = []
 
     @property
     def cause(self) -> str | None:
@@ -186,6 +188,20 @@ class Judge:
         """Record a warning that does not fail the item."""
         self.warnings.append(reason)
 
+    def passed(self, reason: str) -> None:
+        """Record that the check looked and found nothing wrong, where it judges no metric
+        (``reason``: what it looked at, e.g. "no Xid in 1200 kernel log lines"; kept in the
+        details under ``passed``). :func:`~nvtest.checks.health.apply` of an outcome records it."""
+        self._passed.append(reason)
+        self.details["passed"] = list(self._passed)
+
+    @property
+    def judged(self) -> bool:
+        """True once the check recorded a judgement: a metric, a failure, a warning or a
+        :meth:`passed`. An item whose check took the Judge and recorded none is an ``error``
+        (``check:judged_nothing``): nothing proves the node good (fail closed)."""
+        return bool(self.metrics or self.failures or self.warnings or self._passed)
+
     def detail(self, key: str, value: Any) -> None:
         """Keep ``value`` (JSON-able) for the report under ``key``."""
         self.details[key] = value
@@ -198,6 +214,8 @@ class Judge:
         self.metrics.clear()
         self._metric_causes.clear()
         self.failures.clear()
+        self._passed.clear()
+        self.details.pop("passed", None)
         self.restarts.append(reason)
 
     def unmeasured(self) -> list[str]:

@@ -903,6 +903,19 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         keys=("threshold:below_floor",),
     ),
     _r(
+        "judged_nothing",
+        "",
+        "the check ran to its end and recorded no judgement (no metric, finding or outcome): a "
+        "check that cannot fail proves nothing, so the item is not a pass",
+        "read the check's code and its log: it must judge what it read (a tool that listed "
+        "nothing to judge is a finding of its own); fix the check (a site check: suites/); rerun",
+        "CONFIG",
+        verdicts=("error",),
+        example="ProbeError: the check judged nothing: no metric, finding or outcome was recorded, so nothing "
+        "proves the node good",
+        keys=("check:judged_nothing",),
+    ),
+    _r(
         "no_measurement",
         "",
         "the probe could not produce a valid measurement",

@@ -394,6 +394,10 @@ def read(
     return _Requiring(request, lambda probe: read_declared(probe, node_facts, sku, raw))
 
 
+#: The error of an item whose check took the Judge and recorded no judgement.
+JUDGED_NOTHING = "the check judged nothing: no metric, finding or outcome was recorded, so nothing proves the node good"
+
+
 @pytest.fixture
 def judge(_nvtest_item: _Item, sku: SkuProfile | None) -> Judge:
     """The item's :class:`~nvtest.checks.api.Judge` (metrics judged against the node's SKU)."""
@@ -434,6 +438,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
         pytest.skip(str(exc))
     judge = pyfuncitem.stash.get(JUDGE_KEY, None)
     if judge is not None:
+        if not judge.judged:  # fail closed: a check that took the Judge and judged nothing
+            raise ProbeError(JUDGED_NOTHING, cause="check:judged_nothing")
         for m in judge.metrics:
             pyfuncitem.user_properties.append((m.name, m.value))
         gaps = judge.unmeasured()

@@ -60,6 +60,9 @@ def apply(outcome: Outcome, judge: Judge) -> None:
         judge.warn(w)
     if outcome.notes:
         judge.detail("notes", list(outcome.notes))
+    if outcome.error is None and not (outcome.metrics or outcome.failures or outcome.warnings):
+        # the check's logic looked and found nothing wrong: that is its judgement
+        judge.passed("; ".join(outcome.notes) or "the check's findings: none")
     for k, v in outcome.details.items():
         judge.detail(k, v)
     if outcome.error is not None and not outcome.failures:
