@@ -45,6 +45,7 @@ LEGACY_SENTENCES: tuple[tuple[str, frozenset[str] | None, re.Pattern[str]], ...]
         ("transport:staging", "", r"files not staged|probes not staged|tar over the exec channel|copy to .* failed"),
         ("transport:timeout:inventory", "", r"inventory probe hung"),
         ("transport:lost", "", r"connection lost"),
+        ("transport:interrupted", "", r"not measured: run interrupted|NodeError: interrupted"),
         ("transport:timeout", "", r"\btimed out after \d"),
         ("storage:client_lost", "", r"(?:NFS server|Lustre|GPFS) .*not recovered since"),
         (
