@@ -49,7 +49,8 @@ def load_suite(name_or_path: str) -> SuiteSpec:
     """A suite by name (bundled) or by path to a YAML file.
 
     Raises:
-        ConfigError: unknown suite, invalid file, or a listed check module that does not exist.
+        ConfigError: unknown suite, invalid file, no check listed, or a listed check module
+            (or ``module::function``) that does not exist in the suites directory.
     """
     path = Path(name_or_path)
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
@@ -58,13 +59,32 @@ def load_suite(name_or_path: str) -> SuiteSpec:
             known = ", ".join(p.stem for p in sorted((configs_dir() / "suites").glob("*.yaml")))
             raise ConfigError(f"unknown suite {name_or_path!r}; known: {known}", field="suite")
     spec = load_model(SuiteSpec, path)
+    if not spec.checks:
+        # pytest given no target collects the working directory: never a run of nothing listed
+        raise ConfigError("no check module listed: a suite runs at least one", path=str(path), field="checks")
+    base = suites_dir().resolve()
     for i, entry in enumerate(spec.checks):
-        module = entry.split("::", 1)[0]
-        if not (suites_dir() / module).is_file():
-            raise ConfigError(
-                f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}"
-            )
+        module, _, func = entry.partition("::")
+        file = (base / module).resolve()
+        if not (file.is_relative_to(base) and file.suffix == ".py" and file.is_file()):
+            raise ConfigError(f"check module {module!r} not found in {base}", path=str(path), field=f"checks.{i}")
+        names = _top_level_names(file) if func else None
+        if names is not None and func.split("::", 1)[0] not in names:
+            raise ConfigError(f"{module} defines no function {func!r}", path=str(path), field=f"checks.{i}")
     return spec
+
+
+def _top_level_names(file: Path) -> set[str] | None:
+    """The names of the top-level functions and classes of a Python source file (read, not
+    imported); None for a file that does not parse (its import error is told, with the file
+    and Python's words, when the run imports it)."""
+    import ast
+
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    return {fn.name for fn in tree.body if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
 
 
 def check_mark_name(decorator: Any) -> str | None:

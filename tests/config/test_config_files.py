@@ -9,7 +9,7 @@ import pytest
 from nvtest.config.inventory import load_inventory
 from nvtest.config.loader import load_model
 from nvtest.config.skus import GpuSummary, load_catalog
-from nvtest.config.suites import list_suites
+from nvtest.config.suites import list_suites, load_suite
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError
 
@@ -27,6 +27,26 @@ def test_bundled_suites_load():
     suites = list_suites()
     assert {"delivery", "quick"} <= set(suites)
     assert len(suites["delivery"].checks) >= len(suites["quick"].checks)
+
+
+@pytest.mark.parametrize(
+    ("checks", "field", "words"),
+    [
+        ("[]", "checks", "no check module listed"),
+        ("[inventory/test_nope.py]", "checks.0", "not found"),
+        ("[../tests/conftest.py]", "checks.0", "not found"),
+        ("[inventory/test_inventory.py::test_nope]", "checks.0", "defines no function 'test_nope'"),
+    ],
+)
+def test_a_suite_that_lists_nothing_runnable_is_refused(tmp_path: Path, checks: str, field: str, words: str):
+    """An empty list (pytest would collect the working directory), a module outside the
+    suites directory, a function the module does not define: exit 2 naming the field."""
+    p = tmp_path / "s.yaml"
+    p.write_text(f"name: s\ndescription: d\nchecks: {checks}\n")
+    with pytest.raises(ConfigError) as err:
+        load_suite(str(p))
+    assert err.value.field == field and words in err.value.reason, err.value
+    assert err.value.exit_code == 2
 
 
 BAD_PROFILE = """\
