@@ -34,13 +34,13 @@ def test_bundled_suites_load():
     [
         ("[]", "checks", "no check module listed"),
         ("[inventory/test_nope.py]", "checks.0", "not found"),
-        ("[../tests/conftest.py]", "checks.0", "not found"),
+        ("[inventory]", "checks.0", "not found"),
         ("[inventory/test_inventory.py::test_nope]", "checks.0", "defines no function 'test_nope'"),
     ],
 )
 def test_a_suite_that_lists_nothing_runnable_is_refused(tmp_path: Path, checks: str, field: str, words: str):
-    """An empty list (pytest would collect the working directory), a module outside the
-    suites directory, a function the module does not define: exit 2 naming the field."""
+    """An empty list (pytest would collect the working directory), a module that is not a
+    file, a directory, a function the module does not define: exit 2 naming the field."""
     p = tmp_path / "s.yaml"
     p.write_text(f"name: s\ndescription: d\nchecks: {checks}\n")
     with pytest.raises(ConfigError) as err:
