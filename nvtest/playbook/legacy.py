@@ -96,9 +96,13 @@ LEGACY_SENTENCES: tuple[tuple[str, frozenset[str] | None, re.Pattern[str]], ...]
         ("drift:software", "", r"has .*nodes have|differs across nodes|older than"),
         ("dcgm:test_failed", "dcgm_diag", r"dcgmi .* failed"),
         ("dcgm:skipped", "dcgm_diag", r"skipped|error code"),
+        ("metric:undeclared", "", r"metric not declared"),
+        ("metric:unit", "", r"measured in \S+, but \S+ is declared in"),
+        ("metric:implausible", "", r"\bimplausible: "),
         ("threshold:unit_mismatch", "", r"unit mismatch"),
         ("threshold:below_floor", "", r"< min|> max"),
         ("check:judged_nothing", "", r"the check judged nothing"),
+        ("check:raised", "", r"^check raised \w+"),
         ("hardware:unreported", "", r"cannot report on them"),
         ("probe:error", "", r"no valid measurement|printed no|unreadable|ParseError|ProbeError|could not"),
     )

@@ -556,6 +556,8 @@ def _result_of(
             verdict = Verdict.ERROR
             name = type(exc).__name__ if exc else "error"
             reason = f"check raised {name}: {exc}" if exc else f"{call.when} failed"
+            if exc is not None:
+                cause = "check:raised"  # the check's own code, whatever the metrics judged before
     stop = _stop(item.config)
     if verdict is Verdict.ERROR and stop is not None and stop.requested:
         # the signal killed the item's commands: it was not measured, whatever words its
