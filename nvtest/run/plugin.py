@@ -33,6 +33,7 @@ from nvtest.analysis.finish import finish_run
 from nvtest.checks.api import Fleet, Judge, note_probe_run
 from nvtest.checks.hardware import read_declared, require_declared
 from nvtest.config.inventory import Node
+from nvtest.config.metrics import site_declarations
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import (
     CheckFailed,
@@ -198,10 +199,17 @@ def _store_check(ctx: RunContext, item: pytest.Item, check: str) -> None:
     doc = (getattr(item, "function", None).__doc__ or "").strip() if hasattr(item, "function") else ""
     doc = doc.replace("``", "")  # reST literals read as plain text in the report
     area = kw.get("area") or Path(str(item.path)).parent.name
-    ctx.store.append(
-        "check",
-        {"name": check, "area": area, "title": kw.get("title") or check, "description": doc, "module": item.path.name},
-    )
+    entry = {
+        "name": check,
+        "area": area,
+        "title": kw.get("title") or check,
+        "description": doc,
+        "module": item.path.name,
+    }
+    site = site_declarations(check)
+    if site:  # a site check's own metrics: judging the run again needs them without the module
+        entry["declared_metrics"] = site
+    ctx.store.append("check", entry)
 
 
 def _node_of(item: pytest.Item) -> str | None:

@@ -48,3 +48,34 @@ def test_a_check_authors_mistakes_carry_their_cause(tmp_path: Path) -> None:
         r = by[check]
         assert r["verdict"] == "error" and words in r["reason"], r
         assert r["cause"] == cause and r["diagnosis"]["rule"] == rule, r
+
+
+DECLARED = '''"""A site check that declares the metric it judges."""
+
+from __future__ import annotations
+
+import pytest
+
+from nvtest.checks.api import Judge, declare_metric
+
+declare_metric("site_scratch", "scratch_free_gib", "GiB", kind="capacity", bound="non_negative")
+
+
+@pytest.mark.check("site_scratch", area="config", title="Free scratch space")
+def test_site_scratch(node, judge: Judge) -> None:
+    judge("scratch_free_gib", 12.5, "GiB")
+'''
+
+
+def test_a_site_checks_declared_metric_is_judged_again_by_evaluate(tmp_path: Path) -> None:
+    """The run records the site's declaration (checks.<name>.declared_metrics); nvtest evaluate,
+    which never imports the module, judges the metric again as declared, not 'not declared'."""
+    from nvtest.analysis.reevaluate import evaluate_run
+
+    proc, by = run_site_module(tmp_path, DECLARED)
+    assert proc.returncode == 0 and by["site_scratch"]["verdict"] == "pass", proc.stdout[-1500:]
+    run_dir = (tmp_path / "reports" / "latest").resolve()
+    _, doc = evaluate_run(run_dir, out=tmp_path / "evaluated")
+    assert doc["checks"]["site_scratch"]["declared_metrics"][0]["unit"] == "GiB"
+    again = next(r for r in doc["results"] if r["check"] == "site_scratch")
+    assert again["verdict"] == "pass", again
