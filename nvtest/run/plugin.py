@@ -404,6 +404,10 @@ def read(
 
 #: The error of an item whose check took the Judge and recorded no judgement.
 JUDGED_NOTHING = "the check judged nothing: no metric, finding or outcome was recorded, so nothing proves the node good"
+NO_JUDGE = (
+    "the check judged nothing: it takes no judge fixture, so returning records no judgement and nothing "
+    "proves the node good (take judge and record what was read, or judge.passed(what was looked at))"
+)
 
 
 @pytest.fixture
@@ -445,18 +449,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     except ProbeSkip as exc:
         pytest.skip(str(exc))
     judge = pyfuncitem.stash.get(JUDGE_KEY, None)
-    if judge is not None:
-        if not judge.judged:  # fail closed: a check that took the Judge and judged nothing
-            raise ProbeError(JUDGED_NOTHING, cause="check:judged_nothing")
-        for m in judge.metrics:
-            pyfuncitem.user_properties.append((m.name, m.value))
-        gaps = judge.unmeasured()
-        if gaps and not judge.verdict.is_bad:
-            raise ProbeError("; ".join(gaps))
-        if gaps:
-            judge.detail("unmeasured_thresholds", gaps)
-        if judge.verdict.is_bad:
-            raise CheckFailed(f"{judge.check} on {judge.node}: {judge.summary()}")
+    if judge is None:  # fail closed: a check that returns without a Judge recorded no judgement
+        raise ProbeError(NO_JUDGE, cause="check:judged_nothing")
+    if not judge.judged:  # fail closed: a check that took the Judge and judged nothing
+        raise ProbeError(JUDGED_NOTHING, cause="check:judged_nothing")
+    for m in judge.metrics:
+        pyfuncitem.user_properties.append((m.name, m.value))
+    gaps = judge.unmeasured()
+    if gaps and not judge.verdict.is_bad:
+        raise ProbeError("; ".join(gaps))
+    if gaps:
+        judge.detail("unmeasured_thresholds", gaps)
+    if judge.verdict.is_bad:
+        raise CheckFailed(f"{judge.check} on {judge.node}: {judge.summary()}")
     return res
 
 
