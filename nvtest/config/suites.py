@@ -23,7 +23,53 @@ from nvtest.config.loader import load_model
 from nvtest.config.resources import configs_dir, suites_dir
 from nvtest.errors import ConfigError
 
-__all__ = ["SuiteSpec", "check_mark_name", "check_names", "list_suites", "load_suite", "suite_targets"]
+__all__ = [
+    "INTERNAL",
+    "SuiteSpec",
+    "allowed_import",
+    "check_mark_name",
+    "check_names",
+    "list_suites",
+    "load_suite",
+    "nvtest_imports",
+    "suite_targets",
+]
+
+#: Modules of nvtest.checks that a check module does not import: the fail-closed machinery the
+#: ``read`` and ``measure`` fixtures apply (``hardware``), and the re-judging of recorded output
+#: for ``nvtest evaluate`` / ``nvtest parse`` (``offline``, ``standalone``).
+INTERNAL = frozenset({"nvtest.checks.hardware", "nvtest.checks.offline", "nvtest.checks.standalone"})
+
+
+def allowed_import(module: str) -> bool:
+    """Whether a check module (bundled or a site's) may import the nvtest module ``module``:
+    ``nvtest.checks.api``, ``nvtest.checks.<area>`` (not :data:`INTERNAL`), ``nvtest.parsers``
+    and ``nvtest.errors``; everything else may move under a site that copies a check."""
+    if module in INTERNAL or any(module.startswith(m + ".") for m in INTERNAL):
+        return False
+    if module == "nvtest.checks.api" or module.startswith("nvtest.checks."):
+        return True
+    return module in ("nvtest.parsers", "nvtest.errors") or module.startswith("nvtest.parsers.")
+
+
+def nvtest_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every nvtest module ``source`` imports (``from nvtest.parsers import
+    dcgmi`` names ``nvtest.parsers`` only: the package itself is what is imported).
+
+    Raises:
+        SyntaxError: ``source`` does not parse."""
+    import ast
+
+    out: list[tuple[int, str]] = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name) for a in n.names if a.name == "nvtest" or a.name.startswith("nvtest.")]
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+            if n.module == "nvtest":
+                out += [(n.lineno, f"nvtest.{a.name}") for a in n.names]
+            elif n.module.startswith("nvtest."):
+                out.append((n.lineno, n.module))
+    return out
 
 
 class SuiteSpec(BaseModel):
@@ -69,6 +115,19 @@ def load_suite(name_or_path: str) -> SuiteSpec:
         if not (file.suffix == ".py" and file.is_file()):
             raise ConfigError(
                 f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}"
+            )
+        try:
+            source = file.read_text(encoding="utf-8")
+            bad = [(line, m) for line, m in nvtest_imports(source) if not allowed_import(m)]
+        except (SyntaxError, ValueError, UnicodeDecodeError):
+            bad = []  # its import error is told, with the file and Python's words, when the run imports it
+        if bad:
+            line, mod = bad[0]
+            raise ConfigError(
+                f"{module}:{line} imports {mod}: a check module imports only nvtest.checks.api, "
+                "nvtest.checks.<area>, nvtest.parsers and nvtest.errors (docs/writing-checks.md)",
+                path=str(path),
+                field=f"checks.{i}",
             )
         names = _top_level_names(file) if func else None
         if names is not None and func.split("::", 1)[0] not in names:

@@ -49,6 +49,18 @@ def test_a_suite_that_lists_nothing_runnable_is_refused(tmp_path: Path, checks: 
     assert err.value.exit_code == 2
 
 
+def test_a_site_module_that_imports_nvtest_internals_is_refused(tmp_path: Path):
+    """The import rule of tests/architecture/test_suite_imports.py holds for a site's own module
+    too (given by its absolute path, never walked by that test): exit 2 naming file, line, module."""
+    module = tmp_path / "test_site.py"
+    module.write_text("import pytest\nfrom nvtest.checks.api import Judge\nfrom nvtest.session.probe import Probe\n")
+    p = tmp_path / "s.yaml"
+    p.write_text(f"name: s\ndescription: d\nchecks: [{module}]\n")
+    with pytest.raises(ConfigError) as err:
+        load_suite(str(p))
+    assert err.value.field == "checks.0" and f"{module}:3 imports nvtest.session.probe" in err.value.reason
+
+
 BAD_PROFILE = """\
 schema_version: 1
 name: bad
