@@ -10,6 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from nvtest.checks.api import Judge
 from nvtest.checks.health import Outcome, apply
 from tests.conftest import run_nvtest
@@ -54,6 +56,15 @@ def test_a_check_that_judges_nothing_is_an_error_not_a_pass(tmp_path: Path) -> N
     assert empty["cause"] == "check:judged_nothing" and empty["diagnosis"]["rule"] == "judged_nothing"
     assert looked["verdict"] == "pass" and looked["details"]["passed"] == ["no stale mount in the 3 the site lists"]
     assert proc.returncode != 0, proc.stdout[-1500:]
+
+
+def test_a_judgement_without_words_is_never_a_silent_pass() -> None:
+    j = Judge(None, "x", "n1", None)
+    with pytest.raises(ValueError, match="needs the words of what the check looked at"):
+        j.passed("  ")
+    assert not j.judged
+    j.fail("")
+    assert j.failures == ["the check failed without saying why (judge.fail with no reason)"]
 
 
 def test_what_counts_as_a_judgement() -> None:
