@@ -294,6 +294,8 @@ class ResilienceRecipe(BaseModel):
     slow_s: NonNegativeFloat = 0.0
     straggler_min_score: Annotated[StrictFloat, Field(gt=0, le=1)] = 0.75
     requeue_release_hold: StrictBool = False
+    #: the requeue drill's rendezvous port (MASTER_PORT); the node that sorts n-th uses port + n
+    requeue_port: Annotated[StrictInt, Field(ge=1024, le=65000)] = 29650
     targets: ResilienceTargets = ResilienceTargets()
     estimate: ResilienceEstimate = ResilienceEstimate()
 

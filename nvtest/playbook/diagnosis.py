@@ -29,7 +29,8 @@ lost, a value below its floor), so the diagnosis names the most specific cause t
 evidence names, with the Playbook's next step for it. A cause nvtest itself knows is
 matched by its key, never by re-reading the sentence nvtest wrote for it (rewording a
 message changes no diagnosis); the word patterns are the tools' (NCCL, the kernel log,
-DCGM, verbs, the driver, ssh and the resolver). Every rule carries a real
+DCGM, verbs, the driver, ssh and the resolver; a results.json written before results
+carried keys gets them from its sentences once, :mod:`nvtest.playbook.legacy`). Every rule carries a real
 ``example`` of the evidence it is for; tests/playbook walks every rule and checks that
 its example, with any later rule's example beside it, is diagnosed as that rule.
 

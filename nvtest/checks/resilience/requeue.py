@@ -498,12 +498,10 @@ def judge_requeue(judge: Judge, fig: RequeueFigures, target_s: float | None, *, 
     judge_target(judge, "training_again_s", fig.training_s, target_s, "requeue_training_again_s")
 
 
-#: Drill ports start here, one per node (the test cluster's nodes share one host).
-BASE_PORT = 29650
-
-
 def _drills(fleet: Fleet) -> dict[str, RequeueFigures | NodeError]:
-    """Every node's drill, all at once (the check's first item runs it; the others wait)."""
+    """Every node's drill, all at once (the check's first item runs it; the others wait). Drill
+    ports start at the recipe's ``resilience.requeue_port``, one per node (the test cluster's
+    nodes share one host)."""
     ctx = fleet.ctx
     nodes = check_nodes(ctx, "requeue")
     index = {name: i for i, name in enumerate(sorted(n.name for n in ctx.nodes))}
@@ -519,7 +517,7 @@ def _drills(fleet: Fleet) -> dict[str, RequeueFigures | NodeError]:
                 steps=int(rec["steps"]) + 10,
                 ckpt_every=int(rec["ckpt_every"]),
                 requeue_step=int(rec["ckpt_every"]) + 2,
-                port=BASE_PORT + index[n.name],
+                port=int(rec["requeue_port"]) + index[n.name],
                 release_hold=bool(rec["requeue_release_hold"]),
             )
         )

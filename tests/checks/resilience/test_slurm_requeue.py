@@ -56,6 +56,7 @@ def test_requeue_check_through_the_cli_on_both_nodes_at_once(cluster, tmp_path):
     jobs run at once, each node's item passes with the figures in results.json and the report."""
     sku = tiny_sku(tmp_path)
     sku["recipe"]["resilience"]["requeue_release_hold"] = True
+    sku["recipe"]["resilience"]["requeue_port"] = free_port()  # others on this host may hold 29650
     # a target far above what the test can take, from no published figure: the test's own
     sku["recipe"]["resilience"]["targets"] = {"requeue_training_again_s": 300}
     (tmp_path / "skus").mkdir()
