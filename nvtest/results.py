@@ -556,8 +556,10 @@ def assemble(jsonl: Path, extra: Iterable[str] = ()) -> dict[str, Any]:
     if missing:
         why = incomplete_reason(run) or "the run ended without a result for it"
         at = float(run.get("ended_at") or run.get("started_at") or 0.0)
+        # a signal stopped the run: the cause of the items it left unmeasured is known
+        cause = "transport:interrupted" if run.get("interrupted") and not run.get("harness_error") else None
         for check, node in missing:
-            results[(check, node)] = unmeasured_result(check, node, why, at)
+            results[(check, node)] = unmeasured_result(check, node, why, at, cause)
     result_list = sorted(results.values(), key=lambda r: (r.get("started_at", 0), r["check"], r["node"]))
     for r in result_list:
         nodes.setdefault(r["node"], {"name": r["node"]})
@@ -580,11 +582,12 @@ def assemble(jsonl: Path, extra: Iterable[str] = ()) -> dict[str, Any]:
     return doc
 
 
-def unmeasured_result(check: str, node: str, why: str, at: float = 0.0) -> dict[str, Any]:
-    """The result of a planned item that was never measured: ``error``, ``not measured: <why>``."""
+def unmeasured_result(check: str, node: str, why: str, at: float = 0.0, cause: str | None = None) -> dict[str, Any]:
+    """The result of a planned item that was never measured: ``error``, ``not measured: <why>``,
+    with ``cause`` (``transport:interrupted``: a signal stopped the run) where it is known."""
     return {
         **CheckResult(
-            check=check, node=node, verdict=Verdict.ERROR, reason=f"not measured: {why}", started_at=at
+            check=check, node=node, verdict=Verdict.ERROR, reason=f"not measured: {why}", started_at=at, cause=cause
         ).to_json(),
         "unmeasured": True,
     }

@@ -37,9 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from nvtest.analysis.finish import finish_run
-from nvtest.config.metrics import Hardware, hardware_from_facts
+from nvtest.config.metrics import Hardware, declare_recorded, hardware_from_facts
 from nvtest.config.skus import Catalog, load_catalog
-from nvtest.config.thresholds import OUTSIDE_THRESHOLD, UNIT_MISMATCH, SkuProfile, assess
+from nvtest.config.thresholds import (
+    IMPLAUSIBLE,
+    METRIC_UNDECLARED,
+    METRIC_UNIT,
+    OUTSIDE_THRESHOLD,
+    UNIT_MISMATCH,
+    SkuProfile,
+    assess,
+)
 from nvtest.errors import ConfigError
 from nvtest.playbook.diagnosis import first_cause
 from nvtest.playbook.legacy import add_legacy_causes
@@ -89,8 +97,8 @@ def _skip_still_holds(r: dict[str, Any], prof: SkuProfile | None, facts: Mapping
     return None
 
 
-#: The cause keys a threshold's judgement gives (judged again here).
-THRESHOLD_KEYS = (OUTSIDE_THRESHOLD, UNIT_MISMATCH)
+#: The cause keys the judgement of a metric gives (judged again here).
+THRESHOLD_KEYS = (OUTSIDE_THRESHOLD, UNIT_MISMATCH, METRIC_UNDECLARED, METRIC_UNIT, IMPLAUSIBLE)
 
 
 def _judge_metrics(
@@ -265,6 +273,7 @@ def evaluate_run(
     """
     check_sign_key(sign_key)
     doc = load_results(run_dir)
+    declare_recorded(doc.get("checks") or {})  # a site check's own metrics, as the run declared them
     add_legacy_causes(doc)  # before judging again sets threshold keys: the document's own state
     catalog = load_catalog(list(sku_dirs), overlay)
     profiles = _profiles(doc, catalog, sku)

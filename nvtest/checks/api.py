@@ -179,8 +179,11 @@ class Judge:
     def fail(self, reason: str, cause: str | None = None) -> None:
         """Record a failure the tool reported (wrong results, validation failed); ``cause``: its
         key where the check knows it (of several, :attr:`cause` keeps the one the Playbook
-        diagnoses first: :func:`nvtest.playbook.diagnosis.first_cause`)."""
-        self.failures.append(reason)
+        diagnoses first: :func:`nvtest.playbook.diagnosis.first_cause`). A blank ``reason``
+        still fails the item, in words that say none was given."""
+        self.failures.append(
+            reason if reason.strip() else "the check failed without saying why (judge.fail with no reason)"
+        )
         if cause is not None:
             self.cause = first_cause([self.cause, cause])
 
@@ -191,7 +194,14 @@ class Judge:
     def passed(self, reason: str) -> None:
         """Record that the check looked and found nothing wrong, where it judges no metric
         (``reason``: what it looked at, e.g. "no Xid in 1200 kernel log lines"; kept in the
-        details under ``passed``). :func:`~nvtest.checks.health.apply` of an outcome records it."""
+        details under ``passed``). :func:`~nvtest.checks.health.apply` of an outcome records it.
+
+        Raises:
+            ValueError: ``reason`` is blank: a pass that names nothing looked at proves nothing
+                (the item is an ``error``, ``check:raised``).
+        """
+        if not reason.strip():
+            raise ValueError("judge.passed() needs the words of what the check looked at: an empty pass proves nothing")
         self._passed.append(reason)
         self.details["passed"] = list(self._passed)
 

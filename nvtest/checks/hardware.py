@@ -113,8 +113,9 @@ def require_declared(probe: Probe, facts: NodeFacts, sku: SkuProfile | None) -> 
     exp = require_any([EXPECTED[k](facts, sku) for k in kinds], facts)
     if probe.skip_if is not None and (why := probe.skip_if(sku)) is not None:
         raise ProbeSkip(why)
-    if probe.command and probe.package and probe.package != DRIVER:
-        require_tool(facts, exp, probe.command[0], probe.package)
+    if _packaged(probe) and probe.command and probe.command[0] in facts.tools:
+        # a tool the inventory looked for (its TOOLS); any other is checked by running it
+        require_tool(facts, exp, probe.command[0], probe.package or "")
     return exp
 
 
@@ -134,7 +135,16 @@ def read_declared(probe: Probe, facts: NodeFacts, sku: SkuProfile | None, run: C
     if probe.parse is None:
         raise TypeError(f"probe {probe.name!r} declares no parse=: read it with raw()")
     exp = require_declared(probe, facts, sku)
-    return read_tool(exp, probe.tool(), run(probe), probe.parse, stdout_only=probe.stdout_only)
+    res = run(probe)
+    if _packaged(probe) and probe.command and probe.command[0] not in facts.tools and res.exit_code == 127:
+        # a tool the inventory does not look for (a site's own): its shell could not find it
+        raise _tool_missing(probe.command[0], probe.package or "", exp)
+    return read_tool(exp, probe.tool(), res, probe.parse, stdout_only=probe.stdout_only)
+
+
+def _packaged(probe: Probe) -> bool:
+    """A tool probe whose tool ships in a package other than the driver (checked for)."""
+    return bool(probe.command and probe.package and probe.package != DRIVER)
 
 
 #: A tool's (or its shell's, or the driver's) own words that the run failed, on any line:
@@ -168,10 +178,14 @@ def require_tool(facts: NodeFacts, exp: Expected, tool: str, package: str) -> No
         ProbeError: ``tool`` is not on the node's PATH (the message names the package).
     """
     if not facts.tools.get(tool):
-        raise ProbeError(
-            f"{tool} not found on the node's PATH ({package}): nothing measured on the {exp.text()}",
-            cause="tool:missing",
-        )
+        raise _tool_missing(tool, package, exp)
+
+
+def _tool_missing(tool: str, package: str, exp: Expected) -> ProbeError:
+    """The ``error`` of a measuring tool not on the node's PATH, naming its package."""
+    return ProbeError(
+        f"{tool} not found on the node's PATH ({package}): nothing measured on the {exp.text()}", cause="tool:missing"
+    )
 
 
 def read_tool(

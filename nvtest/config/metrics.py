@@ -92,11 +92,13 @@ __all__ = [
     "MetricSpec",
     "check_names",
     "declare_metric",
+    "declare_recorded",
     "declared",
     "hardware_from_facts",
     "lower_is_better",
     "metric_names",
     "plausible_bounds",
+    "site_declarations",
     "suggest",
 ]
 
@@ -589,6 +591,36 @@ def declare_metric(
             _INDEX.setdefault((check, name), spec)
     EXTRA.append(spec)
     return spec
+
+
+def site_declarations(check: str) -> list[dict[str, str]]:
+    """The metrics a site's own check declared at run time (:func:`declare_metric`), as
+    results.json keeps them (``checks.<name>.declared_metrics``: pattern, unit, kind, bound,
+    what), so that judging the run again (``nvtest evaluate``) knows them without the module."""
+    return [
+        {"pattern": s.pattern, "unit": s.unit, "kind": s.kind, "bound": s.bound, "what": s.what}
+        for s in EXTRA
+        if check in s.checks
+    ]
+
+
+def declare_recorded(checks: Mapping[str, Mapping[str, Any]]) -> None:
+    """Declare again the site metrics a stored run recorded (results.json ``checks``, each
+    check's ``declared_metrics``: :func:`site_declarations`).
+
+    Raises:
+        ConfigError: a recorded declaration is invalid or conflicts with the catalog.
+    """
+    for name, entry in checks.items():
+        for m in entry.get("declared_metrics") or ():
+            declare_metric(
+                name,
+                str(m["pattern"]),
+                str(m["unit"]),
+                kind=str(m["kind"]),
+                bound=str(m["bound"]),
+                what=str(m.get("what") or ""),
+            )
 
 
 def declared(check: str, metric: str) -> MetricSpec | None:

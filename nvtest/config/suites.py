@@ -23,7 +23,53 @@ from nvtest.config.loader import load_model
 from nvtest.config.resources import configs_dir, suites_dir
 from nvtest.errors import ConfigError
 
-__all__ = ["SuiteSpec", "check_mark_name", "check_names", "list_suites", "load_suite", "suite_targets"]
+__all__ = [
+    "INTERNAL",
+    "SuiteSpec",
+    "allowed_import",
+    "check_mark_name",
+    "check_names",
+    "list_suites",
+    "load_suite",
+    "nvtest_imports",
+    "suite_targets",
+]
+
+#: Modules of nvtest.checks that a check module does not import: the fail-closed machinery the
+#: ``read`` and ``measure`` fixtures apply (``hardware``), and the re-judging of recorded output
+#: for ``nvtest evaluate`` / ``nvtest parse`` (``offline``, ``standalone``).
+INTERNAL = frozenset({"nvtest.checks.hardware", "nvtest.checks.offline", "nvtest.checks.standalone"})
+
+
+def allowed_import(module: str) -> bool:
+    """Whether a check module (bundled or a site's) may import the nvtest module ``module``:
+    ``nvtest.checks.api``, ``nvtest.checks.<area>`` (not :data:`INTERNAL`), ``nvtest.parsers``
+    and ``nvtest.errors``; everything else may move under a site that copies a check."""
+    if module in INTERNAL or any(module.startswith(m + ".") for m in INTERNAL):
+        return False
+    if module == "nvtest.checks.api" or module.startswith("nvtest.checks."):
+        return True
+    return module in ("nvtest.parsers", "nvtest.errors") or module.startswith("nvtest.parsers.")
+
+
+def nvtest_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) of every nvtest module ``source`` imports (``from nvtest.parsers import
+    dcgmi`` names ``nvtest.parsers`` only: the package itself is what is imported).
+
+    Raises:
+        SyntaxError: ``source`` does not parse."""
+    import ast
+
+    out: list[tuple[int, str]] = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name) for a in n.names if a.name == "nvtest" or a.name.startswith("nvtest.")]
+        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
+            if n.module == "nvtest":
+                out += [(n.lineno, f"nvtest.{a.name}") for a in n.names]
+            elif n.module.startswith("nvtest."):
+                out.append((n.lineno, n.module))
+    return out
 
 
 class SuiteSpec(BaseModel):
@@ -49,7 +95,9 @@ def load_suite(name_or_path: str) -> SuiteSpec:
     """A suite by name (bundled) or by path to a YAML file.
 
     Raises:
-        ConfigError: unknown suite, invalid file, or a listed check module that does not exist.
+        ConfigError: unknown suite, invalid file, no check listed, or a listed check module
+            (relative to the suites directory, or absolute) or ``module::function`` that does
+            not exist.
     """
     path = Path(name_or_path)
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
@@ -58,13 +106,46 @@ def load_suite(name_or_path: str) -> SuiteSpec:
             known = ", ".join(p.stem for p in sorted((configs_dir() / "suites").glob("*.yaml")))
             raise ConfigError(f"unknown suite {name_or_path!r}; known: {known}", field="suite")
     spec = load_model(SuiteSpec, path)
+    if not spec.checks:
+        # pytest given no target collects the working directory: never a run of nothing listed
+        raise ConfigError("no check module listed: a suite runs at least one", path=str(path), field="checks")
     for i, entry in enumerate(spec.checks):
-        module = entry.split("::", 1)[0]
-        if not (suites_dir() / module).is_file():
+        module, _, func = entry.partition("::")
+        file = suites_dir() / module  # a site's own module may be given by its absolute path
+        if not (file.suffix == ".py" and file.is_file()):
             raise ConfigError(
                 f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}"
             )
+        try:
+            source = file.read_text(encoding="utf-8")
+            bad = [(line, m) for line, m in nvtest_imports(source) if not allowed_import(m)]
+        except (SyntaxError, ValueError, UnicodeDecodeError):
+            bad = []  # its import error is told, with the file and Python's words, when the run imports it
+        if bad:
+            line, mod = bad[0]
+            raise ConfigError(
+                f"{module}:{line} imports {mod}: a check module imports only nvtest.checks.api, "
+                "nvtest.checks.<area>, nvtest.parsers and nvtest.errors (docs/writing-checks.md)",
+                path=str(path),
+                field=f"checks.{i}",
+            )
+        names = _top_level_names(file) if func else None
+        if names is not None and func.split("::", 1)[0] not in names:
+            raise ConfigError(f"{module} defines no function {func!r}", path=str(path), field=f"checks.{i}")
     return spec
+
+
+def _top_level_names(file: Path) -> set[str] | None:
+    """The names of the top-level functions and classes of a Python source file (read, not
+    imported); None for a file that does not parse (its import error is told, with the file
+    and Python's words, when the run imports it)."""
+    import ast
+
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    return {fn.name for fn in tree.body if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
 
 
 def check_mark_name(decorator: Any) -> str | None:

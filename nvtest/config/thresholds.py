@@ -73,6 +73,9 @@ from nvtest.config.workload_recipes import InferenceRecipe, SdcRecipe
 from nvtest.verdict import Verdict
 
 __all__ = [
+    "IMPLAUSIBLE",
+    "METRIC_UNDECLARED",
+    "METRIC_UNIT",
     "OUTSIDE_THRESHOLD",
     "UNIT_MISMATCH",
     "Assessment",
@@ -479,6 +482,11 @@ class Evaluation:
 #: a value in another unit than its threshold (never compared).
 OUTSIDE_THRESHOLD = "threshold:below_floor"
 UNIT_MISMATCH = "threshold:unit_mismatch"
+#: The cause keys of a value never judged: a metric the catalog does not declare, or measured
+#: in another unit than declared (the check's mistake); a value outside its physical bound.
+METRIC_UNDECLARED = "metric:undeclared"
+METRIC_UNIT = "metric:unit"
+IMPLAUSIBLE = "metric:implausible"
 
 
 def _fmt(x: float) -> str:
@@ -569,16 +577,21 @@ def assess(
         return Assessment(
             Verdict.ERROR,
             f"metric not declared: {check}.{name} is not in the metric catalog (nvtest/config/metrics.py){near}",
+            cause=METRIC_UNDECLARED,
         )
     if unit != spec.unit:
-        return Assessment(Verdict.ERROR, f"measured in {unit}, but {check}.{name} is declared in {spec.unit}")
+        return Assessment(
+            Verdict.ERROR, f"measured in {unit}, but {check}.{name} is declared in {spec.unit}", cause=METRIC_UNIT
+        )
     if value is None or not math.isfinite(value):
         return Assessment(Verdict.ERROR, f"no valid measurement ({value!r})")
     bound = plausible_bounds(spec, name, hardware or Hardware(profile=profile), labels)
     why = bound.violation(value, unit)
     if why is not None:
         said = f"raw: {raw.strip()[:300]!r}" if raw else f"as recorded: {value!r}"
-        return Assessment(Verdict.ERROR, f"implausible: {why}; {said}; not judged: {RERUN_HINT}", None, bound, True)
+        return Assessment(
+            Verdict.ERROR, f"implausible: {why}; {said}; not judged: {RERUN_HINT}", None, bound, True, IMPLAUSIBLE
+        )
     thr = profile.threshold(check, name) if profile else None
     ev = evaluate(value, unit, thr)
     return Assessment(ev.verdict, ev.reason, thr, bound, cause=ev.cause)

@@ -885,6 +885,54 @@ RULES: tuple[Rule, ...] = TRANSPORT_RULES + (
         keys=("dcgm:skipped", "dcgm:error_code"),
     ),
     _r(
+        "check_raised",
+        "",
+        "the check's own code raised an exception nvtest does not expect from a probe or a tool: a "
+        "bug in the check or its helper; nothing was proven about the node",
+        "read the traceback in the check's log; fix the check (a site check: suites/); rerun",
+        "CONFIG",
+        verdicts=("error",),
+        example="check raised KeyError: 'results'",
+        keys=("check:raised",),
+    ),
+    _r(
+        "metric_undeclared",
+        "",
+        "the check judged a metric the metric catalog does not declare (its unit and physical "
+        "bound): the check's mistake, the value was not judged",
+        "declare it: nvtest/config/metrics.py CATALOG, or declare_metric(...) at the top of a "
+        "site check's module (docs/writing-checks.md); rerun",
+        "CONFIG",
+        verdicts=("error",),
+        example="foo_gbps: metric not declared: nvme_bw.foo_gbps is not in the metric catalog "
+        "(nvtest/config/metrics.py)",
+        keys=("metric:undeclared",),
+    ),
+    _r(
+        "metric_unit",
+        "",
+        "the check measured a metric in another unit than the catalog declares for it (GB/s vs "
+        "Gb/s): the check's mistake, the value was not judged",
+        "fix the unit the check gives judge() or the metric's declaration; rerun",
+        "CONFIG",
+        verdicts=("error",),
+        example="speed_gbps: measured in Gb/s, but nvme_bw.speed_gbps is declared in GB/s",
+        keys=("metric:unit",),
+    ),
+    _r(
+        "implausible",
+        "",
+        "the value is outside the physical bound of the hardware it ran on (a negative bandwidth, "
+        "one above the line rate): a misread tool line or a broken timer, never judged",
+        "read the tool's line quoted in the reason and the log; rerun the check (nvtest run "
+        "--rerun-failed RUN_DIR); if it repeats, the tool or its parser is wrong",
+        "RETEST",
+        verdicts=("error",),
+        example="triad_gbps: implausible: 9.1e+04 GB/s is above the host memory's 1.2e+03 GB/s; "
+        "as recorded: 91000.0; not judged: rerun the check (nvtest run --rerun-failed RUN_DIR)",
+        keys=("metric:implausible",),
+    ),
+    _r(
         "unit_mismatch",
         "",
         "a threshold is in another unit than the measurement",

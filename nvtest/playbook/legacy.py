@@ -40,9 +40,13 @@ LEGACY_SENTENCES: tuple[tuple[str, frozenset[str] | None, re.Pattern[str]], ...]
         ("launch:rendezvous", "", r"could not reach the rendezvous|rendezvous preflight"),
         ("launch:node_ssh", "", r"node-to-node ssh"),
         ("transport:config", "", r"key_file .*(does not exist|not a readable file)"),
+        ("transport:host_key", "", r"host key rejected|host key for .* (not in known_hosts|does not match)"),
+        ("transport:auth", "", r"SSH login refused|authentication failed|key not accepted|no key to offer"),
         ("transport:staging", "", r"files not staged|probes not staged|tar over the exec channel|copy to .* failed"),
         ("transport:timeout:inventory", "", r"inventory probe hung"),
         ("transport:lost", "", r"connection lost"),
+        ("transport:interrupted", "", r"not measured: run interrupted|NodeError: interrupted"),
+        ("transport:timeout", "", r"\btimed out after \d"),
         ("storage:client_lost", "", r"(?:NFS server|Lustre|GPFS) .*not recovered since"),
         (
             "storage:unreachable",
@@ -57,12 +61,14 @@ LEGACY_SENTENCES: tuple[tuple[str, frozenset[str] | None, re.Pattern[str]], ...]
             "",
             r"configuration error \((overlay|sku_dir|profile|option)\)|come from a file with a configuration error",
         ),
+        ("tool:missing", "", r"not found on the node's PATH|no RDMA tools"),
         (
             "fabric:unregistered",
             "fabric_manager",
             r"^(?![\s\S]*nvidia-fabricmanager is )[\s\S]*fabric state In Progress[^;]*"
             r"\(GPU not registered with the NVLink fabric\); [^;]*past the \d+ s grace window",
         ),
+        ("fabric:unproven", "fabric_manager", r"fabric state is unknown"),
         ("fabric:manager_down", "", r"fabric ?manager|fabric state|fabricmanager"),
         ("nccl:validation_off", "", r"correctness gate switched off|validation: 0"),
         ("hca:renamed", "", r"HCA \S+ not in the golden shape"),
@@ -77,6 +83,7 @@ LEGACY_SENTENCES: tuple[tuple[str, frozenset[str] | None, re.Pattern[str]], ...]
         ("ecc:disable_pending", "", r"ECC disable pending"),
         ("ecc:enable_pending", "", r"ECC enable pending"),
         ("ecc:disabled", "", r"ECC mode (disabled|off)"),
+        ("gpu:sku_mismatch", "", r"GPUs visible to nvidia-smi, SKU \S+ expects"),
         ("gpu:lost", "", r"GPU lost|GPUs visible to nvidia-smi|nvidia-smi reports no GPU|announces \d+ GPUs"),
         ("results:wrong", "", r"wrong results|#wrong\s*[=:]?\s*[1-9]|out of bounds values\s*:\s*[1-9]|data corruption"),
         ("pcie:downgraded", "gpus pcie_link", r"PCIe x\d+ of x\d+|trained x\d+|expects x\d+|capable of Gen"),
@@ -85,13 +92,26 @@ LEGACY_SENTENCES: tuple[tuple[str, frozenset[str] | None, re.Pattern[str]], ...]
         ("ib:rate_low", "ib_ports", r"HCA|port \d+: (state|Disabled)|rate .* Gb/s <"),
         ("clocks:throttled", "burnin thermal", r"throttl|hw_slowdown \d|slowdown under load"),
         ("drift:firmware", "sw_uniformity", r"^(vbios|hca_firmware)|\b(vbios|hca_firmware)\b.*(has|differs)"),
+        ("drift:platform", "sw_uniformity", r"^cpu_(vendor|family)\b"),
         ("drift:software", "", r"has .*nodes have|differs across nodes|older than"),
         ("dcgm:test_failed", "dcgm_diag", r"dcgmi .* failed"),
         ("dcgm:skipped", "dcgm_diag", r"skipped|error code"),
+        ("metric:undeclared", "", r"metric not declared"),
+        ("metric:unit", "", r"measured in \S+, but \S+ is declared in"),
+        ("metric:implausible", "", r"\bimplausible: "),
         ("threshold:unit_mismatch", "", r"unit mismatch"),
         ("threshold:below_floor", "", r"< min|> max"),
+        ("check:judged_nothing", "", r"the check judged nothing"),
+        ("check:raised", "", r"^check raised \w+"),
+        ("hardware:unreported", "", r"cannot report on them"),
+        ("probe:error", "", r"no valid measurement|printed no|unreadable|ParseError|ProbeError|could not"),
     )
 )
+
+
+#: Keys whose sentence stands for them in results of one verdict only (a figure below its
+#: floor is a ``fail``; a probe that measured nothing an ``error``).
+_ONLY = {"threshold:below_floor": "fail", "hardware:unreported": "fail", "probe:error": "error"}
 
 
 def legacy_cause(result: Mapping[str, Any]) -> str | None:
@@ -102,7 +122,7 @@ def legacy_cause(result: Mapping[str, Any]) -> str | None:
     check, reason = str(result.get("check")), str(result.get("reason") or "")
     for key, checks, pattern in LEGACY_SENTENCES:
         if (checks is None or check in checks) and pattern.search(reason):
-            if key == "threshold:below_floor" and result.get("verdict") != "fail":
+            if result.get("verdict") != _ONLY.get(key, result.get("verdict")):
                 continue
             return key
     return None

@@ -33,6 +33,7 @@ from nvtest.analysis.finish import finish_run
 from nvtest.checks.api import Fleet, Judge, note_probe_run
 from nvtest.checks.hardware import read_declared, require_declared
 from nvtest.config.inventory import Node
+from nvtest.config.metrics import site_declarations
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import (
     CheckFailed,
@@ -198,10 +199,17 @@ def _store_check(ctx: RunContext, item: pytest.Item, check: str) -> None:
     doc = (getattr(item, "function", None).__doc__ or "").strip() if hasattr(item, "function") else ""
     doc = doc.replace("``", "")  # reST literals read as plain text in the report
     area = kw.get("area") or Path(str(item.path)).parent.name
-    ctx.store.append(
-        "check",
-        {"name": check, "area": area, "title": kw.get("title") or check, "description": doc, "module": item.path.name},
-    )
+    entry = {
+        "name": check,
+        "area": area,
+        "title": kw.get("title") or check,
+        "description": doc,
+        "module": item.path.name,
+    }
+    site = site_declarations(check)
+    if site:  # a site check's own metrics: judging the run again needs them without the module
+        entry["declared_metrics"] = site
+    ctx.store.append("check", entry)
 
 
 def _node_of(item: pytest.Item) -> str | None:
@@ -396,6 +404,10 @@ def read(
 
 #: The error of an item whose check took the Judge and recorded no judgement.
 JUDGED_NOTHING = "the check judged nothing: no metric, finding or outcome was recorded, so nothing proves the node good"
+NO_JUDGE = (
+    "the check judged nothing: it takes no judge fixture, so returning records no judgement and nothing "
+    "proves the node good (take judge and record what was read, or judge.passed(what was looked at))"
+)
 
 
 @pytest.fixture
@@ -437,18 +449,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Generator[None, object, o
     except ProbeSkip as exc:
         pytest.skip(str(exc))
     judge = pyfuncitem.stash.get(JUDGE_KEY, None)
-    if judge is not None:
-        if not judge.judged:  # fail closed: a check that took the Judge and judged nothing
-            raise ProbeError(JUDGED_NOTHING, cause="check:judged_nothing")
-        for m in judge.metrics:
-            pyfuncitem.user_properties.append((m.name, m.value))
-        gaps = judge.unmeasured()
-        if gaps and not judge.verdict.is_bad:
-            raise ProbeError("; ".join(gaps))
-        if gaps:
-            judge.detail("unmeasured_thresholds", gaps)
-        if judge.verdict.is_bad:
-            raise CheckFailed(f"{judge.check} on {judge.node}: {judge.summary()}")
+    if judge is None:  # fail closed: a check that returns without a Judge recorded no judgement
+        raise ProbeError(NO_JUDGE, cause="check:judged_nothing")
+    if not judge.judged:  # fail closed: a check that took the Judge and judged nothing
+        raise ProbeError(JUDGED_NOTHING, cause="check:judged_nothing")
+    for m in judge.metrics:
+        pyfuncitem.user_properties.append((m.name, m.value))
+    gaps = judge.unmeasured()
+    if gaps and not judge.verdict.is_bad:
+        raise ProbeError("; ".join(gaps))
+    if gaps:
+        judge.detail("unmeasured_thresholds", gaps)
+    if judge.verdict.is_bad:
+        raise CheckFailed(f"{judge.check} on {judge.node}: {judge.summary()}")
     return res
 
 
@@ -556,6 +569,8 @@ def _result_of(
             verdict = Verdict.ERROR
             name = type(exc).__name__ if exc else "error"
             reason = f"check raised {name}: {exc}" if exc else f"{call.when} failed"
+            if exc is not None:
+                cause = "check:raised"  # the check's own code, whatever the metrics judged before
     stop = _stop(item.config)
     if verdict is Verdict.ERROR and stop is not None and stop.requested:
         # the signal killed the item's commands: it was not measured, whatever words its

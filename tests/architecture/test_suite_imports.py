@@ -21,43 +21,16 @@ One test per suite file, so a failure names the file.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from nvtest.config.resources import suites_dir
+from nvtest.config.suites import allowed_import as allowed
+from nvtest.config.suites import nvtest_imports
 
 SUITES = suites_dir()
 FILES = sorted(SUITES.rglob("*.py"))
-
-#: Modules of nvtest.checks that a suite does not import (see the module doc).
-INTERNAL = frozenset({"nvtest.checks.hardware", "nvtest.checks.offline", "nvtest.checks.standalone"})
-
-
-def allowed(module: str) -> bool:
-    """Whether a suite may import the nvtest module ``module`` (see the module doc)."""
-    if module in INTERNAL or any(module.startswith(m + ".") for m in INTERNAL):
-        return False
-    if module == "nvtest.checks.api" or module.startswith("nvtest.checks."):
-        return True
-    return module in ("nvtest.parsers", "nvtest.errors") or module.startswith("nvtest.parsers.")
-
-
-def nvtest_imports(source: str) -> list[tuple[int, str]]:
-    """(line, module) of every nvtest module ``source`` imports (``from nvtest.parsers import
-    dcgmi`` names ``nvtest.parsers.dcgmi`` only when that is how it reads: the package itself
-    is what is imported, and it is allowed)."""
-    out: list[tuple[int, str]] = []
-    for n in ast.walk(ast.parse(source)):
-        if isinstance(n, ast.Import):
-            out += [(n.lineno, a.name) for a in n.names if a.name == "nvtest" or a.name.startswith("nvtest.")]
-        elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
-            if n.module == "nvtest":
-                out += [(n.lineno, f"nvtest.{a.name}") for a in n.names]
-            elif n.module.startswith("nvtest."):
-                out.append((n.lineno, n.module))
-    return out
 
 
 def _rel(path: Path) -> str:

@@ -69,6 +69,25 @@ def test_a_missing_tool_is_an_error_naming_its_package_but_the_drivers_tool_runs
         read_declared(SMI, _facts((GPU,)), None, _run("", 127, "sh: nvidia-smi: not found"))
 
 
+def test_a_site_tool_the_inventory_does_not_look_for_is_run_not_refused() -> None:
+    """The inventory looks for its own TOOLS only: a site's tool absent from facts.tools is
+    run (it was refused as 'not found' even when on PATH); the shell not finding it (exit 127)
+    is the missing tool's error naming the package, anything else is read as usual."""
+    site = Probe("site", command=("site-hca-check",), expects="gpu", parse=nvidia_smi_xml.parse, package="site-tools")
+    text = corpus("nvidia-smi/q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt")
+    assert read_declared(site, _facts((GPU,)), None, _run(text)).gpus
+    with pytest.raises(ProbeError, match=r"site-hca-check not found on the node's PATH \(site-tools\)") as err:
+        read_declared(site, _facts((GPU,)), None, _run("", 127, "sh: 1: site-hca-check: not found"))
+    assert err.value.cause == "tool:missing"
+    with pytest.raises(UnreportedHardware, match="couldn't communicate with the NVIDIA driver"):
+        read_declared(
+            site,
+            _facts((GPU,)),
+            None,
+            _run("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.", 9),
+        )
+
+
 def test_the_record_and_the_tools_own_failure() -> None:
     text = corpus("nvidia-smi/q-x-a100-sxm4-80gb-mig-enabled-v12.xml.txt")
     assert read_declared(SMI, _facts((GPU,)), None, _run(text)).gpus

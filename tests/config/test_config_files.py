@@ -9,7 +9,7 @@ import pytest
 from nvtest.config.inventory import load_inventory
 from nvtest.config.loader import load_model
 from nvtest.config.skus import GpuSummary, load_catalog
-from nvtest.config.suites import list_suites
+from nvtest.config.suites import list_suites, load_suite
 from nvtest.config.thresholds import SkuProfile
 from nvtest.errors import ConfigError
 
@@ -27,6 +27,38 @@ def test_bundled_suites_load():
     suites = list_suites()
     assert {"delivery", "quick"} <= set(suites)
     assert len(suites["delivery"].checks) >= len(suites["quick"].checks)
+
+
+@pytest.mark.parametrize(
+    ("checks", "field", "words"),
+    [
+        ("[]", "checks", "no check module listed"),
+        ("[inventory/test_nope.py]", "checks.0", "not found"),
+        ("[inventory]", "checks.0", "not found"),
+        ("[inventory/test_inventory.py::test_nope]", "checks.0", "defines no function 'test_nope'"),
+    ],
+)
+def test_a_suite_that_lists_nothing_runnable_is_refused(tmp_path: Path, checks: str, field: str, words: str):
+    """An empty list (pytest would collect the working directory), a module that is not a
+    file, a directory, a function the module does not define: exit 2 naming the field."""
+    p = tmp_path / "s.yaml"
+    p.write_text(f"name: s\ndescription: d\nchecks: {checks}\n")
+    with pytest.raises(ConfigError) as err:
+        load_suite(str(p))
+    assert err.value.field == field and words in err.value.reason, err.value
+    assert err.value.exit_code == 2
+
+
+def test_a_site_module_that_imports_nvtest_internals_is_refused(tmp_path: Path):
+    """The import rule of tests/architecture/test_suite_imports.py holds for a site's own module
+    too (given by its absolute path, never walked by that test): exit 2 naming file, line, module."""
+    module = tmp_path / "test_site.py"
+    module.write_text("import pytest\nfrom nvtest.checks.api import Judge\nfrom nvtest.session.probe import Probe\n")
+    p = tmp_path / "s.yaml"
+    p.write_text(f"name: s\ndescription: d\nchecks: [{module}]\n")
+    with pytest.raises(ConfigError) as err:
+        load_suite(str(p))
+    assert err.value.field == "checks.0" and f"{module}:3 imports nvtest.session.probe" in err.value.reason
 
 
 BAD_PROFILE = """\

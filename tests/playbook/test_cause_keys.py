@@ -156,7 +156,7 @@ def test_apply_carries_the_outcome_cause_to_the_judge() -> None:
 
 #: A cause key as the source writes it (``cause="tool:missing"``, ``"launch:left_out"``).
 _KEY_IN_SOURCE = re.compile(
-    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config|host|storage|threshold|dcgm):[a-z_]+(?::[a-z_]+)*)["']"""
+    r"""["']((?:transport|tool|launch|scheduler|hardware|probe|gpu|ecc|pcie|clocks|nvlink|ib|hca|config|host|storage|threshold|dcgm|metric|check):[a-z_]+(?::[a-z_]+)*)["']"""
 )
 
 

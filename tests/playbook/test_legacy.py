@@ -28,6 +28,22 @@ def test_an_old_sentence_gets_the_key_and_the_diagnosis_it_had(rule) -> None:
     assert d is not None and d.rule == rule.name, (rule.name, result["cause"], d)
 
 
+#: Keys only ``nvtest gate`` sets: its JSON verdict is never judged again (no report, no evaluate).
+_GATE_ONLY = frozenset({"disk:full", "gpu:driver_missing"})
+_EVERY_KEYED = [r for r in (*TRANSPORT_RULES, *RULES) if r.keys - _GATE_ONLY and r.example]
+
+
+@pytest.mark.parametrize("rule", _EVERY_KEYED, ids=lambda r: r.name)
+def test_every_key_rule_keeps_its_diagnosis_without_the_key(rule) -> None:
+    """Every rule that matches by a key (a timeout, a refused login, a missing tool, a check
+    that judged nothing, a tool that cannot report): its sentence in an old document, the key
+    removed, is diagnosed by that rule again, never the generic 'rerun'."""
+    result = {"check": min(rule.checks) if rule.checks else "x", "verdict": min(rule.verdicts), "reason": rule.example}
+    add_legacy_causes({"results": [result]})
+    d = diagnose(result)
+    assert d is not None and d.rule == rule.name, (rule.name, result.get("cause"), d)
+
+
 def test_a_document_with_keys_is_not_read_by_its_sentences() -> None:
     keyed = {"check": "nccl", "verdict": "fail", "reason": "x", "cause": "threshold:below_floor"}
     old_words = {"check": "nccl", "verdict": "fail", "reason": "all_reduce: #wrong = 3 (sizes 1024): wrong results"}

@@ -139,6 +139,7 @@ def test_planned_items_without_a_result_are_not_measured_errors(tmp_path: Path) 
     for key in (("stream", "n2"), ("stream", "n3"), ("fleet_check", "fleet")):
         assert by[key]["verdict"] == "error" and by[key]["unmeasured"] is True
         assert by[key]["reason"] == "not measured: run interrupted (SIGTERM)"
+        assert by[key]["cause"] == "transport:interrupted"  # known, not the generic 'rerun'
     assert doc["nodes"]["n2"]["verdict"] == "error" and doc["nodes"]["n1"]["verdict"] == "pass"
     assert doc["summary"]["items"]["error"] == 3 and doc["summary"]["verdict"] == "error"
 
@@ -153,6 +154,7 @@ def test_a_finished_run_with_an_item_never_reported_is_not_green(tmp_path: Path)
     doc = assemble(tmp_path / "results.jsonl")
     lost = [r for r in doc["results"] if r["node"] == "n2"]
     assert lost and lost[0]["verdict"] == "error" and lost[0]["reason"].startswith("not measured: ")
+    assert lost[0].get("cause") is None  # nothing says why it was never reported
     assert doc["summary"]["verdict"] == "error"
 
 

@@ -115,6 +115,9 @@ def test_assertion(node):
 
 def test_crash(node):
     raise KeyError("boom")
+
+def test_unjudged(node, measure):
+    measure(doc_probe("un", {"status": "ok", "v": 3}))
 """,
     )
     got = {c: r for (c, _), r in _results(run_dir).items()}
@@ -127,6 +130,9 @@ def test_crash(node):
     assert got["warn"]["verdict"] == "warn"
     assert got["assertion"]["verdict"] == "fail" and "one is not two" in got["assertion"]["reason"]
     assert got["crash"]["verdict"] == "error" and "KeyError" in got["crash"]["reason"]
+    # returned without a Judge: nothing recorded, never a pass
+    assert got["unjudged"]["verdict"] == "error" and got["unjudged"]["cause"] == "check:judged_nothing"
+    assert "takes no judge fixture" in got["unjudged"]["reason"]
     doc = json.loads((run_dir / "results.json").read_text())
     assert doc["summary"]["verdict"] == "fail"  # a known failure is worse than an error
 
@@ -138,9 +144,10 @@ def test_a_probe_runs_once_per_check_as_a_phase(pytester: pytest.Pytester) -> No
         f"""
 P = Probe("counted", command=("sh", "-c", "echo x >> {marker}; echo '{{\\"status\\": \\"ok\\"}}'"))
 
-def test_a(node, measure):
+def test_a(node, measure, judge):
     measure(P)
     measure(P)
+    judge.passed("read it twice")
 """,
     )
     assert marker.read_text().count("x") == 1
@@ -151,11 +158,11 @@ def test_rerun_items_select_only_those(pytester: pytest.Pytester) -> None:
     res, run_dir = _run(
         pytester,
         """
-def test_one(node):
-    pass
+def test_one(node, judge):
+    judge.passed("one")
 
-def test_two(node):
-    pass
+def test_two(node, judge):
+    judge.passed("two")
 """,
         rerun_items=[("two", HOST)],
         rerun_of="r0",
