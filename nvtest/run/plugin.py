@@ -614,24 +614,27 @@ def pytest_internalerror(excrepr: object, excinfo: pytest.ExceptionInfo[BaseExce
 _collect_errors: list[str] = []
 #: The module's file in pytest's report of a collection error: ``/x/test_a.py:8: in <module>``
 #: (an import that failed) or ``File "/x/test_a.py", line 8`` (a syntax error).
-_MODULE_FILE = re.compile(r'^(?:E\s+)?(?:File "([^"]+\.py)", line \d+|(/[^:\s]+\.py:\d+): in )')
+_MODULE_FILE = re.compile(r'^(?:E\s+)?(?:File "([^"]+\.py)", line (\d+)|(/[^:\s]+\.py:\d+): in )')
 
 
 def pytest_collectreport(report: pytest.CollectReport) -> None:
     """A check module that cannot be imported (a syntax error, a name its import does not
-    find) stops pytest before the first item: kept with the file and Python's own words, so
-    the run ends as a harness error naming them, never as an interrupt no one sent."""
+    find) stops pytest before the first item: kept with the file, the line and Python's own
+    words, so the run ends as a harness error naming them, never as an interrupt no one sent."""
     if report.failed:
         lines = [ln.strip() for ln in str(report.longrepr).splitlines() if ln.strip()]
         said = next((ln[1:].strip() for ln in reversed(lines) if ln.startswith("E ")), lines[-1] if lines else "")
         found = [m for ln in lines if (m := _MODULE_FILE.search(ln))]
-        # a syntax error's own file first, then the module's line of the import that failed
-        files = (
+        # a syntax error's own file and line first, then the module's line of the import that failed
+        places = (
             f
-            for f in [*(m.group(1) for m in found if m.group(1)), *(m.group(2) for m in found if m.group(2))]
+            for f in [
+                *(f"{m.group(1)}:{m.group(2)}" for m in found if m.group(1)),
+                *(m.group(3) for m in found if m.group(3)),
+            ]
             if "/_pytest/" not in f and "/lib/python" not in f
         )
-        where = report.nodeid or next(files, "") or (lines[0] if lines else "a check module")
+        where = next(places, "") or report.nodeid or (lines[0] if lines else "a check module")
         _collect_errors.append(f"{where}: {said}"[:500])
 
 
