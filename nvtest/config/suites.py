@@ -14,6 +14,7 @@ Paths are relative to the suites directory (``suites/`` in a checkout).
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +59,12 @@ def nvtest_imports(source: str) -> list[tuple[int, str]]:
 
     Raises:
         SyntaxError: ``source`` does not parse."""
-    import ast
+    return _imports_of(ast.parse(source))
 
+
+def _imports_of(tree: ast.Module) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
-    for n in ast.walk(ast.parse(source)):
+    for n in ast.walk(tree):
         if isinstance(n, ast.Import):
             out += [(n.lineno, a.name) for a in n.names if a.name == "nvtest" or a.name.startswith("nvtest.")]
         elif isinstance(n, ast.ImportFrom) and n.level == 0 and n.module:
@@ -116,11 +119,10 @@ def load_suite(name_or_path: str) -> SuiteSpec:
             raise ConfigError(
                 f"check module {module!r} not found in {suites_dir()}", path=str(path), field=f"checks.{i}"
             )
-        try:
-            source = file.read_text(encoding="utf-8")
-            bad = [(line, m) for line, m in nvtest_imports(source) if not allowed_import(m)]
-        except (SyntaxError, ValueError, UnicodeDecodeError):
-            bad = []  # its import error is told, with the file and Python's words, when the run imports it
+        tree = _module_tree(file)
+        if tree is None:
+            continue  # its import error is told, with the file and Python's words, when the run imports it
+        bad = [(line, m) for line, m in _imports_of(tree) if not allowed_import(m)]
         if bad:
             line, mod = bad[0]
             raise ConfigError(
@@ -129,30 +131,28 @@ def load_suite(name_or_path: str) -> SuiteSpec:
                 path=str(path),
                 field=f"checks.{i}",
             )
-        names = _top_level_names(file) if func else None
-        if names is not None and func.split("::", 1)[0] not in names:
+        names = {fn.name for fn in tree.body if isinstance(fn, _DEFINITIONS)}
+        if func and func.split("::", 1)[0] not in names:
             raise ConfigError(f"{module} defines no function {func!r}", path=str(path), field=f"checks.{i}")
     return spec
 
 
-def _top_level_names(file: Path) -> set[str] | None:
-    """The names of the top-level functions and classes of a Python source file (read, not
-    imported); None for a file that does not parse (its import error is told, with the file
-    and Python's words, when the run imports it)."""
-    import ast
+#: The top-level definitions a ``module.py::name`` entry may name.
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
+
+def _module_tree(file: Path) -> ast.Module | None:
+    """A Python source file read and parsed (not imported) once; None for one that does not
+    parse or decode."""
     try:
-        tree = ast.parse(file.read_text(encoding="utf-8"))
+        return ast.parse(file.read_text(encoding="utf-8"))
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return None
-    return {fn.name for fn in tree.body if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
 
 
 def check_mark_name(decorator: Any) -> str | None:
     """The NAME of a ``@pytest.mark.check(NAME, ...)`` decorator (an :mod:`ast` node of a
     function's ``decorator_list``), or None for any other decorator."""
-    import ast
-
     dec = decorator
     if (
         isinstance(dec, ast.Call)
@@ -168,8 +168,6 @@ def check_mark_name(decorator: Any) -> str | None:
 def check_names(module: str) -> list[str]:
     """The check names a suite module defines (its ``@pytest.mark.check("name")`` or,
     without one, ``test_<name>``), read from its source without importing it."""
-    import ast
-
     tree = ast.parse((suites_dir() / module.split("::", 1)[0]).read_text(encoding="utf-8"))
     names: list[str] = []
     for fn in tree.body:
