@@ -26,6 +26,7 @@ from nvtest.errors import (
     ProbeSkip,
     UnreportedHardware,
 )
+from nvtest.playbook.diagnosis import CAUSES
 from nvtest.session.expect import Expected, expected_gpus
 from nvtest.session.phase import cause_of
 from nvtest.transports.base import CommandResult
@@ -39,7 +40,6 @@ __all__ = [
     "DRIVER",
     "EXPECTS",
     "PEER_FAILURES",
-    "PROBE_CAUSES",
     "EFFECTIVE_KEYS",
     "ArgsFn",
     "Probe",
@@ -320,11 +320,6 @@ def require_completed(res: CommandResult) -> CommandResult:
     return res
 
 
-#: The cause keys a probe's document may name (its ``cause``, :mod:`nvtest.probes._contract`);
-#: any other word there is not trusted as a key.
-PROBE_CAUSES = frozenset({"cuda:cannot_start"})
-
-
 def measure_probe(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Node]) -> dict[str, Any]:
     """Run a JSON probe and return this node's document (``status`` ok).
 
@@ -339,8 +334,8 @@ def measure_probe(ctx: RunContext, probe: Probe, node: Node, nodes: Sequence[Nod
     doc = parse_probe_json(res)
     status = doc.get("status")
     exp = _gpus_of(ctx.states[node.name]) if probe.device else None
-    said = doc.get("cause")
-    cause = said if isinstance(said, str) and said in PROBE_CAUSES else None
+    said = doc.get("cause")  # the probe's key (probes/_contract.py): trusted only if the Playbook knows it
+    cause = said if isinstance(said, str) and said in CAUSES else None
     if exp is not None and exp.count and status != "ok":
         raise UnreportedHardware(
             f"{exp.text()}; the {probe.name} probe could not use them ({status}): "
